@@ -1,0 +1,7 @@
+"""dptensor: fast, streaming and differentially private tensor decomposition."""
+
+from dptensor.decomposition import PowerMethodResult, power_method
+
+__version__ = "0.1.0"
+
+__all__ = ["PowerMethodResult", "__version__", "power_method"]

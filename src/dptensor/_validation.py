@@ -1,0 +1,100 @@
+"""Input checks shared by every layer of dptensor.
+
+Each check raises a ``ValueError`` or ``TypeError`` that names the offending argument and
+states what was expected (DESIGN.md, *Conventions*): bad input never yields a silent wrong
+answer.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+RandomStateLike = None | int | np.integer | np.random.Generator
+
+
+def check_random_state(random_state: RandomStateLike, name: str = "random_state") -> np.random.Generator:
+    """Turn ``random_state`` into a :class:`numpy.random.Generator`.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy.random.Generator
+        ``None`` draws fresh OS entropy, an integer seeds a new PCG64 generator, and a
+        ``Generator`` is used as it is (so successive calls continue its stream).
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    numpy.random.Generator
+    """
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"{name} must be a non-negative integer seed, got {random_state}")
+        return np.random.default_rng(int(random_state))
+    raise TypeError(
+        f"{name} must be None, a non-negative int or a numpy.random.Generator, "
+        f"got {type(random_state).__name__}"
+    )
+
+
+def check_positive_int(value: object, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an ``int`` after checking it is an integer ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_rank(rank: object, dim: int, name: str = "rank") -> int:
+    """Check ``1 <= rank <= dim`` for a decomposition of a ``dim``-dimensional tensor."""
+    rank = check_positive_int(rank, name)
+    if rank > dim:
+        raise ValueError(f"{name} must be at most the tensor dimension {dim}, got {rank}")
+    return rank
+
+
+def check_finite_array(array: object, name: str, *, ndim: int | None = None) -> np.ndarray:
+    """Return ``array`` as a float64 ndarray after checking its shape and finiteness."""
+    try:
+        out = np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(array).__name__}") from exc
+    if ndim is not None and out.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-dimensional array, got shape {out.shape}")
+    if out.size == 0:
+        raise ValueError(f"{name} is empty (shape {out.shape})")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return out
+
+
+def check_data_matrix(data: object, name: str = "X") -> np.ndarray | sp.csr_matrix:
+    """Check a data matrix of records (rows) for a moment operator or a stream batch.
+
+    Dense input becomes a C-contiguous float64 ndarray; sparse input becomes CSR float64.
+    Raises on wrong dimensionality, no rows or columns, and NaN or infinite entries.
+    """
+    if sp.issparse(data):
+        out = sp.csr_matrix(data, dtype=np.float64)
+        if out.shape[0] == 0 or out.shape[1] == 0:
+            raise ValueError(f"{name} is empty (shape {out.shape})")
+        if not np.all(np.isfinite(out.data)):
+            raise ValueError(f"{name} contains NaN or infinite entries")
+        return out
+    return np.ascontiguousarray(check_finite_array(data, name, ndim=2))
+
+
+def check_epsilon_delta(epsilon: float, delta: float | None = None) -> None:
+    """Check privacy parameters: ``epsilon > 0`` finite and ``0 < delta < 1`` when given."""
+    if not isinstance(epsilon, numbers.Real) or not np.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if delta is not None and (not isinstance(delta, numbers.Real) or not 0 < delta < 1):
+        raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")

@@ -1,0 +1,360 @@
+"""Symmetric third-order tensors as operators.
+
+Every algorithm in dptensor needs only two things from a symmetric tensor ``T`` of
+dimension ``d`` (DESIGN.md, layer 1):
+
+* ``T(I, u, u)`` for a batch of vectors -- :meth:`SymmetricTensor.contract_pair` maps a
+  ``d x m`` matrix ``U`` to the ``d x m`` matrix whose column ``j`` is ``T(I, U[:, j], U[:, j])``;
+* ``T(u, u, u)`` for a batch -- :meth:`SymmetricTensor.contract_triple` maps ``U`` to the
+  ``m`` values ``T(U[:, j], U[:, j], U[:, j])``.
+
+Multilinear notation follows Wang & Anandkumar (2016), Section 2:
+``T(A, B, C)_{pqr} = sum_{ijk} T_{ijk} A_{ip} B_{jq} C_{kr}``. Implementations:
+
+=======================  ==========================================================
+:class:`DenseTensor`      an ndarray ``d x d x d``; one BLAS product per batch
+:class:`SampleMoment`     ``(1/n) sum_i x_i (x) x_i (x) x_i`` of a data matrix, never formed
+:class:`LowRankTensor`    ``sum_j w_j v_j (x) v_j (x) v_j`` from weights and factors
+:class:`SumTensor`        a linear combination of operators of the same dimension
+:class:`DeflatedTensor`   ``T - sum_j lambda_j v_j^{(x)3}`` (Algorithm 1, step 6), implicit
+:class:`WhitenedTensor`   ``T(W, W, W)`` applied as ``W^T T(I, WU, WU)``
+=======================  ==========================================================
+
+Each class can return its dense form (:meth:`SymmetricTensor.to_dense`) for small ``d``,
+which the test-suite uses to check that dense and implicit forms agree to rounding.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from dptensor._validation import check_data_matrix, check_finite_array
+
+#: Relative tolerance used to decide whether a dense array is symmetric.
+SYMMETRY_RTOL = 1e-8
+
+
+class SymmetricTensor(ABC):
+    """A symmetric ``d x d x d`` tensor known through its multilinear contractions.
+
+    Subclasses implement :attr:`dim` and :meth:`contract_pair`; :meth:`contract_triple`
+    defaults to ``sum_i U_ij * T(I, u_j, u_j)_i`` and may be overridden when a cheaper
+    formula exists.
+    """
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """The dimension ``d`` of each mode."""
+
+    @abstractmethod
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        """``T(I, U, U)`` column by column for a validated ``d x m`` float array."""
+
+    def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
+        return np.einsum("im,im->m", vectors, self._contract_pair(vectors))
+
+    def contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        """Return ``T(I, u, u)`` for each column ``u`` of ``vectors``.
+
+        Parameters
+        ----------
+        vectors : ndarray of shape (d,) or (d, m)
+            One vector or a batch of ``m`` vectors as columns.
+
+        Returns
+        -------
+        ndarray of shape (d,) or (d, m)
+            Column ``j`` is the vector ``T(I, u_j, u_j)`` with entries
+            ``sum_{jk} T_{ijk} u_j u_k``.
+        """
+        batch, single = self._as_batch(vectors)
+        out = self._contract_pair(batch)
+        return out[:, 0] if single else out
+
+    def contract_triple(self, vectors: np.ndarray) -> np.ndarray | float:
+        """Return ``T(u, u, u)`` for each column ``u`` of ``vectors``.
+
+        Parameters
+        ----------
+        vectors : ndarray of shape (d,) or (d, m)
+
+        Returns
+        -------
+        float or ndarray of shape (m,)
+        """
+        batch, single = self._as_batch(vectors)
+        out = self._contract_triple(batch)
+        return float(out[0]) if single else out
+
+    def to_dense(self) -> np.ndarray:
+        """Materialise the tensor as a ``d x d x d`` array (for small ``d`` only).
+
+        Uses polarisation: contracting against all pairs of basis vectors gives every slice,
+        ``T(I, e_j, e_k) = (T(I, e_j+e_k, e_j+e_k) - T(I, e_j-e_k, e_j-e_k)) / 4``.
+        """
+        d = self.dim
+        eye = np.eye(d)
+        plus = (eye[:, :, None] + eye[:, None, :]).reshape(d, d * d)
+        minus = (eye[:, :, None] - eye[:, None, :]).reshape(d, d * d)
+        dense = (self._contract_pair(plus) - self._contract_pair(minus)) / 4.0
+        return dense.reshape(d, d, d)
+
+    def _as_batch(self, vectors: np.ndarray) -> tuple[np.ndarray, bool]:
+        array = np.asarray(vectors, dtype=np.float64)
+        single = array.ndim == 1
+        if single:
+            array = array[:, None]
+        if array.ndim != 2 or array.shape[0] != self.dim:
+            raise ValueError(
+                f"vectors must have shape ({self.dim},) or ({self.dim}, m), got {np.shape(vectors)}"
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError("vectors contains NaN or infinite entries")
+        return array, single
+
+    # Arithmetic that keeps everything implicit.
+    def __add__(self, other: SymmetricTensor) -> SumTensor:
+        return SumTensor([self, other], [1.0, 1.0])
+
+    def __sub__(self, other: SymmetricTensor) -> SumTensor:
+        return SumTensor([self, other], [1.0, -1.0])
+
+    def __mul__(self, scale: float) -> SumTensor:
+        return SumTensor([self], [float(scale)])
+
+    __rmul__ = __mul__
+
+
+class DenseTensor(SymmetricTensor):
+    """A symmetric tensor stored as a dense ``d x d x d`` array.
+
+    ``T(I, U, U)`` is one matrix product of the mode-1 unfolding ``T_(1)`` (``d x d^2``, a view
+    of the C-ordered array) with the Khatri-Rao product ``U (.) U`` (``d^2 x m``).
+
+    Parameters
+    ----------
+    array : array_like of shape (d, d, d)
+        Must be finite and symmetric under every permutation of its indices (to a relative
+        tolerance of :data:`SYMMETRY_RTOL`), unless ``check_symmetry=False``.
+    check_symmetry : bool, default True
+        Skip the symmetry check only for arrays known to be symmetric by construction.
+    """
+
+    def __init__(self, array: np.ndarray, *, check_symmetry: bool = True) -> None:
+        tensor = np.ascontiguousarray(check_finite_array(array, "tensor", ndim=3))
+        d = tensor.shape[0]
+        if tensor.shape != (d, d, d):
+            raise ValueError(f"tensor must be cubic (d, d, d), got shape {tensor.shape}")
+        if check_symmetry:
+            check_symmetric(tensor)
+        self.array = tensor
+        self._unfolded = tensor.reshape(d, d * d)
+
+    @property
+    def dim(self) -> int:
+        return self.array.shape[0]
+
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        d, m = vectors.shape
+        khatri_rao = (vectors[:, None, :] * vectors[None, :, :]).reshape(d * d, m)
+        return self._unfolded @ khatri_rao
+
+    def to_dense(self) -> np.ndarray:
+        return self.array.copy()
+
+
+def check_symmetric(tensor: np.ndarray, name: str = "tensor") -> None:
+    """Raise ``ValueError`` unless a cubic array is invariant under all index permutations."""
+    scale = max(float(np.max(np.abs(tensor))), np.finfo(float).tiny)
+    for axes in ((1, 0, 2), (0, 2, 1), (2, 1, 0)):
+        gap = float(np.max(np.abs(tensor - tensor.transpose(axes))))
+        if gap > SYMMETRY_RTOL * scale:
+            raise ValueError(
+                f"{name} is not symmetric: it changes by {gap:.3g} under the index "
+                f"permutation {axes} (largest entry {scale:.3g}); symmetrise it first, e.g. "
+                "with dptensor.tensor.symmetrize"
+            )
+
+
+def symmetrize(tensor: np.ndarray) -> np.ndarray:
+    """Average a cubic array over the six permutations of its indices."""
+    tensor = check_finite_array(tensor, "tensor", ndim=3)
+    perms = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+    return sum(tensor.transpose(p) for p in perms) / 6.0
+
+
+class SampleMoment(SymmetricTensor):
+    """The empirical third moment ``(1/n) sum_i x_i (x) x_i (x) x_i`` of a data matrix.
+
+    The ``d^3`` tensor is never formed: with the ``n x d`` data matrix ``X`` (rows are
+    records),
+
+    * ``T(I, U, U) = X^T ((X U) * (X U)) / n`` -- two matrix products, ``O(nnz(X) m)``;
+    * ``T(U, U, U) = sum_i (X U)_i^3 / n``.
+
+    Parameters
+    ----------
+    data : array_like or scipy.sparse matrix of shape (n, d)
+        Records as rows; dense arrays and any SciPy sparse format are accepted.
+    weights : array_like of shape (n,), optional
+        Per-record weights replacing ``1/n``: ``T = sum_i w_i x_i^{(x)3}``.
+    """
+
+    def __init__(self, data: np.ndarray | sp.spmatrix, *, weights: np.ndarray | None = None) -> None:
+        self.data = check_data_matrix(data, "data")
+        n = self.data.shape[0]
+        if weights is None:
+            self.weights = np.full(n, 1.0 / n)
+        else:
+            self.weights = check_finite_array(weights, "weights", ndim=1)
+            if self.weights.shape[0] != n:
+                raise ValueError(
+                    f"weights must have length {n} (one per record), got {self.weights.shape[0]}"
+                )
+
+    @property
+    def dim(self) -> int:
+        return self.data.shape[1]
+
+    @property
+    def n_samples(self) -> int:
+        """Number of records ``n``."""
+        return self.data.shape[0]
+
+    def _projections(self, vectors: np.ndarray) -> np.ndarray:
+        return np.asarray(self.data @ vectors)
+
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        proj = self._projections(vectors)
+        return np.asarray(self.data.T @ (self.weights[:, None] * proj * proj))
+
+    def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
+        proj = self._projections(vectors)
+        return self.weights @ (proj * proj * proj)
+
+
+class LowRankTensor(SymmetricTensor):
+    """``sum_j w_j v_j (x) v_j (x) v_j`` given weights ``w`` (k,) and factors ``V`` (d x k).
+
+    ``T(I, U, U) = V diag(w) (V^T U)^2`` (elementwise square) and
+    ``T(U, U, U) = w^T (V^T U)^3``: ``O(dkm)`` work.
+    """
+
+    def __init__(self, weights: np.ndarray, factors: np.ndarray) -> None:
+        self.factors = check_finite_array(factors, "factors", ndim=2)
+        self.weights = check_finite_array(weights, "weights", ndim=1)
+        if self.weights.shape[0] != self.factors.shape[1]:
+            raise ValueError(
+                f"weights has {self.weights.shape[0]} entries but factors has "
+                f"{self.factors.shape[1]} columns"
+            )
+
+    @property
+    def dim(self) -> int:
+        return self.factors.shape[0]
+
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        inner = self.factors.T @ vectors
+        return self.factors @ (self.weights[:, None] * inner * inner)
+
+    def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
+        inner = self.factors.T @ vectors
+        return self.weights @ (inner * inner * inner)
+
+
+class SumTensor(SymmetricTensor):
+    """A linear combination ``sum_j c_j T_j`` of symmetric tensors of one dimension."""
+
+    def __init__(self, terms: Sequence[SymmetricTensor], coefficients: Sequence[float]) -> None:
+        if len(terms) == 0 or len(terms) != len(coefficients):
+            raise ValueError("terms and coefficients must be non-empty and of equal length")
+        dims = {term.dim for term in terms}
+        if len(dims) != 1:
+            raise ValueError(f"all terms must have the same dimension, got {sorted(dims)}")
+        self.terms = list(terms)
+        self.coefficients = [float(c) for c in coefficients]
+
+    @property
+    def dim(self) -> int:
+        return self.terms[0].dim
+
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        pairs = zip(self.coefficients, self.terms, strict=True)
+        return sum(c * t._contract_pair(vectors) for c, t in pairs)
+
+    def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
+        pairs = zip(self.coefficients, self.terms, strict=True)
+        return sum(c * t._contract_triple(vectors) for c, t in pairs)
+
+
+class DeflatedTensor(SymmetricTensor):
+    """``T - sum_j lambda_j v_j^{(x)3}``: deflation (Algorithm 1, step 6) kept implicit.
+
+    Applying it costs one application of ``T`` plus ``O(dkm)`` for the rank-``k`` correction;
+    no new ``d^3`` array is ever formed.
+
+    Parameters
+    ----------
+    base : SymmetricTensor
+    weights : ndarray of shape (k,)
+    factors : ndarray of shape (d, k)
+    """
+
+    def __init__(self, base: SymmetricTensor, weights: np.ndarray, factors: np.ndarray) -> None:
+        self.base = base
+        self.correction = LowRankTensor(weights, np.asarray(factors).reshape(base.dim, -1))
+
+    @property
+    def dim(self) -> int:
+        return self.base.dim
+
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        return self.base._contract_pair(vectors) - self.correction._contract_pair(vectors)
+
+    def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
+        return self.base._contract_triple(vectors) - self.correction._contract_triple(vectors)
+
+
+class WhitenedTensor(SymmetricTensor):
+    """``T(W, W, W)`` for a ``d x k`` matrix ``W``: a ``k``-dimensional symmetric tensor.
+
+    ``T(W, W, W)(I, U, U) = W^T T(I, W U, W U)`` and ``T(W,W,W)(U, U, U) = T(WU, WU, WU)``,
+    so whitening a large implicit tensor costs one application of it on ``k``-vectors
+    mapped up to ``d``.
+    """
+
+    def __init__(self, base: SymmetricTensor, whitening: np.ndarray) -> None:
+        self.base = base
+        self.whitening = check_finite_array(whitening, "whitening", ndim=2)
+        if self.whitening.shape[0] != base.dim:
+            raise ValueError(
+                f"whitening must have {base.dim} rows (the tensor dimension), "
+                f"got shape {self.whitening.shape}"
+            )
+
+    @property
+    def dim(self) -> int:
+        return self.whitening.shape[1]
+
+    def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
+        return self.whitening.T @ self.base._contract_pair(self.whitening @ vectors)
+
+    def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
+        return self.base._contract_triple(self.whitening @ vectors)
+
+
+def as_tensor(tensor: np.ndarray | SymmetricTensor) -> SymmetricTensor:
+    """Return ``tensor`` as a :class:`SymmetricTensor` (wrapping ndarrays in :class:`DenseTensor`)."""
+    if isinstance(tensor, SymmetricTensor):
+        return tensor
+    if sp.issparse(tensor):
+        raise TypeError(
+            "a sparse matrix is not a third-order tensor; to decompose the third moment of a "
+            "data matrix use dptensor.tensor.SampleMoment(X)"
+        )
+    return DenseTensor(tensor)
