@@ -1,0 +1,237 @@
+"""Noise samplers for differential privacy, vectorised, each taking ``random_state``.
+
+=====================================  ==============================================================
+:func:`gaussian_noise`                  ``N(0, sigma^2)`` of any shape
+:func:`laplace_noise`                   ``Laplace(0, b)`` of any shape
+:func:`exponential_norm_noise`          l2 "exponential-norm" vectors, density ``~ exp(-eps ||b|| / Delta)``
+:func:`symmetric_gaussian_matrix`       symmetric ``d x d`` Gaussian matrices
+:func:`symmetric_gaussian_tensor`       symmetric ``d x d x d`` Gaussian tensors
+=====================================  ==============================================================
+
+Calibration (how large ``sigma`` or ``b`` must be) lives in :mod:`dptensor.privacy.calibration`;
+these functions only draw noise.
+
+Sensitivity conventions for symmetric noise
+-------------------------------------------
+A symmetric matrix or tensor has fewer free entries than it has entries: the *unique* entries
+are those with sorted indices (``i <= j`` or ``i <= j <= k``); the entries with the same
+multiset of indices form an *orbit* of size ``|O|`` (1 or 2 for matrices; 1, 3 or 6 for
+third-order tensors). The ``convention`` argument fixes how noise is spread over orbits:
+
+``"unique"``
+    every unique entry is an independent ``N(0, scale^2)``, copied to its orbit. Adding it is
+    the Gaussian mechanism for the vector of unique entries: its l2 sensitivity is the l2 norm
+    of the change *of the unique entries* (each orbit counted once).
+``"frobenius"``
+    isotropic Gaussian on the space of symmetric arrays with the Frobenius inner product:
+    entry std ``scale / sqrt(|O|)``. The sensitivity is the Frobenius norm of the (symmetric)
+    change, ``||T - T'||_F``, because ``{sum_{p in O} e_p / sqrt(|O|)}`` is an orthonormal
+    basis of the symmetric arrays.
+``"entry"`` (tensors only)
+    entry std ``scale * 6 / |O|``, matched to Wang & Anandkumar (2016), Definition 4.2:
+    neighbouring tensors differ by ``+-symmetrize(e_i (x) e_j (x) e_k)`` (a sum of the six index
+    permutations), which changes every entry of one orbit by ``6/|O|`` and nothing else. In the
+    noise's own metric (the Mahalanobis norm) each such change has length exactly ``1 / scale``,
+    so the sensitivity is **1 per unit scale** for every neighbouring pair. Under the
+    ``"unique"`` convention the same relation has sensitivity 6 (the diagonal change
+    ``6 e_i^{(x)3}``) and under ``"frobenius"`` also 6; the ``"entry"`` convention puts
+    ``sqrt(6)`` (``"frobenius"``) to 6 (``"unique"``) times less noise on off-diagonal entries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+
+from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
+
+SymmetricConvention = Literal["unique", "frobenius", "entry"]
+
+
+def _check_scale(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _shape(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    if size is None:
+        return ()
+    if isinstance(size, int | np.integer):
+        return (check_positive_int(size, "size", minimum=0),)
+    return tuple(check_positive_int(s, "size", minimum=0) for s in size)
+
+
+def gaussian_noise(
+    shape: int | tuple[int, ...], sigma: float, *, random_state: RandomStateLike = None
+) -> np.ndarray:
+    """I.i.d. ``N(0, sigma^2)`` noise of the given shape (the Gaussian mechanism's noise).
+
+    Calibrate ``sigma`` with :func:`~dptensor.privacy.gaussian_sigma_analytic` or
+    :func:`~dptensor.privacy.gaussian_sigma_classic` for a query of l2 sensitivity ``Delta_2``.
+    """
+    sigma = _check_scale(sigma, "sigma")
+    rng = check_random_state(random_state)
+    return sigma * rng.standard_normal(_shape(shape))
+
+
+def laplace_noise(
+    shape: int | tuple[int, ...], scale: float, *, random_state: RandomStateLike = None
+) -> np.ndarray:
+    """I.i.d. ``Laplace(0, b)`` noise (Dwork & Roth 2014, Definition 3.3).
+
+    With ``b = Delta_1 / epsilon`` (:func:`~dptensor.privacy.laplace_scale`) adding it to a
+    query of l1 sensitivity ``Delta_1`` is ``epsilon``-DP.
+    """
+    scale = _check_scale(scale, "scale")
+    rng = check_random_state(random_state)
+    return rng.laplace(0.0, scale, size=_shape(shape)) if scale > 0 else np.zeros(_shape(shape))
+
+
+def exponential_norm_noise(
+    dim: int,
+    sensitivity: float,
+    epsilon: float,
+    *,
+    size: int | tuple[int, ...] | None = None,
+    random_state: RandomStateLike = None,
+) -> np.ndarray:
+    """Vectors with density ``p(b) ~ exp(-epsilon ||b||_2 / Delta_2)`` on ``R^dim``.
+
+    The l2 "exponential-norm" (or "K-norm" for the l2 ball) mechanism: adding ``b`` to a query
+    of l2 sensitivity ``Delta_2`` is ``epsilon``-DP (pure), since
+    ``p(b) / p(b + v) <= exp(epsilon ||v|| / Delta_2)`` by the triangle inequality. Sampled as
+    ``b = r theta`` with ``theta`` uniform on the unit sphere and, because the density of
+    ``r = ||b||`` is ``~ r^{dim-1} exp(-epsilon r / Delta_2)``,
+    ``r ~ Gamma(shape=dim, scale=Delta_2 / epsilon)``.
+
+    Parameters
+    ----------
+    dim : int
+    sensitivity : float
+        ``Delta_2 > 0``.
+    epsilon : float
+        ``> 0``.
+    size : int or tuple, optional
+        Leading batch shape; the result has shape ``size + (dim,)``.
+    random_state : None, int or Generator
+
+    Returns
+    -------
+    ndarray of shape ``size + (dim,)``
+    """
+    dim = check_positive_int(dim, "dim")
+    sensitivity = _check_scale(sensitivity, "sensitivity")
+    if sensitivity == 0:
+        raise ValueError("sensitivity must be > 0")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.floating) or not (
+        math.isfinite(epsilon) and epsilon > 0
+    ):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    rng = check_random_state(random_state)
+    batch = _shape(size)
+    directions = rng.standard_normal(batch + (dim,))
+    norms = np.linalg.norm(directions, axis=-1, keepdims=True)
+    radii = rng.gamma(shape=dim, scale=sensitivity / epsilon, size=batch + (1,))
+    return radii * directions / norms
+
+
+def _sorted_index_map(dim: int, order: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat index of each entry's sorted representative, and each entry's orbit size."""
+    idx = np.indices((dim,) * order).reshape(order, -1)
+    rep = np.sort(idx, axis=0)
+    flat = np.ravel_multi_index(tuple(rep), (dim,) * order)
+    if order == 2:
+        orbit = np.where(rep[0] == rep[1], 1, 2)
+    else:
+        distinct = 1 + (rep[0] != rep[1]) + (rep[1] != rep[2])
+        # 1 distinct value -> orbit 1; 2 distinct -> 3; 3 distinct -> 6
+        orbit = np.choose(distinct - 1, [1, 3, 6])
+    return flat, orbit
+
+
+def _symmetric_noise(
+    dim: int,
+    order: int,
+    scale: float,
+    convention: str,
+    size: int | tuple[int, ...] | None,
+    random_state: RandomStateLike,
+) -> np.ndarray:
+    dim = check_positive_int(dim, "dim")
+    scale = _check_scale(scale, "scale")
+    allowed = ("unique", "frobenius", "entry") if order == 3 else ("unique", "frobenius")
+    if convention not in allowed:
+        raise ValueError(f"convention must be one of {allowed}, got {convention!r}")
+    rng = check_random_state(random_state)
+    batch = _shape(size)
+    flat, orbit = _sorted_index_map(dim, order)
+    if convention == "unique":
+        std = np.ones(flat.shape)
+    elif convention == "frobenius":
+        std = 1.0 / np.sqrt(orbit)
+    else:
+        std = 6.0 / orbit
+    # One standard normal per entry; each entry reads the draw at its sorted representative,
+    # so every orbit shares one independent draw (noise on the unique entries, symmetrised).
+    draws = rng.standard_normal(batch + (dim**order,))
+    noise = scale * std * draws[..., flat]
+    return noise.reshape(batch + (dim,) * order)
+
+
+def symmetric_gaussian_matrix(
+    dim: int,
+    scale: float = 1.0,
+    *,
+    convention: Literal["unique", "frobenius"] = "unique",
+    size: int | tuple[int, ...] | None = None,
+    random_state: RandomStateLike = None,
+) -> np.ndarray:
+    """A symmetric ``dim x dim`` Gaussian matrix (noise on the unique entries, then mirrored).
+
+    ``convention="unique"`` (the "Analyze Gauss" noise of Dwork, Talwar, Thakurta & Zhang 2014):
+    entries ``i <= j`` are i.i.d. ``N(0, scale^2)``; the l2 sensitivity of a symmetric query is
+    the l2 norm of its upper triangle, which is at most its Frobenius norm.
+    ``convention="frobenius"``: diagonal std ``scale``, off-diagonal ``scale / sqrt(2)``, an
+    isotropic Gaussian on symmetric matrices; the sensitivity is the Frobenius norm of the change.
+    See the module docstring.
+
+    Returns
+    -------
+    ndarray of shape ``size + (dim, dim)``
+    """
+    return _symmetric_noise(dim, 2, scale, convention, size, random_state)
+
+
+def symmetric_gaussian_tensor(
+    dim: int,
+    scale: float = 1.0,
+    *,
+    convention: SymmetricConvention = "unique",
+    size: int | tuple[int, ...] | None = None,
+    random_state: RandomStateLike = None,
+) -> np.ndarray:
+    """A symmetric ``dim x dim x dim`` Gaussian tensor (noise on the unique entries, symmetrised).
+
+    Each orbit of entries (indices equal up to permutation) shares one independent Gaussian
+    draw with standard deviation ``scale`` times ``1`` (``"unique"``), ``1/sqrt(|O|)``
+    (``"frobenius"``) or ``6/|O|`` (``"entry"``, matched to Definition 4.2 of Wang &
+    Anandkumar 2016). The sensitivity each convention calibrates against is given in the module
+    docstring; in short, for ``scale = z * Delta``: ``Delta`` is the l2 norm of the change of the
+    unique entries, its Frobenius norm, or (``"entry"``) 1 for every entry-neighbouring pair.
+
+    Returns
+    -------
+    ndarray of shape ``size + (dim, dim, dim)``
+    """
+    return _symmetric_noise(dim, 3, scale, convention, size, random_state)
+
+
+def orbit_sizes(dim: int) -> np.ndarray:
+    """``|O|`` for every entry of a ``dim x dim x dim`` array (1, 3 or 6)."""
+    dim = check_positive_int(dim, "dim")
+    return _sorted_index_map(dim, 3)[1].reshape(dim, dim, dim)
