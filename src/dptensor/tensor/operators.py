@@ -133,8 +133,13 @@ class SymmetricTensor(ABC):
 class DenseTensor(SymmetricTensor):
     """A symmetric tensor stored as a dense ``d x d x d`` array.
 
-    ``T(I, U, U)`` is one matrix product of the mode-1 unfolding ``T_(1)`` (``d x d^2``, a view
-    of the C-ordered array) with the Khatri-Rao product ``U (.) U`` (``d^2 x m``).
+    ``T(I, U, U)`` is one matrix product of the mode-1 unfolding with the Khatri-Rao product
+    ``U (.) U``. Symmetry in the last two indices halves the work: with ``P`` the
+    ``d(d+1)/2`` pairs ``j <= k``,
+    ``T(I, u, u)_i = sum_{(j,k) in P} c_jk T_ijk u_j u_k`` with ``c_jj = 1`` and ``c_jk = 2``,
+    so the packed ``d x d(d+1)/2`` matrix ``c_jk T_ijk`` (built once, half the size of ``T``)
+    meets the packed Khatri-Rao product ``(u_j u_k)_{(j,k) in P}``. Power steps are bound by
+    memory bandwidth, so reading half as much makes them about twice as fast.
 
     Parameters
     ----------
@@ -153,16 +158,16 @@ class DenseTensor(SymmetricTensor):
         if check_symmetry:
             check_symmetric(tensor)
         self.array = tensor
-        self._unfolded = tensor.reshape(d, d * d)
+        self._rows, self._cols = np.triu_indices(d)
+        pair_weight = np.where(self._rows == self._cols, 1.0, 2.0)
+        self._packed = tensor[:, self._rows, self._cols] * pair_weight
 
     @property
     def dim(self) -> int:
         return self.array.shape[0]
 
     def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
-        d, m = vectors.shape
-        khatri_rao = (vectors[:, None, :] * vectors[None, :, :]).reshape(d * d, m)
-        return self._unfolded @ khatri_rao
+        return self._packed @ (vectors[self._rows] * vectors[self._cols])
 
     def to_dense(self) -> np.ndarray:
         return self.array.copy()
@@ -171,8 +176,11 @@ class DenseTensor(SymmetricTensor):
 def check_symmetric(tensor: np.ndarray, name: str = "tensor") -> None:
     """Raise ``ValueError`` unless a cubic array is invariant under all index permutations."""
     scale = max(float(np.max(np.abs(tensor))), np.finfo(float).tiny)
-    for axes in ((1, 0, 2), (0, 2, 1), (2, 1, 0)):
-        gap = float(np.max(np.abs(tensor - tensor.transpose(axes))))
+    buffer = np.empty_like(tensor)
+    # The transpositions (1 0 2) and (0 2 1) generate all six permutations.
+    for axes in ((1, 0, 2), (0, 2, 1)):
+        np.subtract(tensor, tensor.transpose(axes), out=buffer)
+        gap = float(np.max(np.abs(buffer, out=buffer)))
         if gap > SYMMETRY_RTOL * scale:
             raise ValueError(
                 f"{name} is not symmetric: it changes by {gap:.3g} under the index "
