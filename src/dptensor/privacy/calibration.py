@@ -37,6 +37,7 @@ records this exact value next to the requested one and refuses to run where it w
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -97,9 +98,21 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
     """
     check_epsilon_delta(epsilon, delta)
     sensitivity = _check_positive(sensitivity, "sensitivity")
+    return sensitivity * _analytic_sigma(float(epsilon), float(delta))
+
+
+@lru_cache(maxsize=4096)
+def _analytic_sigma(epsilon: float, delta: float) -> float:
     import dp_accounting
 
-    return sensitivity * float(dp_accounting.get_sigma_gaussian(float(epsilon), float(delta)))
+    return float(dp_accounting.get_sigma_gaussian(epsilon, delta))
+
+
+@lru_cache(maxsize=4096)
+def _analytic_epsilon(noise_multiplier: float, delta: float) -> float:
+    import dp_accounting
+
+    return float(dp_accounting.get_epsilon_gaussian(noise_multiplier, delta))
 
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -111,9 +124,7 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     sigma = _check_positive(sigma, "sigma")
     check_epsilon_delta(1.0, delta)
     sensitivity = _check_positive(sensitivity, "sensitivity")
-    import dp_accounting
-
-    return float(dp_accounting.get_epsilon_gaussian(sigma / sensitivity, float(delta)))
+    return _analytic_epsilon(sigma / sensitivity, float(delta))
 
 
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
