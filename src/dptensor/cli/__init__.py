@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from dptensor import __version__
-from dptensor.cli import decompose
+from dptensor.cli import decompose, experiment
 
-COMMANDS = (decompose,)
+COMMANDS = (decompose, experiment)
 
 
 def build_parser() -> argparse.ArgumentParser:

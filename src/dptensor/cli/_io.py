@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from dptensor._files import write_json
+
+__all__ = ["load_array", "write_json"]
 
 
 def load_array(path: str | Path) -> np.ndarray | sp.csr_matrix:
@@ -32,17 +35,3 @@ def load_array(path: str | Path) -> np.ndarray | sp.csr_matrix:
                     ) from None
                 return archive[archive.files[0]]
     raise ValueError(f"{path}: expected a .npy or .npz file")
-
-
-def write_json(path: str | Path, payload: dict) -> None:
-    """Write ``payload`` as indented JSON, converting NumPy values to plain Python."""
-
-    def default(value: object) -> object:
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-        if isinstance(value, np.generic):
-            return value.item()
-        raise TypeError(f"cannot serialise {type(value).__name__} to JSON")
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(payload, indent=2, default=default) + "\n")

@@ -91,6 +91,20 @@ class SymmetricTensor(ABC):
         out = self._contract_triple(batch)
         return float(out[0]) if single else out
 
+    def marginal(self, theta: np.ndarray) -> np.ndarray:
+        """Return the ``d x d`` matrix ``T(I, I, theta)`` (one view contracted with ``theta``).
+
+        Polarisation gives its columns from pair contractions only:
+        ``T(I, e_j, theta) = (T(I, e_j + theta, e_j + theta) - T(I, e_j - theta, e_j - theta)) / 4``.
+        This is the random marginalisation ``M(theta)`` of Wang & Anandkumar (2016), Appendix B.
+        """
+        theta = self._as_batch(theta)[0][:, 0]
+        eye = np.eye(self.dim)
+        plus = self._contract_pair(eye + theta[:, None])
+        minus = self._contract_pair(eye - theta[:, None])
+        matrix = (plus - minus) / 4.0
+        return (matrix + matrix.T) / 2.0
+
     def to_dense(self) -> np.ndarray:
         """Materialise the tensor as a ``d x d x d`` array (for small ``d`` only).
 
@@ -168,6 +182,10 @@ class DenseTensor(SymmetricTensor):
 
     def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
         return self._packed @ (vectors[self._rows] * vectors[self._cols])
+
+    def marginal(self, theta: np.ndarray) -> np.ndarray:
+        theta = self._as_batch(theta)[0][:, 0]
+        return self.array @ theta
 
     def to_dense(self) -> np.ndarray:
         return self.array.copy()

@@ -1,0 +1,45 @@
+"""The --quick sizes of the experiments run end to end and their outputs make sense."""
+
+import json
+
+import numpy as np
+
+from dptensor.cli import main
+from dptensor.experiments import noise_tolerance, whitening_comparison
+
+
+def test_noise_tolerance_quick(tmp_path):
+    result = noise_tolerance.run(tmp_path, quick=True, progress=False)
+    for path in result.files.values():
+        assert path.exists() and path.stat().st_size > 0
+    rates = {(r["noise_model"], r["dim"], r["sigma"]): r["failure_rate"] for r in result.rows}
+    sigmas = sorted({r["sigma"] for r in result.rows})
+    for model in ("gaussian", "adversarial", "weakly_correlated"):
+        # small noise never fails; failure grows with the noise level
+        assert all(rates[(model, d, sigmas[0])] == 0 for d in (8, 16, 32))
+        assert any(rates[(model, d, sigmas[-1])] > 0.5 for d in (8, 16, 32))
+    # Gaussian noise: the transition point falls with d (Theorem 2.2: like d^-1/2).
+    assert result.exponents["gaussian"]["d"] < 0
+
+
+def test_noise_tolerance_transition_interpolation():
+    sigmas = np.array([0.1, 0.2, 0.4])
+    assert noise_tolerance._transition(sigmas, np.array([0.0, 0.0, 1.0])) == np.exp(
+        (np.log(0.2) + np.log(0.4)) / 2
+    )
+    assert np.isnan(noise_tolerance._transition(sigmas, np.zeros(3)))
+
+
+def test_whitening_comparison_quick(tmp_path):
+    result = whitening_comparison.run(tmp_path, quick=True, progress=False)
+    assert (tmp_path / "whitening.png").exists()
+    # Proposition B.1: marginalisation loses a factor growing with sqrt(d) against the power method.
+    ratios = result.summary["median_error_ratio_marginalisation_over_power"]
+    assert all(ratio > 2 for ratio in ratios.values())
+
+
+def test_experiment_cli(tmp_path, capsys):
+    assert main(["experiment", "whitening", "--quick", "--trials", "2", "--out", str(tmp_path)]) == 0
+    assert "wrote png" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "whitening.json").read_text())
+    assert summary["n_trials"] == 2
