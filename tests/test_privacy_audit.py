@@ -1,0 +1,117 @@
+"""Empirical privacy audit: distinguish two neighbouring inputs by a threshold test.
+
+For a mechanism M and neighbours T, T', every threshold test S > c on the output satisfies
+``P[S(M(T')) > c] <= e^epsilon P[S(M(T)) > c] + delta``. We run M many times on both inputs,
+choose the most revealing threshold on one half of the runs and, on the other half, compute a
+Clopper--Pearson lower confidence bound on
+``epsilon_hat = ln((P'[S > c] - delta) / P[S > c])``. A correctly calibrated mechanism must give a
+bound at most its claimed epsilon; the *same* test applied to a deliberately under-noised
+variant (calibrated for a much larger epsilon but claiming the same one) must exceed it, which
+shows the test has power.
+
+The inputs are one-dimensional (``d = 1``) so that the released value is a sufficient-looking
+statistic: the reported rank-one term ``weights[0] * factors[0, 0]**3`` equals the last noisy
+eigenvalue release, ``N(T, (z Delta)^2)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dptensor.decomposition.input_perturbation import input_perturbation
+from dptensor.decomposition.private_power_method import private_power_method
+from dptensor.tensor import SampleMoment
+
+CONFIDENCE = 1e-3  # one-sided error of each Clopper--Pearson bound
+N_RUNS = 2500  # runs per input per half
+
+
+def _statistic(result) -> float:
+    return float(result.weights[0] * result.factors[0, 0] ** 3)
+
+
+def _samples(run, inputs, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(np.array([_statistic(run(x, rng)) for _ in range(2 * N_RUNS)]) for x in inputs)
+
+
+def epsilon_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float) -> float:
+    """Audit bound (see module docstring); s1 comes from the input with the larger mean."""
+    half = s0.size // 2
+    pick0, pick1, test0, test1 = s0[:half], s1[:half], s0[half:], s1[half:]
+    thresholds = np.quantile(pick0, np.linspace(0.5, 0.999, 200))
+    p0 = np.array([(pick0 > c).mean() for c in thresholds])
+    p1 = np.array([(pick1 > c).mean() for c in thresholds])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.log(np.maximum(p1 - delta, 1e-300) / np.maximum(p0, 1.0 / half))
+    c = thresholds[int(np.argmax(score))]
+    k0, k1, n = int((test0 > c).sum()), int((test1 > c).sum()), test0.size
+    p0_hi = stats.beta.ppf(1 - CONFIDENCE, k0 + 1, n - k0) if k0 < n else 1.0
+    p1_lo = stats.beta.ppf(CONFIDENCE, k1, n - k1 + 1) if k1 > 0 else 0.0
+    if p1_lo - delta <= 0:
+        return 0.0
+    return float(np.log((p1_lo - delta) / p0_hi))
+
+
+EPSILON, DELTA = 2.0, 1e-5
+UNDER_NOISED_EPSILON = 40.0  # calibrated for 20x the budget it claims
+
+
+def _ppm_entry(epsilon: float):
+    def run(tensor, rng):
+        return private_power_method(
+            tensor, 1, epsilon=epsilon, delta=DELTA, n_restarts=1, n_iter=1, random_state=rng
+        )
+
+    return run
+
+
+# Definition 4.2 in d = 1: T' - T = symmetrize(e_1 (x) e_1 (x) e_1) = 6.
+ENTRY_PAIR = (np.zeros((1, 1, 1)), np.full((1, 1, 1), 6.0))
+
+
+def test_audit_private_power_method_entry_relation():
+    honest = epsilon_lower_bound(*_samples(_ppm_entry(EPSILON), ENTRY_PAIR, 0), DELTA)
+    under = epsilon_lower_bound(*_samples(_ppm_entry(UNDER_NOISED_EPSILON), ENTRY_PAIR, 1), DELTA)
+    assert honest <= EPSILON
+    assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
+
+
+def _input_entry(epsilon: float):
+    def run(tensor, rng):
+        return input_perturbation(tensor, 1, epsilon=epsilon, delta=DELTA, random_state=rng)
+
+    return run
+
+
+def test_audit_input_perturbation_entry_relation():
+    honest = epsilon_lower_bound(*_samples(_input_entry(EPSILON), ENTRY_PAIR, 2), DELTA)
+    under = epsilon_lower_bound(*_samples(_input_entry(UNDER_NOISED_EPSILON), ENTRY_PAIR, 3), DELTA)
+    assert honest <= EPSILON
+    assert under > 1.5 * EPSILON
+
+
+@pytest.mark.slow
+def test_audit_private_power_method_record_relation():
+    """Replace the record -B by +B among n: the moment moves by the full 2 B^3 / n."""
+    n, bound = 10, 1.5
+    base = np.linspace(-1.0, 1.0, n)[:, None]
+    lo, hi = base.copy(), base.copy()
+    lo[0, 0], hi[0, 0] = -bound, bound
+    pair = (SampleMoment(lo), SampleMoment(hi))
+
+    def make(epsilon: float):
+        def run(moment, rng):
+            return private_power_method(
+                moment, 1, epsilon=epsilon, delta=DELTA, n_restarts=1, n_iter=1,
+                neighbouring="record", record_bound=bound, random_state=rng,
+            )
+
+        return run
+
+    honest = epsilon_lower_bound(*_samples(make(EPSILON), pair, 4), DELTA)
+    under = epsilon_lower_bound(*_samples(make(UNDER_NOISED_EPSILON), pair, 5), DELTA)
+    assert honest <= EPSILON
+    assert under > 1.5 * EPSILON
