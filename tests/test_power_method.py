@@ -156,3 +156,11 @@ def test_bad_arguments_are_rejected(kwargs, error, match):
 def test_bad_tensors_are_rejected(tensor, match):
     with pytest.raises(ValueError, match=match):
         power_method(tensor, 1)
+
+
+def test_callback_reports_each_component_in_extraction_order():
+    tensor, *_ = make_orthogonal_tensor(10, 3, random_state=0)
+    seen = []
+    result = power_method(tensor, 3, random_state=0, callback=lambda i, w: seen.append((i, w)))
+    assert [i for i, _ in seen] == [0, 1, 2]
+    np.testing.assert_allclose(sorted(w for _, w in seen)[::-1], result.weights)

@@ -31,6 +31,8 @@ from dptensor.tensor.sphere import random_unit_vectors
 StepHook = Callable[[np.ndarray, np.ndarray], np.ndarray]
 #: ``noisy = hook(values, vectors)``: perturbs the eigenvalue estimates ``T(u, u, u)``.
 ValueHook = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: ``callback(i, weight)``: called after component ``i`` (0-based, extraction order) is found.
+ComponentCallback = Callable[[int, float], None]
 
 
 def default_n_restarts(rank: int) -> int:
@@ -96,6 +98,7 @@ def power_method(
     n_iter: int | None = None,
     tol: float = 1e-8,
     random_state: RandomStateLike = None,
+    callback: ComponentCallback | None = None,
 ) -> PowerMethodResult:
     """Decompose a symmetric tensor with the robust tensor power method.
 
@@ -128,6 +131,8 @@ def power_method(
         ``tol=0`` always runs exactly ``R`` steps, as the paper's pseudocode does.
     random_state : None, int or numpy.random.Generator
         Seed for the restarts; equal seeds give identical results.
+    callback : callable, optional
+        ``callback(i, weight)`` after each component is extracted (for progress bars).
 
     Returns
     -------
@@ -153,7 +158,9 @@ def power_method(
     n_iter = default_n_iter(op.dim, tol) if n_iter is None else n_iter
     n_iter = check_positive_int(n_iter, "n_iter")
     rng = check_random_state(random_state)
-    return deflation_power_method(op, rank, n_restarts=n_restarts, n_iter=n_iter, tol=tol, rng=rng)
+    return deflation_power_method(
+        op, rank, n_restarts=n_restarts, n_iter=n_iter, tol=tol, rng=rng, callback=callback
+    )
 
 
 def deflation_power_method(
@@ -166,6 +173,7 @@ def deflation_power_method(
     rng: np.random.Generator,
     step_hook: StepHook | None = None,
     value_hook: ValueHook | None = None,
+    callback: ComponentCallback | None = None,
 ) -> PowerMethodResult:
     """The deflation loop shared by Algorithms 1 and 3 (arguments already validated).
 
@@ -189,6 +197,8 @@ def deflation_power_method(
         weights[i] = sign * values[best]
         factors[:, i] = sign * vectors[:, best]
         converged[i] = done[best]
+        if callback is not None:
+            callback(i, float(weights[i]))
     order = np.argsort(-weights, kind="stable")
     return PowerMethodResult(
         weights=weights[order],
