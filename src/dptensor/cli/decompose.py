@@ -1,15 +1,25 @@
-"""``dptensor decompose``: the robust tensor power method on a tensor or a data moment."""
+"""``dptensor decompose``: the robust tensor power method on a tensor, a data moment or a stream.
+
+``--online DATA`` runs the online robust tensor power method (Wang & Anandkumar 2016,
+Algorithm 2) on a data file read in batches -- ``.npy`` (memory-mapped), SciPy sparse ``.npz``
+(row blocks), CSV/TSV -- in ``O(d(k + L))`` memory, with a progress bar and an optional
+checkpoint file that is written after every completed round and resumed from when it exists.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from dptensor.cli._io import load_array, write_json
 from dptensor.datasets import make_orthogonal_tensor
+from dptensor.datasets.streams import open_stream
 from dptensor.decomposition import power_method
+from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.metrics import match_components
 from dptensor.tensor import DenseTensor, SampleMoment, SymmetricTensor
 
@@ -23,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Robust tensor power method (Wang & Anandkumar 2016, Algorithm 1) on a dense "
             "d x d x d tensor (.npy), on the third moment (1/n) sum x_i^(x)3 of a data matrix "
-            "that is never formed (--moment-of), or on a built-in example (--example)."
+            "that is never formed (--moment-of), or on a built-in example (--example). With "
+            "--online DATA, the online robust tensor power method (Algorithm 2) reads a data file "
+            "(.npy, sparse .npz, .csv/.tsv) once, batch by batch, in O(d(k + L)) memory."
         ),
     )
     source = parser.add_mutually_exclusive_group(required=True)
@@ -36,16 +48,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"a noisy orthogonal tensor, d={EXAMPLE_DIM}, k={EXAMPLE_RANK}, ||E||_op={EXAMPLE_NOISE}",
     )
+    source.add_argument(
+        "--online",
+        metavar="DATA",
+        help="stream a data file (.npy, scipy.sparse .npz, .csv/.tsv; rows are records) through "
+        "Algorithm 2; needs --rank and --batch-size",
+    )
     parser.add_argument("--rank", "-k", type=int, help="number of components (default 3 with --example)")
     parser.add_argument("--restarts", type=int, help="restarts L per component (default max(10, 2k ln k))")
     parser.add_argument("--iters", type=int, help="maximum power steps R (default ceil(log2(d/tol)) + 10)")
     parser.add_argument("--tol", type=float, default=1e-8, help="convergence tolerance (default 1e-8)")
     parser.add_argument("--seed", type=int, default=None, help="random seed")
     parser.add_argument("--out", metavar="FILE", help="write weights and factors as JSON")
+    online = parser.add_argument_group("online mode (--online)")
+    online.add_argument("--batch-size", "-n", type=int, help="points n read per round (power step)")
+    online.add_argument(
+        "--chunk-size", type=int, help="rows read from the file at a time (default: n, capped to ~32 MB)"
+    )
+    online.add_argument(
+        "--cycle",
+        action="store_true",
+        help="cycle over a file shorter than the k*R*n points Algorithm 2 reads (fits its empirical moment)",
+    )
+    online.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="save the state after every round; if FILE exists, resume from it",
+    )
+    online.add_argument(
+        "--target-error",
+        type=float,
+        default=1e-2,
+        help="relative accuracy eps/lambda_max that sets the default R = ceil(log2(d/eps)) + 10",
+    )
+    online.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.online:
+        return run_online(args)
     truth = None
     if args.example:
         example = make_orthogonal_tensor(
@@ -103,3 +145,106 @@ def _require_rank(args: argparse.Namespace) -> int:
     if args.rank is None:
         raise ValueError("--rank is required")
     return args.rank
+
+
+def run_online(args: argparse.Namespace) -> int:
+    """``--online``: Algorithm 2 on a data file, with progress bar and checkpoint/resume."""
+    rank = _require_rank(args)
+    if args.batch_size is None:
+        raise ValueError("--batch-size is required with --online")
+    checkpoint = Path(args.checkpoint) if args.checkpoint else None
+    if checkpoint is not None and checkpoint.exists():
+        model = OnlineTensorPower.load_checkpoint(checkpoint)
+        _check_resumable(model, args, checkpoint)
+        resumed = True
+    else:
+        model = OnlineTensorPower(
+            rank,
+            batch_size=args.batch_size,
+            n_restarts=args.restarts,
+            n_iter=args.iters,
+            target_error=args.target_error,
+            random_state=args.seed,
+        )
+        resumed = False
+    if args.chunk_size is not None:
+        chunk = args.chunk_size
+    else:
+        probe = open_stream(args.online, 1)
+        width = getattr(probe, "n_features", None)
+        chunk = min(args.batch_size, max(1, (1 << 22) // width)) if width else min(args.batch_size, 4096)
+    stream = open_stream(args.online, chunk)
+    source = f"online: {args.online} in batches of {chunk} rows, n={args.batch_size} points per round"
+    if resumed:
+        print(f"resuming from {checkpoint} at {model.n_samples_seen_} points")
+
+    bar = None
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=model.n_samples_needed_, initial=model.n_samples_seen_, unit="pt", file=sys.stderr)
+    rounds_saved = _rounds_done(model)
+
+    def progress(seen: int, needed: int) -> None:
+        nonlocal rounds_saved
+        if bar is not None:
+            if bar.total != needed:
+                bar.total = needed
+            bar.update(seen - bar.n)
+        if checkpoint is not None and _rounds_done(model) > rounds_saved:
+            model.save_checkpoint(checkpoint)
+            rounds_saved = _rounds_done(model)
+
+    start = time.perf_counter()
+    try:
+        model.fit(stream, cycle=args.cycle, resume=resumed, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    elapsed = time.perf_counter() - start
+    if checkpoint is not None:
+        model.save_checkpoint(checkpoint)
+
+    print(f"{source}\nrank {rank}, d={model.n_features_in_}, L={model.n_restarts_}, R={model.n_iter_}")
+    print(f"read {model.n_samples_seen_} points, {elapsed:.3f} s")
+    print(f"{'#':>3}  {'weight':>12}")
+    for i, weight in enumerate(model.weights_, start=1):
+        print(f"{i:>3}  {weight:>12.6g}")
+    if args.out:
+        write_json(
+            args.out,
+            {
+                "source": source,
+                "algorithm": "online robust tensor power method (Wang & Anandkumar 2016, Algorithm 2)",
+                "rank": rank,
+                "weights": model.weights_,
+                "factors": model.factors_,
+                "factors_layout": "d x k, column i is the unit component of weights[i]",
+                "batch_size": model.batch_size,
+                "n_restarts": model.n_restarts_,
+                "n_iter": model.n_iter_,
+                "n_samples_seen": model.n_samples_seen_,
+                "resumed_from_checkpoint": resumed,
+                "seconds": elapsed,
+            },
+        )
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _rounds_done(model: OnlineTensorPower) -> int:
+    return model.n_samples_seen_ // model.batch_size
+
+
+def _check_resumable(model: OnlineTensorPower, args: argparse.Namespace, path: Path) -> None:
+    given = {"--rank": (args.rank, model.rank), "--batch-size": (args.batch_size, model.batch_size)}
+    if args.restarts is not None:
+        given["--restarts"] = (args.restarts, getattr(model, "n_restarts_", model.n_restarts))
+    if args.iters is not None:
+        given["--iters"] = (args.iters, getattr(model, "n_iter_", model.n_iter))
+    for flag, (value, saved) in given.items():
+        if saved is not None and value != saved:
+            raise ValueError(
+                f"{flag} {value} differs from the checkpoint {path} ({saved}); use the same settings "
+                "to resume, or another --checkpoint file to start afresh"
+            )

@@ -87,6 +87,11 @@ class ArrayStream(BatchStream):
     def n_samples(self) -> int:
         return int(self.data.shape[0])
 
+    @property
+    def n_features(self) -> int:
+        """Number of columns ``d``."""
+        return int(self.data.shape[1])
+
     def _iter_from(self, start: int) -> Iterator[Batch]:
         for lo in range(start, self.n_samples, self.batch_size):
             yield self.data[lo : lo + self.batch_size]

@@ -393,13 +393,15 @@ class OnlineTensorPower:
             raise TypeError(
                 "cycle=True needs a re-iterable stream; this GeneratorStream wraps a one-shot iterator"
             )
-        if isinstance(stream, ArrayStream):
+        width = getattr(stream, "n_features", None) if isinstance(stream, BatchStream) else None
+        if width is not None:
+            # A finite data set of known shape: check it before reading anything.
             if self._dim is None:
-                if stream.data.shape[1] == 0:
-                    raise ValueError(f"stream is empty (shape {stream.data.shape})")
-                self._initialise(stream.data.shape[1])
-            elif stream.data.shape[1] != self._dim:
-                raise ValueError(f"stream must have {self._dim} columns, got shape {stream.data.shape}")
+                if width == 0 or stream.n_samples == 0:
+                    raise ValueError(f"stream is empty ({stream.n_samples} rows, {width} columns)")
+                self._initialise(width)
+            elif width != self._dim:
+                raise ValueError(f"stream must have {self._dim} columns, got {width}")
             if not cycle and stream.n_samples < self.n_samples_needed_:
                 raise ValueError(self._short_message(stream.n_samples, finite=True))
         for batch in self._batches(stream, cycle):
@@ -509,6 +511,9 @@ class OnlineTensorPower:
         save never leaves a corrupt checkpoint.
         """
         path = Path(path)
+        rng = self._rng
+        if rng is None and isinstance(self.random_state, np.random.Generator):
+            rng = self.random_state  # not drawn from yet: its current state is where the fit starts
         metadata = {
             "format": CHECKPOINT_FORMAT,
             "version": CHECKPOINT_VERSION,
@@ -530,7 +535,7 @@ class OnlineTensorPower:
                 "round": self._round,
                 "round_count": self._round_count,
                 "n_samples_seen": self.n_samples_seen_,
-                "rng": None if self._rng is None else _encode_state(self._rng.bit_generator.state),
+                "rng": None if rng is None else _encode_state(rng.bit_generator.state),
             },
         }
         arrays = {
