@@ -1,0 +1,493 @@
+"""Partially observed three-way tensors as lists of entries (DESIGN.md, layer 5).
+
+A tensor completion problem is the shape of the tensor and its observed entries: ``n`` index
+triples ``(i, j, k)`` (an ``n x 3`` integer array, zero-based) and ``n`` values. Nothing here forms
+the dense tensor unless asked to (:meth:`TensorEntries.to_dense`), so a MovieLens-shaped problem
+(``943 x 1682 x 212``, 336 million cells, ``10^5`` ratings) costs a few megabytes.
+
+==========================================  ===============================================================
+:class:`TensorEntries`                       observed entries and the tensor shape
+:func:`check_entries`                        validate ``(indices, values, shape)``
+:func:`read_entries`                         ``i j k value`` text files (CSV, TSV, whitespace)
+:func:`read_movielens`                       MovieLens ``u.data`` as user x item x day (Wei et al., Sec. 5.2)
+:func:`entries_from_dense`                   a dense array with NaN for the missing cells
+:func:`train_test_split_entries`             random split of the observed entries
+:func:`make_low_rank_completion`             synthetic CP / Tucker tensors, SNR and missing ratio (Sec. 5.1)
+==========================================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
+
+SECONDS_PER_DAY = 86_400
+
+
+def check_shape(shape: object, name: str = "shape") -> tuple[int, int, int]:
+    """Return ``shape`` as a tuple of three positive ints."""
+    if isinstance(shape, str | bytes) or not hasattr(shape, "__len__"):
+        raise TypeError(f"{name} must be a sequence of three positive integers, got {shape!r}")
+    if len(shape) != 3:
+        raise ValueError(f"{name} must have three dimensions (a three-way tensor), got {tuple(shape)}")
+    return tuple(check_positive_int(s, f"{name}[{n}]") for n, s in enumerate(shape))  # type: ignore[return-value]
+
+
+def check_indices(indices: object, shape: tuple[int, int, int], name: str = "indices") -> np.ndarray:
+    """Return ``indices`` as a C-contiguous ``(n, 3)`` int64 array inside ``shape``."""
+    arr = np.asarray(indices)
+    numeric = np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    if arr.dtype == object or not numeric:
+        raise TypeError(f"{name} must be an integer array of shape (n, 3), got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (n, 3), got {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty: no observed entries")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold whole numbers, got non-integer values")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    low = arr.min(axis=0)
+    high = arr.max(axis=0)
+    for mode in range(3):
+        if low[mode] < 0 or high[mode] >= shape[mode]:
+            bad = low[mode] if low[mode] < 0 else high[mode]
+            raise ValueError(
+                f"{name}[:, {mode}] must lie in [0, {shape[mode] - 1}] for shape {shape}, found {bad}"
+            )
+    return arr
+
+
+def check_entries(
+    indices: object, values: object, shape: object
+) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
+    """Validate observed entries of a three-way tensor.
+
+    Parameters
+    ----------
+    indices : array-like of shape (n, 3)
+        Zero-based ``(i, j, k)`` of each observed entry.
+    values : array-like of shape (n,)
+        Finite observed values.
+    shape : sequence of three ints
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, 3)
+    values : ndarray of float64, shape (n,)
+    shape : tuple of three ints
+
+    Raises
+    ------
+    ValueError
+        No observations, indices outside ``shape``, NaN or infinite values, length mismatch.
+    TypeError
+        Non-numeric input.
+    """
+    shape = check_shape(shape)
+    indices = check_indices(indices, shape)
+    try:
+        vals = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"values must be a numeric array, got {type(values).__name__}") from exc
+    if vals.ndim != 1:
+        raise ValueError(f"values must be one-dimensional, got shape {vals.shape}")
+    if vals.shape[0] != indices.shape[0]:
+        raise ValueError(f"values has {vals.shape[0]} entries but indices has {indices.shape[0]} rows")
+    if not np.all(np.isfinite(vals)):
+        bad = int(np.count_nonzero(~np.isfinite(vals)))
+        raise ValueError(f"values contains {bad} NaN or infinite entries")
+    return indices, np.ascontiguousarray(vals), shape
+
+
+@dataclass(frozen=True)
+class TensorEntries:
+    """Observed entries of a three-way tensor.
+
+    Attributes
+    ----------
+    indices : ndarray of int64, shape (n, 3)
+        Zero-based coordinates.
+    values : ndarray of float64, shape (n,)
+    shape : tuple of three ints
+    """
+
+    indices: np.ndarray
+    values: np.ndarray
+    shape: tuple[int, int, int]
+
+    def __post_init__(self) -> None:
+        indices, values, shape = check_entries(self.indices, self.values, self.shape)
+        object.__setattr__(self, "indices", indices)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "shape", shape)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def density(self) -> float:
+        """Fraction of the cells observed."""
+        return len(self) / float(np.prod(self.shape))
+
+    def subset(self, selection: np.ndarray) -> TensorEntries:
+        """The entries picked by a boolean mask or an index array (same shape)."""
+        return TensorEntries(self.indices[selection], self.values[selection], self.shape)
+
+    def to_dense(self, fill: float = np.nan) -> np.ndarray:
+        """The dense tensor with ``fill`` in the unobserved cells (only for small shapes)."""
+        out = np.full(self.shape, fill, dtype=np.float64)
+        out[tuple(self.indices.T)] = self.values
+        return out
+
+
+def _open_rows(path: Path, delimiter: str | None) -> list[list[str]]:
+    text = path.read_text()
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise ValueError(f"{path}: no entries")
+    if delimiter is None:
+        first = lines[0]
+        delimiter = "," if "," in first else ("\t" if "\t" in first else None)
+    if delimiter is None:
+        return [line.split() for line in lines]
+    return [[cell.strip() for cell in row] for row in csv.reader(lines, delimiter=delimiter)]
+
+
+def read_entries(
+    path: str | Path,
+    *,
+    shape: tuple[int, int, int] | None = None,
+    delimiter: str | None = None,
+    one_based: bool = False,
+) -> TensorEntries:
+    """Read ``i j k value`` rows from a CSV, TSV or whitespace-separated file.
+
+    Parameters
+    ----------
+    path : str or Path
+    shape : tuple of three ints, optional
+        The tensor shape; by default one more than the largest index in each mode.
+    delimiter : str, optional
+        ``","``, ``"\\t"``...; by default sniffed from the first row (comma, tab, else whitespace).
+    one_based : bool, default False
+        Indices in the file start at 1.
+
+    Lines starting with ``#`` are skipped, and so is a first row whose cells are not numbers
+    (a header).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    rows = _open_rows(path, delimiter)
+    try:
+        [float(cell) for cell in rows[0][:4]]
+    except ValueError:
+        rows = rows[1:]  # header
+    if not rows:
+        raise ValueError(f"{path}: no entries")
+    bad = [n for n, row in enumerate(rows) if len(row) != 4]
+    if bad:
+        raise ValueError(
+            f"{path}: expected 4 columns (i j k value), row {bad[0] + 1} has {len(rows[bad[0]])}"
+        )
+    try:
+        table = np.array(rows, dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"{path}: non-numeric cell ({exc})") from None
+    indices = table[:, :3]
+    if np.any(indices != np.round(indices)):
+        raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
+    indices = indices.astype(np.int64) - (1 if one_based else 0)
+    if shape is None:
+        if np.any(indices < 0):
+            raise ValueError(f"{path}: negative index (are the indices one-based? pass one_based=True)")
+        shape = tuple(int(m) + 1 for m in indices.max(axis=0))
+    return TensorEntries(indices, table[:, 3], shape)
+
+
+def write_entries(path: str | Path, entries: TensorEntries, *, delimiter: str = ",") -> Path:
+    """Write ``i,j,k,value`` rows (zero-based) with a header, readable by :func:`read_entries`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, delimiter=delimiter)
+        writer.writerow(["i", "j", "k", "value"])
+        for (i, j, k), v in zip(entries.indices.tolist(), entries.values.tolist(), strict=True):
+            writer.writerow([i, j, k, repr(float(v))])
+    return path
+
+
+def read_movielens(
+    path: str | Path,
+    *,
+    n_users: int | None = None,
+    n_items: int | None = None,
+    day_seconds: int = SECONDS_PER_DAY,
+) -> TensorEntries:
+    """Read MovieLens ``u.data`` (``user item rating timestamp``, tab-separated) as a tensor.
+
+    Wei, Li, Mao & Wang, *Applying Differential Privacy to Tensor Completion*, Section 5.2: the
+    rating matrix is unfolded into a user x item x day tensor. User and item ids (one-based in the
+    file) become zero-based indices; the day index is
+    ``(timestamp - min timestamp) // day_seconds``, so the third mode has
+    ``max day + 1`` entries (the paper reports 212 days for ML-100K; the exact count depends on
+    where day boundaries are put, and the first-to-last span of ML-100K covers 215 calendar days).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``u.data``-style file (``ua.base``, ``ua.test``... have the same format).
+    n_users, n_items : int, optional
+        Mode sizes (943 and 1682 for ML-100K); by default the largest id in the file. Pass them
+        when reading a train/test pair so both get the same shape.
+    day_seconds : int, default 86400
+
+    Returns
+    -------
+    TensorEntries
+        Values are the ratings.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{path}: no ratings")
+    bad = [n for n, row in enumerate(rows) if len(row) != 4]
+    if bad:
+        raise ValueError(
+            f"{path}: expected 4 columns (user item rating timestamp), "
+            f"row {bad[0] + 1} has {len(rows[bad[0]])}"
+        )
+    try:
+        table = np.array(rows, dtype=np.int64)
+    except ValueError:
+        raise ValueError(f"{path}: u.data cells must be integers") from None
+    day_seconds = check_positive_int(day_seconds, "day_seconds")
+    users, items, ratings, stamps = table.T
+    if users.min() < 1 or items.min() < 1:
+        raise ValueError(f"{path}: user and item ids must start at 1")
+    days = (stamps - stamps.min()) // day_seconds
+    shape = (
+        int(users.max()) if n_users is None else check_positive_int(n_users, "n_users"),
+        int(items.max()) if n_items is None else check_positive_int(n_items, "n_items"),
+        int(days.max()) + 1,
+    )
+    indices = np.column_stack([users - 1, items - 1, days])
+    return TensorEntries(indices, ratings.astype(np.float64), shape)
+
+
+def entries_from_dense(array: object) -> TensorEntries:
+    """The observed (non-NaN) cells of a dense three-way array; NaN marks a missing cell.
+
+    Raises ``ValueError`` for infinite values or when every cell is NaN.
+    """
+    try:
+        arr = np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"array must be numeric, got {type(array).__name__}") from exc
+    if arr.ndim != 3:
+        raise ValueError(f"array must be three-dimensional, got shape {arr.shape}")
+    if np.any(np.isinf(arr)):
+        raise ValueError("array contains infinite entries (use NaN for missing cells)")
+    observed = ~np.isnan(arr)
+    if not observed.any():
+        raise ValueError("array has no observed (non-NaN) entries")
+    indices = np.argwhere(observed)
+    return TensorEntries(indices, arr[observed], arr.shape)
+
+
+def train_test_split_entries(
+    entries: TensorEntries, test_fraction: float = 0.2, *, random_state: RandomStateLike = None
+) -> tuple[TensorEntries, TensorEntries]:
+    """Split observed entries at random into train and test sets (Wei et al., Sec. 5: 80% / 20%).
+
+    Returns
+    -------
+    train, test : TensorEntries
+        Both non-empty, same shape as ``entries``.
+    """
+    if not isinstance(entries, TensorEntries):
+        raise TypeError(f"entries must be TensorEntries, got {type(entries).__name__}")
+    if not isinstance(test_fraction, numbers.Real) or not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction!r}")
+    n = len(entries)
+    n_test = int(round(test_fraction * n))
+    if n_test == 0 or n_test == n:
+        raise ValueError(f"test_fraction={test_fraction} leaves an empty train or test set for {n} entries")
+    rng = check_random_state(random_state)
+    order = rng.permutation(n)
+    return entries.subset(np.sort(order[n_test:])), entries.subset(np.sort(order[:n_test]))
+
+
+@dataclass(frozen=True)
+class LowRankCompletion:
+    """A synthetic completion problem with known ground truth.
+
+    Attributes
+    ----------
+    observed : TensorEntries
+        Observed noisy entries ``X = X_tilde + N`` at the observed cells.
+    truth : TensorEntries
+        The noiseless (min-max scaled) values ``X_tilde`` at the same cells, for error measures.
+    truth_tensor : ndarray or None
+        The whole noiseless tensor (only when it was formed, ``dense=True``).
+    factors : list of three ndarrays
+        Ground-truth factor matrices (before scaling).
+    core : ndarray or None
+        Ground-truth Tucker core.
+    noise_std : float
+    scale : tuple of float
+        ``(offset, factor)`` of the min-max scaling: ``X_tilde = (model - offset) * factor``.
+    """
+
+    observed: TensorEntries
+    truth: TensorEntries
+    truth_tensor: np.ndarray | None
+    factors: list
+    core: np.ndarray | None
+    noise_std: float
+    scale: tuple[float, float]
+
+    def truth_at(self, indices: np.ndarray) -> np.ndarray:
+        """Noiseless scaled values at any cells (computed from the factors)."""
+        offset, factor = self.scale
+        return (_model_values(self.factors, self.core, np.asarray(indices, dtype=np.int64)) - offset) * factor
+
+
+def _model_values(factors: list, core: np.ndarray | None, indices: np.ndarray) -> np.ndarray:
+    a, b, c = (f[indices[:, m]] for m, f in enumerate(factors))
+    if core is None:
+        return np.einsum("nr,nr,nr->n", a, b, c)
+    return np.einsum("pqt,np,nq,nt->n", core, a, b, c, optimize=True)
+
+
+def make_low_rank_completion(
+    shape: tuple[int, int, int],
+    rank: int,
+    *,
+    model: str = "cp",
+    snr: float = 1.0,
+    missing_ratio: float = 0.5,
+    n_observed: int | None = None,
+    min_max: bool = True,
+    random_state: RandomStateLike = None,
+) -> LowRankCompletion:
+    """Synthetic low-rank CP or Tucker tensor with noise and missing cells (Wei et al., Sec. 5.1).
+
+    * CP (after Acar et al. 2011): ``[[A, B, C]]`` with standard normal factors whose columns are
+      normalised to unit length.
+    * Tucker: ``[[G; A, B, C]]`` with orthonormal factor columns (QR of Gaussian matrices) and a
+      standard normal ``rank x rank x rank`` core.
+
+    The noiseless tensor ``X_tilde`` is min-max scaled to ``[0, 1]`` *before* the noise is added,
+    as in the paper (``min_max=False`` scales it to unit root-mean-square instead, which keeps it
+    exactly low-rank: min-max scaling adds a constant, i.e. one more rank-one term). Then
+    ``X = X_tilde + N`` with i.i.d. Gaussian ``N`` of standard deviation ``std(X_tilde) /
+    sqrt(snr)``: ``snr`` is the ratio of the *variance* of the entries of ``X_tilde`` to the noise
+    variance. The paper does not say which power it means; measured on the raw power
+    ``||X_tilde||^2`` of a min-max scaled tensor (mean about 0.5, standard deviation about 0.09
+    for the 20 x 20 x 20 rank-3 case) ``snr = 1`` would make the noise six times the signal's
+    spread, and no completion method could beat predicting the mean.
+
+    Parameters
+    ----------
+    shape : tuple of three ints
+    rank : int
+    model : {"cp", "tucker"}
+    snr : float, default 1
+    missing_ratio : float in [0, 1), default 0.5
+        Fraction of cells left unobserved (cells chosen uniformly without replacement).
+    n_observed : int, optional
+        Observe exactly this many cells instead (sampled mode: the dense tensor is never formed,
+        and the min-max scaling uses the extremes over the observed cells). For large shapes
+        such as ``(943, 1682, 212)``.
+    min_max : bool, default True
+        Min-max scale ``X_tilde`` to ``[0, 1]`` (the paper); else scale it to unit RMS.
+    random_state : None, int or Generator
+
+    Returns
+    -------
+    LowRankCompletion
+    """
+    shape = check_shape(shape)
+    rank = check_positive_int(rank, "rank")
+    if model not in ("cp", "tucker"):
+        raise ValueError(f"model must be 'cp' or 'tucker', got {model!r}")
+    if model == "tucker" and rank > min(shape):
+        raise ValueError(f"rank must be at most the smallest dimension {min(shape)} for Tucker, got {rank}")
+    if not isinstance(snr, numbers.Real) or not np.isfinite(snr) or snr <= 0:
+        raise ValueError(f"snr must be a finite number > 0, got {snr!r}")
+    rng = check_random_state(random_state)
+    size = int(np.prod(shape))
+    if n_observed is None:
+        if not isinstance(missing_ratio, numbers.Real) or not 0 <= missing_ratio < 1:
+            raise ValueError(f"missing_ratio must lie in [0, 1), got {missing_ratio!r}")
+        n_obs = int(round((1 - missing_ratio) * size))
+        if n_obs == 0:
+            raise ValueError(f"missing_ratio={missing_ratio} leaves no observed entry in shape {shape}")
+    else:
+        n_obs = check_positive_int(n_observed, "n_observed")
+        if n_obs > size:
+            raise ValueError(f"n_observed={n_obs} exceeds the number of cells {size}")
+
+    if model == "cp":
+        factors = [rng.standard_normal((dim, rank)) for dim in shape]
+        factors = [f / np.linalg.norm(f, axis=0, keepdims=True) for f in factors]
+        core = None
+    else:
+        factors = [np.linalg.qr(rng.standard_normal((dim, rank)))[0] for dim in shape]
+        core = rng.standard_normal((rank, rank, rank))
+
+    dense = n_observed is None
+    if dense:
+        if core is None:
+            full = np.einsum("ir,jr,kr->ijk", *factors)
+        else:
+            full = np.einsum("pqt,ip,jq,kt->ijk", core, *factors, optimize=True)
+        flat = np.sort(rng.choice(size, size=n_obs, replace=False))
+        indices = np.column_stack(np.unravel_index(flat, shape))
+        raw = full.ravel()[flat]
+        low, high = float(full.min()), float(full.max())
+    else:
+        flat = _sample_cells(size, n_obs, rng)
+        indices = np.column_stack(np.unravel_index(flat, shape))
+        raw = _model_values(factors, core, indices)
+        low, high = float(raw.min()), float(raw.max())
+        full = None
+    if min_max:
+        factor = 1.0 / (high - low) if high > low else 1.0
+    else:
+        low = 0.0
+        rms = float(np.sqrt(np.mean((full if dense else raw) ** 2)))
+        factor = 1.0 / rms if rms > 0 else 1.0
+    truth_values = (raw - low) * factor
+    truth_tensor = (full - low) * factor if full is not None else None
+    noise_std = float(np.std(truth_tensor if dense else truth_values)) / float(np.sqrt(snr))
+    values = truth_values + noise_std * rng.standard_normal(n_obs)
+    return LowRankCompletion(
+        observed=TensorEntries(indices, values, shape),
+        truth=TensorEntries(indices, truth_values, shape),
+        truth_tensor=truth_tensor,
+        factors=factors,
+        core=core,
+        noise_std=noise_std,
+        scale=(low, factor),
+    )
+
+
+def _sample_cells(size: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` distinct flat cell numbers out of ``size``, sorted, without an array of ``size``."""
+    if n > size // 4:
+        return np.sort(rng.choice(size, size=n, replace=False))
+    picked = np.unique(rng.integers(0, size, size=int(n * 1.1) + 16))
+    while picked.shape[0] < n:
+        picked = np.unique(np.concatenate([picked, rng.integers(0, size, size=n)]))
+    return np.sort(rng.choice(picked, size=n, replace=False))

@@ -1,0 +1,277 @@
+"""TensorCompletion: recovery, the paper's per-entry SGD, noise scales, guarantees, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
+from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
+from dptensor.privacy import composed_noise_multiplier, pld_composed_epsilon
+
+
+def _problem(model="cp", snr=1e12, missing=0.5, seed=0, min_max=False):
+    prob = make_low_rank_completion(
+        (20, 20, 20), 3, model=model, snr=snr, missing_ratio=missing, min_max=min_max, random_state=seed
+    )
+    train, test = train_test_split_entries(prob.observed, 0.2, random_state=seed + 1)
+    return prob, train, test
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_recovers_low_rank_tensor_from_half_the_entries(model):
+    prob, train, test = _problem(model)
+    fit = TensorCompletion(3, model=model, reg=0.0, random_state=0)
+    fit.fit(train.indices, train.values, train.shape)
+    error = rmse(prob.truth_at(test.indices), fit.predict(test.indices))
+    assert error < 1e-3 * np.std(test.values)  # held-out cells, unit-RMS tensor
+    full = fit.to_dense()
+    assert full.shape == (20, 20, 20)
+    assert np.max(np.abs(full - prob.truth_tensor)) < 1e-2
+    assert fit.guarantee is None
+    assert len(fit.factors_) == 3 and fit.factors_[0].shape == (20, 3)
+    assert (fit.core_ is None) == (model == "cp")
+
+
+def test_noisy_completion_beats_the_noise():
+    prob, train, test = _problem("cp", snr=4.0, missing=0.5)
+    fit = TensorCompletion(3, reg=0.01, learning_rate=0.01, random_state=0).fit(
+        train.indices, train.values, train.shape
+    )
+    truth = prob.truth_at(test.indices)
+    # denoised: much closer to the truth than the observations are
+    assert rmse(truth, fit.predict(test.indices)) < 0.5 * prob.noise_std
+
+
+def _sequential_cp_sgd(indices, values, factors, eta, lam, n_epochs, rng):
+    """The paper's per-entry SGD written as a Python loop (reference for batch_size=1)."""
+    a_mat, b_mat, c_mat = (f.copy() for f in factors)
+    counts = [np.bincount(indices[:, m], minlength=f.shape[0]) for m, f in enumerate(factors)]
+    for _ in range(n_epochs):
+        for e in rng.permutation(len(values)):
+            i, j, k = indices[e]
+            a, b, c = a_mat[i].copy(), b_mat[j].copy(), c_mat[k].copy()
+            r = values[e] - np.sum(a * b * c)
+            a_mat[i] = a - eta * (-2 * r * b * c + 2 * lam / counts[0][i] * a)
+            b_mat[j] = b - eta * (-2 * r * a * c + 2 * lam / counts[1][j] * b)
+            c_mat[k] = c - eta * (-2 * r * a * b + 2 * lam / counts[2][k] * c)
+    return a_mat, b_mat, c_mat
+
+
+def test_batch_size_one_is_the_sequential_algorithm():
+    rng = np.random.default_rng(5)
+    shape = (4, 5, 6)
+    indices = np.argwhere(rng.random(shape) < 0.5)
+    values = rng.standard_normal(len(indices))
+    fit = TensorCompletion(2, batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1, random_state=7)
+    fit.fit(indices, values, shape)
+    # replay the same random stream: initial factors, then one permutation per epoch
+    stream = np.random.default_rng(7)
+    init = [0.5 * np.abs(stream.standard_normal((dim, 2))) for dim in shape]
+    expected = _sequential_cp_sgd(indices, values, init, 0.05, 0.1, 3, stream)
+    for got, want in zip(fit.factors_, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("privacy", PRIVACY_MODES)
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_same_seed_same_result(privacy, model):
+    _, train, _ = _problem(model, snr=4.0)
+    kwargs = dict(model=model, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3,
+                  value_range=(-3.0, 3.0), clip=0.5)
+    one = TensorCompletion(3, random_state=11, **kwargs).fit(train.indices, train.values, train.shape)
+    two = TensorCompletion(3, random_state=11, **kwargs).fit(train.indices, train.values, train.shape)
+    three = TensorCompletion(3, random_state=12, **kwargs).fit(train.indices, train.values, train.shape)
+    for f1, f2, f3 in zip(one.factors_, two.factors_, three.factors_, strict=True):
+        np.testing.assert_array_equal(f1, f2)
+        assert not np.array_equal(f1, f3)
+    if privacy:
+        assert one.guarantee.to_dict() == two.guarantee.to_dict()
+
+
+# ------------------------------------------------------------------ noise scales against formulas
+
+
+def test_input_perturbation_laplace_scale():
+    _, train, _ = _problem("cp", snr=4.0)
+    eps = 0.5
+    fit = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), clamp=False, n_epochs=1,
+                           random_state=0).fit(train.indices, train.values, train.shape)
+    b = 8.0 / eps  # Delta = max - min = 8
+    assert fit.input_noise_scale_ == pytest.approx(b)
+    noise = fit.perturbed_values_ - np.clip(train.values, -4, 4)
+    n = noise.shape[0]
+    # Laplace(b): E|X| = b, Var X = 2 b^2; 3200 draws -> 1.8% standard error on the mean |X|
+    assert np.mean(np.abs(noise)) == pytest.approx(b, rel=0.08)
+    assert np.var(noise) == pytest.approx(2 * b * b, rel=0.15)
+    assert abs(np.mean(noise)) < 5 * math.sqrt(2) * b / math.sqrt(n)
+    g = fit.guarantee
+    assert g.holds and g.epsilon == eps and g.delta == 0 and g.neighbouring == "entry-value"
+    assert g.details["sensitivity"] == 8.0
+    clamped = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), n_epochs=1,
+                               random_state=0).fit(train.indices, train.values, train.shape)
+    assert clamped.perturbed_values_.min() >= -4 and clamped.perturbed_values_.max() <= 4
+    # without a declared range the paper's data-derived Delta is used and the claim is flagged
+    paper = TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, random_state=0).fit(
+        train.indices, train.values, train.shape
+    )
+    assert paper.input_noise_scale_ == pytest.approx(np.ptp(train.values) / eps)
+    assert not paper.guarantee.holds and paper.guarantee.claim == "paper"
+
+
+def _paired_fits(privacy, shape=(10, 10, 200), **kwargs):
+    """A private and a non-private fit that share every random draw except the privacy noise."""
+    rng = np.random.default_rng(3)
+    indices = np.argwhere(rng.random(shape) < 0.5)
+    values = rng.standard_normal(len(indices))
+    common = dict(n_epochs=1, batch_size=len(values), random_state=9, **kwargs)
+    private = TensorCompletion(3, privacy=privacy, epsilon=2.0, **common).fit(indices, values, shape)
+    plain = TensorCompletion(3, **common).fit(indices, values, shape)
+    return private, plain, indices
+
+
+def test_gradient_perturbation_noise_scale_algorithm_2():
+    # one batch, one epoch, clip so large it never binds: C differs by -eta * sum of the noise
+    # vectors of the entries in each row; each is exponential-norm with Delta = 2m, so
+    # E||sum||^2 = n_k d (d + 1) (2m / eps)^2.
+    m, eta, eps, d = 1e6, 1e-9, 2.0, 3
+    private, plain, indices = _paired_fits("gradient", clip=m, learning_rate=eta)
+    for f1, f2 in zip(private.factors_[:2], plain.factors_[:2], strict=True):
+        np.testing.assert_array_equal(f1, f2)  # A and B get no noise
+    diff = (private.factors_[2] - plain.factors_[2]) / eta
+    counts = np.bincount(indices[:, 2], minlength=200)
+    ratio = np.mean(np.sum(diff**2, axis=1) / counts) / (d * (d + 1) * (2 * m / eps) ** 2)
+    assert ratio == pytest.approx(1.0, rel=0.2)
+    g = private.guarantee
+    assert not g.holds and g.claim == "paper" and "un-noised" in g.reason
+    assert g.details["sensitivity"] == 2 * m
+
+
+def test_output_perturbation_noise_scale_algorithm_3():
+    eta, lip, eps, d = 0.005, 0.3, 2.0, 3
+    private, plain, _ = _paired_fits("output", clip=lip, learning_rate=eta)
+    sens = 2 * 1 * lip * eta  # Delta = 2 tau L eta, tau = 1 epoch
+    assert private.output_sensitivity_ == pytest.approx(sens)
+    diff = private.factors_[2] - plain.factors_[2]
+    norms = np.linalg.norm(diff, axis=1)
+    # ||n|| ~ Gamma(d, Delta / eps): mean d Delta / eps; 200 rows -> 4% standard error
+    assert np.mean(norms) == pytest.approx(d * sens / eps, rel=0.15)
+    assert not private.guarantee.holds and "convex" in private.guarantee.reason
+
+
+def test_dpsgd_noise_scale_and_exact_accounting():
+    # no signal: tiny factors and zero values, so every update is the Gaussian noise alone
+    shape = (300, 300, 300)
+    rng = np.random.default_rng(0)
+    indices = rng.integers(0, 300, size=(50, 3))
+    eps, delta, clip, eta = 1.0, 1e-5, 0.25, 1e-3
+    fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=eps, delta=delta, clip=clip,
+                           learning_rate=eta, n_epochs=1, batch_size=50, reg=0.0, init_scale=1e-12,
+                           random_state=1)
+    fit.fit(indices, np.zeros(50), shape)
+    z = composed_noise_multiplier(eps, delta, 1, "exact")
+    assert fit.noise_std_ == pytest.approx(z * 2 * clip)
+    for factor in fit.factors_:  # 900 coordinates each: 2.4% standard error on the std
+        assert np.std(factor) / eta == pytest.approx(fit.noise_std_, rel=0.1)
+    g = fit.guarantee
+    assert g.holds and g.accountant == "exact" and g.delta == delta
+    assert g.epsilon_exact == pytest.approx(eps, rel=1e-6)
+
+
+def test_dpsgd_composition_over_epochs_matches_pld():
+    _, train, _ = _problem("cp", snr=4.0)
+    fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=2.0, delta=1e-5, n_epochs=20, batch_size=800,
+                           random_state=0).fit(train.indices, train.values, train.shape)
+    g = fit.guarantee
+    assert g.n_releases == 20  # one Gaussian release per entry per epoch
+    assert g.noise_multiplier == pytest.approx(composed_noise_multiplier(2.0, 1e-5, 20, "exact"))
+    assert pld_composed_epsilon(g.noise_multiplier, 20, 1e-5) == pytest.approx(2.0, rel=0.02)
+
+
+def test_output_clipped_lemma_3_sensitivity_audit():
+    """Neighbouring values, same randomness: only row c_k moves, by at most 2 tau L eta."""
+    prob, train, _ = _problem("tucker", snr=4.0)
+    model = TensorCompletion(3, model="tucker", privacy="output_clipped", epsilon=1.0,
+                             value_range=(-4.0, 4.0), clip=0.2, output_epochs=4, learning_rate=0.01,
+                             random_state=0)
+    model.fit(train.indices, train.values, train.shape)
+    p = model._check_params(train.shape)
+    neighbour = train.values.copy()
+    e = 17
+    neighbour[e] += 3.0
+    results = []
+    for vals in (train.values, neighbour):
+        factors = [f.copy() for f in model.factors_]
+        model._output_clipped(train.indices, vals, factors, model.core_.copy(), p,
+                              np.random.default_rng(5), model.guarantee)
+        results.append(factors[2])
+    diff = np.linalg.norm(results[0] - results[1], axis=1)
+    k = train.indices[e, 2]
+    assert np.all(diff[np.arange(20) != k] == 0)
+    assert 0 < diff[k] <= 2 * 4 * 0.2 * 0.01 + 1e-12
+    g = model.guarantee
+    assert g.holds and g.epsilon == 1.0 and g.epsilon_exact == pytest.approx(1.0)
+    assert g.details["sensitivity"] == pytest.approx(2 * 4 * 0.2 * 0.01)
+
+
+def test_guarantees_name_relation_and_public_information():
+    _, train, _ = _problem("cp", snr=4.0)
+    for privacy in PRIVACY_MODES[1:]:
+        fit = TensorCompletion(3, privacy=privacy, epsilon=1.0, n_epochs=2, value_range=(-4, 4),
+                               random_state=0).fit(train.indices, train.values, train.shape)
+        g = fit.guarantee
+        assert g.neighbouring == "entry-value"
+        assert "Omega" in g.public and "one observed entry" in g.protected
+        assert g.holds == (privacy not in ("gradient", "output"))
+        assert ("DOES NOT HOLD" in g.describe()) == (not g.holds)
+        assert g.to_dict()["holds"] == g.holds
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_bad_input_errors():
+    idx = np.array([[0, 0, 0], [1, 1, 1]])
+    vals = np.array([1.0, 2.0])
+    with pytest.raises(ValueError, match="indices"):
+        TensorCompletion(1).fit(np.array([[0, 0, 0], [2, 0, 0]]), vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="NaN"):
+        TensorCompletion(1).fit(idx, [1.0, np.nan], (2, 2, 2))
+    with pytest.raises(ValueError, match="no observed entries"):
+        TensorCompletion(1).fit(np.zeros((0, 3), int), [], (2, 2, 2))
+    with pytest.raises(ValueError, match="rank must be >= 1"):
+        TensorCompletion(0).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(TypeError, match="rank must be an integer"):
+        TensorCompletion(1.5).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="exceeds the tensor dimension"):
+        TensorCompletion(3, model="tucker").fit(idx, vals, (2, 2, 2))
+    for eps in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="epsilon"):
+            TensorCompletion(1, privacy="input", epsilon=eps).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="epsilon is required"):
+        TensorCompletion(1, privacy="gradient").fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="privacy must be one of"):
+        TensorCompletion(1, privacy="objective", epsilon=1.0).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="model must be one of"):
+        TensorCompletion(1, model="tt").fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="value_range is required"):
+        TensorCompletion(1, privacy="output_clipped", epsilon=1.0).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="delta"):
+        TensorCompletion(1, privacy="gradient_dpsgd", epsilon=1.0, delta=2.0).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="learning_rate"):
+        TensorCompletion(1, learning_rate=0).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        TensorCompletion(1).predict(idx)
+    fit = TensorCompletion(1, n_epochs=1).fit(idx, vals, (2, 2, 2))
+    with pytest.raises(ValueError, match="indices"):
+        fit.predict([[0, 0, 2]])
+
+
+def test_divergence_is_reported():
+    prob, train, _ = _problem("tucker")
+    with pytest.raises(FloatingPointError, match="diverged"):
+        TensorCompletion(3, model="tucker", learning_rate=5.0, batch_size=64, random_state=0).fit(
+            train.indices, train.values * 100, train.shape
+        )
