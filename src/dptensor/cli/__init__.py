@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from dptensor import __version__
-from dptensor.cli import decompose, experiment
+from dptensor.cli import complete, decompose, experiment
 
-COMMANDS = (decompose, experiment)
+COMMANDS = (decompose, experiment, complete)
 
 
 def build_parser() -> argparse.ArgumentParser:
