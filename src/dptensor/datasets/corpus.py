@@ -1,0 +1,284 @@
+"""Reading text corpora into document-term count matrices.
+
+Formats (:func:`load_corpus` picks one from the path):
+
+* plain text -- one document per line of a ``.txt`` file, or a folder of ``.txt`` files (one
+  document per file, in sorted name order), vectorised with scikit-learn's ``CountVectorizer``
+  (``stop_words``, ``min_df``, ``max_df``, ``max_features``, ``lowercase``);
+* UCI bag-of-words -- ``docword.*.txt`` (optionally ``.gz``): three header lines ``D``, ``W``,
+  ``NNZ`` then ``docID wordID count`` triples (1-based), read in chunks so the text is never held
+  in memory at once; the vocabulary from ``vocab.*.txt`` (one word per line) next to it;
+* Matrix Market ``.mtx`` (documents as rows) and SciPy sparse ``.npz``
+  (:func:`scipy.sparse.save_npz`), with an optional vocabulary file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from dptensor.tensor.lda_moments import check_count_matrix
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A document-term count matrix and its vocabulary.
+
+    Attributes
+    ----------
+    counts : scipy.sparse.csr_matrix of shape (n_documents, n_words)
+        Non-negative integer counts (int64).
+    vocabulary : list of str or None
+        ``vocabulary[j]`` is the word of column ``j`` (None when the source has none).
+    source : str
+        Where the corpus came from.
+    """
+
+    counts: sp.csr_matrix
+    vocabulary: list[str] | None
+    source: str
+
+    @property
+    def n_documents(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def n_words(self) -> int:
+        return int(self.counts.shape[1])
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")  # noqa: SIM115
+
+
+def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
+    return check_count_matrix(matrix, name).astype(np.int64)
+
+
+def load_vocabulary(path: str | Path) -> list[str]:
+    """One word per line (the UCI ``vocab.*.txt`` layout); blank trailing lines are ignored."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such vocabulary file: {path}")
+    with _open_text(path) as f:
+        words = [line.rstrip("\n\r") for line in f]
+    while words and not words[-1].strip():
+        words.pop()
+    return words
+
+
+def _check_vocabulary(vocabulary: list[str] | None, n_words: int, source: str) -> list[str] | None:
+    if vocabulary is not None and len(vocabulary) != n_words:
+        raise ValueError(f"vocabulary has {len(vocabulary)} words but {source} has {n_words} columns")
+    return vocabulary
+
+
+def load_text_corpus(
+    path: str | Path,
+    *,
+    stop_words: str | Sequence[str] | None = None,
+    min_df: float | int = 1,
+    max_df: float | int = 1.0,
+    max_features: int | None = None,
+    lowercase: bool = True,
+    fixed_vocabulary: Sequence[str] | None = None,
+) -> Corpus:
+    """Plain text: one document per line of a file, or one document per ``.txt`` file of a folder.
+
+    Tokenised and counted with :class:`sklearn.feature_extraction.text.CountVectorizer` using
+    the options given (``stop_words="english"`` for its built-in list). With
+    ``fixed_vocabulary`` the columns are exactly those words (to transform new documents with a
+    fitted model). Requires scikit-learn.
+    """
+    try:
+        from sklearn.feature_extraction.text import CountVectorizer
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("reading plain-text corpora needs scikit-learn (pip install scikit-learn)") from exc
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+        if not files:
+            raise ValueError(f"folder {path} holds no .txt files")
+        documents = [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    elif path.exists():
+        with _open_text(path) as f:
+            documents = [line for line in f if line.strip()]
+    else:
+        raise FileNotFoundError(f"no such corpus: {path}")
+    if not documents:
+        raise ValueError(f"{path} is an empty corpus (no non-blank documents)")
+    if fixed_vocabulary is not None:
+        vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase)
+    else:
+        vectorizer = CountVectorizer(
+            stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
+            lowercase=lowercase,
+        )  # fmt: skip
+    try:
+        counts = vectorizer.fit_transform(documents)
+    except ValueError as exc:  # e.g. "empty vocabulary; perhaps the documents only contain stop words"
+        raise ValueError(f"{path}: {exc}") from exc
+    return Corpus(
+        counts=sp.csr_matrix(counts, dtype=np.int64),
+        vocabulary=[str(w) for w in vectorizer.get_feature_names_out()],
+        source=str(path),
+    )
+
+
+def load_uci_bow(
+    docword: str | Path, vocabulary: str | Path | None = None, *, chunk_bytes: int = 1 << 24
+) -> Corpus:
+    """UCI bag-of-words (``docword.*.txt[.gz]``), streamed in chunks of about ``chunk_bytes``.
+
+    When ``vocabulary`` is None, a ``vocab.<name>.txt`` next to ``docword.<name>.txt[.gz]`` is
+    used if present. Document and word ids are 1-based; repeated (doc, word) pairs are summed.
+    """
+    docword = Path(docword)
+    if not docword.exists():
+        raise FileNotFoundError(f"no such file: {docword}")
+    rows, cols, vals = [], [], []
+    with _open_text(docword) as f:
+        try:
+            n_docs, n_words, _nnz = (int(f.readline()) for _ in range(3))
+        except ValueError as exc:
+            raise ValueError(
+                f"{docword}: expected three header lines D, W, NNZ (UCI bag-of-words format)"
+            ) from exc
+        leftover = ""
+        while True:
+            block = f.read(chunk_bytes)
+            if not block:
+                break
+            text = leftover + block
+            cut = text.rfind("\n") + 1
+            text, leftover = text[:cut], text[cut:]
+            _append_triples(text, rows, cols, vals, docword)
+        _append_triples(leftover, rows, cols, vals, docword)
+    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    v = np.concatenate(vals) if vals else np.zeros(0)
+    if r.size and (r.min() < 1 or r.max() > n_docs or c.min() < 1 or c.max() > n_words):
+        raise ValueError(f"{docword}: document or word id outside 1..D={n_docs} / 1..W={n_words}")
+    counts = sp.csr_matrix((v, (r - 1, c - 1)), shape=(n_docs, n_words))
+    counts = _as_count_csr(counts, str(docword))
+    if vocabulary is None:
+        name = re.sub(r"^docword\.", "vocab.", docword.name.removesuffix(".gz"))
+        guess = docword.with_name(name)
+        vocab = load_vocabulary(guess) if name != docword.name and guess.exists() else None
+    else:
+        vocab = load_vocabulary(vocabulary)
+    return Corpus(counts, _check_vocabulary(vocab, n_words, str(docword)), str(docword))
+
+
+def _append_triples(text: str, rows: list, cols: list, vals: list, source: Path) -> None:
+    if not text.strip():
+        return
+    numbers = np.array(text.split(), dtype=np.float64)
+    if numbers.size % 3:
+        raise ValueError(f"{source}: expected 'docID wordID count' triples")
+    triples = numbers.reshape(-1, 3)
+    ids = triples[:, :2]
+    if np.any(ids != np.round(ids)):
+        raise ValueError(f"{source}: document and word ids must be integers")
+    rows.append(triples[:, 0].astype(np.int64))
+    cols.append(triples[:, 1].astype(np.int64))
+    vals.append(triples[:, 2])
+
+
+def write_uci_bow(counts: object, docword: str | Path, vocabulary: Sequence[str] | None = None) -> None:
+    """Write a count matrix as UCI ``docword`` (and ``vocab`` next to it when given)."""
+    matrix = _as_count_csr(counts, "counts").tocoo()
+    docword = Path(docword)
+    order = np.lexsort((matrix.col, matrix.row))
+    body = np.column_stack([matrix.row[order] + 1, matrix.col[order] + 1, matrix.data[order]])
+    with open(docword, "w", encoding="utf-8") as f:
+        f.write(f"{matrix.shape[0]}\n{matrix.shape[1]}\n{matrix.nnz}\n")
+        np.savetxt(f, body, fmt="%d")
+    if vocabulary is not None:
+        name = re.sub(r"^docword\.", "vocab.", docword.name)
+        if name == docword.name:
+            name = "vocab." + docword.name
+        docword.with_name(name).write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
+
+
+def load_matrix_market(path: str | Path, vocabulary: str | Path | None = None) -> Corpus:
+    """A Matrix Market ``.mtx`` count matrix with documents as rows."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    counts = _as_count_csr(sp.csr_matrix(scipy.io.mmread(str(path))), str(path))
+    vocab = load_vocabulary(vocabulary) if vocabulary is not None else None
+    return Corpus(counts, _check_vocabulary(vocab, counts.shape[1], str(path)), str(path))
+
+
+def load_npz_counts(path: str | Path, vocabulary: str | Path | None = None) -> Corpus:
+    """A SciPy sparse ``.npz`` count matrix (:func:`scipy.sparse.save_npz`), documents as rows."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        matrix = sp.load_npz(path)
+    except (ValueError, KeyError) as exc:
+        raise ValueError(f"{path} is not a scipy.sparse .npz matrix") from exc
+    counts = _as_count_csr(matrix, str(path))
+    vocab = load_vocabulary(vocabulary) if vocabulary is not None else None
+    return Corpus(counts, _check_vocabulary(vocab, counts.shape[1], str(path)), str(path))
+
+
+def load_corpus(
+    path: str | Path,
+    *,
+    vocabulary: str | Path | None = None,
+    stop_words: str | Sequence[str] | None = None,
+    min_df: float | int = 1,
+    max_df: float | int = 1.0,
+    max_features: int | None = None,
+    lowercase: bool = True,
+) -> Corpus:
+    """Read a corpus in any supported format, chosen from the path.
+
+    ``docword.*.txt[.gz]`` is UCI bag-of-words; ``.mtx`` Matrix Market; ``.npz`` SciPy sparse;
+    a folder or any other text file is plain text (one document per file / per line). The
+    vectoriser options apply to plain text only; ``max_features`` also trims other formats to
+    their most frequent words (keeping the vocabulary aligned).
+    """
+    path = Path(path)
+    name = path.name
+    if path.is_dir():
+        corpus = load_text_corpus(
+            path, stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
+            lowercase=lowercase,
+        )  # fmt: skip
+        return corpus
+    if name.startswith("docword.") and name.removesuffix(".gz").endswith(".txt"):
+        corpus = load_uci_bow(path, vocabulary)
+    elif path.suffix == ".mtx":
+        corpus = load_matrix_market(path, vocabulary)
+    elif path.suffix == ".npz":
+        corpus = load_npz_counts(path, vocabulary)
+    else:
+        return load_text_corpus(
+            path, stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
+            lowercase=lowercase,
+        )  # fmt: skip
+    if max_features is not None and max_features < corpus.n_words:
+        return most_frequent_words(corpus, max_features)
+    return corpus
+
+
+def most_frequent_words(corpus: Corpus, max_features: int) -> Corpus:
+    """Keep the ``max_features`` words with the largest total counts (ties by column order)."""
+    totals = np.asarray(corpus.counts.sum(axis=0)).ravel()
+    keep = np.sort(np.argsort(-totals, kind="stable")[:max_features])
+    vocab = [corpus.vocabulary[j] for j in keep] if corpus.vocabulary is not None else None
+    return Corpus(corpus.counts[:, keep].tocsr(), vocab, corpus.source)

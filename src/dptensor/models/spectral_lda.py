@@ -1,0 +1,611 @@
+"""Spectral LDA: topic models by the method of moments, at vocabulary scale.
+
+The pipeline of DeCarolis et al. (*An end-to-end differentially private spectral algorithm for
+LDA*, Section 4 and Figure 1), after Anandkumar et al. (*A spectral algorithm for LDA*; *Tensor
+decompositions for learning latent variable models*, JMLR 2014, Section 4.3), written as small
+functions whose intermediate results are explicit, so that a private version can perturb any
+edge of Figure 1:
+
+* e0 -- counts to ``M2_hat``, an operator never formed as ``d x d``:
+  :class:`~dptensor.tensor.lda_moments.LDASecondMoment`;
+* e2, e5 -- ``M2_hat`` to the whitening ``W = U S^{-1/2}`` and un-whitening ``(W^T)^+ = U S^{1/2}``:
+  :func:`lda_whitening`;
+* e1, e3, e4 -- counts and ``W`` to ``T_hat = M3_hat(W, W, W)`` (``k x k x k``):
+  :func:`~dptensor.tensor.lda_moments.whitened_third_moment`;
+* e6 -- ``T_hat`` to eigenpairs ``(lambda_i, v_i)``: :func:`decompose_whitened_tensor`;
+* e7, e8 -- eigenpairs to topics ``mu_i`` and ``alpha_i``: :func:`unwhiten_topics`.
+
+Un-whitening (derivation). With ``M2 = sum_i p_i mu_i mu_i^T``, ``p_i = alpha_i/(alpha_0(alpha_0+1))``
+and ``W^T M2 W = I``, the vectors ``v_i = sqrt(p_i) W^T mu_i`` are orthonormal and
+``T = M3(W,W,W) = sum_i q_i (W^T mu_i)^{(x)3} = sum_i q_i p_i^{-3/2} v_i^{(x)3}``,
+``q_i = 2 alpha_i/(alpha_0(alpha_0+1)(alpha_0+2))``. Hence the eigenvalues are
+``lambda_i = q_i p_i^{-3/2} = (2/(alpha_0+2)) sqrt(alpha_0(alpha_0+1)/alpha_i)``, so
+
+* ``alpha_i = 4 alpha_0 (alpha_0+1) / ((alpha_0+2)^2 lambda_i^2)``, and
+* ``mu_i = p_i^{-1/2} (W^T)^+ v_i = ((alpha_0+2)/2) lambda_i U S^{1/2} v_i``
+
+(``U S^{1/2} W^T`` projects onto the span of the topics). With sampling noise the un-whitened
+vectors are not exactly on the simplex; each is replaced by its Euclidean projection onto the
+probability simplex (Duchi et al. 2008), which zeroes small noisy entries and renormalises.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
+from dptensor.decomposition.power_method import PowerMethodResult, power_method
+from dptensor.decomposition.simultaneous_power import simultaneous_power_method
+from dptensor.tensor.lda_moments import (
+    DocumentCounts,
+    LDASecondMoment,
+    check_alpha0,
+    check_count_matrix,
+    prepare_counts,
+    whitened_third_moment,
+)
+from dptensor.tensor.operators import DenseTensor
+
+#: Vocabularies up to this size are whitened with a dense eigendecomposition under ``"auto"``.
+DENSE_WHITENING_MAX_WORDS = 1500
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised when a model is used before :meth:`SpectralLDA.fit` (as scikit-learn's)."""
+
+
+@dataclass(frozen=True)
+class LDAWhitening:
+    """Whitening of the top-``k`` eigenspace of ``M2_hat`` (Figure 1, edges e2 and e5).
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (d, k)
+        ``W = U S^{-1/2}``, so ``W^T M2_hat W = I_k``.
+    unwhitening : ndarray of shape (d, k)
+        ``(W^T)^+ = U S^{1/2}``.
+    eigenvalues : ndarray of shape (k,)
+        The ``k`` largest eigenvalues ``S`` of ``M2_hat`` (descending, all positive).
+    eigenvectors : ndarray of shape (d, k)
+        Orthonormal ``U``.
+    """
+
+    matrix: np.ndarray
+    unwhitening: np.ndarray
+    eigenvalues: np.ndarray
+    eigenvectors: np.ndarray
+
+
+def top_eigenpairs(
+    operator: LDASecondMoment | np.ndarray,
+    rank: int,
+    *,
+    method: str = "auto",
+    n_oversamples: int = 10,
+    n_power_iter: int = 2,
+    random_state: RandomStateLike = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rank`` algebraically largest eigenpairs of a symmetric matrix or operator.
+
+    Parameters
+    ----------
+    operator : LDASecondMoment or ndarray of shape (d, d)
+    rank : int
+    method : {"auto", "dense", "randomized", "eigsh"}
+        ``"dense"``: :func:`numpy.linalg.eigh` on the materialised matrix; ``"randomized"``:
+        randomised subspace iteration with Rayleigh-Ritz (Halko, Martinsson & Tropp 2011,
+        Algorithms 4.4 and 5.3), ``n_power_iter + 2`` block products with
+        ``rank + n_oversamples`` columns; ``"eigsh"``: Lanczos (:func:`scipy.sparse.linalg.eigsh`,
+        ``which="LA"``) on a LinearOperator. ``"auto"`` is dense up to
+        :data:`DENSE_WHITENING_MAX_WORDS` words and randomised above.
+    n_oversamples, n_power_iter : int
+        Randomised method only.
+    random_state : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    eigenvalues : ndarray of shape (rank,), descending
+    eigenvectors : ndarray of shape (d, rank), orthonormal columns
+    """
+    d = operator.shape[0]
+    if method == "auto":
+        method = "dense" if d <= DENSE_WHITENING_MAX_WORDS else "randomized"
+    rng = check_random_state(random_state)
+    apply = operator.matmat if isinstance(operator, LDASecondMoment) else (lambda v: operator @ v)
+    if method == "dense":
+        dense = operator.to_dense() if isinstance(operator, LDASecondMoment) else np.asarray(operator)
+        values, vectors = np.linalg.eigh((dense + dense.T) / 2.0)
+        order = np.argsort(values)[::-1][:rank]
+        return values[order], vectors[:, order]
+    if method == "randomized":
+        width = min(d, rank + check_positive_int(n_oversamples, "n_oversamples", minimum=0))
+        Q, _ = np.linalg.qr(apply(rng.standard_normal((d, width))))
+        for _ in range(check_positive_int(n_power_iter, "n_power_iter", minimum=0)):
+            Q, _ = np.linalg.qr(apply(Q))
+        small = Q.T @ apply(Q)
+        values, vectors = np.linalg.eigh((small + small.T) / 2.0)
+        order = np.argsort(values)[::-1][:rank]
+        return values[order], Q @ vectors[:, order]
+    if method == "eigsh":
+        linop = (
+            operator.as_linear_operator()
+            if isinstance(operator, LDASecondMoment)
+            else spla.aslinearoperator(np.asarray(operator))
+        )
+        v0 = rng.standard_normal(d)
+        values, vectors = spla.eigsh(linop, k=rank, which="LA", v0=v0)
+        order = np.argsort(values)[::-1]
+        return values[order], vectors[:, order]
+    raise ValueError(f"method must be 'auto', 'dense', 'randomized' or 'eigsh', got {method!r}")
+
+
+def lda_whitening(
+    second_moment: LDASecondMoment | np.ndarray,
+    n_components: int,
+    *,
+    method: str = "auto",
+    n_oversamples: int = 10,
+    n_power_iter: int = 2,
+    random_state: RandomStateLike = None,
+) -> LDAWhitening:
+    """Whitening ``W = U S^{-1/2}`` from the top-``k`` eigenpairs of ``M2_hat`` (Section 4, step (2)).
+
+    Raises ``ValueError`` when ``M2_hat`` has fewer than ``k`` positive eigenvalues (too few
+    documents for ``k`` topics, ``k`` larger than the number of topics present, or a wrong
+    ``alpha0``). See :func:`top_eigenpairs` for the methods.
+    """
+    values, vectors = top_eigenpairs(
+        second_moment,
+        n_components,
+        method=method,
+        n_oversamples=n_oversamples,
+        n_power_iter=n_power_iter,
+        random_state=random_state,
+    )
+    if values[-1] <= 0:
+        raise ValueError(
+            f"M2_hat has only {int(np.sum(values > 0))} positive eigenvalue(s) among its top "
+            f"{n_components}; cannot whiten for n_components={n_components} (use fewer topics, more "
+            "documents, or check alpha0)"
+        )
+    root = np.sqrt(values)
+    return LDAWhitening(
+        matrix=vectors / root, unwhitening=vectors * root, eigenvalues=values, eigenvectors=vectors
+    )
+
+
+def decompose_whitened_tensor(
+    tensor: np.ndarray,
+    n_components: int,
+    *,
+    method: str = "simultaneous",
+    n_restarts: int | None = None,
+    max_iter: int | None = None,
+    tol: float = 1e-10,
+    random_state: RandomStateLike = None,
+) -> PowerMethodResult:
+    """Eigenpairs of the whitened ``k x k x k`` tensor (Section 4, step (4); edge e6).
+
+    ``method="simultaneous"`` (the paper's choice) runs
+    :func:`~dptensor.decomposition.simultaneous_power.simultaneous_power_method` (Wang & Lu
+    2017); ``method="robust"`` runs the deflation-based robust power method
+    :func:`dptensor.power_method` (Anandkumar et al. 2014, Algorithm 1).
+    """
+    op = DenseTensor(tensor, check_symmetry=False)
+    if method == "simultaneous":
+        return simultaneous_power_method(
+            op,
+            n_components,
+            n_restarts=5 if n_restarts is None else n_restarts,
+            n_iter=200 if max_iter is None else max_iter,
+            tol=tol,
+            random_state=random_state,
+        )
+    if method == "robust":
+        return power_method(
+            op, n_components, n_restarts=n_restarts, n_iter=max_iter, tol=tol, random_state=random_state
+        )
+    raise ValueError(f"decomposition must be 'simultaneous' or 'robust', got {method!r}")
+
+
+def project_rows_to_simplex(matrix: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each row onto the probability simplex (Duchi et al. 2008, Fig. 1).
+
+    ``argmin_{p >= 0, sum p = 1} ||p - x||`` is ``max(x - tau, 0)`` with ``tau`` chosen by one
+    sort per row, ``O(d log d)``.
+    """
+    x = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+    d = x.shape[1]
+    desc = -np.sort(-x, axis=1)
+    cumulative = np.cumsum(desc, axis=1) - 1.0
+    ranks = np.arange(1, d + 1)
+    support = desc - cumulative / ranks > 0
+    last = d - 1 - np.argmax(support[:, ::-1], axis=1)
+    tau = cumulative[np.arange(x.shape[0]), last] / (last + 1.0)
+    return np.maximum(x - tau[:, None], 0.0)
+
+
+def unwhiten_topics(
+    decomposition: PowerMethodResult, whitening: LDAWhitening, alpha0: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Topics ``mu_i`` and Dirichlet parameters ``alpha_i`` from whitened eigenpairs (edges e7, e8).
+
+    ``alpha_i = 4 alpha_0 (alpha_0+1) / ((alpha_0+2)^2 lambda_i^2)`` and
+    ``mu_i = ((alpha_0+2)/2) lambda_i U S^{1/2} v_i`` (derivation in the module docstring),
+    then projected onto the simplex. Topics are returned in order of decreasing ``alpha_i``.
+
+    Returns
+    -------
+    topics : ndarray of shape (k, d)
+        Rows on the probability simplex.
+    alpha : ndarray of shape (k,)
+    raw_topics : ndarray of shape (k, d)
+        The un-whitened vectors before the projection (rows sum to about 1).
+    """
+    alpha0 = check_alpha0(alpha0)
+    lam = decomposition.weights
+    if np.any(lam <= 0):
+        raise ValueError("the whitened tensor has a non-positive eigenvalue; cannot recover alpha")
+    alpha = 4.0 * alpha0 * (alpha0 + 1.0) / ((alpha0 + 2.0) ** 2 * lam**2)
+    raw = ((alpha0 + 2.0) / 2.0 * lam)[:, None] * (whitening.unwhitening @ decomposition.factors).T
+    # An eigenvector is determined up to sign only when lambda is; make each topic sum positive.
+    raw *= np.where(raw.sum(axis=1) < 0, -1.0, 1.0)[:, None]
+    order = np.argsort(-alpha, kind="stable")
+    return project_rows_to_simplex(raw[order]), alpha[order], raw[order]
+
+
+class SpectralLDA:
+    """Latent Dirichlet Allocation fitted by the method of moments (spectral LDA).
+
+    Implements the end-to-end spectral algorithm of DeCarolis et al. (Section 4, Figure 1)
+    without noise: unbiased moments (Lemma 21, in the exactly unbiased U-statistic form),
+    whitening with the top-``k`` eigenpairs of ``M2_hat`` computed through products only,
+    the whitened tensor ``M3_hat(W,W,W)`` formed directly from the counts in ``k`` dimensions,
+    simultaneous power iteration (Wang & Lu 2017), and un-whitening. No ``d x d`` or
+    ``d x d x d`` array is formed, so 10^5-word vocabularies are routine.
+
+    Follows scikit-learn's estimator conventions (parameters stored unchanged by ``__init__``,
+    ``fit`` returning ``self``, fitted attributes ending in ``_``, ``get_params``/``set_params``
+    so that :func:`sklearn.base.clone` and grid search work) without importing scikit-learn.
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        Number of topics ``k`` (at most the vocabulary size).
+    alpha0 : float, default 1.0
+        Dirichlet concentration ``alpha_0 = sum_i alpha_i`` (> 0), which the method of moments
+        takes as known (as in the paper); ``alpha_i`` are then estimated.
+    decomposition : {"simultaneous", "robust"}, default "simultaneous"
+        Simultaneous power iteration (the paper's choice) or the robust tensor power method.
+    whitening : {"auto", "dense", "randomized", "eigsh"}, default "auto"
+        Eigensolver for ``M2_hat`` (see :func:`top_eigenpairs`).
+    n_oversamples, n_power_iter : int, default 10 and 2
+        Randomised eigensolver settings (``n_power_iter + 2`` passes over the counts, each with
+        ``n_components + n_oversamples`` columns).
+    n_restarts : int, optional
+        Restarts of the tensor decomposition (default 5 for simultaneous, ``max(10, 2k ln k)``
+        for robust).
+    max_iter : int, optional
+        Maximum power steps (default 200 for simultaneous).
+    tol : float, default 1e-10
+        Convergence tolerance of the tensor decomposition.
+    transform_max_iter : int, default 100
+        EM steps of :meth:`transform`.
+    transform_tol : float, default 1e-4
+        :meth:`transform` stops when no proportion changes by more than this.
+    smoothing : float, default 1e-6
+        :meth:`transform` and :meth:`score` use ``(1 - smoothing) mu_i + smoothing / d`` so that
+        words a projected topic gives probability zero keep a finite likelihood.
+    verbose : bool, default False
+        Print each step and its duration to standard error.
+    random_state : None, int or numpy.random.Generator
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_words)
+        Topic-word distributions ``mu_i`` (rows on the simplex), by decreasing ``alpha_``.
+    alpha_ : ndarray of shape (n_components,)
+        Estimated Dirichlet parameters ``alpha_i``.
+    n_features_in_ : int
+        Vocabulary size ``d``.
+    n_documents_ : int
+        Documents that entered the moments (those with at least three tokens).
+    n_dropped_documents_ : int
+        Documents left out for having fewer than three tokens.
+    whitening_ : LDAWhitening
+        ``W``, ``(W^T)^+`` and the top eigenpairs of ``M2_hat``.
+    whitened_tensor_ : ndarray of shape (k, k, k)
+        ``M3_hat(W, W, W)``.
+    decomposition_ : PowerMethodResult
+        Eigenpairs of the whitened tensor.
+    timings_ : dict
+        Seconds spent in each step of the last fit.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        alpha0: float = 1.0,
+        *,
+        decomposition: str = "simultaneous",
+        whitening: str = "auto",
+        n_oversamples: int = 10,
+        n_power_iter: int = 2,
+        n_restarts: int | None = None,
+        max_iter: int | None = None,
+        tol: float = 1e-10,
+        transform_max_iter: int = 100,
+        transform_tol: float = 1e-4,
+        smoothing: float = 1e-6,
+        verbose: bool = False,
+        random_state: RandomStateLike = None,
+    ) -> None:
+        self.n_components = n_components
+        self.alpha0 = alpha0
+        self.decomposition = decomposition
+        self.whitening = whitening
+        self.n_oversamples = n_oversamples
+        self.n_power_iter = n_power_iter
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.tol = tol
+        self.transform_max_iter = transform_max_iter
+        self.transform_tol = transform_tol
+        self.smoothing = smoothing
+        self.verbose = verbose
+        self.random_state = random_state
+
+    # -- scikit-learn parameter protocol -------------------------------------------------
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        signature = inspect.signature(cls.__init__)
+        return sorted(name for name in signature.parameters if name != "self")
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Parameters of this estimator (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params: object) -> SpectralLDA:
+        """Set parameters by name; unknown names raise ``ValueError``."""
+        valid = set(self._get_param_names())
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for SpectralLDA; valid: {sorted(valid)}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        changed = [
+            f"{name}={value!r}"
+            for name, value in self.get_params().items()
+            if not (defaults.get(name) is value or _equal(defaults.get(name), value))
+        ]
+        return f"SpectralLDA({', '.join(changed)})"
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, X: object, y: object = None) -> SpectralLDA:
+        """Fit topics and Dirichlet parameters to a document-term count matrix.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
+            Non-negative integer word counts. Documents with fewer than three tokens are left
+            out of the moments (see :mod:`dptensor.tensor.lda_moments`).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        k = check_positive_int(self.n_components, "n_components")
+        alpha0 = check_alpha0(self.alpha0)
+        rng = check_random_state(self.random_state)
+        timings: dict[str, float] = {}
+        with _Step("validate counts", timings, self.verbose):
+            docs = prepare_counts(X)
+        if k > docs.n_words:
+            raise ValueError(
+                f"n_components={k} exceeds the vocabulary size {docs.n_words}; k must be at most d"
+            )
+        self._fit_documents(docs, k, alpha0, rng, timings)
+        return self
+
+    def _fit_documents(
+        self, docs: DocumentCounts, k: int, alpha0: float, rng: np.random.Generator, timings: dict
+    ) -> None:
+        with _Step(f"whitening: top-{k} eigenpairs of M2 (d={docs.n_words})", timings, self.verbose):
+            whitening = lda_whitening(
+                LDASecondMoment(docs, alpha0),
+                k,
+                method=self.whitening,
+                n_oversamples=self.n_oversamples,
+                n_power_iter=self.n_power_iter,
+                random_state=rng,
+            )
+        with _Step(f"whitened third moment ({docs.n_documents} documents)", timings, self.verbose):
+            tensor = whitened_third_moment(docs, alpha0, whitening.matrix)
+        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
+            result = decompose_whitened_tensor(
+                tensor,
+                k,
+                method=self.decomposition,
+                n_restarts=self.n_restarts,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                random_state=rng,
+            )
+        with _Step("un-whitening", timings, self.verbose):
+            topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
+        self.components_ = topics
+        self.alpha_ = alpha
+        self.n_features_in_ = docs.n_words
+        self.n_documents_ = docs.n_documents
+        self.n_dropped_documents_ = docs.n_dropped
+        self.whitening_ = whitening
+        self.whitened_tensor_ = tensor
+        self.decomposition_ = result
+        self.timings_ = timings
+
+    # -- inference ---------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise NotFittedError("this SpectralLDA instance is not fitted yet; call fit(X) first")
+
+    def _check_transform_input(self, X: object) -> sp.csr_matrix:
+        self._check_fitted()
+        matrix = check_count_matrix(X, allow_no_tokens=True)
+        if matrix.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {matrix.shape[1]} words (columns) but the model was fitted on {self.n_features_in_}"
+            )
+        return matrix
+
+    def _smoothed_topics(self) -> np.ndarray:
+        s = float(self.smoothing)
+        if not 0 <= s < 1:
+            raise ValueError(f"smoothing must lie in [0, 1), got {s!r}")
+        return (1.0 - s) * self.components_ + s / self.n_features_in_
+
+    def transform(self, X: object) -> np.ndarray:
+        """Document-topic proportions ``theta_n`` given the learned topics.
+
+        Method: with the topics ``mu`` and the prior ``alpha_`` fixed, iterate the EM-style
+        update of the topic posterior of each document (vectorised over documents),
+
+        ``theta_n <- normalise(alpha + theta_n * (mu (c_n / (mu^T theta_n))))``,
+
+        i.e. expected topic counts of the document's tokens plus the Dirichlet pseudo-counts
+        (the posterior-mean update of collapsed/variational LDA with ``digamma`` replaced by
+        the plain mean), starting from ``theta_n = alpha / alpha_0``. Costs ``O(nnz k)`` per step;
+        documents are processed in chunks so memory stays ``O(chunk nnz * k)``. Empty
+        documents get the prior mean.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
+
+        Returns
+        -------
+        ndarray of shape (n_documents, n_components)
+            Rows on the simplex.
+        """
+        matrix = self._check_transform_input(X)
+        return self._infer(matrix, self._smoothed_topics())
+
+    def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray) -> np.ndarray:
+        max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
+        tol = float(self.transform_tol)
+        n = matrix.shape[0]
+        prior = self.alpha_
+        theta = np.tile(prior / prior.sum(), (n, 1))
+        topics_t = np.ascontiguousarray(topics.T)  # d x k
+        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
+            block = matrix[start:stop]
+            th = theta[start:stop]
+            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
+            cols = block.indices
+            phi_nnz = topics_t[cols]  # nnz x k
+            for _ in range(max_iter):
+                pred = np.einsum("ij,ij->i", th[rows], phi_nnz)
+                ratio = sp.csr_matrix((block.data / pred, cols, block.indptr), shape=block.shape)
+                new = prior + th * np.asarray(ratio @ topics_t)
+                new /= new.sum(axis=1, keepdims=True)
+                delta = float(np.max(np.abs(new - th))) if new.size else 0.0
+                th = new
+                if delta <= tol:
+                    break
+            theta[start:stop] = th
+        return theta
+
+    def fit_transform(self, X: object, y: object = None) -> np.ndarray:
+        """``fit(X)`` then ``transform(X)``."""
+        return self.fit(X).transform(X)
+
+    def score(self, X: object, y: object = None) -> float:
+        """Plug-in log-likelihood ``sum_n sum_v c_nv log((theta_n^T mu)_v)`` of held-out documents.
+
+        ``theta_n`` comes from :meth:`transform` on the same documents, so this is the
+        likelihood of the words under the fitted topics with each document's best-fitting
+        proportions (higher is better). It is not the marginal likelihood nor scikit-learn's
+        variational bound: compare it between models evaluated by the same method.
+        """
+        matrix = self._check_transform_input(X)
+        topics = self._smoothed_topics()
+        theta = self._infer(matrix, topics)
+        total = 0.0
+        topics_t = np.ascontiguousarray(topics.T)
+        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
+            block = matrix[start:stop]
+            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
+            pred = np.einsum("ij,ij->i", theta[start:stop][rows], topics_t[block.indices])
+            total += float(block.data @ np.log(pred))
+        return total
+
+    def perplexity(self, X: object) -> float:
+        """``exp(-score(X) / total tokens)``: per-word perplexity (lower is better)."""
+        matrix = self._check_transform_input(X)
+        tokens = float(matrix.sum())
+        if tokens == 0:
+            raise ValueError("X has no tokens; perplexity is undefined")
+        return math.exp(-self.score(matrix) / tokens)
+
+    def top_words(self, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
+        self._check_fitted()
+        n = check_positive_int(n, "n")
+        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
+            raise ValueError(
+                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
+            )
+        n = min(n, self.n_features_in_)
+        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        if vocabulary is None:
+            return [[str(i) for i in row] for row in top]
+        return [[str(vocabulary[i]) for i in row] for row in top]
+
+
+def _equal(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _chunks(matrix: sp.csr_matrix, nnz_per_chunk: int) -> list[tuple[int, int]]:
+    """Row ranges of a CSR matrix holding about ``nnz_per_chunk`` stored entries each."""
+    n = matrix.shape[0]
+    if n == 0:
+        return []
+    budget = max(int(nnz_per_chunk), 1)
+    bounds = np.searchsorted(matrix.indptr, np.arange(0, matrix.nnz + budget, budget), side="left")
+    bounds = np.unique(np.clip(np.concatenate([[0], bounds, [n]]), 0, n))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+class _Step:
+    """Time a named step; print it to standard error when ``verbose``."""
+
+    def __init__(self, name: str, timings: dict, verbose: bool) -> None:
+        self.name, self.timings, self.verbose = name, timings, verbose
+
+    def __enter__(self) -> _Step:
+        self.start = time.perf_counter()
+        if self.verbose:
+            print(f"[spectral-lda] {self.name} ...", file=sys.stderr, flush=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = time.perf_counter() - self.start
+        self.timings[self.name.split(" (")[0].split(":")[0]] = elapsed
+        if self.verbose and exc[0] is None:
+            print(f"[spectral-lda] {self.name}: {elapsed:.2f} s", file=sys.stderr, flush=True)

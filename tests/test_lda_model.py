@@ -1,0 +1,203 @@
+"""SpectralLDA: topic recovery, estimator conventions, inference, bad input, CLI."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+
+from dptensor.cli import lda as lda_cli
+from dptensor.datasets.corpus import write_uci_bow
+from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models import SpectralLDA
+from dptensor.models.spectral_lda import NotFittedError
+
+
+def _l1_error(true, est):
+    cost = np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    return cost[rows, cols].mean(), cols
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_lda_corpus(20000, 60, 4, alpha=0.25, doc_length=50, topic_concentration=0.2, random_state=0)
+
+
+def test_recovers_topics_and_alpha(corpus):
+    model = SpectralLDA(4, corpus.alpha0, random_state=0)
+    assert model.fit(corpus.counts) is model
+    assert model.components_.shape == (4, 60)
+    assert np.all(model.components_ >= 0)
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
+    error, match = _l1_error(corpus.topics, model.components_)
+    assert error < 0.1
+    np.testing.assert_allclose(model.alpha_[match], corpus.alpha, rtol=0.15)
+    assert np.all(np.diff(model.alpha_) <= 0)
+    assert model.whitened_tensor_.shape == (4, 4, 4)
+    assert set(model.timings_) >= {"whitening", "whitened third moment", "tensor decomposition"}
+
+
+def test_error_falls_with_more_documents():
+    errors = []
+    for n in (1000, 10000, 100000):
+        c = make_lda_corpus(n, 40, 3, alpha=0.3, doc_length=30, topic_concentration=0.3, random_state=1)
+        fitted = SpectralLDA(3, c.alpha0, random_state=0).fit(c.counts)
+        errors.append(_l1_error(c.topics, fitted.components_)[0])
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 0.05
+
+
+def test_robust_power_method_option_agrees(corpus):
+    simultaneous = SpectralLDA(4, corpus.alpha0, random_state=0).fit(corpus.counts)
+    robust = SpectralLDA(4, corpus.alpha0, decomposition="robust", random_state=0).fit(corpus.counts)
+    # T_hat is only nearly orthogonally decomposable, so the two methods differ slightly.
+    assert _l1_error(simultaneous.components_, robust.components_)[0] < 0.01
+    assert _l1_error(corpus.topics, robust.components_)[0] < 0.1
+
+
+def test_large_vocabulary_uses_products_only():
+    c = make_lda_corpus(20000, 2000, 5, alpha=0.2, doc_length=80, topic_concentration=0.02, random_state=2)
+    model = SpectralLDA(5, c.alpha0, random_state=0).fit(c.counts)  # randomised whitening
+    lanczos = SpectralLDA(5, c.alpha0, whitening="eigsh", random_state=0).fit(c.counts)
+    assert _l1_error(lanczos.components_, model.components_)[0] < 0.01
+    assert _l1_error(c.topics, model.components_)[0] < 0.3
+
+
+def test_same_seed_same_result(corpus):
+    a = SpectralLDA(4, corpus.alpha0, random_state=3).fit(corpus.counts)
+    b = SpectralLDA(4, corpus.alpha0, random_state=3).fit(corpus.counts)
+    np.testing.assert_array_equal(a.components_, b.components_)
+
+
+def test_estimator_conventions(corpus):
+    model = SpectralLDA(4, 2.0, whitening="dense")
+    params = model.get_params()
+    assert params["n_components"] == 4 and params["alpha0"] == 2.0 and params["whitening"] == "dense"
+    assert model.set_params(alpha0=corpus.alpha0) is model and model.alpha0 == corpus.alpha0
+    with pytest.raises(ValueError, match="invalid parameter"):
+        model.set_params(n_topics=3)
+    assert "n_components=4" in repr(model)
+    assert not hasattr(model, "components_")
+    with pytest.raises(NotFittedError, match="not fitted"):
+        model.transform(corpus.counts)
+    sklearn_base = pytest.importorskip("sklearn.base")
+    clone = sklearn_base.clone(model)
+    assert clone.get_params() == model.get_params() and clone is not model
+
+
+def test_transform_score_perplexity(corpus):
+    model = SpectralLDA(4, corpus.alpha0, random_state=0).fit(corpus.counts)
+    held_out = make_lda_corpus(500, 60, 4, alpha=0.25, doc_length=200, topics=corpus.topics, random_state=9)
+    theta = model.transform(held_out.counts)
+    assert theta.shape == (500, 4)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    _, match = _l1_error(corpus.topics, model.components_)
+    assert np.mean(np.abs(theta[:, match] - held_out.doc_topic)) < 0.1
+    np.testing.assert_allclose(model.fit_transform(corpus.counts[:100])[:1].sum(), 1.0)
+    model.fit(corpus.counts)
+    score = model.score(held_out.counts)
+    assert np.isfinite(score) and score < 0
+    perplexity = model.perplexity(held_out.counts)
+    unigram = np.asarray(held_out.counts.sum(axis=0)).ravel()
+    unigram_perplexity = np.exp(-(unigram @ np.log(unigram / unigram.sum())) / unigram.sum())
+    assert 1 < perplexity < unigram_perplexity
+    # An empty document gets the prior mean.
+    empty = sp.csr_matrix((1, 60))
+    np.testing.assert_allclose(model.transform(empty)[0], model.alpha_ / model.alpha_.sum())
+
+
+def test_top_words(corpus):
+    model = SpectralLDA(4, corpus.alpha0, random_state=0).fit(corpus.counts)
+    vocab = [f"w{i}" for i in range(60)]
+    top = model.top_words(vocab, 5)
+    assert len(top) == 4 and all(len(t) == 5 for t in top)
+    assert top[0][0] == vocab[int(np.argmax(model.components_[0]))]
+    assert model.top_words(n=2)[0][0] == str(int(np.argmax(model.components_[0])))
+    with pytest.raises(ValueError, match="vocabulary has 3 words"):
+        model.top_words(["a", "b", "c"])
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "message"),
+    [
+        ({"n_components": 70}, ValueError, "exceeds the vocabulary size"),
+        ({"n_components": 0}, ValueError, "n_components"),
+        ({"n_components": 2.5}, TypeError, "n_components"),
+        ({"alpha0": 0.0}, ValueError, "alpha0"),
+        ({"alpha0": -1.0}, ValueError, "alpha0"),
+        ({"decomposition": "svd"}, ValueError, "decomposition"),
+        ({"whitening": "qr"}, ValueError, "method"),
+    ],
+)
+def test_bad_parameters(corpus, params, error, message):
+    kwargs = {"n_components": 3, "alpha0": 1.0, **params}
+    with pytest.raises(error, match=message):
+        SpectralLDA(**kwargs).fit(corpus.counts[:2000])
+
+
+def test_bad_transform_input(corpus):
+    model = SpectralLDA(4, corpus.alpha0, random_state=0).fit(corpus.counts)
+    with pytest.raises(ValueError, match="60"):
+        model.transform(corpus.counts[:, :50])
+    with pytest.raises(ValueError, match="negative"):
+        model.transform(-corpus.counts[:5])
+
+
+def _run_cli(argv):
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    lda_cli.register(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_fit_and_transform_on_text(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    sports = ["goal", "match", "team", "score", "league", "coach"]
+    food = ["bread", "cheese", "apple", "soup", "salad", "wine"]
+    lines = []
+    for _ in range(400):
+        mix = rng.dirichlet([0.3, 0.3])
+        words = [rng.choice(sports) if rng.random() < mix[0] else rng.choice(food) for _ in range(20)]
+        lines.append(" ".join(words))
+    text = tmp_path / "docs.txt"
+    text.write_text("\n".join(lines) + "\n")
+    model_path = tmp_path / "model.json"
+    assert _run_cli(["lda", "fit", str(text), "--topics", "2", "--alpha0", "0.6", "--seed", "0",
+                     "--quiet", "--out", str(model_path)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "topic   1" in out and "topic   2" in out
+    payload = json.loads(model_path.read_text())
+    assert np.array(payload["components"]).shape == (2, 12)
+    tops = [line.split()[3:6] for line in out.splitlines() if line.startswith("topic")]
+    for words in tops:
+        assert set(words) <= set(sports) or set(words) <= set(food)
+    theta_path = tmp_path / "theta.csv"
+    assert _run_cli(["lda", "transform", str(model_path), str(text), "--out", str(theta_path)]) == 0
+    theta = np.loadtxt(theta_path, delimiter=",")
+    assert theta.shape == (400, 2)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_cli_fit_uci_npz_model(tmp_path, capsys, corpus):
+    docword = tmp_path / "docword.toy.txt"
+    write_uci_bow(corpus.counts[:5000], docword, [f"w{i}" for i in range(60)])
+    model_path = tmp_path / "model.npz"
+    assert _run_cli(["lda", "fit", str(docword), "--topics", "4", "--alpha0", "1", "--quiet",
+                     "--seed", "1", "--out", str(model_path)]) == 0  # fmt: skip
+    assert "w" in capsys.readouterr().out
+    theta_path = tmp_path / "theta.npy"
+    assert _run_cli(["lda", "transform", str(model_path), str(docword), "--out", str(theta_path)]) == 0
+    assert np.load(theta_path).shape == (5000, 4)
+
+
+def test_cli_bad_input(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(ValueError, match="empty corpus"):
+        _run_cli(["lda", "fit", str(empty), "--topics", "2", "--quiet"])
+    with pytest.raises(FileNotFoundError):
+        _run_cli(["lda", "fit", str(tmp_path / "missing.txt"), "--topics", "2", "--quiet"])
