@@ -239,7 +239,8 @@ class OnlineTensorPower:
     def _finish_round(self) -> None:
         """Algorithm 2, steps 7-8 (deflation, normalisation), and step 10 after round ``R``."""
         n = self.batch_size
-        images = self._images / n
+        images = self._images  # the round's accumulator, finished in place
+        images /= n
         values = self._values / n
         if self._component:
             # Step 7: xi_{j,tau} = v^_j^T u_t^{(tau)} for the current unit vectors u_t.
@@ -248,12 +249,19 @@ class OnlineTensorPower:
             images -= self._found_factors @ (self._found_weights[:, None] * xi_sq)
             values -= self._found_weights @ (xi_sq * xi)
         # Step 8: normalise; an exactly zero image leaves its restart where it was.
-        norms = np.linalg.norm(images, axis=0)
-        safe = np.where(norms > 0, norms, 1.0)
-        self._vectors = np.where(norms > 0, images / safe, self._vectors)
+        norms = np.sqrt(np.einsum("ij,ij->j", images, images))
+        zero = norms == 0
+        np.divide(images, np.where(zero, 1.0, norms), out=images)
+        if zero.any():
+            images[:, zero] = self._vectors[:, zero]
+        previous, self._vectors = self._vectors, images
         self._round += 1
         if self._round < self.n_iter_:
-            self._clear_accumulators()
+            # Step 4 for the next round: the old vectors' buffer becomes the zeroed accumulator.
+            previous.fill(0.0)
+            self._images = previous
+            self._values = np.zeros(self.n_restarts_)
+            self._round_count = 0
             return
         # Step 10: the restart with the largest lambda~ (estimated at u_{R-1}) gives (lambda^, u_R).
         best = int(np.argmax(values))
