@@ -87,14 +87,17 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     model.fit(train.indices, train.values, train.shape)
     seconds = time.perf_counter() - start
+    # the training error is computed from the private values without noise: shown only without --privacy
+    train_rmse = model.history_[-1] if args.privacy is None else None
     print(f"{args.model.upper()} completion, rank {args.rank}, shape {train.shape}, {len(train)} observed "
-          f"entries, {args.epochs} epochs: {seconds:.2f} s, training RMSE {model.history_[-1]:.4f}")
+          f"entries, {args.epochs} epochs: {seconds:.2f} s"
+          + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
     if model.guarantee is not None:
         print("privacy: " + model.guarantee.describe())
         if not model.guarantee.holds:
             print("warning: " + model.guarantee.reason)
     payload: dict = {"shape": train.shape, "n_observed": len(train), "model": args.model, "rank": args.rank,
-                     "privacy": args.privacy, "seconds": seconds, "train_rmse": model.history_[-1],
+                     "privacy": args.privacy, "seconds": seconds, "train_rmse": train_rmse,
                      "guarantee": None if model.guarantee is None else model.guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)
@@ -115,4 +118,4 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
-    return 0 if np.isfinite(payload["train_rmse"]) else 1
+    return 0 if np.all(np.isfinite(predictions)) else 1

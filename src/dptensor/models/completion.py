@@ -263,7 +263,9 @@ class TensorCompletion:
     shape_ : tuple of three ints
     n_observed_ : int
     history_ : list of float
-        Training RMSE (on the values the SGD saw) after each epoch.
+        Training RMSE (on the values the SGD saw) after each epoch. **Not covered by the privacy
+        guarantee**: it is computed from the private values without noise (except under
+        ``"input"``, where SGD sees only perturbed values); do not release it from a private fit.
     """
 
     def __init__(
