@@ -104,9 +104,10 @@ def top_eigenpairs(
         ``"dense"``: :func:`numpy.linalg.eigh` on the materialised matrix; ``"randomized"``:
         randomised subspace iteration with Rayleigh-Ritz (Halko, Martinsson & Tropp 2011,
         Algorithms 4.4 and 5.3), ``n_power_iter + 2`` block products with
-        ``rank + n_oversamples`` columns; ``"eigsh"``: Lanczos (:func:`scipy.sparse.linalg.eigsh`,
-        ``which="LA"``) on a LinearOperator. ``"auto"`` is dense up to
-        :data:`DENSE_WHITENING_MAX_WORDS` words and randomised above.
+        ``rank + n_oversamples`` columns (for an :class:`LDASecondMoment` the range-finding
+        products run in single precision, the Rayleigh-Ritz one in double); ``"eigsh"``:
+        Lanczos (:func:`scipy.sparse.linalg.eigsh`, ``which="LA"``) on a LinearOperator.
+        ``"auto"`` is dense up to :data:`DENSE_WHITENING_MAX_WORDS` words and randomised above.
     n_oversamples, n_power_iter : int
         Randomised method only.
     random_state : None, int or numpy.random.Generator
@@ -128,9 +129,16 @@ def top_eigenpairs(
         return values[order], vectors[:, order]
     if method == "randomized":
         width = min(d, rank + check_positive_int(n_oversamples, "n_oversamples", minimum=0))
-        Q, _ = np.linalg.qr(apply(rng.standard_normal((d, width))))
+        # Range finding only needs the subspace: single-precision sparse passes where available;
+        # the Rayleigh-Ritz step below is in double precision.
+        rough = (
+            (lambda v: operator.matmat(v, single_precision=True))
+            if isinstance(operator, LDASecondMoment)
+            else apply
+        )
+        Q, _ = np.linalg.qr(rough(rng.standard_normal((d, width))))
         for _ in range(check_positive_int(n_power_iter, "n_power_iter", minimum=0)):
-            Q, _ = np.linalg.qr(apply(Q))
+            Q, _ = np.linalg.qr(rough(Q))
         small = Q.T @ apply(Q)
         values, vectors = np.linalg.eigh((small + small.T) / 2.0)
         order = np.argsort(values)[::-1][:rank]
