@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ def tensorly_power(tensor: np.ndarray, rank: int, n_repeat: int, n_iteration: in
     from tensorly.decomposition import symmetric_parafac_power_iteration
 
     tl.set_backend("numpy")
-    np.random.seed(seed)  # TensorLy draws its restarts from NumPy's global generator
+    np.random.seed(seed)  # noqa: NPY002 - TensorLy draws its restarts from the global generator
     weights, factors = symmetric_parafac_power_iteration(
         tl.tensor(tensor), rank, n_repeat=n_repeat, n_iteration=n_iteration
     )
@@ -60,18 +61,14 @@ def compare_with_tensorly(dims, rank, n_repeat, n_iteration, trials):
         for trial in range(trials):
             truth = make_orthogonal_tensor(dim, rank, noise=sigma, random_state=1000 * dim + trial)
             (tl_w, tl_f), tl_time = timed(
-                lambda truth=truth: tensorly_power(truth.tensor, rank, n_repeat, n_iteration, trial)
+                partial(tensorly_power, truth.tensor, rank, n_repeat, n_iteration, trial)
             )
-            equal, equal_time = timed(
-                lambda truth=truth: power_method(
-                    truth.tensor, rank, n_restarts=n_repeat, n_iter=3 * n_iteration, tol=0, random_state=trial
-                )
+            same_work = partial(
+                power_method, truth.tensor, rank,
+                n_restarts=n_repeat, n_iter=3 * n_iteration, random_state=trial,
             )
-            early, early_time = timed(
-                lambda truth=truth: power_method(
-                    truth.tensor, rank, n_restarts=n_repeat, n_iter=3 * n_iteration, random_state=trial
-                )
-            )
+            equal, equal_time = timed(partial(same_work, tol=0))
+            early, early_time = timed(same_work)
             for method, (w, f), seconds in (
                 ("tensorly", (tl_w, tl_f), tl_time),
                 ("dptensor tol=0", (equal.weights, equal.factors), equal_time),

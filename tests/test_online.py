@@ -9,10 +9,10 @@ import pytest
 import scipy.sparse as sp
 
 from dptensor.datasets.moment_stream import make_orthogonal_moment_stream
-from dptensor.datasets.streams import ArrayStream, GeneratorStream, NpyStream
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.decomposition.power_method import default_n_iter, default_n_restarts, power_method
 from dptensor.metrics import match_components
+from dptensor.streams import ArrayStream, GeneratorStream, NpyStream
 from dptensor.tensor.operators import DeflatedTensor, SampleMoment
 from dptensor.tensor.sphere import random_unit_vectors
 

@@ -8,9 +8,9 @@ import scipy.sparse as sp
 
 from dptensor.cli import main
 from dptensor.datasets.moment_stream import make_orthogonal_moment_stream
-from dptensor.datasets.streams import open_stream
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.metrics import match_components
+from dptensor.streams import open_stream
 
 ARGS = ["--rank", "2", "--batch-size", "1500", "--iters", "4", "--restarts", "6", "--seed", "0"]
 

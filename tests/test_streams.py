@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from dptensor.datasets.moment_stream import make_orthogonal_moment_stream
-from dptensor.datasets.streams import (
+from dptensor.streams import (
     ArrayStream,
     CsvStream,
     GeneratorStream,

@@ -1,7 +1,7 @@
 """dptensor: fast, streaming and differentially private tensor decomposition."""
 
-from dptensor.decomposition import PowerMethodResult, power_method
+from dptensor.decomposition import OnlineTensorPower, PowerMethodResult, power_method
 
 __version__ = "0.1.0"
 
-__all__ = ["PowerMethodResult", "__version__", "power_method"]
+__all__ = ["OnlineTensorPower", "PowerMethodResult", "__version__", "power_method"]

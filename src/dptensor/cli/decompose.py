@@ -17,10 +17,10 @@ import numpy as np
 
 from dptensor.cli._io import load_array, write_json
 from dptensor.datasets import make_orthogonal_tensor
-from dptensor.datasets.streams import open_stream
 from dptensor.decomposition import power_method
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.metrics import match_components
+from dptensor.streams import open_stream
 from dptensor.tensor import DenseTensor, SampleMoment, SymmetricTensor
 
 EXAMPLE_DIM, EXAMPLE_RANK, EXAMPLE_NOISE = 50, 3, 0.05

@@ -59,8 +59,8 @@ from dptensor._validation import (
     check_random_state,
     check_rank,
 )
-from dptensor.datasets.streams import ArrayStream, BatchStream
 from dptensor.decomposition.power_method import PowerMethodResult, default_n_iter, default_n_restarts
+from dptensor.streams import ArrayStream, BatchStream
 from dptensor.tensor.sphere import random_unit_vectors
 
 #: ``progress(n_samples_seen, n_samples_needed)``, called after each batch read by ``fit``.
@@ -356,7 +356,7 @@ class OnlineTensorPower:
         ----------
         stream : array_like, scipy.sparse matrix, BatchStream or iterable of batches
             A finite data set (rows are points), a reader from
-            :mod:`dptensor.datasets.streams`, or any iterable yielding batches (dense or
+            :mod:`dptensor.streams`, or any iterable yielding batches (dense or
             sparse, of any size). Reading stops as soon as the fit is complete, so infinite
             generators are fine.
         cycle : bool, default False
