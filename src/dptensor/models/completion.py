@@ -18,7 +18,10 @@ visits each observed entry ``x_ijk`` once per epoch and moves the rows ``a_i, b_
 terms sum to objective (6)/(7) exactly). It is executed in mini-batches: the entries of a batch
 are evaluated at the same parameters and their updates summed into the rows with one scatter
 (``np.bincount``), so a batch of size 1 is exactly the sequential algorithm and larger batches
-are its vectorised (Jacobi-style) form.
+are its vectorised (Jacobi-style) form. To keep that form stable for large batches, the step of a
+row (and of the core) is capped at ``1 / h`` where ``h`` is the trace of its Gauss-Newton
+curvature over the batch (``2 sum ||d x_hat / d row||^2``); the cap depends only on the
+parameters and the public Omega, and rarely binds at the paper's step size.
 
 Privacy modes
 -------------
@@ -183,6 +186,18 @@ def _directions(
     ga = (a @ core.reshape(p, q * t)).reshape(-1, q, t)
     wc = np.einsum("nqt,nq->nt", ga, b)
     return np.einsum("np,np->n", a, wa), wa, wb, wc
+
+
+def _row_steps(eta: float, rows: np.ndarray, w: np.ndarray, n_rows: int) -> np.ndarray:
+    """``min(eta, 1 / h_r)`` per row, ``h_r = 2 sum ||d x_hat / d row||^2`` over the batch's entries in ``r``.
+
+    ``h_r`` is the trace (an upper bound of the largest eigenvalue) of the Gauss-Newton curvature of
+    the batch's squared errors in row ``r``; a step of at most ``1 / h_r`` cannot overshoot. With
+    ``batch_size=1`` and the paper's step size the cap practically never binds. It depends only on
+    the current parameters and the public ``Omega``, so it costs no privacy.
+    """
+    h = np.bincount(rows, weights=2.0 * np.einsum("nr,nr->n", w, w), minlength=n_rows)
+    return eta / np.maximum(1.0, eta * h)
 
 
 def _core_gradient(weights: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -637,16 +652,21 @@ class TensorCompletion:
                     )
                 if tucker:
                     g_core = -2.0 * _core_gradient(resid, a, b, c) + (2.0 * lam_g * sel.shape[0] / n) * core
-                _scatter_add(a_mat, i, -eta * ga)
-                _scatter_add(b_mat, j, -eta * gb)
-                _scatter_add(c_mat, k, -eta * gc)
+                # step of each row: eta, capped at 1/h where h is the trace of the row's Gauss-Newton
+                # curvature over this batch (keeps the Jacobi form stable for large batches)
+                steps = [_row_steps(eta, rows, w, mat.shape[0])
+                         for rows, w, mat in ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))]
+                for rows, g, mat, step in ((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]),
+                                           (k, gc, c_mat, steps[2])):
+                    _scatter_add(mat, rows, -step[rows, None] * g)
                 if mode == "gradient_dpsgd":
-                    for mat in (a_mat, b_mat, c_mat):
-                        mat -= eta * sigma * rng.standard_normal(mat.shape)
+                    for mat, step in zip((a_mat, b_mat, c_mat), steps, strict=True):
+                        mat -= (step * sigma)[:, None] * rng.standard_normal(mat.shape)
                     if tucker:
                         g_core += sigma * rng.standard_normal(core.shape)
                 if tucker:
-                    core -= eta * g_core
+                    h_core = 2.0 * float(np.sum((a * a).sum(1) * (b * b).sum(1) * (c * c).sum(1)))
+                    core -= eta / max(1.0, eta * h_core) * g_core
             self.history_.append(math.sqrt(sq_err / n))
             if not math.isfinite(self.history_[-1]):
                 raise FloatingPointError(
