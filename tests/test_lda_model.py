@@ -86,6 +86,15 @@ def test_estimator_conventions(corpus):
     sklearn_base = pytest.importorskip("sklearn.base")
     clone = sklearn_base.clone(model)
     assert clone.get_params() == model.get_params() and clone is not model
+    checks = pytest.importorskip("sklearn.utils.estimator_checks")
+    for check in (
+        "check_no_attributes_set_in_init",
+        "check_get_params_invariance",
+        "check_set_params",
+        "check_parameters_default_constructible",
+        "check_estimators_unfitted",
+    ):
+        getattr(checks, check)("SpectralLDA", SpectralLDA(3, 1.0, random_state=0))
 
 
 def test_transform_score_perplexity(corpus):
