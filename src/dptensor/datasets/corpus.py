@@ -166,7 +166,7 @@ def load_uci_bow(
         _append_triples(leftover, rows, cols, vals, docword)
     r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
     c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-    v = np.concatenate(vals) if vals else np.zeros(0)
+    v = np.concatenate(vals) if vals else np.zeros(0, dtype=np.int64)
     if r.size and (r.min() < 1 or r.max() > n_docs or c.min() < 1 or c.max() > n_words):
         raise ValueError(f"{docword}: document or word id outside 1..D={n_docs} / 1..W={n_words}")
     counts = sp.csr_matrix((v, (r - 1, c - 1)), shape=(n_docs, n_words))
@@ -181,17 +181,24 @@ def load_uci_bow(
 
 
 def _append_triples(text: str, rows: list, cols: list, vals: list, source: Path) -> None:
-    if not text.strip():
+    tokens = text.split()
+    if not tokens:
         return
-    numbers = np.array(text.split(), dtype=np.float64)
+    try:  # integer parsing is the fast path (valid UCI files hold integers only)
+        numbers = np.array(tokens, dtype=np.int64)
+    except (ValueError, OverflowError):
+        try:
+            np.array(tokens, dtype=np.float64)
+        except ValueError as exc:
+            raise ValueError(f"{source}: expected numeric 'docID wordID count' triples") from exc
+        raise ValueError(
+            f"{source}: contains non-integer values; ids and word counts must be whole numbers"
+        ) from None
     if numbers.size % 3:
         raise ValueError(f"{source}: expected 'docID wordID count' triples")
     triples = numbers.reshape(-1, 3)
-    ids = triples[:, :2]
-    if np.any(ids != np.round(ids)):
-        raise ValueError(f"{source}: document and word ids must be integers")
-    rows.append(triples[:, 0].astype(np.int64))
-    cols.append(triples[:, 1].astype(np.int64))
+    rows.append(triples[:, 0])
+    cols.append(triples[:, 1])
     vals.append(triples[:, 2])
 
 
