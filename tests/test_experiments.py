@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 
-from dptensor.cli import main
+from dptensor.cli import build_parser, main
+from dptensor.cli.experiment import EXPERIMENTS
 from dptensor.experiments import noise_tolerance, whitening_comparison
 
 
@@ -43,3 +44,10 @@ def test_experiment_cli(tmp_path, capsys):
     assert "wrote png" in capsys.readouterr().out
     summary = json.loads((tmp_path / "whitening.json").read_text())
     assert summary["n_trials"] == 2
+
+
+def test_every_experiment_is_reachable_from_the_cli(tmp_path):
+    parser = build_parser()
+    for name in EXPERIMENTS:
+        args = parser.parse_args(["experiment", name, "--quick", "--out", str(tmp_path / name)])
+        assert args.experiment == name and args.quick

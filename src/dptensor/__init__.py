@@ -1,7 +1,24 @@
 """dptensor: fast, streaming and differentially private tensor decomposition."""
 
-from dptensor.decomposition import OnlineTensorPower, PowerMethodResult, power_method
+from dptensor.decomposition import (
+    OnlineTensorPower,
+    PowerMethodResult,
+    PrivatePowerMethodResult,
+    input_perturbation,
+    power_method,
+    private_power_method,
+)
+from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
 
-__all__ = ["OnlineTensorPower", "PowerMethodResult", "__version__", "power_method"]
+__all__ = [
+    "OnlineTensorPower",
+    "PowerMethodResult",
+    "PrivacyGuarantee",
+    "PrivatePowerMethodResult",
+    "__version__",
+    "input_perturbation",
+    "power_method",
+    "private_power_method",
+]

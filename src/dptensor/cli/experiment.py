@@ -11,15 +11,28 @@ import importlib
 import json
 from pathlib import Path
 
-#: name -> (module under dptensor.experiments, one-line description)
+#: name -> (module under dptensor.experiments, one-line description, keyword for --trials)
 EXPERIMENTS = {
     "noise-tolerance": (
         "noise_tolerance",
         "phase transitions of the power method under three noise models (Wang & Anandkumar, App. A)",
+        "n_trials",
     ),
     "whitening": (
         "whitening_comparison",
         "whitening by random marginalisation vs the power method (Wang & Anandkumar, App. B)",
+        "n_trials",
+    ),
+    "privacy-utility": (
+        "privacy_utility",
+        "recovery of the top component against epsilon: private power method (both accountants), "
+        "input perturbation, non-private (Wang & Anandkumar, Section 4)",
+        "n_trials",
+    ),
+    "completion": (
+        "completion",
+        "DP tensor completion RMSE against epsilon and missing ratio (Wei et al., Figures 2 and 3)",
+        "n_repeats",
     ),
 }
 
@@ -30,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run an experiment; --quick runs a small grid in seconds.",
     )
     names = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
-    for name, (_, description) in EXPERIMENTS.items():
+    for name, (_, description, _) in EXPERIMENTS.items():
         sub = names.add_parser(name, help=description, description=description)
         sub.add_argument("--out", type=Path, default=Path("results") / name,
                          help="output folder (default results/NAME)")
@@ -41,12 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    module_name, description = EXPERIMENTS[args.experiment]
+    module_name, description, trials_keyword = EXPERIMENTS[args.experiment]
     module = importlib.import_module(f"dptensor.experiments.{module_name}")
     print(f"{args.experiment}: {description}")
-    result = module.run(args.out, quick=args.quick, n_trials=args.trials, random_state=args.seed)
+    trials = {trials_keyword: args.trials}
+    result = module.run(args.out, quick=args.quick, random_state=args.seed, **trials)
     summary = json.loads(Path(result.files["json"]).read_text())
-    for key in ("fitted_exponents", "median_error_ratio_marginalisation_over_power", "smallest_epsilon"):
+    keys = ("fitted_exponents", "median_error_ratio_marginalisation_over_power", "smallest_epsilon")
+    for key in keys:
         if key in summary:
             print(f"{key}: {json.dumps(summary[key], indent=2)}")
     for kind, path in result.files.items():
