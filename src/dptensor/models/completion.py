@@ -277,6 +277,13 @@ class TensorCompletion:
         The privacy statement (``None`` when ``privacy`` is ``None``).
     shape_ : tuple of three ints
     n_observed_ : int
+    perturbed_values_, input_noise_scale_, value_range_ : ndarray, float, (float, float)
+        ``"input"`` / ``"output_clipped"``: the Laplace-perturbed training values (private: they
+        are the mechanism's output), the Laplace scale ``Delta / epsilon`` and the range used.
+    output_sensitivity_ : float
+        ``"output"`` / ``"output_clipped"``: ``Delta = 2 tau L eta``.
+    noise_std_ : float
+        ``"gradient_dpsgd"``: per-coordinate Gaussian standard deviation ``z * 2 clip``.
     history_ : list of float
         Training RMSE (on the values the SGD saw) after each epoch. **Not covered by the privacy
         guarantee**: it is computed from the private values without noise (except under
