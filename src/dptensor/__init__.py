@@ -8,11 +8,13 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
+from dptensor.models import CompletionGuarantee, TensorCompletion
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompletionGuarantee",
     "OnlineTensorPower",
     "PowerMethodResult",
     "PrivacyGuarantee",
@@ -21,4 +23,5 @@ __all__ = [
     "input_perturbation",
     "power_method",
     "private_power_method",
+    "TensorCompletion",
 ]

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dptensor._files import pyplot
 from dptensor._validation import RandomStateLike, check_random_state
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models.completion import TensorCompletion, rmse
@@ -223,11 +224,7 @@ Y_MAX = 3.0
 
 
 def _plot(summary: list[dict], figure: int, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = [r for r in summary if r["figure"] == figure]
     models = sorted({r["model"] for r in rows})
     fig, axes = plt.subplots(1, len(models), figsize=(6.2 * len(models), 4.6), squeeze=False)
