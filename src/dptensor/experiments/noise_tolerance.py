@@ -74,6 +74,9 @@ def run(
     sigmas: Sequence[float] | None = None,
     n_trials: int | None = None,
     noise_models: Sequence[str] = NOISE_MODELS,
+    n_restarts: int | None = None,
+    n_iter: int | None = None,
+    tol: float = 1e-8,
     random_state: int = 0,
     progress: bool = True,
 ) -> NoiseToleranceResult:
@@ -92,6 +95,9 @@ def run(
         Trials per point; default 20 as in the paper.
     noise_models : sequence of str
         Any of ``"gaussian"``, ``"adversarial"``, ``"weakly_correlated"``.
+    n_restarts, n_iter, tol
+        Passed to :func:`dptensor.power_method` (defaults: its theory-based ``L`` and ``R``
+        with early stopping). ``n_iter=10, tol=0`` runs a fixed, short budget of power steps.
     random_state : int
         Base seed; trial ``t`` of dimension ``d`` uses its own derived seed.
     progress : bool
@@ -119,7 +125,9 @@ def run(
         failed = failures.setdefault((model, dim), np.zeros(len(sigmas), dtype=int))
         for index, sigma in enumerate(sigmas):
             tensor = DenseTensor(signal + sigma * case.noise_tensor, check_symmetry=False)
-            result = power_method(tensor, 3, random_state=restarts)
+            result = power_method(
+                tensor, 3, n_restarts=n_restarts, n_iter=n_iter, tol=tol, random_state=restarts
+            )
             failed[index] += not _succeeded(case.factors, result.factors)
     for (model, dim), failed in failures.items():
         for sigma, count in zip(sigmas, failed, strict=True):
@@ -138,6 +146,7 @@ def run(
                 "experiment": "noise tolerance (Wang & Anandkumar 2016, Appendix A, Figure 1)",
                 "weights": WEIGHTS, "success": "v_hat_i . v_i >= 1/4 for all i",
                 "dims": dims, "n_trials": n_trials, "sigmas": sigmas,
+                "power_method": {"n_restarts": n_restarts, "n_iter": n_iter, "tol": tol},
                 "transition_sigma": {m: {str(d): s for d, s in t.items()} for m, t in transitions.items()},
                 "fitted_exponents": exponents,
             },
