@@ -138,7 +138,7 @@ def test_top_words(corpus):
         ({"alpha0": 0.0}, ValueError, "alpha0"),
         ({"alpha0": -1.0}, ValueError, "alpha0"),
         ({"decomposition": "svd"}, ValueError, "decomposition"),
-        ({"whitening": "qr"}, ValueError, "method"),
+        ({"whitening": "qr"}, ValueError, "whitening"),
     ],
 )
 def test_bad_parameters(corpus, params, error, message):

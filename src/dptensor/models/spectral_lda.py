@@ -417,6 +417,13 @@ class SpectralLDA:
         """
         k = check_positive_int(self.n_components, "n_components")
         alpha0 = check_alpha0(self.alpha0)
+        # Check the options before any pass over the data.
+        if self.decomposition not in ("simultaneous", "robust"):
+            raise ValueError(f"decomposition must be 'simultaneous' or 'robust', got {self.decomposition!r}")
+        if self.whitening not in ("auto", "dense", "randomized", "eigsh"):
+            raise ValueError(
+                f"whitening must be 'auto', 'dense', 'randomized' or 'eigsh', got {self.whitening!r}"
+            )
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
         with _Step("validate counts", timings, self.verbose):
