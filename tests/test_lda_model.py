@@ -210,3 +210,21 @@ def test_cli_bad_input(tmp_path):
         _run_cli(["lda", "fit", str(empty), "--topics", "2", "--quiet"])
     with pytest.raises(FileNotFoundError):
         _run_cli(["lda", "fit", str(tmp_path / "missing.txt"), "--topics", "2", "--quiet"])
+
+
+def test_partial_fit_accumulates_moments(corpus):
+    full = SpectralLDA(4, corpus.alpha0, random_state=0).fit(corpus.counts)
+    model = SpectralLDA(4, corpus.alpha0, random_state=0)
+    for lo in range(0, 20000, 5000):
+        assert model.partial_fit(corpus.counts[lo : lo + 5000]) is model
+    assert model.n_documents_ == full.n_documents_
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
+    assert _l1_error(full.components_, model.components_)[0] < 0.02
+    assert _l1_error(corpus.topics, model.components_)[0] < 0.1
+    with pytest.raises(ValueError, match="earlier batches had 60"):
+        model.partial_fit(corpus.counts[:10, :50])
+    short = sp.csr_matrix(np.array([[1] + [0] * 59, [2] + [0] * 59]))
+    model.partial_fit(short)
+    assert model.n_dropped_documents_ == 2 and model.n_documents_ == full.n_documents_
+    model.fit(corpus.counts[:3000])  # fit starts afresh
+    assert model.n_documents_ == 3000 and not hasattr(model, "_accumulator")

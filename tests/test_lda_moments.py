@@ -10,6 +10,7 @@ from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.metrics import match_components
 from dptensor.models.spectral_lda import lda_whitening, project_rows_to_simplex, top_eigenpairs
 from dptensor.tensor.lda_moments import (
+    LDAMomentAccumulator,
     LDASecondMoment,
     dense_lda_moments,
     first_moment,
@@ -205,3 +206,19 @@ def test_project_rows_to_simplex():
     np.testing.assert_allclose(project_rows_to_simplex(q)[0], q, atol=1e-12)
     others = rng.dirichlet(np.ones(30), size=200)
     assert np.all(np.linalg.norm(x[0] - p[0]) <= np.linalg.norm(x[0] - others, axis=1) + 1e-12)
+
+
+def test_accumulator_over_batches_equals_whole_corpus():
+    corpus = make_lda_corpus(400, 15, 3, alpha=0.5, doc_length=8, random_state=8)
+    basis = np.random.default_rng(2).standard_normal((15, 5))
+    accumulator = LDAMomentAccumulator(basis, 1.5)
+    for lo, hi in [(0, 100), (100, 101), (101, 400)]:
+        accumulator.update(prepare_counts(corpus.counts[lo:hi], min_documents=0))
+    whole = prepare_counts(corpus.counts)
+    assert accumulator.n_documents == whole.n_documents
+    expected = whitened_third_moment(whole, 1.5, basis)
+    np.testing.assert_allclose(accumulator.third_moment(), expected, atol=1e-12 * np.abs(expected).max())
+    m2_basis = LDASecondMoment(whole, 1.5).matmat(basis)
+    np.testing.assert_allclose(accumulator.second_moment_basis(), m2_basis, atol=1e-14)
+    with pytest.raises(ValueError, match="at least 3 documents"):
+        LDAMomentAccumulator(basis, 1.0).third_moment()

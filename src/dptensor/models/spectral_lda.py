@@ -47,6 +47,7 @@ from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.tensor.lda_moments import (
     DocumentCounts,
+    LDAMomentAccumulator,
     LDASecondMoment,
     check_alpha0,
     check_count_matrix,
@@ -72,7 +73,9 @@ class LDAWhitening:
     matrix : ndarray of shape (d, k)
         ``W = U S^{-1/2}``, so ``W^T M2_hat W = I_k``.
     unwhitening : ndarray of shape (d, k)
-        ``(W^T)^+ = U S^{1/2}``.
+        A matrix mapping whitened eigenvectors back: ``(W^T)^+ = U S^{1/2}`` (from
+        :func:`lda_whitening`), or ``M2_hat W`` (from ``SpectralLDA.partial_fit``); both equal
+        ``U S^{1/2}`` when ``W = U S^{-1/2}`` and send ``v_i`` to ``sqrt(p_i) mu_i`` in the model.
     eigenvalues : ndarray of shape (k,)
         The ``k`` largest eigenvalues ``S`` of ``M2_hat`` (descending, all positive).
     eigenvectors : ndarray of shape (d, k)
@@ -432,7 +435,102 @@ class SpectralLDA:
             raise ValueError(
                 f"n_components={k} exceeds the vocabulary size {docs.n_words}; k must be at most d"
             )
+        self.__dict__.pop("_accumulator", None)
         self._fit_documents(docs, k, alpha0, rng, timings)
+        return self
+
+    def partial_fit(self, X: object, y: object = None) -> SpectralLDA:
+        """Add a batch of documents to the accumulated moments and refit (corpora read in batches).
+
+        The first batch fixes an ``r``-dimensional basis ``B`` of the top eigenvectors of its
+        own ``M2_hat`` (``r = min(d, 2k + n_oversamples)``), which must be large enough to
+        contain the topic subspace; every batch (the first included) then adds its documents'
+        terms to running sums (:class:`~dptensor.tensor.lda_moments.LDAMomentAccumulator`) from
+        which ``M2_hat B`` and ``M3_hat(B, B, B)`` of *all documents so far* follow exactly
+        (the U-statistic scalars depend on the total ``N`` only). Each call then whitens inside
+        ``B`` (the top-``k`` eigenpairs of ``B^T M2_hat B``, so ``W = B U_r S^{-1/2}``), decomposes
+        ``T = M3_hat(W, W, W)`` and un-whitens with ``mu_i = ((alpha_0+2)/2) lambda_i M2_hat W v_i``
+        (the identity ``M2 W v_i = sqrt(p_i) mu_i``), so topics are not confined to ``B``.
+        Memory ``O(d r + r^3)`` whatever the number of batches. The result differs from
+        :meth:`fit` on the concatenated corpus only through the basis chosen from the first
+        batch. ``alpha0`` may be changed between calls (the sums do not depend on it).
+        """
+        k = check_positive_int(self.n_components, "n_components")
+        alpha0 = check_alpha0(self.alpha0)
+        rng = check_random_state(self.random_state)
+        timings: dict[str, float] = {}
+        first = not hasattr(self, "_accumulator")
+        with _Step("validate counts", timings, self.verbose):
+            docs = prepare_counts(X, min_documents=3 if first else 0)
+        if first:
+            if k > docs.n_words:
+                raise ValueError(
+                    f"n_components={k} exceeds the vocabulary size {docs.n_words}; k must be at most d"
+                )
+            width = min(docs.n_words, k + check_positive_int(self.n_oversamples, "n_oversamples", minimum=0))
+            with _Step(f"basis: top-{width} eigenvectors of the first batch's M2", timings, self.verbose):
+                _, basis = top_eigenpairs(
+                    LDASecondMoment(docs, alpha0),
+                    width,
+                    method=self.whitening,
+                    n_oversamples=self.n_oversamples,
+                    n_power_iter=self.n_power_iter,
+                    random_state=rng,
+                )
+            self._accumulator = LDAMomentAccumulator(basis, alpha0)
+            self.n_dropped_documents_ = 0
+        elif docs.n_words != self._accumulator.basis.shape[0]:
+            raise ValueError(
+                f"X has {docs.n_words} words (columns) but earlier batches had "
+                f"{self._accumulator.basis.shape[0]}"
+            )
+        acc = self._accumulator
+        acc.alpha0 = alpha0
+        with _Step(f"accumulate moments ({docs.n_documents} documents)", timings, self.verbose):
+            acc.update(docs)
+        self.n_dropped_documents_ += docs.n_dropped
+        with _Step("whitening in the basis", timings, self.verbose):
+            m2_basis = acc.second_moment_basis()
+            small = acc.basis.T @ m2_basis
+            values, vectors = np.linalg.eigh((small + small.T) / 2.0)
+            order = np.argsort(values)[::-1][:k]
+            values, vectors = values[order], vectors[:, order]
+            if values[-1] <= 0:
+                raise ValueError(
+                    f"M2_hat has only {int(np.sum(values > 0))} positive eigenvalue(s) among its top {k} "
+                    "in the basis; use fewer topics or a larger first batch"
+                )
+            reduced = vectors / np.sqrt(values)  # r x k
+            whitening = LDAWhitening(
+                matrix=acc.basis @ reduced,
+                unwhitening=m2_basis @ reduced,
+                eigenvalues=values,
+                eigenvectors=acc.basis @ vectors,
+            )
+        with _Step("whitened third moment", timings, self.verbose):
+            tensor = np.einsum(
+                "abc,ai,bj,ck->ijk", acc.third_moment(), reduced, reduced, reduced, optimize=True
+            )
+        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
+            result = decompose_whitened_tensor(
+                tensor,
+                k,
+                method=self.decomposition,
+                n_restarts=self.n_restarts,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                random_state=rng,
+            )
+        with _Step("un-whitening", timings, self.verbose):
+            topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
+        self.components_ = topics
+        self.alpha_ = alpha
+        self.n_features_in_ = docs.n_words
+        self.n_documents_ = acc.n_documents
+        self.whitening_ = whitening
+        self.whitened_tensor_ = tensor
+        self.decomposition_ = result
+        self.timings_ = timings
         return self
 
     def _fit_documents(

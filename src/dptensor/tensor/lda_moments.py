@@ -390,6 +390,100 @@ def whitened_third_moment(docs: DocumentCounts, alpha0: float, whitening: np.nda
     return tensor
 
 
+class LDAMomentAccumulator:
+    """Running sums giving ``M2_hat B`` and ``M3_hat(B, B, B)`` for a fixed ``d x r`` basis ``B``.
+
+    For corpora read in batches (``SpectralLDA.partial_fit``): every statistic of
+    :func:`whitened_third_moment` and :class:`LDASecondMoment` is a sum over documents of a term
+    that depends only on that document, with the corpus size ``N`` entering only through the
+    scalars ``1/N``, ``1/(N(N-1))`` and ``1/(N(N-1)(N-2))``. Keeping the sums apart and applying
+    the scalars at the end gives, after any sequence of :meth:`update` calls, exactly the
+    estimators computed on the concatenated corpus (Lemma 21 in the unbiased U-statistic form),
+    projected on ``B``. Memory ``O(d r + r^3)``; each update costs ``O(nnz r + n r^3 + d r^3)``.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (d, r)
+    alpha0 : float
+    """
+
+    def __init__(self, basis: np.ndarray, alpha0: float) -> None:
+        self.basis = check_finite_array(basis, "basis", ndim=2)
+        self.alpha0 = check_alpha0(alpha0)
+        d, r = self.basis.shape
+        self._rows, self._cols = np.triu_indices(r)
+        npairs = self._rows.size
+        self.n_documents = 0
+        self._cube = np.zeros((3 * r, npairs))  # sum u^(x)3 with weights 1/l3, 1/(l2 l), 1/l^3
+        self._vocab = np.zeros((3 * r, npairs))  # sum_v w_v w_v z_v for 1/l3, 1/(l2 l); sum_v s_v w_v^3
+        self._pairs = np.zeros((r, r))  # B = U^T diag(1/l2) U - W^T diag(C^T 1/l2) W
+        self._q = np.zeros((r, r))  # Q = U^T diag(1/l^2) U
+        self._s1 = np.zeros(r)  # sum_n u_n / l_n
+        self._m2_pair = np.zeros((d, r))  # C^T diag(w2) C B - diag(C^T w2) B
+        self._m2_cross = np.zeros((d, r))  # C^T diag(1/l^2) C B
+        self._m1 = np.zeros(d)  # S1 = sum_n c_n / l_n
+
+    def update(self, docs: DocumentCounts) -> LDAMomentAccumulator:
+        """Add a batch of documents (from :func:`prepare_counts`); returns ``self``."""
+        if docs.n_words != self.basis.shape[0]:
+            raise ValueError(f"the batch has {docs.n_words} words but the basis has {self.basis.shape[0]}")
+        if docs.n_documents == 0:
+            return self
+        W, C, lengths = self.basis, docs.counts, docs.lengths
+        r = W.shape[1]
+        l2 = lengths * (lengths - 1.0)
+        l3 = l2 * (lengths - 2.0)
+        weights = np.column_stack([1.0 / l3, 1.0 / (l2 * lengths), lengths**-3.0])
+        U = np.asarray(C @ W)
+        self._cube += _packed_cubes(
+            (weights[:, :, None] * U[:, None, :]).reshape(-1, 3 * r), U, self._rows, self._cols
+        )
+        Z = np.asarray(C.T @ (weights[:, :2, None] * U[:, None, :]).reshape(-1, 2 * r))
+        s = np.asarray(C.T @ weights[:, 0]).ravel()
+        self._vocab += _packed_cubes(np.hstack([Z, s[:, None] * W]), W, self._rows, self._cols)
+        self._pairs += (U.T / l2) @ U - (W.T * np.asarray(C.T @ (1.0 / l2)).ravel()) @ W
+        self._q += (U.T * lengths**-2.0) @ U
+        self._s1 += U.T @ (1.0 / lengths)
+        w2 = 1.0 / l2
+        self._m2_pair += np.asarray(C.T @ (w2[:, None] * U)) - np.asarray(C.T @ w2).ravel()[:, None] * W
+        self._m2_cross += np.asarray(C.T @ (lengths[:, None] ** -2.0 * U))
+        self._m1 += np.asarray(C.T @ (1.0 / lengths)).ravel()
+        self.n_documents += docs.n_documents
+        return self
+
+    def _check_enough(self) -> float:
+        if self.n_documents < 3:
+            raise ValueError(
+                f"the moments need at least 3 documents with 3 or more tokens, got {self.n_documents}"
+            )
+        return float(self.n_documents)
+
+    def second_moment_basis(self) -> np.ndarray:
+        """``M2_hat B`` (``d x r``) over all documents added so far."""
+        n = self._check_enough()
+        a = self.alpha0 / (self.alpha0 + 1.0)
+        cross = np.outer(self._m1, self._m1 @ self.basis) - self._m2_cross
+        return self._m2_pair / n - a / (n * (n - 1.0)) * cross
+
+    def third_moment(self) -> np.ndarray:
+        """``M3_hat(B, B, B)`` (``r x r x r``) over all documents added so far."""
+        n = self._check_enough()
+        r = self.basis.shape[1]
+        n2, n3 = n * (n - 1.0), n * (n - 1.0) * (n - 2.0)
+        b = self.alpha0 / (self.alpha0 + 2.0)
+        c = 2.0 * self.alpha0**2 / ((self.alpha0 + 1.0) * (self.alpha0 + 2.0))
+        rows, cols = self._rows, self._cols
+        cube = self._cube[:r] / n + 3.0 * b / n2 * self._cube[r : 2 * r] + 2.0 * c / n3 * self._cube[2 * r :]
+        pair = self._vocab[:r] / n + b / n2 * self._vocab[r : 2 * r]
+        tensor = _unpack(cube, r, rows, cols) + 2.0 / n * _unpack(self._vocab[2 * r :], r, rows, cols)
+        pair_term = _unpack(pair, r, rows, cols)
+        tensor -= pair_term + pair_term.transpose(1, 0, 2) + pair_term.transpose(1, 2, 0)
+        s1 = self._s1
+        tensor -= b / n2 * _sym3(self._pairs, s1)
+        tensor += c / n3 * (np.einsum("a,b,c->abc", s1, s1, s1) - _sym3(self._q, s1))
+        return tensor
+
+
 def dense_lda_moments(docs: DocumentCounts, alpha0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reference ``(M1_hat, M2_hat, M3_hat)`` as dense arrays (small vocabularies only).
 
