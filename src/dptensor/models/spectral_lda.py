@@ -282,7 +282,8 @@ class SpectralLDA:
     whitening with the top-``k`` eigenpairs of ``M2_hat`` computed through products only,
     the whitened tensor ``M3_hat(W,W,W)`` formed directly from the counts in ``k`` dimensions,
     simultaneous power iteration (Wang & Lu 2017), and un-whitening. No ``d x d`` or
-    ``d x d x d`` array is formed, so 10^5-word vocabularies are routine.
+    ``d x d x d`` array is formed, so 10^5-word vocabularies are routine. :meth:`partial_fit`
+    accumulates the moments over batches of documents.
 
     Follows scikit-learn's estimator conventions (parameters stored unchanged by ``__init__``,
     ``fit`` returning ``self``, fitted attributes ending in ``_``, ``get_params``/``set_params``
@@ -340,6 +341,14 @@ class SpectralLDA:
         Eigenpairs of the whitened tensor.
     timings_ : dict
         Seconds spent in each step of the last fit.
+
+    Examples
+    --------
+    >>> from dptensor.datasets.lda import make_lda_corpus
+    >>> corpus = make_lda_corpus(5000, 50, 3, alpha=0.3, random_state=0)
+    >>> model = SpectralLDA(3, alpha0=0.9, random_state=0).fit(corpus.counts)
+    >>> model.components_.shape
+    (3, 50)
     """
 
     def __init__(
