@@ -28,6 +28,7 @@ DOCS = [
 
 
 def test_text_file_one_document_per_line(tmp_path):
+    pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(DOCS) + "\n")
     corpus = load_text_corpus(path)
@@ -46,6 +47,7 @@ def test_text_file_one_document_per_line(tmp_path):
 
 
 def test_text_folder(tmp_path):
+    pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
     for i, doc in enumerate(DOCS):
         (tmp_path / f"doc{i}.txt").write_text(doc)
     (tmp_path / "notes.md").write_text("ignored")
@@ -118,6 +120,7 @@ def test_vocabulary_length_mismatch(tmp_path):
 
 
 def test_empty_text_corpus(tmp_path):
+    pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
     path = tmp_path / "empty.txt"
     path.write_text("\n  \n")
     with pytest.raises(ValueError, match="empty corpus"):

@@ -164,6 +164,7 @@ def _run_cli(argv):
 
 
 def test_cli_fit_and_transform_on_text(tmp_path, capsys):
+    pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
     rng = np.random.default_rng(0)
     sports = ["goal", "match", "team", "score", "league", "coach"]
     food = ["bread", "cheese", "apple", "soup", "salad", "wine"]
@@ -204,6 +205,7 @@ def test_cli_fit_uci_npz_model(tmp_path, capsys, corpus):
 
 
 def test_cli_bad_input(tmp_path):
+    pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     with pytest.raises(ValueError, match="empty corpus"):
