@@ -178,7 +178,7 @@ def test_whitening_whitens():
     white = lda_whitening(op, 4, method="dense")
     np.testing.assert_allclose(white.matrix.T @ op.to_dense() @ white.matrix, np.eye(4), atol=1e-10)
     np.testing.assert_allclose(
-        white.unwhitening @ white.matrix.T @ white.eigenvectors, white.eigenvectors, atol=1e-12
+        white.inverse @ white.matrix.T @ white.eigenvectors, white.eigenvectors, atol=1e-12
     )
     with pytest.raises(ValueError, match="positive eigenvalue"):
         lda_whitening(op, 60, method="dense")

@@ -8,7 +8,7 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import CompletionGuarantee, TensorCompletion
+from dptensor.models import CompletionGuarantee, SpectralLDA, TensorCompletion
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
@@ -23,5 +23,6 @@ __all__ = [
     "input_perturbation",
     "power_method",
     "private_power_method",
+    "SpectralLDA",
     "TensorCompletion",
 ]

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from dptensor import __version__
-from dptensor.cli import complete, decompose, experiment
+from dptensor.cli import complete, decompose, experiment, lda
 
-COMMANDS = (decompose, experiment, complete)
+COMMANDS = (decompose, lda, complete, experiment)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,5 +1,15 @@
 """Synthetic data with known ground truth and readers (DESIGN.md, layer 5)."""
 
+from dptensor.datasets.corpus import (
+    Corpus,
+    load_corpus,
+    load_matrix_market,
+    load_npz_counts,
+    load_text_corpus,
+    load_uci_bow,
+    load_vocabulary,
+    write_uci_bow,
+)
 from dptensor.datasets.entries import (
     LowRankCompletion,
     TensorEntries,
@@ -11,10 +21,21 @@ from dptensor.datasets.entries import (
     train_test_split_entries,
     write_entries,
 )
+from dptensor.datasets.lda import LDACorpus, make_lda_corpus
 from dptensor.datasets.moment_stream import OrthogonalMomentStream, make_orthogonal_moment_stream
 from dptensor.datasets.orthogonal import NOISE_MODELS, OrthogonalTensor, make_orthogonal_tensor
 
 __all__ = [
+    "Corpus",
+    "LDACorpus",
+    "load_corpus",
+    "load_matrix_market",
+    "load_npz_counts",
+    "load_text_corpus",
+    "load_uci_bow",
+    "load_vocabulary",
+    "make_lda_corpus",
+    "write_uci_bow",
     "LowRankCompletion",
     "NOISE_MODELS",
     "OrthogonalMomentStream",

@@ -13,6 +13,7 @@ from dptensor.decomposition.private_power_method import (
     default_private_n_iter,
     private_power_method,
 )
+from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten, whiten
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "input_perturbation",
     "power_method",
     "private_power_method",
+    "simultaneous_power_method",
     "unwhiten",
     "whiten",
 ]

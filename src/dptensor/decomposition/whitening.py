@@ -44,6 +44,25 @@ class Whitening:
     eigenvalues: np.ndarray
     eigenvectors: np.ndarray
 
+    @classmethod
+    def from_eigenpairs(
+        cls, eigenvalues: np.ndarray, eigenvectors: np.ndarray, *, require_positive: bool = True
+    ) -> Whitening:
+        """``W = U |Lambda|^{-1/2}`` and ``B = U |Lambda|^{1/2}`` from eigenpairs ``(Lambda, U)``.
+
+        Raises ``ValueError`` for a zero eigenvalue, or a non-positive one when
+        ``require_positive`` is set.
+        """
+        if require_positive and np.any(eigenvalues <= 0):
+            raise ValueError(
+                f"the matrix has non-positive eigenvalues among its top {eigenvalues.shape[0]} "
+                f"({eigenvalues.min():.3g}); it cannot be whitened to rank {eigenvalues.shape[0]}"
+            )
+        magnitude = np.sqrt(np.abs(eigenvalues))
+        if np.any(magnitude == 0):
+            raise ValueError(f"the matrix has rank below {eigenvalues.shape[0]}; it cannot be whitened")
+        return cls(eigenvectors / magnitude, eigenvectors * magnitude, eigenvalues, eigenvectors)
+
 
 def whiten(
     second_moment: np.ndarray | spla.LinearOperator,
@@ -98,15 +117,7 @@ def whiten(
     values, vectors = values[order], vectors[:, order]
     if not scale:
         return Whitening(vectors, vectors, values, vectors)
-    if require_positive and np.any(values <= 0):
-        raise ValueError(
-            f"second_moment has non-positive eigenvalues among its top {rank} "
-            f"({values.min():.3g}); it cannot be whitened to rank {rank}"
-        )
-    magnitude = np.sqrt(np.abs(values))
-    if np.any(magnitude == 0):
-        raise ValueError(f"second_moment has rank below {rank}; it cannot be whitened")
-    return Whitening(vectors / magnitude, vectors * magnitude, values, vectors)
+    return Whitening.from_eigenpairs(values, vectors, require_positive=require_positive)
 
 
 def unwhiten(

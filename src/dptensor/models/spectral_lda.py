@@ -36,7 +36,6 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,6 +44,7 @@ import scipy.sparse.linalg as spla
 from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
+from dptensor.decomposition.whitening import Whitening
 from dptensor.tensor.lda_moments import (
     DocumentCounts,
     LDAMomentAccumulator,
@@ -62,30 +62,6 @@ DENSE_WHITENING_MAX_WORDS = 1500
 
 class NotFittedError(ValueError, AttributeError):
     """Raised when a model is used before :meth:`SpectralLDA.fit` (as scikit-learn's)."""
-
-
-@dataclass(frozen=True)
-class LDAWhitening:
-    """Whitening of the top-``k`` eigenspace of ``M2_hat`` (Figure 1, edges e2 and e5).
-
-    Attributes
-    ----------
-    matrix : ndarray of shape (d, k)
-        ``W = U S^{-1/2}``, so ``W^T M2_hat W = I_k``.
-    unwhitening : ndarray of shape (d, k)
-        A matrix mapping whitened eigenvectors back: ``(W^T)^+ = U S^{1/2}`` (from
-        :func:`lda_whitening`), or ``M2_hat W`` (from ``SpectralLDA.partial_fit``); both equal
-        ``U S^{1/2}`` when ``W = U S^{-1/2}`` and send ``v_i`` to ``sqrt(p_i) mu_i`` in the model.
-    eigenvalues : ndarray of shape (k,)
-        The ``k`` largest eigenvalues ``S`` of ``M2_hat`` (descending, all positive).
-    eigenvectors : ndarray of shape (d, k)
-        Orthonormal ``U``.
-    """
-
-    matrix: np.ndarray
-    unwhitening: np.ndarray
-    eigenvalues: np.ndarray
-    eigenvectors: np.ndarray
 
 
 def top_eigenpairs(
@@ -167,7 +143,7 @@ def lda_whitening(
     n_oversamples: int = 10,
     n_power_iter: int = 2,
     random_state: RandomStateLike = None,
-) -> LDAWhitening:
+) -> Whitening:
     """Whitening ``W = U S^{-1/2}`` from the top-``k`` eigenpairs of ``M2_hat`` (Section 4, step (2)).
 
     Raises ``ValueError`` when ``M2_hat`` has fewer than ``k`` positive eigenvalues (too few
@@ -188,10 +164,7 @@ def lda_whitening(
             f"{n_components}; cannot whiten for n_components={n_components} (use fewer topics, more "
             "documents, or check alpha0)"
         )
-    root = np.sqrt(values)
-    return LDAWhitening(
-        matrix=vectors / root, unwhitening=vectors * root, eigenvalues=values, eigenvectors=vectors
-    )
+    return Whitening.from_eigenpairs(values, vectors)
 
 
 def decompose_whitened_tensor(
@@ -246,7 +219,7 @@ def project_rows_to_simplex(matrix: np.ndarray) -> np.ndarray:
 
 
 def unwhiten_topics(
-    decomposition: PowerMethodResult, whitening: LDAWhitening, alpha0: float
+    decomposition: PowerMethodResult, whitening: Whitening, alpha0: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Topics ``mu_i`` and Dirichlet parameters ``alpha_i`` from whitened eigenpairs (edges e7, e8).
 
@@ -267,7 +240,7 @@ def unwhiten_topics(
     if np.any(lam <= 0):
         raise ValueError("the whitened tensor has a non-positive eigenvalue; cannot recover alpha")
     alpha = 4.0 * alpha0 * (alpha0 + 1.0) / ((alpha0 + 2.0) ** 2 * lam**2)
-    raw = ((alpha0 + 2.0) / 2.0 * lam)[:, None] * (whitening.unwhitening @ decomposition.factors).T
+    raw = ((alpha0 + 2.0) / 2.0 * lam)[:, None] * (whitening.inverse @ decomposition.factors).T
     # An eigenvector is determined up to sign only when lambda is; make each topic sum positive.
     raw *= np.where(raw.sum(axis=1) < 0, -1.0, 1.0)[:, None]
     order = np.argsort(-alpha, kind="stable")
@@ -333,7 +306,7 @@ class SpectralLDA:
         Documents that entered the moments (those with at least three tokens).
     n_dropped_documents_ : int
         Documents left out for having fewer than three tokens.
-    whitening_ : LDAWhitening
+    whitening_ : Whitening
         ``W``, ``(W^T)^+`` and the top eigenpairs of ``M2_hat``.
     whitened_tensor_ : ndarray of shape (k, k, k)
         ``M3_hat(W, W, W)``.
@@ -510,9 +483,10 @@ class SpectralLDA:
                     "in the basis; use fewer topics or a larger first batch"
                 )
             reduced = vectors / np.sqrt(values)  # r x k
-            whitening = LDAWhitening(
+            # (W^T)^+ is replaced by M2_hat W, which equals U S^{1/2} when W = U S^{-1/2}.
+            whitening = Whitening(
                 matrix=acc.basis @ reduced,
-                unwhitening=m2_basis @ reduced,
+                inverse=m2_basis @ reduced,
                 eigenvalues=values,
                 eigenvectors=acc.basis @ vectors,
             )
