@@ -494,26 +494,9 @@ class SpectralLDA:
             tensor = np.einsum(
                 "abc,ai,bj,ck->ijk", acc.third_moment(), reduced, reduced, reduced, optimize=True
             )
-        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
-            result = decompose_whitened_tensor(
-                tensor,
-                k,
-                method=self.decomposition,
-                n_restarts=self.n_restarts,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                random_state=rng,
-            )
-        with _Step("un-whitening", timings, self.verbose):
-            topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
-        self.components_ = topics
-        self.alpha_ = alpha
+        self._decompose_and_unwhiten(tensor, whitening, k, alpha0, rng, timings)
         self.n_features_in_ = docs.n_words
         self.n_documents_ = acc.n_documents
-        self.whitening_ = whitening
-        self.whitened_tensor_ = tensor
-        self.decomposition_ = result
-        self.timings_ = timings
         return self
 
     def _fit_documents(
@@ -530,6 +513,21 @@ class SpectralLDA:
             )
         with _Step(f"whitened third moment ({docs.n_documents} documents)", timings, self.verbose):
             tensor = whitened_third_moment(docs, alpha0, whitening.matrix)
+        self._decompose_and_unwhiten(tensor, whitening, k, alpha0, rng, timings)
+        self.n_features_in_ = docs.n_words
+        self.n_documents_ = docs.n_documents
+        self.n_dropped_documents_ = docs.n_dropped
+
+    def _decompose_and_unwhiten(
+        self,
+        tensor: np.ndarray,
+        whitening: Whitening,
+        k: int,
+        alpha0: float,
+        rng: np.random.Generator,
+        timings: dict,
+    ) -> None:
+        """Steps (4)-(5) shared by ``fit`` and ``partial_fit``: decompose, un-whiten, store."""
         with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
             result = decompose_whitened_tensor(
                 tensor,
@@ -544,9 +542,6 @@ class SpectralLDA:
             topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
         self.components_ = topics
         self.alpha_ = alpha
-        self.n_features_in_ = docs.n_words
-        self.n_documents_ = docs.n_documents
-        self.n_dropped_documents_ = docs.n_dropped
         self.whitening_ = whitening
         self.whitened_tensor_ = tensor
         self.decomposition_ = result
