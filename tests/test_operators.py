@@ -162,5 +162,7 @@ def test_bad_vectors_and_mismatched_parts_are_rejected():
         WhitenedTensor(op, np.ones((3, 2)))
     with pytest.raises(ValueError, match="weights"):
         SampleMoment(np.ones((3, 4)), weights=np.ones(2))
+    with pytest.raises(ValueError, match=r"shape \(4, k\)"):
+        DeflatedTensor(op, np.ones(3), np.ones((3, 4)))  # (k, d) instead of (d, k)
     with pytest.raises(TypeError, match="SampleMoment"):
         as_tensor(sp.csr_matrix(np.ones((3, 3))))

@@ -144,7 +144,7 @@ def power_method(
     --------
     >>> from dptensor import power_method
     >>> from dptensor.datasets import make_orthogonal_tensor
-    >>> tensor, weights, factors = make_orthogonal_tensor(30, 3, random_state=0)
+    >>> tensor, weights, factors, _ = make_orthogonal_tensor(30, 3, random_state=0)
     >>> result = power_method(tensor, 3, random_state=0)
     >>> bool(abs(result.weights[0] - weights[0]) < 1e-8)
     True

@@ -263,7 +263,7 @@ def private_power_method(
     >>> T = LowRankTensor(np.array([3000.0, 2000.0]), V)
     >>> res = private_power_method(T, 2, epsilon=1.0, delta=1e-6, random_state=0)
     >>> res.guarantee.neighbouring, res.guarantee.n_releases
-    ('entry', 352)
+    ('entry', 340)
     """
     check_epsilon_delta(epsilon, delta)
     accountant = check_accountant(accountant)

@@ -332,8 +332,16 @@ class DeflatedTensor(SymmetricTensor):
     """
 
     def __init__(self, base: SymmetricTensor, weights: np.ndarray, factors: np.ndarray) -> None:
+        factors = np.asarray(factors, dtype=np.float64)
+        if factors.ndim == 1:
+            factors = factors[:, None]
+        if factors.ndim != 2 or factors.shape[0] != base.dim:
+            raise ValueError(
+                f"factors must have shape ({base.dim}, k) with one component per column, "
+                f"got {factors.shape}"
+            )
         self.base = base
-        self.correction = LowRankTensor(weights, np.asarray(factors).reshape(base.dim, -1))
+        self.correction = LowRankTensor(weights, factors)
 
     @property
     def dim(self) -> int:
