@@ -90,7 +90,7 @@ def input_perturbation(
     check_epsilon_delta(epsilon, delta)
     if accountant not in INPUT_ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {INPUT_ACCOUNTANTS}, got {accountant!r}")
-    op, relation, n_clipped = prepare_private_input(tensor, neighbouring, record_bound, clip_records)
+    op, relation = prepare_private_input(tensor, neighbouring, record_bound, clip_records)
     rank = check_rank(rank, op.dim)
     rng = check_random_state(random_state)
     if accountant == "exact":
@@ -104,7 +104,6 @@ def input_perturbation(
         accountant=accountant,
         n_releases=1,
         noise_multiplier=z,
-        n_clipped=n_clipped,
         extra={"algorithm": "input_perturbation", "rank": rank},
     )
     if isinstance(relation, RecordNeighbouring):

@@ -95,10 +95,10 @@ def prepare_private_input(
     neighbouring: str,
     record_bound: float | None,
     clip: bool,
-) -> tuple[SymmetricTensor, NeighbouringRelation, int]:
+) -> tuple[SymmetricTensor, NeighbouringRelation]:
     """Validate the tensor against the neighbouring relation; clip records for ``"record"``.
 
-    Returns the operator to decompose, the relation and the number of clipped records.
+    Returns the operator to decompose and the relation.
     """
     if neighbouring not in NEIGHBOURING:
         raise ValueError(f"neighbouring must be one of {NEIGHBOURING}, got {neighbouring!r}")
@@ -114,7 +114,7 @@ def prepare_private_input(
                 "protects single tensor entries, not records; pass neighbouring='record' with "
                 "record_bound=B to protect each record"
             )
-        return as_tensor(tensor), EntryNeighbouring(), 0
+        return as_tensor(tensor), EntryNeighbouring()
     bound = check_record_bound(record_bound)
     if isinstance(tensor, SampleMoment):
         n = tensor.n_samples
@@ -135,7 +135,7 @@ def prepare_private_input(
     clipped, n_clipped = clip_records(moment.data, bound, clip=clip)
     if n_clipped:
         moment = SampleMoment(clipped)
-    return moment, RecordNeighbouring(bound, moment.n_samples), n_clipped
+    return moment, RecordNeighbouring(bound, moment.n_samples)
 
 
 def make_guarantee(
@@ -146,7 +146,6 @@ def make_guarantee(
     accountant: str,
     n_releases: int,
     noise_multiplier: float,
-    n_clipped: int,
     extra: dict[str, object],
 ) -> PrivacyGuarantee:
     """Build the guarantee after checking that the noise really delivers ``(epsilon, delta)``."""
@@ -157,9 +156,9 @@ def make_guarantee(
             f"only ({exact:.4g}, {delta:g})-DP over {n_releases} releases, not ({epsilon:g}, "
             f"{delta:g}); use accountant='exact'"
         )
+    # The number of clipped records depends on the data and is not covered by the guarantee,
+    # so it is deliberately not recorded here.
     details: dict[str, object] = dict(relation.details())
-    if relation.name == "record":
-        details["n_clipped"] = n_clipped
     details.update(extra)
     return PrivacyGuarantee(
         epsilon=float(epsilon),
@@ -230,7 +229,7 @@ def private_power_method(
         knowledge, not from the data.
     clip_records : bool, default True
         For ``"record"``: scale records with ``||x||_2 > B`` down to norm ``B`` (with a
-        ``UserWarning`` saying how many). With ``False`` such records raise ``ValueError``.
+        ``UserWarning`` that reports no count). With ``False`` such records raise ``ValueError``.
     random_state : None, int or numpy.random.Generator
         Seeds the restarts and the noise.
 
@@ -267,7 +266,7 @@ def private_power_method(
     """
     check_epsilon_delta(epsilon, delta)
     accountant = check_accountant(accountant)
-    op, relation, n_clipped = prepare_private_input(tensor, neighbouring, record_bound, clip_records)
+    op, relation = prepare_private_input(tensor, neighbouring, record_bound, clip_records)
     rank = check_rank(rank, op.dim)
     n_restarts = default_n_restarts(rank) if n_restarts is None else n_restarts
     n_restarts = check_positive_int(n_restarts, "n_restarts")
@@ -285,7 +284,6 @@ def private_power_method(
         accountant=accountant,
         n_releases=n_releases,
         noise_multiplier=z,
-        n_clipped=n_clipped,
         extra={"algorithm": "private_power_method", "rank": rank, "n_restarts": n_restarts,
                "n_iter": n_iter},
     )

@@ -36,7 +36,7 @@ class PrivacyGuarantee:
         Gaussian composition. Equal to ``epsilon`` (to solver tolerance) for the ``"exact"``
         accountant and much smaller for ``"advanced"``.
     details : mapping
-        Relation parameters (e.g. ``record_bound``, ``n_records``, ``n_clipped``) and the
+        Relation parameters (e.g. ``record_bound``, ``n_records``) and the
         algorithm's shape (``rank``, ``n_restarts``, ``n_iter``).
     """
 

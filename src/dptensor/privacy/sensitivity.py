@@ -159,13 +159,15 @@ def clip_records(
     clip : bool, default True
         With ``False``, a record above the bound raises ``ValueError`` instead.
     warn : bool, default True
-        Emit a ``UserWarning`` naming how many records were clipped (clipping changes the
-        tensor being decomposed).
+        Emit a ``UserWarning`` that clipping happened (it changes the tensor being decomposed).
 
     Returns
     -------
     clipped : same kind as ``data`` (sparse becomes CSR)
     n_clipped : int
+        For the caller's own checks only: the count depends on the data and is not covered by
+        any privacy guarantee, so neither the warning, the error nor any private result
+        reports it (nor the largest norm).
     """
     bound = check_record_bound(record_bound)
     norms = record_norms(data)
@@ -176,15 +178,16 @@ def clip_records(
         return data, 0
     if not clip:
         raise ValueError(
-            f"{n_clipped} of {norms.shape[0]} records have l2 norm above record_bound={bound:g} "
-            f"(largest {norms.max():.4g}); the record-level guarantee needs the bound to hold. "
-            "Pass clip_records=True to clip them, or declare a larger bound"
+            f"some records have l2 norm above record_bound={bound:g}; the record-level guarantee "
+            "needs the bound to hold. Pass clip_records=True to clip them, or declare a larger "
+            "bound (how many, and by how much, is not reported: it is not covered by the guarantee)"
         )
     factors = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
     if warn:
         warnings.warn(
-            f"clipped {n_clipped} of {norms.shape[0]} records to l2 norm record_bound={bound:g} "
-            f"(largest norm {norms.max():.4g}); the decomposed moment is that of the clipped data",
+            f"records with l2 norm above record_bound={bound:g} were clipped to it; the decomposed "
+            "moment is that of the clipped data (the number clipped is not reported: it is not "
+            "covered by the privacy guarantee)",
             UserWarning,
             stacklevel=4,
         )
