@@ -277,3 +277,13 @@ def test_large_batches_and_steps_stay_stable():
     fit.fit(train.indices, train.values * 100, train.shape)
     assert np.all(np.isfinite(fit.history_))
     assert fit.history_[-1] < fit.history_[0]
+
+
+def test_private_fits_keep_no_noiseless_training_history():
+    data = make_low_rank_completion((8, 8, 8), 2, missing_ratio=0.5, random_state=0)
+    cases = ((None, True), ("input", True), ("gradient_dpsgd", False), ("output_clipped", False))
+    for privacy, kept in cases:
+        model = TensorCompletion(2, privacy=privacy, epsilon=1.0, n_epochs=3, random_state=0,
+                                 value_range=(0.0, 1.0) if privacy else None)
+        model.fit(data.observed.indices, data.observed.values, data.observed.shape)
+        assert bool(model.history_) is kept, privacy

@@ -66,10 +66,15 @@ def test_complete_cli_movielens(tmp_path):
     path = tmp_path / "u.data"
     path.write_text("\n".join(lines) + "\n")
     summary = tmp_path / "fit.json"
+    out = tmp_path / "pred.csv"
     assert main(["complete", str(path), "--movielens", "--rank", "2", "--epochs", "5", "--privacy",
-                 "gradient_dpsgd", "--epsilon", "2", "--seed", "1", "--json", str(summary)]) == 0
+                 "gradient_dpsgd", "--epsilon", "2", "--seed", "1", "--json", str(summary),
+                 "--out", str(out)]) == 0
     payload = json.loads(summary.read_text())
     assert payload["guarantee"]["holds"] is True and payload["shape"][2] <= 4
+    # A private fit's output carries predictions only, never the private training values.
+    assert out.read_text().splitlines()[0] == "i,j,k,prediction"
+    assert payload["train_rmse"] is None
 
 
 def test_completion_experiment_quick(tmp_path, monkeypatch):

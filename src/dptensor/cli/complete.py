@@ -110,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="") as handle:
             writer = csv.writer(handle)
-            writer.writerow(["i", "j", "k", "prediction", "value"])
+            # A private fit's output must not carry the private training values it was fitted on.
+            with_values = test is not None or args.privacy is None
+            writer.writerow(["i", "j", "k", "prediction"] + (["value"] if with_values else []))
             for (i, j, k), pred, value in zip(target.indices.tolist(), predictions.tolist(),
                                               target.values.tolist(), strict=True):
-                writer.writerow([i, j, k, repr(float(pred)), repr(float(value))])
+                writer.writerow([i, j, k, repr(float(pred))] + ([repr(float(value))] if with_values else []))
         print(f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out

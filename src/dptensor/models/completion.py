@@ -285,9 +285,10 @@ class TensorCompletion:
     noise_std_ : float
         ``"gradient_dpsgd"``: per-coordinate Gaussian standard deviation ``z * 2 clip``.
     history_ : list of float
-        Training RMSE (on the values the SGD saw) after each epoch. **Not covered by the privacy
-        guarantee**: it is computed from the private values without noise (except under
-        ``"input"``, where SGD sees only perturbed values); do not release it from a private fit.
+        Training RMSE (on the values the SGD saw) after each epoch, for non-private fits and under
+        ``"input"`` (where SGD sees only perturbed values). Empty for the other private modes:
+        there it would be computed from the private values without noise, which no guarantee
+        covers.
     """
 
     def __init__(
@@ -448,6 +449,9 @@ class TensorCompletion:
             )
         else:  # gradient_dpsgd
             guarantee = self._dpsgd(indices, values, factors, core, p, rng)
+        if mode not in (None, "input"):
+            # Computed from the private values without noise: not covered by the guarantee.
+            self.history_ = []
         self.factors_ = factors
         self.core_ = core
         self.guarantee = guarantee
@@ -475,7 +479,9 @@ class TensorCompletion:
             n_releases=1, mechanism="laplace", noise_multiplier=scale / delta_range,
             epsilon_exact=epsilon if declared else math.inf,
             details={"algorithm": "Wei et al. Algorithm 1", "sensitivity": delta_range,
-                     "laplace_scale": scale, "value_range": (low, high), "range_declared": declared,
+                     "laplace_scale": scale,
+                     "value_range": (low, high) if declared else "taken from the data (not released)",
+                     "range_declared": declared,
                      "clamped": bool(self.clamp)},
             holds=declared, claim="proved" if declared else "paper",
             reason="" if declared else (
