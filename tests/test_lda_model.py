@@ -139,12 +139,29 @@ def test_top_words(corpus):
         ({"alpha0": -1.0}, ValueError, "alpha0"),
         ({"decomposition": "svd"}, ValueError, "decomposition"),
         ({"whitening": "qr"}, ValueError, "whitening"),
+        ({"smoothing": 0.0}, ValueError, "smoothing"),
+        ({"smoothing": 1.0}, ValueError, "smoothing"),
     ],
 )
 def test_bad_parameters(corpus, params, error, message):
     kwargs = {"n_components": 3, "alpha0": 1.0, **params}
     with pytest.raises(error, match=message):
         SpectralLDA(**kwargs).fit(corpus.counts[:2000])
+    if "n_components" not in params:  # partial_fit refuses too, before counting the batch
+        model = SpectralLDA(**kwargs)
+        with pytest.raises(error, match=message):
+            model.partial_fit(corpus.counts[:2000])
+        assert not hasattr(model, "_accumulator")
+
+
+def test_partial_fit_retry_after_bad_option_counts_each_document_once(corpus):
+    model = SpectralLDA(3, 1.0, random_state=0).partial_fit(corpus.counts[:1000])
+    model.decomposition = "robust_typo"
+    with pytest.raises(ValueError, match="decomposition"):
+        model.partial_fit(corpus.counts[1000:2000])
+    model.decomposition = "simultaneous"
+    model.partial_fit(corpus.counts[1000:2000])
+    assert model.n_documents_ == 2000 - model.n_dropped_documents_
 
 
 def test_bad_transform_input(corpus):

@@ -289,7 +289,8 @@ class SpectralLDA:
         :meth:`transform` stops when no proportion changes by more than this.
     smoothing : float, default 1e-6
         :meth:`transform` and :meth:`score` use ``(1 - smoothing) mu_i + smoothing / d`` so that
-        words a projected topic gives probability zero keep a finite likelihood.
+        words a projected topic gives probability zero keep a finite likelihood; must lie in
+        ``(0, 1)``.
     verbose : bool, default False
         Print each step and its duration to standard error.
     random_state : None, int or numpy.random.Generator
@@ -400,15 +401,7 @@ class SpectralLDA:
         -------
         self
         """
-        k = check_positive_int(self.n_components, "n_components")
-        alpha0 = check_alpha0(self.alpha0)
-        # Check the options before any pass over the data.
-        if self.decomposition not in ("simultaneous", "robust"):
-            raise ValueError(f"decomposition must be 'simultaneous' or 'robust', got {self.decomposition!r}")
-        if self.whitening not in ("auto", "dense", "randomized", "eigsh"):
-            raise ValueError(
-                f"whitening must be 'auto', 'dense', 'randomized' or 'eigsh', got {self.whitening!r}"
-            )
+        k, alpha0 = self._check_options()
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
         with _Step("validate counts", timings, self.verbose):
@@ -420,6 +413,27 @@ class SpectralLDA:
         self.__dict__.pop("_accumulator", None)
         self._fit_documents(docs, k, alpha0, rng, timings)
         return self
+
+    def _check_options(self) -> tuple[int, float]:
+        """Check every option before any pass over the data; return ``(k, alpha0)``."""
+        k = check_positive_int(self.n_components, "n_components")
+        alpha0 = check_alpha0(self.alpha0)
+        if self.decomposition not in ("simultaneous", "robust"):
+            raise ValueError(f"decomposition must be 'simultaneous' or 'robust', got {self.decomposition!r}")
+        if self.whitening not in ("auto", "dense", "randomized", "eigsh"):
+            raise ValueError(
+                f"whitening must be 'auto', 'dense', 'randomized' or 'eigsh', got {self.whitening!r}"
+            )
+        self._check_smoothing()
+        return k, alpha0
+
+    def _check_smoothing(self) -> float:
+        # Projection onto the simplex zeroes words; smoothing > 0 keeps every word possible so
+        # that transform and score never divide by a zero probability.
+        s = float(self.smoothing)
+        if not 0 < s < 1:
+            raise ValueError(f"smoothing must lie in (0, 1), got {s!r}")
+        return s
 
     def partial_fit(self, X: object, y: object = None) -> SpectralLDA:
         """Add a batch of documents to the accumulated moments and refit (corpora read in batches).
@@ -437,8 +451,7 @@ class SpectralLDA:
         :meth:`fit` on the concatenated corpus only through the basis chosen from the first
         batch. ``alpha0`` may be changed between calls (the sums do not depend on it).
         """
-        k = check_positive_int(self.n_components, "n_components")
-        alpha0 = check_alpha0(self.alpha0)
+        k, alpha0 = self._check_options()
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
         first = not hasattr(self, "_accumulator")
@@ -562,9 +575,7 @@ class SpectralLDA:
         return matrix
 
     def _smoothed_topics(self) -> np.ndarray:
-        s = float(self.smoothing)
-        if not 0 <= s < 1:
-            raise ValueError(f"smoothing must lie in [0, 1), got {s!r}")
+        s = self._check_smoothing()
         return (1.0 - s) * self.components_ + s / self.n_features_in_
 
     def transform(self, X: object) -> np.ndarray:
