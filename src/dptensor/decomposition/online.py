@@ -59,7 +59,12 @@ from dptensor._validation import (
     check_random_state,
     check_rank,
 )
-from dptensor.decomposition.power_method import PowerMethodResult, default_n_iter, default_n_restarts
+from dptensor.decomposition.power_method import (
+    PowerMethodResult,
+    default_n_iter,
+    default_n_restarts,
+    select_restart,
+)
 from dptensor.streams import ArrayStream, BatchStream
 from dptensor.tensor.sphere import random_unit_vectors
 
@@ -264,10 +269,9 @@ class OnlineTensorPower:
             self._round_count = 0
             return
         # Step 10: the restart with the largest lambda~ (estimated at u_{R-1}) gives (lambda^, u_R).
-        best = int(np.argmax(values))
-        sign = 1.0 if values[best] >= 0 else -1.0
-        self._found_weights = np.append(self._found_weights, sign * values[best])
-        self._found_factors = np.column_stack([self._found_factors, sign * self._vectors[:, best]])
+        weight, vector, _ = select_restart(values, self._vectors)
+        self._found_weights = np.append(self._found_weights, weight)
+        self._found_factors = np.column_stack([self._found_factors, vector])
         self._component += 1
         if self._component < self.rank:
             self._start_component()
@@ -363,9 +367,11 @@ class OnlineTensorPower:
             If the data run out before ``k R n`` points, start again from their beginning.
             Points are then reused across rounds, so the fit decomposes the *empirical*
             moment of the finite data set (with exactly ``n`` points and ``n = batch_size``
-            every round sees all of them, and the method reproduces
-            :func:`~dptensor.decomposition.power_method` on
-            :class:`~dptensor.tensor.SampleMoment` with ``tol=0``) rather than the population
+            every round is one exact deflated power step of
+            :class:`~dptensor.tensor.SampleMoment`, so the result agrees with
+            :func:`~dptensor.decomposition.power_method` with ``tol=0`` up to
+            ``O(||u_R - u_{R-1}||)``, because Algorithm 2 estimates ``lambda`` at ``u_{R-1}``
+            in the same pass) rather than the population
             moment of fresh samples that Theorem 3.1 is about. Needs a re-iterable stream.
             Without it, data that are too short raise a ``ValueError`` saying how many points
             were needed (for an in-memory matrix before any work is done).

@@ -192,10 +192,7 @@ def deflation_power_method(
         values = deflated.contract_triple(vectors)
         if value_hook is not None:
             values = value_hook(values, vectors)
-        best = int(np.argmax(values))
-        sign = 1.0 if values[best] >= 0 else -1.0
-        weights[i] = sign * values[best]
-        factors[:, i] = sign * vectors[:, best]
+        weights[i], factors[:, i], best = select_restart(values, vectors)
         converged[i] = done[best]
         if callback is not None:
             callback(i, float(weights[i]))
@@ -207,6 +204,17 @@ def deflation_power_method(
         converged=converged[order],
         extraction_order=order,
     )
+
+
+def select_restart(values: np.ndarray, vectors: np.ndarray) -> tuple[float, np.ndarray, int]:
+    """Boosting (Algorithm 1 step 5, Algorithm 2 step 10): keep the restart with the largest value.
+
+    Returns ``(weight, vector, index)``; a negative ``T(u,u,u)`` is reported as the same rank-one
+    term ``(-lambda, -u)`` so that weights are non-negative.
+    """
+    best = int(np.argmax(values))
+    sign = 1.0 if values[best] >= 0 else -1.0
+    return sign * float(values[best]), sign * vectors[:, best], best
 
 
 def power_iterations(

@@ -44,7 +44,7 @@ import scipy.sparse.linalg as spla
 from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
-from dptensor.decomposition.whitening import Whitening
+from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.tensor.lda_moments import (
     DocumentCounts,
     LDAMomentAccumulator,
@@ -236,11 +236,13 @@ def unwhiten_topics(
         The un-whitened vectors before the projection (rows sum to about 1).
     """
     alpha0 = check_alpha0(alpha0)
-    lam = decomposition.weights
-    if np.any(lam <= 0):
+    if np.any(decomposition.weights <= 0):
         raise ValueError("the whitened tensor has a non-positive eigenvalue; cannot recover alpha")
-    alpha = 4.0 * alpha0 * (alpha0 + 1.0) / ((alpha0 + 2.0) ** 2 * lam**2)
-    raw = ((alpha0 + 2.0) / 2.0 * lam)[:, None] * (whitening.inverse @ decomposition.factors).T
+    # The generic un-whitening gives w_i = lambda_i^-2 and lambda_i B v_i; the LDA moments carry
+    # the constants 4 alpha_0 (alpha_0 + 1) / (alpha_0 + 2)^2 and (alpha_0 + 2) / 2.
+    weights, components = unwhiten(whitening, decomposition.weights, decomposition.factors)
+    alpha = 4.0 * alpha0 * (alpha0 + 1.0) / (alpha0 + 2.0) ** 2 * weights
+    raw = (alpha0 + 2.0) / 2.0 * components.T
     # An eigenvector is determined up to sign only when lambda is; make each topic sum positive.
     raw *= np.where(raw.sum(axis=1) < 0, -1.0, 1.0)[:, None]
     order = np.argsort(-alpha, kind="stable")
