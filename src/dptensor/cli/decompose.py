@@ -89,9 +89,11 @@ def run(args: argparse.Namespace) -> int:
     if args.online:
         return run_online(args)
     truth = None
+    # Independent streams for the example's data and the restarts (one seed, no overlap).
+    data_seed, method_seed = np.random.SeedSequence(args.seed).spawn(2)
     if args.example:
         example = make_orthogonal_tensor(
-            EXAMPLE_DIM, EXAMPLE_RANK, noise=EXAMPLE_NOISE, random_state=args.seed
+            EXAMPLE_DIM, EXAMPLE_RANK, noise=EXAMPLE_NOISE, random_state=np.random.default_rng(data_seed)
         )
         operator: SymmetricTensor = DenseTensor(example.tensor)
         truth = example
@@ -108,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     result = power_method(
-        operator, rank, n_restarts=args.restarts, n_iter=args.iters, tol=args.tol, random_state=args.seed
+        operator, rank, n_restarts=args.restarts, n_iter=args.iters, tol=args.tol,
+        random_state=np.random.default_rng(method_seed),
     )
     elapsed = time.perf_counter() - start
 
