@@ -87,22 +87,12 @@ def compare_with_tensorly(dims, rank, n_repeat, n_iteration, trials):
     return rows
 
 
-def dense_moment(X: np.ndarray, chunk: int = 500) -> np.ndarray:
-    """(1/n) sum_i x_i^(x)3 formed as X^T (X (.) X) in row chunks (one BLAS product each)."""
-    n, d = X.shape
-    out = np.zeros((d, d * d))
-    for start in range(0, n, chunk):
-        block = X[start : start + chunk]
-        out += block.T @ (block[:, :, None] * block[:, None, :]).reshape(len(block), d * d)
-    return (out / n).reshape(d, d, d)
-
-
 def compare_moment(n=10_000, dim=200, rank=10, seed=0):
     rng = np.random.default_rng(seed)
     Q, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
     labels = rng.integers(0, rank, size=n)
     X = Q[:, labels].T * rng.uniform(0.5, 1.5, size=(n, 1)) + 0.05 * rng.standard_normal((n, dim))
-    dense, form_time = timed(lambda: dense_moment(X))
+    dense, form_time = timed(SampleMoment(X).to_dense)
     dense_result, dense_time = timed(lambda: power_method(dense, rank, random_state=seed))
     implicit_result, implicit_time = timed(lambda: power_method(SampleMoment(X), rank, random_state=seed))
     gap = float(np.max(np.abs(dense_result.weights - implicit_result.weights)))

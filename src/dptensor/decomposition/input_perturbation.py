@@ -28,13 +28,6 @@ from dptensor.tensor.operators import DenseTensor, SampleMoment, SymmetricTensor
 INPUT_ACCOUNTANTS: tuple[str, ...] = ("exact", "classic")
 
 
-def _dense_moment(moment: SampleMoment) -> np.ndarray:
-    if sp.issparse(moment.data):
-        return moment.to_dense()
-    x = moment.data
-    return np.einsum("n,ni,nj,nk->ijk", moment.weights, x, x, x, optimize=True)
-
-
 def input_perturbation(
     tensor: np.ndarray | sp.spmatrix | SymmetricTensor,
     rank: int,
@@ -108,7 +101,7 @@ def input_perturbation(
     )
     if isinstance(relation, RecordNeighbouring):
         assert isinstance(op, SampleMoment)
-        dense = _dense_moment(op)
+        dense = op.to_dense()
         noise = symmetric_gaussian_tensor(
             op.dim, z * relation.scale, convention="frobenius", random_state=rng
         )

@@ -263,6 +263,20 @@ class SampleMoment(SymmetricTensor):
         proj = self._projections(vectors)
         return self.weights @ (proj * proj * proj)
 
+    def to_dense(self, chunk_size: int = 512) -> np.ndarray:
+        """Form ``sum_i w_i x_i^{(x)3}`` as ``X^T diag(w) (X (.) X)`` over row chunks (small ``d`` only).
+
+        One BLAS product per chunk of ``chunk_size`` records; memory ``O(d^3 + chunk_size d^2)``.
+        """
+        d = self.dim
+        out = np.zeros((d, d * d))
+        for start in range(0, self.n_samples, chunk_size):
+            block = self.data[start : start + chunk_size]
+            block = block.toarray() if sp.issparse(block) else block
+            pairs = (block[:, :, None] * block[:, None, :]).reshape(block.shape[0], d * d)
+            out += (block * self.weights[start : start + chunk_size, None]).T @ pairs
+        return out.reshape(d, d, d)
+
 
 class LowRankTensor(SymmetricTensor):
     """``sum_j w_j v_j (x) v_j (x) v_j`` given weights ``w`` (k,) and factors ``V`` (d x k).
