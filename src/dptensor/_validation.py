@@ -98,3 +98,80 @@ def check_epsilon_delta(epsilon: float, delta: float | None = None) -> None:
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
     if delta is not None and (not isinstance(delta, numbers.Real) or not 0 < delta < 1):
         raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")
+
+
+# Observed entries of a three-way tensor (tensor completion).
+def check_shape(shape: object, name: str = "shape") -> tuple[int, int, int]:
+    """Return ``shape`` as a tuple of three positive ints."""
+    if isinstance(shape, str | bytes) or not hasattr(shape, "__len__"):
+        raise TypeError(f"{name} must be a sequence of three positive integers, got {shape!r}")
+    if len(shape) != 3:
+        raise ValueError(f"{name} must have three dimensions (a three-way tensor), got {tuple(shape)}")
+    return tuple(check_positive_int(s, f"{name}[{n}]") for n, s in enumerate(shape))  # type: ignore[return-value]
+
+
+def check_indices(indices: object, shape: tuple[int, int, int], name: str = "indices") -> np.ndarray:
+    """Return ``indices`` as a C-contiguous ``(n, 3)`` int64 array inside ``shape``."""
+    arr = np.asarray(indices)
+    numeric = np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    if arr.dtype == object or not numeric:
+        raise TypeError(f"{name} must be an integer array of shape (n, 3), got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (n, 3), got {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty: no observed entries")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold whole numbers, got non-integer values")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    low = arr.min(axis=0)
+    high = arr.max(axis=0)
+    for mode in range(3):
+        if low[mode] < 0 or high[mode] >= shape[mode]:
+            bad = low[mode] if low[mode] < 0 else high[mode]
+            raise ValueError(
+                f"{name}[:, {mode}] must lie in [0, {shape[mode] - 1}] for shape {shape}, found {bad}"
+            )
+    return arr
+
+
+def check_entries(
+    indices: object, values: object, shape: object
+) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
+    """Validate observed entries of a three-way tensor.
+
+    Parameters
+    ----------
+    indices : array-like of shape (n, 3)
+        Zero-based ``(i, j, k)`` of each observed entry.
+    values : array-like of shape (n,)
+        Finite observed values.
+    shape : sequence of three ints
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, 3)
+    values : ndarray of float64, shape (n,)
+    shape : tuple of three ints
+
+    Raises
+    ------
+    ValueError
+        No observations, indices outside ``shape``, NaN or infinite values, length mismatch.
+    TypeError
+        Non-numeric input.
+    """
+    shape = check_shape(shape)
+    indices = check_indices(indices, shape)
+    try:
+        vals = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"values must be a numeric array, got {type(values).__name__}") from exc
+    if vals.ndim != 1:
+        raise ValueError(f"values must be one-dimensional, got shape {vals.shape}")
+    if vals.shape[0] != indices.shape[0]:
+        raise ValueError(f"values has {vals.shape[0]} entries but indices has {indices.shape[0]} rows")
+    if not np.all(np.isfinite(vals)):
+        bad = int(np.count_nonzero(~np.isfinite(vals)))
+        raise ValueError(f"values contains {bad} NaN or infinite entries")
+    return indices, np.ascontiguousarray(vals), shape

@@ -95,8 +95,14 @@ from typing import Any
 
 import numpy as np
 
-from dptensor._validation import RandomStateLike, check_epsilon_delta, check_positive_int, check_random_state
-from dptensor.datasets.entries import check_entries, check_indices
+from dptensor._validation import (
+    RandomStateLike,
+    check_entries,
+    check_epsilon_delta,
+    check_indices,
+    check_positive_int,
+    check_random_state,
+)
 from dptensor.privacy import (
     PrivacyGuarantee,
     composed_gaussian_epsilon,
