@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from dptensor._validation import NotFittedError
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
 from dptensor.privacy import composed_noise_multiplier, pld_composed_epsilon
@@ -262,7 +263,7 @@ def test_bad_input_errors():
         TensorCompletion(1, privacy="gradient_dpsgd", epsilon=1.0, delta=2.0).fit(idx, vals, (2, 2, 2))
     with pytest.raises(ValueError, match="learning_rate"):
         TensorCompletion(1, learning_rate=0).fit(idx, vals, (2, 2, 2))
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         TensorCompletion(1).predict(idx)
     fit = TensorCompletion(1, n_epochs=1).fit(idx, vals, (2, 2, 2))
     with pytest.raises(ValueError, match="indices"):

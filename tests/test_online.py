@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from dptensor._validation import NotFittedError
 from dptensor.datasets.moment_stream import make_orthogonal_moment_stream
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.decomposition.power_method import default_n_iter, default_n_restarts, power_method
@@ -287,7 +288,7 @@ def test_extra_points_warn_and_progress_is_reported():
 def test_unfitted_attributes_and_result():
     model = OnlineTensorPower(2, batch_size=10, n_restarts=3, n_iter=2, random_state=0)
     assert not hasattr(model, "weights_")
-    with pytest.raises(AttributeError, match="not fitted yet"):
+    with pytest.raises(NotFittedError, match="not fitted yet"):
         model.to_result()
     X, _ = _data(n=40)
     model.fit(X)

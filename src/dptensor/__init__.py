@@ -1,5 +1,6 @@
 """dptensor: fast, streaming and differentially private tensor decomposition."""
 
+from dptensor._validation import NotFittedError
 from dptensor.decomposition import (
     OnlineTensorPower,
     PowerMethodResult,
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CompletionGuarantee",
+    "NotFittedError",
     "OnlineTensorPower",
     "PowerMethodResult",
     "PrivacyGuarantee",

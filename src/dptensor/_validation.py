@@ -15,6 +15,10 @@ import scipy.sparse as sp
 RandomStateLike = None | int | np.integer | np.random.Generator
 
 
+class NotFittedError(ValueError, AttributeError):
+    """An estimator was used before it was fitted (subclasses both, as scikit-learn's does)."""
+
+
 def check_random_state(random_state: RandomStateLike, name: str = "random_state") -> np.random.Generator:
     """Turn ``random_state`` into a :class:`numpy.random.Generator`.
 

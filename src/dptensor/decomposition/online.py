@@ -53,6 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor._validation import (
+    NotFittedError,
     RandomStateLike,
     check_data_matrix,
     check_positive_int,
@@ -508,7 +509,7 @@ class OnlineTensorPower:
     def _check_complete(self) -> None:
         if not self.is_complete:
             needed = self.n_samples_needed_
-            raise AttributeError(
+            raise NotFittedError(
                 f"OnlineTensorPower is not fitted yet: it has read {self.n_samples_seen_} of the "
                 f"{needed if needed is not None else 'k*R*n'} points Algorithm 2 needs"
             )

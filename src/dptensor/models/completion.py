@@ -96,6 +96,7 @@ from typing import Any
 import numpy as np
 
 from dptensor._validation import (
+    NotFittedError,
     RandomStateLike,
     check_entries,
     check_epsilon_delta,
@@ -695,7 +696,7 @@ class TensorCompletion:
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self) -> None:
         if not hasattr(self, "factors_"):
-            raise RuntimeError("this TensorCompletion is not fitted yet; call fit first")
+            raise NotFittedError("this TensorCompletion is not fitted yet; call fit first")
 
     def predict(self, indices: object) -> np.ndarray:
         """Completed values at ``indices`` (``(n, 3)`` zero-based, inside the fitted shape)."""

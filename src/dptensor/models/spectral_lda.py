@@ -41,7 +41,12 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
+from dptensor._validation import (
+    NotFittedError,
+    RandomStateLike,
+    check_positive_int,
+    check_random_state,
+)
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
@@ -58,10 +63,6 @@ from dptensor.tensor.operators import DenseTensor
 
 #: Vocabularies up to this size are whitened with a dense eigendecomposition under ``"auto"``.
 DENSE_WHITENING_MAX_WORDS = 1500
-
-
-class NotFittedError(ValueError, AttributeError):
-    """Raised when a model is used before :meth:`SpectralLDA.fit` (as scikit-learn's)."""
 
 
 def top_eigenpairs(
