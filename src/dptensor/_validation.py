@@ -7,6 +7,7 @@ answer.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -55,6 +56,21 @@ def check_positive_int(value: object, name: str, *, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def check_real(value: object, name: str, *, minimum: float = 0.0, strict: bool = True) -> float:
+    """Return ``value`` as a float after checking it is a finite real ``> minimum``.
+
+    With ``strict=False`` the bound is ``>= minimum``. Booleans are refused (they are ints to
+    Python but never a meaningful scale, tolerance or budget).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
+        relation = ">" if strict else ">="
+        raise ValueError(f"{name} must be a finite number {relation} {minimum:g}, got {value!r}")
+    return value
 
 
 def check_rank(rank: object, dim: int, name: str = "rank") -> int:

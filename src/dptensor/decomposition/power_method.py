@@ -22,6 +22,7 @@ from dptensor._validation import (
     check_positive_int,
     check_random_state,
     check_rank,
+    check_real,
 )
 from dptensor.tensor.operators import DeflatedTensor, LowRankTensor, SymmetricTensor, as_tensor
 from dptensor.tensor.sphere import random_unit_vectors
@@ -151,8 +152,7 @@ def power_method(
     """
     op = as_tensor(tensor)
     rank = check_rank(rank, op.dim)
-    if not (isinstance(tol, int | float) and math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    tol = check_real(tol, "tol", strict=False)
     n_restarts = default_n_restarts(rank) if n_restarts is None else n_restarts
     n_restarts = check_positive_int(n_restarts, "n_restarts")
     n_iter = default_n_iter(op.dim, tol) if n_iter is None else n_iter

@@ -18,11 +18,15 @@ the largest ``sum_j lambda_j^2`` (implicit input, equivalent for orthonormal ``V
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from dptensor._validation import RandomStateLike, check_positive_int, check_random_state, check_rank
+from dptensor._validation import (
+    RandomStateLike,
+    check_positive_int,
+    check_random_state,
+    check_rank,
+    check_real,
+)
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.tensor.operators import DenseTensor, SymmetricTensor, as_tensor
 
@@ -63,8 +67,7 @@ def simultaneous_power_method(
     rank = check_rank(rank, d)
     n_restarts = check_positive_int(n_restarts, "n_restarts")
     n_iter = check_positive_int(n_iter, "n_iter")
-    if not (isinstance(tol, int | float) and math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    tol = check_real(tol, "tol", strict=False)
     rng = check_random_state(random_state)
 
     # Step 1: L orthonormal d x k starts, stored as an (L, d, k) batch.

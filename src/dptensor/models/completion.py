@@ -89,7 +89,6 @@ the data.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +102,7 @@ from dptensor._validation import (
     check_indices,
     check_positive_int,
     check_random_state,
+    check_real,
 )
 from dptensor.privacy import (
     PrivacyGuarantee,
@@ -212,16 +212,6 @@ def _core_gradient(weights: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndar
     p, q, t = a.shape[1], b.shape[1], c.shape[1]
     ab = (a[:, :, None] * b[:, None, :]).reshape(-1, p * q)
     return ((ab * weights[:, None]).T @ c).reshape(p, q, t)
-
-
-def _check_real(value: object, name: str, *, minimum: float = 0.0, strict: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
-        relation = ">" if strict else ">="
-        raise ValueError(f"{name} must be a finite number {relation} {minimum:g}, got {value!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,17 +353,17 @@ class TensorCompletion:
             p["epsilon"] = float(self.epsilon)
         elif self.epsilon is not None:
             check_epsilon_delta(self.epsilon)
-        p["eta"] = _check_real(self.learning_rate, "learning_rate")
-        p["reg"] = _check_real(self.reg, "reg", strict=False)
-        p["reg_core"] = p["reg"] / 10 if self.reg_core is None else _check_real(
+        p["eta"] = check_real(self.learning_rate, "learning_rate")
+        p["reg"] = check_real(self.reg, "reg", strict=False)
+        p["reg_core"] = p["reg"] / 10 if self.reg_core is None else check_real(
             self.reg_core, "reg_core", strict=False
         )
         p["n_epochs"] = check_positive_int(self.n_epochs, "n_epochs")
         p["batch_size"] = check_positive_int(self.batch_size, "batch_size")
-        p["clip"] = _check_real(self.clip, "clip")
-        p["init_scale"] = _check_real(self.init_scale, "init_scale")
+        p["clip"] = check_real(self.clip, "clip")
+        p["init_scale"] = check_real(self.init_scale, "init_scale")
         p["output_epochs"] = check_positive_int(self.output_epochs, "output_epochs")
-        split = _check_real(self.budget_split, "budget_split")
+        split = check_real(self.budget_split, "budget_split")
         if split >= 1:
             raise ValueError(f"budget_split must lie strictly between 0 and 1, got {split}")
         p["budget_split"] = split

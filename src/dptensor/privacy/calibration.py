@@ -43,18 +43,10 @@ from typing import Literal
 import numpy as np
 from scipy.special import log_ndtr
 
-from dptensor._validation import check_epsilon_delta, check_positive_int
+from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
 
 Accountant = Literal["exact", "advanced"]
 ACCOUNTANTS: tuple[str, ...] = ("exact", "advanced")
-
-
-def _check_positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def check_accountant(accountant: object) -> str:
@@ -77,7 +69,7 @@ def gaussian_sigma_classic(epsilon: float, delta: float, sensitivity: float = 1.
         If ``epsilon >= 1`` (the theorem does not cover it; use :func:`gaussian_sigma_analytic`).
     """
     check_epsilon_delta(epsilon, delta)
-    sensitivity = _check_positive(sensitivity, "sensitivity")
+    sensitivity = check_real(sensitivity, "sensitivity")
     if epsilon >= 1:
         raise ValueError(
             f"the classic Gaussian mechanism is only proven for epsilon < 1, got epsilon={epsilon}; "
@@ -97,7 +89,7 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
     sensitivity (the classic formula gives ``4.8448``).
     """
     check_epsilon_delta(epsilon, delta)
-    sensitivity = _check_positive(sensitivity, "sensitivity")
+    sensitivity = check_real(sensitivity, "sensitivity")
     return sensitivity * _analytic_sigma(float(epsilon), float(delta))
 
 
@@ -121,9 +113,9 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     The inverse of :func:`gaussian_sigma_analytic` (Balle & Wang 2018), computed by
     :func:`dp_accounting.get_epsilon_gaussian`. Returns ``0.0`` when even ``epsilon=0`` works.
     """
-    sigma = _check_positive(sigma, "sigma")
+    sigma = check_real(sigma, "sigma")
     check_epsilon_delta(1.0, delta)
-    sensitivity = _check_positive(sensitivity, "sensitivity")
+    sensitivity = check_real(sensitivity, "sensitivity")
     return _analytic_epsilon(sigma / sensitivity, float(delta))
 
 
@@ -133,8 +125,8 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
     With ``mu = Delta_2 / sigma``:
     ``delta = Phi(mu/2 - epsilon/mu) - e^epsilon Phi(-mu/2 - epsilon/mu)``, evaluated in log space.
     """
-    sigma = _check_positive(sigma, "sigma")
-    sensitivity = _check_positive(sensitivity, "sensitivity")
+    sigma = check_real(sigma, "sigma")
+    sensitivity = check_real(sensitivity, "sensitivity")
     if not isinstance(epsilon, int | float | np.floating) or not math.isfinite(epsilon) or epsilon < 0:
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
     mu = sensitivity / sigma
@@ -148,7 +140,7 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
 def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float:
     """Laplace mechanism scale ``b = Delta_1 / epsilon`` (Dwork & Roth 2014, Theorem 3.6)."""
     check_epsilon_delta(epsilon)
-    return _check_positive(sensitivity, "sensitivity") / epsilon
+    return check_real(sensitivity, "sensitivity") / epsilon
 
 
 def advanced_composition_epsilon(epsilon_step: float, n_releases: int, delta_slack: float) -> float:
@@ -158,7 +150,7 @@ def advanced_composition_epsilon(epsilon_step: float, n_releases: int, delta_sla
     ``epsilon_step sqrt(2 K ln(1/delta_slack)) + K epsilon_step (e^{epsilon_step} - 1)``
     (the total delta is ``K delta_step + delta_slack``).
     """
-    epsilon_step = _check_positive(epsilon_step, "epsilon_step")
+    epsilon_step = check_real(epsilon_step, "epsilon_step")
     n_releases = check_positive_int(n_releases, "n_releases")
     check_epsilon_delta(1.0, delta_slack)
     return epsilon_step * math.sqrt(2 * n_releases * math.log(1 / delta_slack)) + (
@@ -219,7 +211,7 @@ def composed_gaussian_epsilon(noise_multiplier: float, n_releases: int, delta: f
     2022), whose ``(epsilon, delta)`` curve is that of one Gaussian with multiplier
     ``z / sqrt(K)`` (:func:`gaussian_epsilon`).
     """
-    noise_multiplier = _check_positive(noise_multiplier, "noise_multiplier")
+    noise_multiplier = check_real(noise_multiplier, "noise_multiplier")
     n_releases = check_positive_int(n_releases, "n_releases")
     return gaussian_epsilon(noise_multiplier / math.sqrt(n_releases), delta)
 
@@ -238,7 +230,7 @@ def pld_composed_epsilon(
     it. Uses the replace-one relation, which is what both of dptensor's neighbouring relations
     are (a unit change to a tensor entry, or replacing one record).
     """
-    noise_multiplier = _check_positive(noise_multiplier, "noise_multiplier")
+    noise_multiplier = check_real(noise_multiplier, "noise_multiplier")
     n_releases = check_positive_int(n_releases, "n_releases")
     check_epsilon_delta(1.0, delta)
     import dp_accounting

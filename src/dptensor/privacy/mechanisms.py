@@ -45,17 +45,9 @@ from typing import Literal
 
 import numpy as np
 
-from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
+from dptensor._validation import RandomStateLike, check_positive_int, check_random_state, check_real
 
 SymmetricConvention = Literal["unique", "frobenius", "entry"]
-
-
-def _check_scale(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 def _shape(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
@@ -74,7 +66,7 @@ def gaussian_noise(
     Calibrate ``sigma`` with :func:`~dptensor.privacy.gaussian_sigma_analytic` or
     :func:`~dptensor.privacy.gaussian_sigma_classic` for a query of l2 sensitivity ``Delta_2``.
     """
-    sigma = _check_scale(sigma, "sigma")
+    sigma = check_real(sigma, "sigma", strict=False)
     rng = check_random_state(random_state)
     return sigma * rng.standard_normal(_shape(shape))
 
@@ -87,7 +79,7 @@ def laplace_noise(
     With ``b = Delta_1 / epsilon`` (:func:`~dptensor.privacy.laplace_scale`) adding it to a
     query of l1 sensitivity ``Delta_1`` is ``epsilon``-DP.
     """
-    scale = _check_scale(scale, "scale")
+    scale = check_real(scale, "scale", strict=False)
     rng = check_random_state(random_state)
     return rng.laplace(0.0, scale, size=_shape(shape)) if scale > 0 else np.zeros(_shape(shape))
 
@@ -125,7 +117,7 @@ def exponential_norm_noise(
     ndarray of shape ``size + (dim,)``
     """
     dim = check_positive_int(dim, "dim")
-    sensitivity = _check_scale(sensitivity, "sensitivity")
+    sensitivity = check_real(sensitivity, "sensitivity", strict=False)
     if sensitivity == 0:
         raise ValueError("sensitivity must be > 0")
     if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.floating) or not (
@@ -163,7 +155,7 @@ def _symmetric_noise(
     random_state: RandomStateLike,
 ) -> np.ndarray:
     dim = check_positive_int(dim, "dim")
-    scale = _check_scale(scale, "scale")
+    scale = check_real(scale, "scale", strict=False)
     allowed = ("unique", "frobenius", "entry") if order == 3 else ("unique", "frobenius")
     if convention not in allowed:
         raise ValueError(f"convention must be one of {allowed}, got {convention!r}")

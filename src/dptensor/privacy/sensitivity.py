@@ -38,7 +38,6 @@ perturbation). Nothing here forms a ``d^3`` array.
 
 from __future__ import annotations
 
-import math
 import warnings
 from abc import ABC, abstractmethod
 from typing import Any
@@ -46,7 +45,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor._validation import check_positive_int
+from dptensor._validation import check_positive_int, check_real
 
 
 class NeighbouringRelation(ABC):
@@ -133,11 +132,7 @@ def check_record_bound(record_bound: object) -> float:
             "record_bound is required for neighbouring='record': declare a bound B on every "
             "record's l2 norm (records above it are clipped)"
         )
-    if isinstance(record_bound, bool) or not isinstance(record_bound, int | float | np.integer | np.floating):
-        raise TypeError(f"record_bound must be a real number, got {type(record_bound).__name__}")
-    if not math.isfinite(record_bound) or record_bound <= 0:
-        raise ValueError(f"record_bound must be a finite number > 0, got {record_bound!r}")
-    return float(record_bound)
+    return check_real(record_bound, "record_bound")
 
 
 def record_norms(data: np.ndarray | sp.spmatrix) -> np.ndarray:

@@ -58,7 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dptensor._validation import check_finite_array
+from dptensor._validation import check_finite_array, check_real
 
 #: The shortest document that enters the moments (the third-order estimator needs 3 tokens).
 MIN_DOCUMENT_LENGTH = 3
@@ -171,11 +171,7 @@ def prepare_counts(X: object, name: str = "X", *, min_documents: int = 3) -> Doc
 
 def check_alpha0(alpha0: object) -> float:
     """Check the Dirichlet concentration ``alpha_0 = sum_i alpha_i`` is a finite number ``> 0``."""
-    if isinstance(alpha0, bool) or not isinstance(alpha0, int | float | np.integer | np.floating):
-        raise TypeError(f"alpha0 must be a number, got {type(alpha0).__name__}")
-    if not np.isfinite(alpha0) or alpha0 <= 0:
-        raise ValueError(f"alpha0 must be a finite number > 0, got {alpha0!r}")
-    return float(alpha0)
+    return check_real(alpha0, "alpha0")
 
 
 def first_moment(docs: DocumentCounts) -> np.ndarray:
