@@ -18,7 +18,6 @@ A second table times the implicit third-moment operator against forming the dens
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from functools import partial
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dptensor import power_method
+from dptensor._files import write_csv
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.metrics import match_components
 from dptensor.tensor import SampleMoment
@@ -116,10 +116,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
 
     rows = compare_with_tensorly(args.dims, args.rank, args.restarts, args.iterations, args.trials)
-    with open(args.out / "power_method_vs_tensorly.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out / "power_method_vs_tensorly.csv", rows)
 
     print(f"\nk={args.rank}, L={args.restarts}, {3 * args.iterations} power steps per restart, "
           f"median over {args.trials} tensors\n")
@@ -141,10 +138,7 @@ def main() -> None:
               f"{werr['tensorly']:.2e} / {werr['dptensor tol=0']:.2e} |")
 
     moment = compare_moment()
-    with open(args.out / "moment_operator.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(moment))
-        writer.writeheader()
-        writer.writerow(moment)
+    write_csv(args.out / "moment_operator.csv", [moment])
     total_dense = moment["form_dense_s"] + moment["decompose_dense_s"]
     print(f"\nThird moment of n={moment['n']} samples, d={moment['dim']}, k={moment['rank']} "
           "(default L, R, tol):\n")

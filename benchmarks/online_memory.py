@@ -32,7 +32,6 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
@@ -41,6 +40,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
+from dptensor._files import write_csv  # noqa: E402
 from dptensor.datasets.moment_stream import make_orthogonal_moment_stream  # noqa: E402
 from dptensor.decomposition.online import OnlineTensorPower  # noqa: E402
 from dptensor.metrics import match_components  # noqa: E402
@@ -113,13 +113,7 @@ def main() -> None:
             f"+ projections); ru_maxrss {row['ru_maxrss_MB']} MB; "
             f"dense moment {row['dense_moment_PB']:.0f} PB"
         )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "online_memory.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {out / 'online_memory.csv'}")
+    print(f"wrote {write_csv(Path(args.out) / 'online_memory.csv', rows)}")
 
 
 if __name__ == "__main__":

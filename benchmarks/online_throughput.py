@@ -27,12 +27,12 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from dptensor._files import write_csv  # noqa: E402
 from dptensor.datasets.moment_stream import make_orthogonal_moment_stream  # noqa: E402
 from dptensor.decomposition.online import OnlineTensorPower  # noqa: E402
 
@@ -118,13 +118,7 @@ def main() -> None:
             f"online {row['online_samples_per_s_per_restart']:>10,}; "
             f"time ratio {row['ratio_online_over_numpy']}"
         )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "online_throughput.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows_out[0]))
-        writer.writeheader()
-        writer.writerows(rows_out)
-    print(f"wrote {out / 'online_throughput.csv'}")
+    print(f"wrote {write_csv(Path(args.out) / 'online_throughput.csv', rows_out)}")
 
 
 if __name__ == "__main__":
