@@ -595,6 +595,9 @@ class TensorCompletion:
             holds=True, claim="proved",
         )
 
+    # Divergence is detected after each epoch (a non-finite training error), so overflow inside
+    # an epoch is not an error yet.
+    @np.errstate(over="ignore", invalid="ignore")
     def _sgd(
         self,
         indices: np.ndarray,
@@ -613,21 +616,6 @@ class TensorCompletion:
         # steps follows the gradient of (6)/(7) itself.
         inv_counts = [1.0 / np.bincount(indices[:, axis], minlength=f.shape[0])[indices[:, axis]]
                       for axis, f in enumerate(factors)]
-        with np.errstate(over="ignore", invalid="ignore"):
-            self._epochs(indices, values, factors, core, p, rng, mode, sigma, inv_counts)
-
-    def _epochs(
-        self,
-        indices: np.ndarray,
-        values: np.ndarray,
-        factors: list,
-        core: np.ndarray | None,
-        p: dict,
-        rng: np.random.Generator,
-        mode: str | None,
-        sigma: float,
-        inv_counts: list,
-    ) -> None:
         n = values.shape[0]
         eta, lam, lam_g, m = p["eta"], p["reg"], p["reg_core"], p["clip"]
         batch = min(p["batch_size"], n)
