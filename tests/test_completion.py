@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import math
+import warnings
 
+import dp_accounting
 import numpy as np
 import pytest
 
 from dptensor._validation import NotFittedError
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
-from dptensor.privacy import composed_noise_multiplier, pld_composed_epsilon
+from dptensor.privacy import (
+    PrivacyWarning,
+    UnprovenPrivacyError,
+    composed_noise_multiplier,
+    enable_features,
+    insecure_test_noise,
+    pld_composed_epsilon,
+    resolve_noise,
+)
 
 
 def _problem(model="cp", snr=1e12, missing=0.5, seed=0, min_max=False):
@@ -31,7 +41,7 @@ def test_recovers_low_rank_tensor_from_half_the_entries(model):
     full = fit.to_dense()
     assert full.shape == (20, 20, 20)
     assert np.max(np.abs(full - prob.truth_tensor)) < 1e-2
-    assert fit.guarantee is None
+    assert fit.guarantee_ is None
     assert len(fit.factors_) == 3 and fit.factors_[0].shape == (20, 3)
     assert (fit.core_ is None) == (model == "cp")
 
@@ -79,17 +89,31 @@ def test_batch_size_one_is_the_sequential_algorithm():
 @pytest.mark.parametrize("privacy", PRIVACY_MODES)
 @pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_same_seed_same_result(privacy, model):
+    """Equal seeds repeat the public randomness; the privacy noise is fresh unless test noise is asked for."""
     _, train, _ = _problem(model, snr=4.0)
     kwargs = dict(model=model, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3,
                   value_range=(-3.0, 3.0), clip=0.5)
-    one = TensorCompletion(3, random_state=11, **kwargs).fit(train.indices, train.values, train.shape)
-    two = TensorCompletion(3, random_state=11, **kwargs).fit(train.indices, train.values, train.shape)
-    three = TensorCompletion(3, random_state=12, **kwargs).fit(train.indices, train.values, train.shape)
+
+    def fit(seed, **extra):
+        with enable_features("unproven"):
+            return TensorCompletion(3, random_state=seed, **kwargs, **extra).fit(
+                train.indices, train.values, train.shape)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        one, two = fit(11, noise=insecure_test_noise(4)), fit(11, noise=insecure_test_noise(4))
+        three = fit(12, noise=insecure_test_noise(4))
     for f1, f2, f3 in zip(one.factors_, two.factors_, three.factors_, strict=True):
         np.testing.assert_array_equal(f1, f2)
         assert not np.array_equal(f1, f3)
+    secure_one, secure_two = fit(11), fit(11)
+    pairs = zip(secure_one.factors_, secure_two.factors_, strict=True)
+    same = all(np.array_equal(f1, f2) for f1, f2 in pairs)
+    assert same == (privacy is None)  # a private fit's noise is never repeated by the seed
     if privacy:
-        assert one.guarantee.to_dict() == two.guarantee.to_dict()
+        assert one.guarantee_.to_dict() == two.guarantee_.to_dict()
+        assert not one.guarantee_.holds  # test noise voids every guarantee
+        assert secure_one.guarantee_.to_dict() == secure_two.guarantee_.to_dict()
 
 
 # ------------------------------------------------------------------ noise scales against formulas
@@ -108,18 +132,25 @@ def test_input_perturbation_laplace_scale():
     assert np.mean(np.abs(noise)) == pytest.approx(b, rel=0.08)
     assert np.var(noise) == pytest.approx(2 * b * b, rel=0.15)
     assert abs(np.mean(noise)) < 5 * math.sqrt(2) * b / math.sqrt(n)
-    g = fit.guarantee
+    g = fit.guarantee_
     assert g.holds and g.epsilon == eps and g.delta == 0 and g.neighbouring == "entry-value"
     assert g.details["sensitivity"] == 8.0
     clamped = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), n_epochs=1,
                                random_state=0).fit(train.indices, train.values, train.shape)
     assert clamped.perturbed_values_.min() >= -4 and clamped.perturbed_values_.max() <= 4
-    # without a declared range the paper's data-derived Delta is used and the claim is flagged
-    paper = TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, random_state=0).fit(
-        train.indices, train.values, train.shape
-    )
+    # without a declared range the paper's data-derived Delta is used: only after opting in,
+    # and the guarantee says it does not hold (and that the range is released)
+    with pytest.raises(UnprovenPrivacyError, match="without value_range"):
+        TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1).fit(
+            train.indices, train.values, train.shape)
+    with enable_features("unproven"):
+        paper = TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, random_state=0).fit(
+            train.indices, train.values, train.shape
+        )
     assert paper.input_noise_scale_ == pytest.approx(np.ptp(train.values) / eps)
-    assert not paper.guarantee.holds and paper.guarantee.claim == "paper"
+    g = paper.guarantee_
+    assert not g.holds and g.claim == "paper" and g.epsilon == math.inf and g.nominal_epsilon == eps
+    assert "released" in g.reason and g.details["range_declared"] is False
 
 
 def _paired_fits(privacy, shape=(10, 10, 200), **kwargs):
@@ -128,7 +159,8 @@ def _paired_fits(privacy, shape=(10, 10, 200), **kwargs):
     indices = np.argwhere(rng.random(shape) < 0.5)
     values = rng.standard_normal(len(indices))
     common = dict(n_epochs=1, batch_size=len(values), random_state=9, **kwargs)
-    private = TensorCompletion(3, privacy=privacy, epsilon=2.0, **common).fit(indices, values, shape)
+    with enable_features("unproven"):
+        private = TensorCompletion(3, privacy=privacy, epsilon=2.0, **common).fit(indices, values, shape)
     plain = TensorCompletion(3, **common).fit(indices, values, shape)
     return private, plain, indices
 
@@ -145,8 +177,8 @@ def test_gradient_perturbation_noise_scale_algorithm_2():
     counts = np.bincount(indices[:, 2], minlength=200)
     ratio = np.mean(np.sum(diff**2, axis=1) / counts) / (d * (d + 1) * (2 * m / eps) ** 2)
     assert ratio == pytest.approx(1.0, rel=0.2)
-    g = private.guarantee
-    assert not g.holds and g.claim == "paper" and "un-noised" in g.reason
+    g = private.guarantee_
+    assert not g.holds and g.claim == "paper" and "un-noised" in g.reason and g.epsilon == math.inf
     assert g.details["sensitivity"] == 2 * m
 
 
@@ -159,7 +191,7 @@ def test_output_perturbation_noise_scale_algorithm_3():
     norms = np.linalg.norm(diff, axis=1)
     # ||n|| ~ Gamma(d, Delta / eps): mean d Delta / eps; 200 rows -> 4% standard error
     assert np.mean(norms) == pytest.approx(d * sens / eps, rel=0.15)
-    assert not private.guarantee.holds and "convex" in private.guarantee.reason
+    assert not private.guarantee_.holds and "convex" in private.guarantee_.reason
 
 
 def test_dpsgd_noise_scale_and_exact_accounting():
@@ -176,7 +208,7 @@ def test_dpsgd_noise_scale_and_exact_accounting():
     assert fit.noise_std_ == pytest.approx(z * 2 * clip)
     for factor in fit.factors_:  # 900 coordinates each: 2.4% standard error on the std
         assert np.std(factor) / eta == pytest.approx(fit.noise_std_, rel=0.1)
-    g = fit.guarantee
+    g = fit.guarantee_
     assert g.holds and g.accountant == "exact" and g.delta == delta
     assert g.epsilon_exact == pytest.approx(eps, rel=1e-6)
 
@@ -185,7 +217,7 @@ def test_dpsgd_composition_over_epochs_matches_pld():
     _, train, _ = _problem("cp", snr=4.0)
     fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=2.0, delta=1e-5, n_epochs=20, batch_size=800,
                            random_state=0).fit(train.indices, train.values, train.shape)
-    g = fit.guarantee
+    g = fit.guarantee_
     assert g.n_releases == 20  # one Gaussian release per entry per epoch
     assert g.noise_multiplier == pytest.approx(composed_noise_multiplier(2.0, 1e-5, 20, "exact"))
     assert pld_composed_epsilon(g.noise_multiplier, 20, 1e-5) == pytest.approx(2.0, rel=0.02)
@@ -198,21 +230,23 @@ def test_output_clipped_lemma_3_sensitivity_audit():
                              value_range=(-4.0, 4.0), clip=0.2, output_epochs=4, learning_rate=0.01,
                              random_state=0)
     model.fit(train.indices, train.values, train.shape)
-    p = model._check_params(train.shape)
-    neighbour = train.values.copy()
+    p = model._check_params(train.shape, len(train))
     e = 17
-    neighbour[e] -= 8.0  # flips the sign of the residual, so the clipped gradient changes
+    base, neighbour = np.clip(train.values, -4, 4), np.clip(train.values, -4, 4)
+    base[e], neighbour[e] = 4.0, -4.0  # the range's extremes: the clipped gradients differ most
     results = []
-    for vals in (train.values, neighbour):
+    for vals in (base, neighbour):
         factors = [f.copy() for f in model.factors_]
+        with pytest.warns(PrivacyWarning):  # the same test noise for both neighbours
+            source = resolve_noise(insecure_test_noise(3))
         model._output_clipped(train.indices, vals, factors, model.core_.copy(), p,
-                              np.random.default_rng(5), model.guarantee)
+                              np.random.default_rng(5), source)
         results.append(factors[2])
     diff = np.linalg.norm(results[0] - results[1], axis=1)
     k = train.indices[e, 2]
     assert np.all(diff[np.arange(20) != k] == 0)
     assert 0 < diff[k] <= 2 * 4 * 0.2 * 0.01 + 1e-12
-    g = model.guarantee
+    g = model.guarantee_
     assert g.holds and g.epsilon == 1.0 and g.epsilon_exact == pytest.approx(1.0)
     assert g.details["sensitivity"] == pytest.approx(2 * 4 * 0.2 * 0.01)
 
@@ -220,14 +254,23 @@ def test_output_clipped_lemma_3_sensitivity_audit():
 def test_guarantees_name_relation_and_public_information():
     _, train, _ = _problem("cp", snr=4.0)
     for privacy in PRIVACY_MODES[1:]:
-        fit = TensorCompletion(3, privacy=privacy, epsilon=1.0, n_epochs=2, value_range=(-4, 4),
-                               random_state=0).fit(train.indices, train.values, train.shape)
-        g = fit.guarantee
+        unproven = privacy in ("gradient", "output")
+        model = TensorCompletion(3, privacy=privacy, epsilon=1.0, n_epochs=2, value_range=(-4, 4),
+                                 random_state=0)
+        if unproven:
+            with pytest.raises(UnprovenPrivacyError, match="enable_features"):
+                model.fit(train.indices, train.values, train.shape)
+        with enable_features("unproven"):
+            fit = model.fit(train.indices, train.values, train.shape)
+        g = fit.guarantee_
         assert g.neighbouring == "entry-value"
         assert "Omega" in g.public and "one observed entry" in g.protected
-        assert g.holds == (privacy not in ("gradient", "output"))
-        assert ("DOES NOT HOLD" in g.describe()) == (not g.holds)
+        assert g.holds == (not unproven)
+        assert (g.epsilon == math.inf) == unproven and (g.nominal_epsilon == 1.0) == unproven
+        assert ("NOT PRIVATE" in g.describe()) == unproven and "entry-value" in g.describe()
         assert g.to_dict()["holds"] == g.holds
+        event = g.to_dp_event()
+        assert (event == dp_accounting.NonPrivateDpEvent()) == unproven
 
 
 # ------------------------------------------------------------------ errors

@@ -15,6 +15,7 @@ from dptensor.privacy import (
     RecordNeighbouring,
     clip_records,
     entry_neighbour_difference,
+    record_bound_violations,
     record_norms,
 )
 from dptensor.tensor import DenseTensor, SampleMoment
@@ -109,23 +110,38 @@ def test_record_relation_sensitivity_audit():
 def test_clip_records_dense_and_sparse():
     rng = np.random.default_rng(2)
     data = rng.standard_normal((30, 8)) * 2
-    with pytest.warns(UserWarning, match="clipped"):
-        clipped, n_clipped = clip_records(data, 3.0)
-    assert n_clipped == int(np.sum(np.linalg.norm(data, axis=1) > 3.0)) > 0
-    assert np.all(record_norms(clipped) <= 3.0 * (1 + 1e-12))
-    keep = np.linalg.norm(data, axis=1) <= 3.0
-    np.testing.assert_array_equal(clipped[keep], data[keep])
-    sparse = sp.random(30, 8, density=0.5, random_state=3, format="csr") * 5
-    with pytest.warns(UserWarning):
-        sclipped, _ = clip_records(sparse, 1.0)
-    assert sp.issparse(sclipped)
-    np.testing.assert_allclose(sclipped.toarray(), clip_records(sparse.toarray(), 1.0, warn=False)[0])
-    with pytest.raises(ValueError, match="above record_bound"):
-        clip_records(data, 3.0, clip=False)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        same, zero = clip_records(data, 100.0)
-    assert zero == 0 and same is data
+        warnings.simplefilter("error")  # clipping is silent: no warning may depend on the data
+        clipped = clip_records(data, 3.0)
+    over = np.linalg.norm(data, axis=1) > 3.0
+    assert over.any()
+    np.testing.assert_array_equal(record_bound_violations(data, 3.0), np.flatnonzero(over))
+    assert np.all(np.linalg.norm(clipped, axis=1) <= 3.0)
+    np.testing.assert_allclose(np.linalg.norm(clipped[over], axis=1), 3.0, rtol=1e-14)
+    np.testing.assert_allclose(clipped[over] / np.linalg.norm(clipped[over], axis=1)[:, None],
+                               data[over] / np.linalg.norm(data[over], axis=1)[:, None], rtol=1e-13)
+    np.testing.assert_array_equal(clipped[~over], data[~over])
+    sparse = sp.random(30, 8, density=0.5, random_state=3, format="csr") * 5
+    sclipped = clip_records(sparse, 1.0)
+    assert sp.issparse(sclipped)
+    np.testing.assert_allclose(sclipped.toarray(), clip_records(sparse.toarray(), 1.0))
+    np.testing.assert_array_equal(clip_records(data, 100.0), data)
+
+
+def test_clip_records_never_overflows():
+    """Entries up to the largest float are clipped to the bound, never to inf, nan or 0."""
+    huge = np.array([[1e308, 1e308, 0.0], [-1.7e308, 0.0, 1.7e308], [1.0, 2.0, 2.0], [0.0, 0.0, 0.0]])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        clipped = clip_records(huge, 2.0)
+        sclipped = clip_records(sp.csr_matrix(huge), 2.0).toarray()
+    for out in (clipped, sclipped):
+        norms = np.linalg.norm(out, axis=1)
+        assert np.all(np.isfinite(out)) and np.all(norms <= 2.0)
+        np.testing.assert_allclose(norms, [2.0, 2.0, 2.0, 0.0], rtol=1e-14)
+        np.testing.assert_allclose(out[0], [np.sqrt(2), np.sqrt(2), 0.0], rtol=1e-14)
+    np.testing.assert_allclose(record_norms(huge)[2:], [3.0, 0.0])
+    assert np.isinf(record_norms(huge)[1])  # its true norm exceeds the float range
+    np.testing.assert_allclose(record_norms(huge[:1]), [np.sqrt(2) * 1e308])
 
 
 @pytest.mark.parametrize("bound", [0.0, -1.0, float("inf"), float("nan")])

@@ -21,11 +21,24 @@ def _plain(value: object) -> object:
     raise TypeError(f"cannot serialise {type(value).__name__} to JSON")
 
 
+def _strict(value: object) -> object:
+    """Replace non-finite floats by the strings ``"inf"``, ``"-inf"`` and ``"nan"`` (strict JSON)."""
+    if isinstance(value, float | np.floating):
+        return float(value) if np.isfinite(value) else str(float(value))
+    if isinstance(value, Mapping):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+        return _strict(value.tolist())
+    return value
+
+
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> Path:
-    """Write ``payload`` as indented JSON, converting NumPy values to plain Python."""
+    """Write ``payload`` as indented, strict JSON (NumPy values as plain Python, ``inf`` as ``"inf"``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=_plain) + "\n")
+    path.write_text(json.dumps(_strict(payload), indent=2, default=_plain, allow_nan=False) + "\n")
     return path
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from dptensor.cli._io import write_json
 from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens
 from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
+from dptensor.privacy import NOISE_BACKENDS, enable_features
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +52,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--movielens", action="store_true",
                         help="files are MovieLens u.data (user item rating timestamp)")
     parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
-    parser.add_argument("--seed", type=int, default=None, help="random seed")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the public randomness (initialisation, shuffles); the privacy noise "
+                             "is always fresh")
+    parser.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
+                        help="sampler of the privacy noise: numpy (default) or opendp (floating-point "
+                             "safe; needs pip install 'dptensor[opendp]')")
+    parser.add_argument("--allow-unproven", action="store_true",
+                        help="run the paper's modes whose privacy claim does not hold (gradient, output, "
+                             "input without --value-range), to reproduce the paper")
     parser.add_argument("--out", metavar="FILE", help="write predictions as CSV (i,j,k,prediction[,value])")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
     parser.set_defaults(func=run)
@@ -83,22 +92,23 @@ def run(args: argparse.Namespace) -> int:
         learning_rate=args.lr, reg=args.reg, reg_core=args.reg_core, n_epochs=args.epochs,
         batch_size=args.batch_size, clip=args.clip,
         value_range=tuple(args.value_range) if args.value_range else None, random_state=args.seed,
+        noise=args.noise,
     )
     start = time.perf_counter()
-    model.fit(train.indices, train.values, train.shape)
+    with enable_features(*(("unproven",) if args.allow_unproven else ())):
+        model.fit(train.indices, train.values, train.shape)
     seconds = time.perf_counter() - start
     # the training error is computed from the private values without noise: shown only without --privacy
     train_rmse = model.history_[-1] if args.privacy is None else None
     print(f"{args.model.upper()} completion, rank {args.rank}, shape {train.shape}, {len(train)} observed "
           f"entries, {args.epochs} epochs: {seconds:.2f} s"
           + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
-    if model.guarantee is not None:
-        print("privacy: " + model.guarantee.describe())
-        if not model.guarantee.holds:
-            print("warning: " + model.guarantee.reason)
+    guarantee = model.guarantee_
+    if guarantee is not None:
+        print("privacy: " + guarantee.describe())
     payload: dict = {"shape": train.shape, "n_observed": len(train), "model": args.model, "rank": args.rank,
                      "privacy": args.privacy, "seconds": seconds, "train_rmse": train_rmse,
-                     "guarantee": None if model.guarantee is None else model.guarantee.to_dict()}
+                     "guarantee": None if guarantee is None else guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)
     if test is not None:

@@ -22,6 +22,8 @@ from dptensor.decomposition.private_power_method import (
 )
 from dptensor.privacy.calibration import gaussian_sigma_analytic, gaussian_sigma_classic
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
+from dptensor.privacy.noise import NoiseLike, NoiseSource
+from dptensor.privacy.release import Ledger, begin_release
 from dptensor.privacy.sensitivity import RecordNeighbouring
 from dptensor.tensor.operators import DenseTensor, SampleMoment, SymmetricTensor
 
@@ -35,13 +37,14 @@ def input_perturbation(
     epsilon: float,
     delta: float,
     accountant: Literal["exact", "classic"] = "exact",
-    neighbouring: Literal["entry", "record"] = "entry",
+    neighbouring: Literal["entry", "record"] | None = None,
     record_bound: float | None = None,
-    clip_records: bool = True,
     n_restarts: int | None = None,
     n_iter: int | None = None,
     tol: float = 1e-8,
     random_state: RandomStateLike = None,
+    noise: NoiseLike | NoiseSource = None,
+    ledger: Ledger | None = None,
 ) -> PrivatePowerMethodResult:
     """Release ``T + E`` with a symmetric Gaussian tensor ``E``, then run the robust power method.
 
@@ -58,7 +61,7 @@ def input_perturbation(
     ``"record"``
         ``T' - T = (x'^{(x)3} - x^{(x)3}) / n`` has Frobenius norm at most ``2 B^3 / n``; the noise
         is isotropic on symmetric tensors (convention ``"frobenius"``) with
-        ``scale = z 2 B^3 / n``. Records above ``B`` are clipped; ``n`` is public.
+        ``scale = z 2 B^3 / n``. Records above ``B`` are clipped, silently; ``n`` is public.
 
     ``z`` is the analytic Gaussian multiplier ``sigma(epsilon, delta)`` (``accountant="exact"``,
     Balle & Wang 2018) or the classic ``sqrt(2 ln(1.25/delta)) / epsilon`` (``"classic"``,
@@ -68,12 +71,13 @@ def input_perturbation(
 
     Parameters
     ----------
-    tensor, rank, epsilon, delta, neighbouring, record_bound, clip_records
+    tensor, rank, epsilon, delta, neighbouring, record_bound, noise, ledger
         As for :func:`~dptensor.decomposition.private_power_method.private_power_method`.
     accountant : {"exact", "classic"}, default "exact"
     n_restarts, n_iter, tol
         Passed to :func:`~dptensor.decomposition.power_method.power_method`.
     random_state : None, int or numpy.random.Generator
+        Public randomness: the restarts of the power method run on the released tensor.
 
     Returns
     -------
@@ -83,31 +87,36 @@ def input_perturbation(
     check_epsilon_delta(epsilon, delta)
     if accountant not in INPUT_ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {INPUT_ACCOUNTANTS}, got {accountant!r}")
-    op, relation = prepare_private_input(tensor, neighbouring, record_bound, clip_records)
+    op, relation = prepare_private_input(tensor, neighbouring, record_bound)
     rank = check_rank(rank, op.dim)
     rng = check_random_state(random_state)
     if accountant == "exact":
         z = gaussian_sigma_analytic(epsilon, delta)
     else:
         z = gaussian_sigma_classic(epsilon, delta)
-    guarantee = make_guarantee(
-        epsilon=epsilon,
-        delta=delta,
-        relation=relation,
-        accountant=accountant,
-        n_releases=1,
-        noise_multiplier=z,
-        extra={"algorithm": "input_perturbation", "rank": rank},
+    guarantee, source = begin_release(
+        make_guarantee(
+            epsilon=epsilon,
+            delta=delta,
+            relation=relation,
+            accountant=accountant,
+            n_releases=1,
+            noise_multiplier=z,
+            extra={"algorithm": "input_perturbation", "rank": rank},
+        ),
+        noise,
+        ledger=ledger,
+        description=f"input_perturbation rank {rank}",
     )
     if isinstance(relation, RecordNeighbouring):
         assert isinstance(op, SampleMoment)
         dense = op.to_dense()
-        noise = symmetric_gaussian_tensor(
-            op.dim, z * relation.scale, convention="frobenius", random_state=rng
+        noise_tensor = symmetric_gaussian_tensor(
+            op.dim, z * relation.scale, convention="frobenius", noise=source
         )
     else:
         dense = op.array if isinstance(op, DenseTensor) else op.to_dense()
-        noise = symmetric_gaussian_tensor(op.dim, z, convention="entry", random_state=rng)
-    noisy = DenseTensor(dense + noise, check_symmetry=False)
+        noise_tensor = symmetric_gaussian_tensor(op.dim, z, convention="entry", noise=source)
+    noisy = DenseTensor(dense + noise_tensor, check_symmetry=False)
     result = power_method(noisy, rank, n_restarts=n_restarts, n_iter=n_iter, tol=tol, random_state=rng)
     return PrivatePowerMethodResult._from(result, guarantee)

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Literal
 
+import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
@@ -42,9 +43,12 @@ from dptensor.decomposition.power_method import (
 from dptensor.privacy.calibration import (
     check_accountant,
     composed_gaussian_epsilon,
+    composed_gaussian_holds,
     composed_noise_multiplier,
 )
 from dptensor.privacy.guarantee import PrivacyGuarantee
+from dptensor.privacy.noise import NoiseLike, NoiseSource
+from dptensor.privacy.release import Ledger, begin_release
 from dptensor.privacy.sensitivity import (
     EntryNeighbouring,
     NeighbouringRelation,
@@ -56,10 +60,6 @@ from dptensor.tensor.operators import SampleMoment, SymmetricTensor, as_tensor
 
 Neighbouring = Literal["entry", "record"]
 NEIGHBOURING: tuple[str, ...] = ("entry", "record")
-
-#: Relative slack allowed between the exact epsilon of the added noise and the requested one
-#: (root-finding tolerance of the calibration).
-EPSILON_RTOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,24 @@ def default_private_n_iter(dim: int) -> int:
 
 def prepare_private_input(
     tensor: np.ndarray | sp.spmatrix | SymmetricTensor,
-    neighbouring: str,
+    neighbouring: str | None,
     record_bound: float | None,
-    clip: bool,
 ) -> tuple[SymmetricTensor, NeighbouringRelation]:
-    """Validate the tensor against the neighbouring relation; clip records for ``"record"``.
+    """Validate the input against the neighbouring relation; clip records for ``"record"``.
+
+    ``neighbouring=None`` takes the one relation the input admits: ``"record"`` for the records
+    themselves (a data matrix or a :class:`~dptensor.tensor.SampleMoment`), ``"entry"`` for a
+    tensor. Records above the bound are clipped silently (see
+    :func:`~dptensor.privacy.clip_records`). Everything here depends on the parameters, the
+    input's type and its public shape only.
 
     Returns the operator to decompose and the relation.
     """
+    is_records = isinstance(tensor, SampleMoment) or sp.issparse(tensor) or (
+        isinstance(tensor, np.ndarray | list) and np.ndim(tensor) == 2
+    )
+    if neighbouring is None:
+        neighbouring = "record" if is_records else "entry"
     if neighbouring not in NEIGHBOURING:
         raise ValueError(f"neighbouring must be one of {NEIGHBOURING}, got {neighbouring!r}")
     if neighbouring == "entry":
@@ -108,7 +118,7 @@ def prepare_private_input(
                 "record_bound only applies to neighbouring='record'; the entry relation "
                 "(Definition 4.2) protects single tensor entries and needs no bound"
             )
-        if isinstance(tensor, SampleMoment) or sp.issparse(tensor) or np.ndim(tensor) == 2:
+        if is_records:
             raise ValueError(
                 "this is a data matrix or the sample moment of one, but neighbouring='entry' "
                 "protects single tensor entries, not records; pass neighbouring='record' with "
@@ -124,17 +134,14 @@ def prepare_private_input(
                 "SampleMoment has custom weights, whose sensitivity is not 2 B^3 / n"
             )
         data = tensor.data
-    elif sp.issparse(tensor) or (isinstance(tensor, np.ndarray | list) and np.ndim(tensor) == 2):
+    elif is_records:
         data = tensor
     else:
         raise TypeError(
             "neighbouring='record' needs the records: pass SampleMoment(X) or the n x d data "
             f"matrix X itself, got {type(tensor).__name__}"
         )
-    moment = SampleMoment(data)
-    clipped, n_clipped = clip_records(moment.data, bound, clip=clip)
-    if n_clipped:
-        moment = SampleMoment(clipped)
+    moment = SampleMoment(clip_records(SampleMoment(data).data, bound))
     return moment, RecordNeighbouring(bound, moment.n_samples)
 
 
@@ -148,16 +155,19 @@ def make_guarantee(
     noise_multiplier: float,
     extra: dict[str, object],
 ) -> PrivacyGuarantee:
-    """Build the guarantee after checking that the noise really delivers ``(epsilon, delta)``."""
-    exact = composed_gaussian_epsilon(noise_multiplier, n_releases, delta)
-    if exact > epsilon * (1 + EPSILON_RTOL):
+    """The guarantee of ``K`` composed Gaussian releases, after checking it exactly.
+
+    ``(epsilon, delta)`` is verified with the closed-form Gaussian-DP criterion
+    (:func:`~dptensor.privacy.calibration.composed_gaussian_holds`), with no tolerance.
+    """
+    if not composed_gaussian_holds(noise_multiplier, n_releases, epsilon, delta):
+        exact = composed_gaussian_epsilon(noise_multiplier, n_releases, delta)
         raise ValueError(
             f"the {accountant!r} calibration gives noise multiplier {noise_multiplier:.4g}, which is "
             f"only ({exact:.4g}, {delta:g})-DP over {n_releases} releases, not ({epsilon:g}, "
             f"{delta:g}); use accountant='exact'"
         )
-    # The number of clipped records depends on the data and is not covered by the guarantee,
-    # so it is deliberately not recorded here.
+    exact = min(composed_gaussian_epsilon(noise_multiplier, n_releases, delta), float(epsilon))
     details: dict[str, object] = dict(relation.details())
     details.update(extra)
     return PrivacyGuarantee(
@@ -170,6 +180,11 @@ def make_guarantee(
         noise_multiplier=float(noise_multiplier),
         epsilon_exact=float(exact),
         details=details,
+        protected=relation.protected,
+        public=relation.public,
+        dp_event=dp_accounting.SelfComposedDpEvent(
+            dp_accounting.GaussianDpEvent(noise_multiplier), n_releases
+        ),
     )
 
 
@@ -182,10 +197,11 @@ def private_power_method(
     n_restarts: int | None = None,
     n_iter: int | None = None,
     accountant: Literal["exact", "advanced"] = "exact",
-    neighbouring: Neighbouring = "entry",
+    neighbouring: Neighbouring | None = None,
     record_bound: float | None = None,
-    clip_records: bool = True,
     random_state: RandomStateLike = None,
+    noise: NoiseLike | NoiseSource = None,
+    ledger: Ledger | None = None,
 ) -> PrivatePowerMethodResult:
     """Differentially private robust tensor power method (Wang & Anandkumar 2016, Algorithm 3).
 
@@ -219,19 +235,24 @@ def private_power_method(
         ``"exact"`` calibrates ``z`` so that the ``K`` Gaussian releases compose to exactly
         ``(epsilon, delta)`` (Gaussian DP; see :mod:`dptensor.privacy.calibration`) -- several
         times less noise for the same guarantee.
-    neighbouring : {"entry", "record"}, default "entry"
+    neighbouring : {"entry", "record"}, optional
         ``"entry"``: Definition 4.2, sensitivities ``6 ||u||_inf^2`` and ``6 ||u||_inf^3``
         (exact in l2, see :mod:`dptensor.privacy.sensitivity`). ``"record"``: one record
-        replaced, sensitivities ``2 B^3 ||u||_2^2 / n`` and ``2 B^3 ||u||_2^3 / n``.
-        **The number of records n is treated as public.**
+        replaced, sensitivities ``2 B^3 ||u||_2^2 / n`` and ``2 B^3 ||u||_2^3 / n``; **the
+        number of records n is public.** By default, the one relation the input admits:
+        ``"record"`` for a data matrix or sample moment, ``"entry"`` for a tensor.
     record_bound : float, optional
         ``B``, required for ``"record"`` and refused for ``"entry"``. Declare it from domain
-        knowledge, not from the data.
-    clip_records : bool, default True
-        For ``"record"``: scale records with ``||x||_2 > B`` down to norm ``B`` (with a
-        ``UserWarning`` that reports no count). With ``False`` such records raise ``ValueError``.
+        knowledge, not from the data. Records above it are clipped to norm ``B``, silently:
+        any signal that clipping happened would reveal a record above the bound. To look for
+        such records in data you may inspect, use :func:`~dptensor.privacy.record_bound_violations`.
     random_state : None, int or numpy.random.Generator
-        Seeds the restarts and the noise.
+        Public randomness: the restarts. Equal seeds give equal restarts.
+    noise : None, "numpy", "opendp" or insecure_test_noise(seed)
+        Secret randomness for the noise (:func:`~dptensor.privacy.resolve_noise`): fresh OS
+        entropy by default, never derived from ``random_state``.
+    ledger : BudgetLedger, optional
+        Charged with the guarantee before any data is read.
 
     Returns
     -------
@@ -242,9 +263,9 @@ def private_power_method(
     Raises
     ------
     ValueError
-        Bad budget, relation/input mismatch, records above the bound with clipping off, or
-        (``"advanced"`` only) parameters where the paper's constants would not deliver
-        ``(epsilon, delta)``.
+        Bad budget, relation/input mismatch, or (``"advanced"`` only) parameters where the
+        paper's constants would not deliver ``(epsilon, delta)``. Every check depends on the
+        parameters and the input's shape only.
 
     Notes
     -----
@@ -266,7 +287,7 @@ def private_power_method(
     """
     check_epsilon_delta(epsilon, delta)
     accountant = check_accountant(accountant)
-    op, relation = prepare_private_input(tensor, neighbouring, record_bound, clip_records)
+    op, relation = prepare_private_input(tensor, neighbouring, record_bound)
     rank = check_rank(rank, op.dim)
     n_restarts = default_n_restarts(rank) if n_restarts is None else n_restarts
     n_restarts = check_positive_int(n_restarts, "n_restarts")
@@ -277,25 +298,29 @@ def private_power_method(
     # Algorithm 3, step 2: K = kL(R+1) releases; charge them all before releasing anything.
     n_releases = rank * n_restarts * (n_iter + 1)
     z = composed_noise_multiplier(epsilon, delta, n_releases, accountant)
-    guarantee = make_guarantee(
-        epsilon=epsilon,
-        delta=delta,
-        relation=relation,
-        accountant=accountant,
-        n_releases=n_releases,
-        noise_multiplier=z,
-        extra={"algorithm": "private_power_method", "rank": rank, "n_restarts": n_restarts,
-               "n_iter": n_iter},
+    guarantee, source = begin_release(
+        make_guarantee(
+            epsilon=epsilon,
+            delta=delta,
+            relation=relation,
+            accountant=accountant,
+            n_releases=n_releases,
+            noise_multiplier=z,
+            extra={"algorithm": "private_power_method", "rank": rank, "n_restarts": n_restarts,
+                   "n_iter": n_iter},
+        ),
+        noise,
+        ledger=ledger,
+        description=f"private_power_method rank {rank} (Wang & Anandkumar 2016, Algorithm 3)",
     )
 
     def step_hook(images: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         # Step 7: release T(I,u,u) + nu ||u||_inf^2 z_t (entry) -- sigma = z * Delta(u).
-        scale = z * relation.pair_sensitivity(vectors)
-        return images + scale[None, :] * rng.standard_normal(images.shape)
+        return source.add_gaussian(images, (z * relation.pair_sensitivity(vectors))[None, :])
 
     def value_hook(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         # Step 10: release T(u,u,u) + nu ||u||_inf^3 z_tau for every restart.
-        return values + z * relation.triple_sensitivity(vectors) * rng.standard_normal(values.shape)
+        return source.add_gaussian(values, z * relation.triple_sensitivity(vectors))
 
     result = deflation_power_method(
         op,

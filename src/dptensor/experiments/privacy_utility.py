@@ -17,7 +17,8 @@ grid from which on that fraction stays above one half.
 Under the entry relation the noise of every method is proportional to ``z(epsilon)`` while the
 signal is proportional to the weights, so rescaling the weights only slides all curves along
 the ``epsilon`` axis together. We use ``lambda_1 = d^{3/2}``, which makes the typical entry of
-``T`` of the order of the unit change the relation protects.
+``T`` of the order of the unit change the relation protects. The seed fixes the tensors and the
+restarts (public randomness); the privacy noise is fresh in every run.
 """
 
 from __future__ import annotations

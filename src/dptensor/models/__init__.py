@@ -1,6 +1,6 @@
 """Estimators users fit (DESIGN.md, layer 4), with scikit-learn conventions."""
 
-from dptensor.models.completion import CompletionGuarantee, TensorCompletion
+from dptensor.models.completion import TensorCompletion
 from dptensor.models.spectral_lda import SpectralLDA
 
-__all__ = ["CompletionGuarantee", "SpectralLDA", "TensorCompletion"]
+__all__ = ["SpectralLDA", "TensorCompletion"]

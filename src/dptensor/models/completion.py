@@ -32,7 +32,9 @@ Privacy modes
     optional clamping of the noisy values back to ``[min, max]`` (post-processing), then the
     non-private fit. ``epsilon``-DP **holds** when the value range is declared
     (``value_range``; values are clipped into it). Without it the range is taken from the data,
-    as in the paper, and the guarantee is marked as not holding (the range itself leaks).
+    as in the paper: the exact minimum and maximum are then released (in ``value_range_``, the
+    guarantee's ``sensitivity`` and ``laplace_scale``), so that mode is one of the paper's
+    unproven ones (opt-in, ``holds=False``).
 ``"gradient"`` -- Algorithm 2, *the paper's claim, which does not hold*
     Each entry's gradient of ``c_k`` is clipped to norm ``m = clip`` and gets exponential-norm
     noise ``p(n) ~ exp(-epsilon ||n|| / Delta)`` with ``Delta = 2m`` (Section 5.1 sets
@@ -73,6 +75,19 @@ Privacy modes
     ``Delta = 2 tau L eta`` to every row (``budget_split * epsilon``). Pure ``epsilon``-DP by
     sequential composition.
 
+The paper's modes whose claims fail (``"gradient"``, ``"output"``, and ``"input"`` without a
+declared range) run only after ``dptensor.privacy.enable_features("unproven")``; their guarantee
+reports ``holds=False`` and ``epsilon = inf`` (the paper's number is ``nominal_epsilon``).
+
+Side channels
+-------------
+Nothing a private fit lets a caller observe depends on the private values except through the
+noise: values are clipped into the declared range before every stage that reads them; DP-SGD
+clips each residual so that no value, however large, can overflow; private modes never compute
+a training error on the private values (``history_`` stays empty), and the only divergence check
+looks at the released, noisy parameters. The public randomness (initialisation, shuffles) comes
+from ``random_state``; the noise from ``noise`` (fresh OS entropy by default).
+
 Protected entity and public information
 ---------------------------------------
 Every mode protects **the value of one observed entry** (one rating): neighbouring datasets have
@@ -89,9 +104,9 @@ the data.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+import dp_accounting
 import numpy as np
 
 from dptensor._validation import (
@@ -105,13 +120,19 @@ from dptensor._validation import (
     check_real,
 )
 from dptensor.privacy import (
+    EpsilonDeltaDpEvent,
+    NoiseSource,
     PrivacyGuarantee,
+    begin_release,
     composed_gaussian_epsilon,
+    composed_gaussian_holds,
     composed_noise_multiplier,
     exponential_norm_noise,
-    laplace_noise,
     laplace_scale,
+    require_unproven,
 )
+from dptensor.privacy.noise import NoiseLike, check_noise
+from dptensor.privacy.release import Ledger
 
 MODELS = ("cp", "tucker")
 PRIVACY_MODES = (None, "input", "gradient", "output", "gradient_dpsgd", "output_clipped")
@@ -120,44 +141,30 @@ NEIGHBOURING = "entry-value"
 PROTECTED = "the value of one observed entry (one rating); Omega and the shape are fixed"
 PUBLIC = (
     "tensor shape, the set Omega of observed indices (who rated what, when), n, hyper-parameters "
-    "(rank, learning_rate, reg, n_epochs, batch_size, clip, value_range), the random seed's use"
+    "(rank, learning_rate, reg, n_epochs, batch_size, clip, value_range), and the public randomness "
+    "(random_state: initialisation and shuffles)"
 )
 
 
-@dataclass(frozen=True)
-class CompletionGuarantee(PrivacyGuarantee):
-    """A :class:`~dptensor.privacy.PrivacyGuarantee` with the status of the claim.
-
-    Extra attributes
-    ----------------
-    holds : bool
-        ``True`` when dptensor can prove the stated ``(epsilon, delta)`` for the relation;
-        ``False`` for the paper's claims that do not follow (see ``reason``).
-    claim : str
-        ``"proved"`` (dptensor's argument, in the module docstring) or ``"paper"`` (the paper's
-        Theorem, reproduced as written).
-    reason : str
-        Why the claim does not hold (empty when it holds).
-    protected, public : str
-        What the relation protects and what is public.
-    """
-
-    holds: bool = True
-    claim: str = "proved"
-    reason: str = ""
-    protected: str = PROTECTED
-    public: str = PUBLIC
-
-    def describe(self) -> str:
-        """One line for logs and reports, starting with whether the claim holds."""
-        head = "" if self.holds else "CLAIM DOES NOT HOLD (" + self.claim + "'s claim): "
-        return head + super().describe()
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out.update(holds=self.holds, claim=self.claim, reason=self.reason,
-                   protected=self.protected, public=self.public)
-        return out
+#: Why each of the paper's unproven modes fails (shown in the opt-in error and the guarantee).
+UNPROVEN_REASONS = {
+    "gradient": (
+        "A, B (and G) are trained with un-noised gradients and released, so they are a "
+        "deterministic function of every value (no finite epsilon); each entry's noisy gradient is "
+        "released n_epochs times and the paper charges epsilon once; the proof compares neighbours "
+        "at a common minimiser C*, which SGD does not reach"
+    ),
+    "output": (
+        "Lemma 3 needs a convex, L-Lipschitz, beta-smooth loss with eta <= 2/beta; objective (6)/(7) "
+        "is multilinear (non-convex) with unbounded gradients and nothing enforces L; A, B (and G) "
+        "are released without noise"
+    ),
+    "input": (
+        "without a declared value_range, Delta = max - min is computed from the private values and "
+        "released (value_range_, the guarantee's sensitivity and laplace_scale); declare value_range "
+        "for the guarantee to hold"
+    ),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +221,24 @@ def _core_gradient(weights: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndar
     return ((ab * weights[:, None]).T @ c).reshape(p, q, t)
 
 
+def _clip_residuals(resid: np.ndarray, direction_norm: np.ndarray, bound: float) -> np.ndarray:
+    """Residuals ``r`` limited so that ``|r| * ||w|| <= bound``, for any finite or infinite ``r``.
+
+    The clipped gradient ``-2 r w`` is computed from the limited residual, never as ``r * w``
+    rescaled afterwards, so even ``r = 1e308`` cannot overflow into ``inf`` or ``nan``. A zero
+    direction contributes no gradient whatever ``r`` is (its residual becomes 0).
+    """
+    with np.errstate(divide="ignore"):
+        limit = np.where(direction_norm > 0, bound / direction_norm, 0.0)
+    return np.clip(np.nan_to_num(resid, nan=0.0), -limit, limit)
+
+
+def _data_range(values: np.ndarray) -> tuple[float, float]:
+    """``(min, max)`` of the values (the paper's unproven input perturbation without a range)."""
+    low, high = float(values.min()), float(values.max())
+    return (low, high) if high > low else (low, low + 1.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # The estimator
 # ---------------------------------------------------------------------------------------------
@@ -264,13 +289,19 @@ class TensorCompletion:
         Factors start as ``init_scale * |N(0, 1)|`` (data-independent), the core as
         ``init_scale * N(0, 1)``.
     random_state : None, int or Generator
+        Public randomness: initialisation and shuffles.
+    noise : None, "numpy", "opendp" or insecure_test_noise(seed)
+        Secret randomness for the privacy noise (:func:`~dptensor.privacy.resolve_noise`):
+        fresh OS entropy by default, never derived from ``random_state``.
+    ledger : BudgetLedger, optional
+        Charged with the guarantee before the private values are read.
 
     Attributes
     ----------
     factors_ : list of three ndarrays ``(n_m, rank_m)``
     core_ : ndarray or None
         Tucker core ``G`` (``None`` for CP).
-    guarantee : CompletionGuarantee or None
+    guarantee_ : PrivacyGuarantee or None
         The privacy statement (``None`` when ``privacy`` is ``None``).
     shape_ : tuple of three ints
     n_observed_ : int
@@ -308,6 +339,8 @@ class TensorCompletion:
         output_epochs: int = 10,
         init_scale: float = 0.5,
         random_state: RandomStateLike = None,
+        noise: NoiseLike = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.rank = rank
         self.model = model
@@ -326,9 +359,12 @@ class TensorCompletion:
         self.output_epochs = output_epochs
         self.init_scale = init_scale
         self.random_state = random_state
+        self.noise = noise
+        self.ledger = ledger
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, shape: tuple[int, int, int]) -> dict[str, Any]:
+    def _check_params(self, shape: tuple[int, int, int], n: int) -> dict[str, Any]:
+        """Every check of the parameters; depends on them, the shape and the public ``n`` only."""
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.privacy not in PRIVACY_MODES:
@@ -384,7 +420,96 @@ class TensorCompletion:
             p["value_range"] = None
         if self.delta is not None:
             check_epsilon_delta(1.0, self.delta)
+        p["delta"] = float(self.delta) if self.delta is not None else min(1e-5, 1.0 / n)
+        check_noise(self.noise)
+        unproven = self.privacy if self.privacy in ("gradient", "output") else (
+            "input" if self.privacy == "input" and p["value_range"] is None else None
+        )
+        if unproven is not None:
+            what = {"gradient": "privacy='gradient' (Wei et al., Algorithm 2)",
+                    "output": "privacy='output' (Wei et al., Algorithm 3)",
+                    "input": "privacy='input' without value_range (Wei et al., Algorithm 1 as printed)"}
+            require_unproven(what[unproven], UNPROVEN_REASONS[unproven])
         return p
+
+    # ------------------------------------------------------------------ guarantees
+    def _plan_guarantee(self, p: dict, values: np.ndarray) -> PrivacyGuarantee | None:
+        """The guarantee of the chosen mode, from the parameters alone.
+
+        ``values`` is read only by the paper's ``"input"`` mode without a declared range, whose
+        range comes from the data (that is why it is unproven, and the guarantee says so).
+        """
+        mode = self.privacy
+        if mode is None:
+            return None
+        eps = p["epsilon"]
+        common = {"neighbouring": NEIGHBOURING, "protected": PROTECTED, "public": PUBLIC}
+        if mode in ("input", "output_clipped"):
+            eps_in = eps if mode == "input" else (1 - p["budget_split"]) * eps
+            low, high = p["value_range"] if p["value_range"] is not None else _data_range(values)
+            sens = high - low
+            stage1 = {"algorithm": "Wei et al. Algorithm 1", "sensitivity": sens,
+                      "laplace_scale": laplace_scale(eps_in, sens), "value_range": (low, high),
+                      "range_declared": p["value_range"] is not None, "clamped": bool(self.clamp)}
+            if mode == "input":
+                declared = p["value_range"] is not None
+                return PrivacyGuarantee(
+                    epsilon=eps, delta=0.0, accountant="pure (Laplace, Lemma 1)", n_releases=1,
+                    mechanism="laplace", noise_multiplier=1 / eps, epsilon_exact=eps, details=stage1,
+                    holds=declared, claim="proved" if declared else "paper",
+                    reason="" if declared else UNPROVEN_REASONS["input"],
+                    dp_event=dp_accounting.LaplaceDpEvent(1 / eps), **common,
+                )
+            eps_out = p["budget_split"] * eps
+            sens_out = 2.0 * p["output_epochs"] * p["clip"] * p["eta"]
+            return PrivacyGuarantee(
+                epsilon=eps, delta=0.0, accountant="pure, sequential composition", n_releases=2,
+                mechanism="laplace + exponential-norm", noise_multiplier=1 / eps_out, epsilon_exact=eps,
+                details={"stage1": "Algorithm 1 on all factors", "epsilon_input": eps_in,
+                         "laplace_scale": stage1["laplace_scale"],
+                         "stage2": "convex clipped refit of C (Lemma 3 holds) + Algorithm 3 noise",
+                         "epsilon_output": eps_out, "sensitivity": sens_out, "tau": p["output_epochs"],
+                         "lipschitz": p["clip"], "learning_rate": p["eta"], "value_range": (low, high)},
+                dp_event=dp_accounting.ComposedDpEvent(
+                    [dp_accounting.LaplaceDpEvent(1 / eps_in), EpsilonDeltaDpEvent(eps_out)]
+                ),
+                **common,
+            )
+        if mode == "gradient":
+            return PrivacyGuarantee(
+                epsilon=eps, delta=0.0, accountant="paper (Theorem 2)",
+                n_releases=p["n_epochs"] * values.shape[0], mechanism="exponential-norm",
+                noise_multiplier=1 / eps, epsilon_exact=math.inf,
+                details={"algorithm": "Wei et al. Algorithm 2", "sensitivity": 2 * p["clip"],
+                         "clip": p["clip"], "noised": "gradients of C only"},
+                holds=False, claim="paper", reason=UNPROVEN_REASONS["gradient"], **common,
+            )
+        if mode == "output":
+            sens = 2 * p["n_epochs"] * p["clip"] * p["eta"]
+            return PrivacyGuarantee(
+                epsilon=eps, delta=0.0, accountant="paper (Theorem 3)", n_releases=1,
+                mechanism="exponential-norm", noise_multiplier=1 / eps, epsilon_exact=math.inf,
+                details={"algorithm": "Wei et al. Algorithm 3", "sensitivity": sens, "tau": p["n_epochs"],
+                         "lipschitz": p["clip"], "learning_rate": p["eta"], "noised": "rows of C only"},
+                holds=False, claim="paper", reason=UNPROVEN_REASONS["output"], **common,
+            )
+        # gradient_dpsgd
+        delta = p["delta"]
+        z = composed_noise_multiplier(eps, delta, p["n_epochs"], "exact")
+        if not composed_gaussian_holds(z, p["n_epochs"], eps, delta):  # pragma: no cover - guard
+            raise RuntimeError(f"calibration failed for epsilon={eps}, delta={delta}")
+        sens = 2.0 * p["clip"]
+        return PrivacyGuarantee(
+            epsilon=eps, delta=delta, accountant="exact", n_releases=p["n_epochs"], mechanism="gaussian",
+            noise_multiplier=z,
+            epsilon_exact=min(eps, composed_gaussian_epsilon(z, p["n_epochs"], delta)),
+            details={"algorithm": "DP-SGD, per-entry clipping, all parameters noised",
+                     "clip": p["clip"], "sensitivity": sens, "noise_std": z * sens,
+                     "batch_size": min(p["batch_size"], values.shape[0]), "n_epochs": p["n_epochs"],
+                     "releases_per_entry_per_epoch": 1},
+            dp_event=dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), p["n_epochs"]),
+            **common,
+        )
 
     # ------------------------------------------------------------------ fitting
     def fit(self, indices: object, values: object, shape: object) -> TensorCompletion:
@@ -402,12 +527,22 @@ class TensorCompletion:
         self
         """
         indices, values, shape = check_entries(indices, values, shape)
-        p = self._check_params(shape)
-        rng = check_random_state(self.random_state)
         n = values.shape[0]
+        p = self._check_params(shape, n)
+        rng = check_random_state(self.random_state)
+        if p["value_range"] is not None:
+            # every stage reads the values only inside the declared range
+            values = np.clip(values, *p["value_range"])
         self.shape_ = shape
         self.n_observed_ = n
         self.history_: list[float] = []
+        guarantee = self._plan_guarantee(p, values)
+        source: NoiseSource | None = None
+        if guarantee is not None:
+            guarantee, source = begin_release(
+                guarantee, self.noise, ledger=self.ledger,
+                description=f"TensorCompletion {self.model} rank {self.rank}, privacy={self.privacy!r}",
+            )
         ranks = p["ranks"]
         factors = [p["init_scale"] * np.abs(rng.standard_normal((shape[m], ranks[m]))) for m in range(3)]
         core = p["init_scale"] * rng.standard_normal(ranks) if self.model == "tucker" else None
@@ -417,96 +552,47 @@ class TensorCompletion:
             core[np.diag_indices(min(ranks), 3)] += 1.0
 
         mode = self.privacy
-        guarantee: CompletionGuarantee | None = None
         if mode in ("input", "output_clipped"):
-            eps_in = p["epsilon"] if mode == "input" else (1 - p["budget_split"]) * p["epsilon"]
-            train_values, guarantee = self._input_perturbation(values, p, eps_in, rng)
+            train_values = self._input_perturbation(values, guarantee, source)
             self._sgd(indices, train_values, factors, core, p, rng, mode=None)
             if mode == "output_clipped":
-                guarantee = self._output_clipped(indices, values, factors, core, p, rng, guarantee)
+                self._output_clipped(indices, values, factors, core, p, rng, source)
         elif mode in (None, "output"):
             self._sgd(indices, values, factors, core, p, rng, mode=None)
             if mode == "output":
-                guarantee = self._output_paper(factors, p, rng)
+                self._output_paper(factors, p, source)
         elif mode == "gradient":
-            self._sgd(indices, values, factors, core, p, rng, mode="gradient")
-            guarantee = CompletionGuarantee(
-                epsilon=p["epsilon"], delta=0.0, neighbouring=NEIGHBOURING, accountant="paper (Theorem 2)",
-                n_releases=p["n_epochs"] * n, mechanism="exponential-norm", noise_multiplier=1 / p["epsilon"],
-                epsilon_exact=math.inf,
-                details={"algorithm": "Wei et al. Algorithm 2", "sensitivity": 2 * p["clip"],
-                         "clip": p["clip"], "noised": "gradients of C only"},
-                holds=False, claim="paper",
-                reason=(
-                    "A, B (and G) are trained with un-noised gradients and released, so they are a "
-                    "deterministic function of every value (no finite epsilon); each entry's noisy "
-                    "gradient is released n_epochs times and the paper charges epsilon once; the proof "
-                    "compares neighbours at a common minimiser C*, which SGD does not reach"
-                ),
-            )
+            self._sgd(indices, values, factors, core, p, rng, mode="gradient", source=source)
         else:  # gradient_dpsgd
-            guarantee = self._dpsgd(indices, values, factors, core, p, rng)
-        if mode not in (None, "input"):
-            # Computed from the private values without noise: not covered by the guarantee.
-            self.history_ = []
+            self.noise_std_ = guarantee.details["noise_std"]
+            self._sgd(indices, values, factors, core, p, rng, mode="gradient_dpsgd", source=source,
+                      sigma=self.noise_std_)
         self.factors_ = factors
         self.core_ = core
-        self.guarantee = guarantee
+        self.guarantee_ = guarantee
         return self
 
     def _input_perturbation(
-        self, values: np.ndarray, p: dict, epsilon: float, rng: np.random.Generator
-    ) -> tuple[np.ndarray, CompletionGuarantee]:
+        self, values: np.ndarray, guarantee: PrivacyGuarantee, source: NoiseSource
+    ) -> np.ndarray:
         """Algorithm 1: ``x' = x + Lap(Delta / epsilon)`` on every observed entry."""
-        declared = p["value_range"] is not None
-        low, high = p["value_range"] if declared else (float(values.min()), float(values.max()))
-        if high <= low:
-            high = low + 1.0
-        delta_range = high - low
-        clipped = np.clip(values, low, high)
-        scale = laplace_scale(epsilon, delta_range)
-        noisy = clipped + laplace_noise(values.shape[0], scale, random_state=rng)
+        details = guarantee.details
+        low, high = details["value_range"]
+        scale = details["laplace_scale"]
+        noisy = source.add_laplace(np.clip(values, low, high), scale)
         if self.clamp:
             noisy = np.clip(noisy, low, high)
         self.input_noise_scale_ = scale
         self.perturbed_values_ = noisy
         self.value_range_ = (low, high)
-        guarantee = CompletionGuarantee(
-            epsilon=epsilon, delta=0.0, neighbouring=NEIGHBOURING, accountant="pure (Laplace, Lemma 1)",
-            n_releases=1, mechanism="laplace", noise_multiplier=scale / delta_range,
-            epsilon_exact=epsilon if declared else math.inf,
-            details={"algorithm": "Wei et al. Algorithm 1", "sensitivity": delta_range,
-                     "laplace_scale": scale,
-                     "value_range": (low, high) if declared else "taken from the data (not released)",
-                     "range_declared": declared,
-                     "clamped": bool(self.clamp)},
-            holds=declared, claim="proved" if declared else "paper",
-            reason="" if declared else (
-                "Delta = max - min was computed from the private values themselves; declare "
-                "value_range for the guarantee to hold"
-            ),
-        )
-        return noisy, guarantee
+        return noisy
 
-    def _output_paper(self, factors: list, p: dict, rng: np.random.Generator) -> CompletionGuarantee:
+    def _output_paper(self, factors: list, p: dict, source: NoiseSource) -> None:
         """Algorithm 3: exponential-norm noise with ``Delta = 2 tau L eta`` on every row of ``C``."""
         sens = 2 * p["n_epochs"] * p["clip"] * p["eta"]
         c = factors[2]
-        c += exponential_norm_noise(c.shape[1], sens, p["epsilon"], size=c.shape[0], random_state=rng)
+        c += exponential_norm_noise(c.shape[1], sens, p["epsilon"], size=c.shape[0], noise=source)
         self.output_sensitivity_ = sens
-        return CompletionGuarantee(
-            epsilon=p["epsilon"], delta=0.0, neighbouring=NEIGHBOURING, accountant="paper (Theorem 3)",
-            n_releases=1, mechanism="exponential-norm", noise_multiplier=1 / p["epsilon"],
-            epsilon_exact=math.inf,
-            details={"algorithm": "Wei et al. Algorithm 3", "sensitivity": sens, "tau": p["n_epochs"],
-                     "lipschitz": p["clip"], "learning_rate": p["eta"], "noised": "rows of C only"},
-            holds=False, claim="paper",
-            reason=(
-                "Lemma 3 needs a convex, L-Lipschitz, beta-smooth loss with eta <= 2/beta; objective "
-                "(6)/(7) is multilinear (non-convex) with unbounded gradients and nothing enforces L; "
-                "A, B (and G) are released without noise"
-            ),
-        )
 
     def _output_clipped(
         self,
@@ -516,9 +602,12 @@ class TensorCompletion:
         core: np.ndarray | None,
         p: dict,
         rng: np.random.Generator,
-        stage1: CompletionGuarantee,
-    ) -> CompletionGuarantee:
-        """Convex refit of ``C`` with A, B, G fixed, clipped per-row permutation SGD, then noise."""
+        source: NoiseSource,
+    ) -> None:
+        """Convex refit of ``C`` with A, B, G fixed, clipped per-row permutation SGD, then noise.
+
+        ``values`` are already clipped into the declared range.
+        """
         eps_out = p["budget_split"] * p["epsilon"]
         lam, eta, lip, tau = p["reg"], p["eta"], p["clip"], p["output_epochs"]
         a, b, c = factors
@@ -542,61 +631,17 @@ class TensorCompletion:
                 rows = k[sel]
                 crow = c[rows]
                 resid = values[sel] - np.einsum("nr,nr->n", w[sel], crow)
-                grad = -2.0 * resid[:, None] * w[sel]
-                norm = np.linalg.norm(grad, axis=1)
-                grad *= np.minimum(1.0, lip / np.maximum(norm, 1e-300))[:, None]
+                # the entry's gradient -2 r w clipped to norm L: |r| <= L / (2 ||w||)
+                limited = _clip_residuals(resid, np.linalg.norm(w[sel], axis=1), lip / 2.0)
+                grad = -2.0 * limited[:, None] * w[sel]
                 grad += 2.0 * lam_e[sel, None] * crow
                 c[rows] = crow - steps[sel, None] * grad
         sens = 2.0 * tau * lip * eta
-        c += exponential_norm_noise(c.shape[1], sens, eps_out, size=c.shape[0], random_state=rng)
+        c += exponential_norm_noise(c.shape[1], sens, eps_out, size=c.shape[0], noise=source)
         self.output_sensitivity_ = sens
-        eps_total = p["epsilon"]
-        return CompletionGuarantee(
-            epsilon=eps_total, delta=0.0, neighbouring=NEIGHBOURING,
-            accountant="pure, sequential composition", n_releases=2,
-            mechanism="laplace + exponential-norm", noise_multiplier=1 / eps_out,
-            epsilon_exact=stage1.epsilon + eps_out,
-            details={"stage1": "Algorithm 1 on all factors", "epsilon_input": stage1.epsilon,
-                     "laplace_scale": stage1.details["laplace_scale"],
-                     "stage2": "convex clipped refit of C (Lemma 3 holds) + Algorithm 3 noise",
-                     "epsilon_output": eps_out, "sensitivity": sens, "tau": tau, "lipschitz": lip,
-                     "learning_rate": eta, "value_range": stage1.details["value_range"]},
-            holds=True, claim="proved",
-        )
 
-    def _dpsgd(
-        self,
-        indices: np.ndarray,
-        values: np.ndarray,
-        factors: list,
-        core: np.ndarray | None,
-        p: dict,
-        rng: np.random.Generator,
-    ) -> CompletionGuarantee:
-        """DP-SGD over all parameters with exact Gaussian composition over the epochs."""
-        n = values.shape[0]
-        delta = float(self.delta) if self.delta is not None else min(1e-5, 1.0 / n)
-        check_epsilon_delta(p["epsilon"], delta)
-        z = composed_noise_multiplier(p["epsilon"], delta, p["n_epochs"], "exact")
-        sens = 2.0 * p["clip"]
-        sigma = z * sens
-        self.noise_std_ = sigma
-        self._sgd(indices, values, factors, core, p, rng, mode="gradient_dpsgd", sigma=sigma)
-        eps_exact = composed_gaussian_epsilon(z, p["n_epochs"], delta)
-        if eps_exact > p["epsilon"] * (1 + 1e-6):  # pragma: no cover - calibration guard
-            raise RuntimeError(f"calibration failed: exact epsilon {eps_exact} > {p['epsilon']}")
-        return CompletionGuarantee(
-            epsilon=p["epsilon"], delta=delta, neighbouring=NEIGHBOURING, accountant="exact",
-            n_releases=p["n_epochs"], mechanism="gaussian", noise_multiplier=z, epsilon_exact=eps_exact,
-            details={"algorithm": "DP-SGD, per-entry clipping, all parameters noised",
-                     "clip": p["clip"], "sensitivity": sens, "noise_std": sigma,
-                     "batch_size": min(p["batch_size"], n), "n_epochs": p["n_epochs"],
-                     "releases_per_entry_per_epoch": 1},
-            holds=True, claim="proved",
-        )
-
-    # Divergence is detected after each epoch (a non-finite training error), so overflow inside
-    # an epoch is not an error yet.
+    # Overflow inside an epoch is not an error yet: non-private fits check the training error
+    # after each epoch, private fits the released parameters.
     @np.errstate(over="ignore", invalid="ignore")
     def _sgd(
         self,
@@ -608,9 +653,16 @@ class TensorCompletion:
         rng: np.random.Generator,
         *,
         mode: str | None,
+        source: NoiseSource | None = None,
         sigma: float = 0.0,
     ) -> None:
-        """Mini-batch form of the paper's per-entry SGD on (6)/(7); updates in place."""
+        """Mini-batch form of the paper's per-entry SGD on (6)/(7); updates in place.
+
+        ``rng`` is the public randomness (shuffles); ``source`` the secret noise. With
+        ``mode="gradient_dpsgd"`` each batch's gradient sum over all parameters -- every
+        per-entry squared-error gradient clipped to ``clip`` -- gets ``N(0, sigma^2)`` on every
+        coordinate before the step.
+        """
         # Objective (6)/(7) charges lambda ||A||_F^2 once; spread over the entries of each row it
         # is lambda / n_i per visit of row i (n_i from the public Omega), so one epoch of SGD
         # steps follows the gradient of (6)/(7) itself.
@@ -621,6 +673,9 @@ class TensorCompletion:
         batch = min(p["batch_size"], n)
         a_mat, b_mat, c_mat = factors
         tucker = self.model == "tucker"
+        dpsgd = mode == "gradient_dpsgd"
+        # A training error on the raw values is only computed where the values are not private.
+        track_error = self.privacy is None or self.privacy == "input"
         for _ in range(p["n_epochs"]):
             order = rng.permutation(n)
             sq_err = 0.0
@@ -630,14 +685,15 @@ class TensorCompletion:
                 a, b, c = a_mat[i], b_mat[j], c_mat[k]
                 pred, wa, wb, wc = _directions(self.model, core, a, b, c)
                 resid = values[sel] - pred
-                sq_err += float(resid @ resid)
-                if mode == "gradient_dpsgd":
-                    # per-entry clipping of the squared-error gradient over all parameters
+                if track_error:
+                    sq_err += float(resid @ resid)
+                if dpsgd:
+                    # per-entry clipping of the squared-error gradient over all parameters:
+                    # ||2 r w|| <= m  <=>  |r| <= m / (2 ||w||), with w the gradient of x_hat
                     norm2 = (wa * wa).sum(1) + (wb * wb).sum(1) + (wc * wc).sum(1)
                     if tucker:
                         norm2 = norm2 + (a * a).sum(1) * (b * b).sum(1) * (c * c).sum(1)
-                    norm = 2.0 * np.abs(resid) * np.sqrt(norm2)
-                    resid = resid * np.minimum(1.0, m / np.maximum(norm, 1e-300))
+                    resid = _clip_residuals(resid, np.sqrt(norm2), m / 2.0)
                 ga = -2.0 * resid[:, None] * wa + (2.0 * lam * inv_counts[0][sel])[:, None] * a
                 gb = -2.0 * resid[:, None] * wb + (2.0 * lam * inv_counts[1][sel])[:, None] * b
                 gc = -2.0 * resid[:, None] * wc + (2.0 * lam * inv_counts[2][sel])[:, None] * c
@@ -645,30 +701,41 @@ class TensorCompletion:
                     # Algorithm 2, steps 6-8: clip c_k's gradient to m, add exponential-norm noise
                     norm = np.linalg.norm(gc, axis=1)
                     gc *= np.minimum(1.0, m / np.maximum(norm, 1e-300))[:, None]
-                    gc += exponential_norm_noise(
-                        gc.shape[1], 2.0 * m, p["epsilon"], size=gc.shape[0], random_state=rng
-                    )
+                    gc += exponential_norm_noise(gc.shape[1], 2.0 * m, p["epsilon"], size=gc.shape[0],
+                                                 noise=source)
                 if tucker:
                     g_core = -2.0 * _core_gradient(resid, a, b, c) + (2.0 * lam_g * sel.shape[0] / n) * core
                 # step of each row: eta, capped at 1/h where h is the trace of the row's Gauss-Newton
-                # curvature over this batch (keeps the Jacobi form stable for large batches)
+                # curvature over this batch (keeps the Jacobi form stable for large batches); it
+                # depends on the parameters and the public Omega only
                 steps = [_row_steps(eta, rows, w, mat.shape[0])
                          for rows, w, mat in ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))]
                 for rows, g, mat, step in ((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]),
                                            (k, gc, c_mat, steps[2])):
-                    _scatter_add(mat, rows, -step[rows, None] * g)
-                if mode == "gradient_dpsgd":
-                    for mat, step in zip((a_mat, b_mat, c_mat), steps, strict=True):
-                        mat -= (step * sigma)[:, None] * rng.standard_normal(mat.shape)
-                    if tucker:
-                        g_core += sigma * rng.standard_normal(core.shape)
+                    if dpsgd:
+                        # the batch's gradient sum, noised on every coordinate, then the step
+                        total = np.zeros_like(mat)
+                        _scatter_add(total, rows, g)
+                        mat -= step[:, None] * source.add_gaussian(total, sigma)
+                    else:
+                        _scatter_add(mat, rows, -step[rows, None] * g)
                 if tucker:
+                    if dpsgd:
+                        g_core = source.add_gaussian(g_core, sigma)
                     h_core = 2.0 * float(np.sum((a * a).sum(1) * (b * b).sum(1) * (c * c).sum(1)))
                     core -= eta / max(1.0, eta * h_core) * g_core
-            self.history_.append(math.sqrt(sq_err / n))
-            if not math.isfinite(self.history_[-1]):
+            if track_error:
+                self.history_.append(math.sqrt(sq_err / n))
+                if not math.isfinite(self.history_[-1]):
+                    raise FloatingPointError(
+                        "SGD diverged (training error is not finite); lower learning_rate or batch_size"
+                    )
+            elif not all(np.all(np.isfinite(f)) for f in factors) or (
+                tucker and not np.all(np.isfinite(core))
+            ):
+                # a check of the released (noised) parameters only: post-processing
                 raise FloatingPointError(
-                    "SGD diverged (training error is not finite); lower learning_rate or batch_size"
+                    "SGD diverged (the noised parameters are not finite); lower learning_rate"
                 )
 
     # ------------------------------------------------------------------ prediction

@@ -1,14 +1,17 @@
-"""Differential privacy: mechanisms, calibration and accounting, sensitivities, guarantees.
+"""Differential privacy: mechanisms, secret noise, calibration, accounting, sensitivities, guarantees.
 
-See DESIGN.md, layer 2. The private algorithms themselves live in
-:mod:`dptensor.decomposition` (``private_power_method``, ``input_perturbation``).
+See DESIGN.md, layer 2, and ``docs/privacy.md``. The private algorithms themselves live in
+:mod:`dptensor.decomposition` (``private_power_method``, ``input_perturbation``) and
+:mod:`dptensor.models`.
 """
 
+from dptensor.privacy.accounting import EpsilonDeltaDpEvent, compose, event_epsilon, make_accountant
 from dptensor.privacy.calibration import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
     advanced_step_parameters,
     composed_gaussian_epsilon,
+    composed_gaussian_holds,
     composed_noise_multiplier,
     gaussian_delta,
     gaussian_epsilon,
@@ -18,6 +21,8 @@ from dptensor.privacy.calibration import (
     noise_ratio,
     pld_composed_epsilon,
 )
+from dptensor.privacy.errors import PrivacyWarning, UnprovenPrivacyError
+from dptensor.privacy.features import disable_features, enable_features, feature_enabled, require_unproven
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.mechanisms import (
     exponential_norm_noise,
@@ -27,39 +32,67 @@ from dptensor.privacy.mechanisms import (
     symmetric_gaussian_matrix,
     symmetric_gaussian_tensor,
 )
+from dptensor.privacy.noise import (
+    NOISE_BACKENDS,
+    InsecureTestNoise,
+    NoiseSource,
+    insecure_test_noise,
+    resolve_noise,
+)
+from dptensor.privacy.release import Ledger, begin_release
 from dptensor.privacy.sensitivity import (
     EntryNeighbouring,
     NeighbouringRelation,
     RecordNeighbouring,
     clip_records,
     entry_neighbour_difference,
+    record_bound_violations,
     record_norms,
 )
 
 __all__ = [
     "ACCOUNTANTS",
+    "NOISE_BACKENDS",
     "EntryNeighbouring",
+    "EpsilonDeltaDpEvent",
+    "InsecureTestNoise",
+    "Ledger",
     "NeighbouringRelation",
+    "NoiseSource",
     "PrivacyGuarantee",
+    "PrivacyWarning",
     "RecordNeighbouring",
+    "UnprovenPrivacyError",
     "advanced_composition_epsilon",
     "advanced_step_parameters",
+    "begin_release",
     "clip_records",
+    "compose",
     "composed_gaussian_epsilon",
+    "composed_gaussian_holds",
     "composed_noise_multiplier",
+    "disable_features",
+    "enable_features",
     "entry_neighbour_difference",
+    "event_epsilon",
     "exponential_norm_noise",
+    "feature_enabled",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_noise",
     "gaussian_sigma_analytic",
     "gaussian_sigma_classic",
+    "insecure_test_noise",
     "laplace_noise",
     "laplace_scale",
+    "make_accountant",
     "noise_ratio",
     "orbit_sizes",
     "pld_composed_epsilon",
+    "record_bound_violations",
     "record_norms",
+    "require_unproven",
+    "resolve_noise",
     "symmetric_gaussian_matrix",
     "symmetric_gaussian_tensor",
 ]

@@ -93,18 +93,48 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
     return sensitivity * _analytic_sigma(float(epsilon), float(delta))
 
 
+def _gaussian_log_delta(noise_multiplier: float, epsilon: float) -> float:
+    """``log delta(epsilon)`` of the Gaussian mechanism with ``sigma / Delta = noise_multiplier``."""
+    mu = 1.0 / noise_multiplier
+    first = float(log_ndtr(mu / 2 - epsilon / mu))
+    second = epsilon + float(log_ndtr(-mu / 2 - epsilon / mu))
+    if second >= first:
+        return -math.inf
+    return first + math.log(-math.expm1(second - first))
+
+
+def _safe_side(value: float, holds, *, upward: bool = True) -> float:
+    """Nudge a root-finder's answer until ``holds(value)``: calibration errs towards privacy.
+
+    Bracketing root-finders (Brent's method in dp-accounting) return a point within a tolerance
+    of the root, on either side. We move it, ulp by growing ulp, to the side where the privacy
+    condition holds, so no calibration ever reports an epsilon below the true one.
+    """
+    step = math.ulp(value) or 5e-324
+    while not holds(value):
+        value = value + step if upward else value - step
+        step *= 2.0
+    return value
+
+
 @lru_cache(maxsize=4096)
 def _analytic_sigma(epsilon: float, delta: float) -> float:
     import dp_accounting
 
-    return float(dp_accounting.get_sigma_gaussian(epsilon, delta))
+    log_delta = math.log(delta)
+    sigma = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
+    # the smallest sigma must satisfy delta(epsilon; sigma) <= delta: move up if it does not
+    return _safe_side(sigma, lambda s: _gaussian_log_delta(s, epsilon) <= log_delta)
 
 
 @lru_cache(maxsize=4096)
 def _analytic_epsilon(noise_multiplier: float, delta: float) -> float:
     import dp_accounting
 
-    return float(dp_accounting.get_epsilon_gaussian(noise_multiplier, delta))
+    log_delta = math.log(delta)
+    epsilon = float(dp_accounting.get_epsilon_gaussian(noise_multiplier, delta))
+    # the reported epsilon must satisfy delta(epsilon; sigma) <= delta: move up if it does not
+    return _safe_side(epsilon, lambda e: _gaussian_log_delta(noise_multiplier, e) <= log_delta)
 
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -129,12 +159,7 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
     sensitivity = check_real(sensitivity, "sensitivity")
     if not isinstance(epsilon, int | float | np.floating) or not math.isfinite(epsilon) or epsilon < 0:
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    mu = sensitivity / sigma
-    first = float(log_ndtr(mu / 2 - epsilon / mu))
-    second = epsilon + float(log_ndtr(-mu / 2 - epsilon / mu))
-    if second >= first:
-        return 0.0
-    return float(math.exp(first) * -math.expm1(second - first))
+    return math.exp(_gaussian_log_delta(sigma / sensitivity, float(epsilon)))
 
 
 def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float:
@@ -200,7 +225,22 @@ def composed_noise_multiplier(
     if accountant == "advanced":
         eps_step, delta_step = advanced_step_parameters(epsilon, delta, n_releases)
         return math.sqrt(2.0 * math.log(1.25 / delta_step)) / eps_step
-    return math.sqrt(n_releases) * gaussian_sigma_analytic(epsilon, delta)
+    sigma = gaussian_sigma_analytic(epsilon, delta)
+    root = math.sqrt(n_releases)
+    # z / sqrt(K) must not round below sigma
+    return _safe_side(root * sigma, lambda z: z / root >= sigma)
+
+
+def composed_gaussian_holds(noise_multiplier: float, n_releases: int, epsilon: float, delta: float) -> bool:
+    """Whether ``K`` composed Gaussian releases with multiplier ``z`` are ``(epsilon, delta)``-DP.
+
+    The exact criterion (Gaussian DP: one Gaussian with multiplier ``z / sqrt(K)``, Balle & Wang
+    2018, Theorem 8), evaluated in closed form in log space -- no root-finding, no tolerance.
+    """
+    noise_multiplier = check_real(noise_multiplier, "noise_multiplier")
+    n_releases = check_positive_int(n_releases, "n_releases")
+    check_epsilon_delta(epsilon, delta)
+    return _gaussian_log_delta(noise_multiplier / math.sqrt(n_releases), float(epsilon)) <= math.log(delta)
 
 
 def composed_gaussian_epsilon(noise_multiplier: float, n_releases: int, delta: float) -> float:

@@ -1,4 +1,8 @@
-"""Noise samplers for differential privacy, vectorised, each taking ``random_state``.
+"""Noise samplers for differential privacy, vectorised, each drawing from a secret ``noise`` source.
+
+Every sampler takes ``noise`` (``None``, ``"numpy"``, ``"opendp"``,
+:func:`~dptensor.privacy.insecure_test_noise` or a :class:`~dptensor.privacy.NoiseSource`),
+never a public ``random_state``: see :mod:`dptensor.privacy.noise`.
 
 =====================================  ==============================================================
 :func:`gaussian_noise`                  ``N(0, sigma^2)`` of any shape
@@ -45,7 +49,8 @@ from typing import Literal
 
 import numpy as np
 
-from dptensor._validation import RandomStateLike, check_positive_int, check_random_state, check_real
+from dptensor._validation import check_positive_int, check_real
+from dptensor.privacy.noise import NoiseLike, NoiseSource, resolve_noise
 
 SymmetricConvention = Literal["unique", "frobenius", "entry"]
 
@@ -59,20 +64,21 @@ def _shape(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
 
 
 def gaussian_noise(
-    shape: int | tuple[int, ...], sigma: float, *, random_state: RandomStateLike = None
+    shape: int | tuple[int, ...], sigma: float, *, noise: NoiseLike | NoiseSource = None
 ) -> np.ndarray:
     """I.i.d. ``N(0, sigma^2)`` noise of the given shape (the Gaussian mechanism's noise).
 
     Calibrate ``sigma`` with :func:`~dptensor.privacy.gaussian_sigma_analytic` or
     :func:`~dptensor.privacy.gaussian_sigma_classic` for a query of l2 sensitivity ``Delta_2``.
+    To add it to a value, prefer ``resolve_noise(noise).add_gaussian(value, sigma)``, which is
+    floating-point safe under the ``"opendp"`` backend.
     """
     sigma = check_real(sigma, "sigma", strict=False)
-    rng = check_random_state(random_state)
-    return sigma * rng.standard_normal(_shape(shape))
+    return resolve_noise(noise).gaussian(_shape(shape), sigma)
 
 
 def laplace_noise(
-    shape: int | tuple[int, ...], scale: float, *, random_state: RandomStateLike = None
+    shape: int | tuple[int, ...], scale: float, *, noise: NoiseLike | NoiseSource = None
 ) -> np.ndarray:
     """I.i.d. ``Laplace(0, b)`` noise (Dwork & Roth 2014, Definition 3.3).
 
@@ -80,8 +86,7 @@ def laplace_noise(
     query of l1 sensitivity ``Delta_1`` is ``epsilon``-DP.
     """
     scale = check_real(scale, "scale", strict=False)
-    rng = check_random_state(random_state)
-    return rng.laplace(0.0, scale, size=_shape(shape)) if scale > 0 else np.zeros(_shape(shape))
+    return resolve_noise(noise).laplace(_shape(shape), scale)
 
 
 def exponential_norm_noise(
@@ -90,7 +95,7 @@ def exponential_norm_noise(
     epsilon: float,
     *,
     size: int | tuple[int, ...] | None = None,
-    random_state: RandomStateLike = None,
+    noise: NoiseLike | NoiseSource = None,
 ) -> np.ndarray:
     """Vectors with density ``p(b) ~ exp(-epsilon ||b||_2 / Delta_2)`` on ``R^dim``.
 
@@ -110,7 +115,9 @@ def exponential_norm_noise(
         ``> 0``.
     size : int or tuple, optional
         Leading batch shape; the result has shape ``size + (dim,)``.
-    random_state : None, int or Generator
+    noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
+        Secret randomness (NumPy's Gamma and normal samplers under every backend: OpenDP has no
+        sampler for this mechanism).
 
     Returns
     -------
@@ -124,11 +131,11 @@ def exponential_norm_noise(
         math.isfinite(epsilon) and epsilon > 0
     ):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    rng = check_random_state(random_state)
+    source = resolve_noise(noise)
     batch = _shape(size)
-    directions = rng.standard_normal(batch + (dim,))
+    directions = source.standard_normal(batch + (dim,))
     norms = np.linalg.norm(directions, axis=-1, keepdims=True)
-    radii = rng.gamma(shape=dim, scale=sensitivity / epsilon, size=batch + (1,))
+    radii = source.gamma(dim, sensitivity / epsilon, size=batch + (1,))
     return radii * directions / norms
 
 
@@ -152,27 +159,27 @@ def _symmetric_noise(
     scale: float,
     convention: str,
     size: int | tuple[int, ...] | None,
-    random_state: RandomStateLike,
+    noise: NoiseLike | NoiseSource,
 ) -> np.ndarray:
     dim = check_positive_int(dim, "dim")
     scale = check_real(scale, "scale", strict=False)
     allowed = ("unique", "frobenius", "entry") if order == 3 else ("unique", "frobenius")
     if convention not in allowed:
         raise ValueError(f"convention must be one of {allowed}, got {convention!r}")
-    rng = check_random_state(random_state)
+    source = resolve_noise(noise)
     batch = _shape(size)
     flat, orbit = _sorted_index_map(dim, order)
+    # One independent draw per orbit (its sorted representative), copied to the whole orbit.
+    representatives, inverse = np.unique(flat, return_inverse=True)
+    orbit_size = orbit[representatives]
     if convention == "unique":
-        std = np.ones(flat.shape)
+        std = np.ones(representatives.shape)
     elif convention == "frobenius":
-        std = 1.0 / np.sqrt(orbit)
+        std = 1.0 / np.sqrt(orbit_size)
     else:
-        std = 6.0 / orbit
-    # One standard normal per entry; each entry reads the draw at its sorted representative,
-    # so every orbit shares one independent draw (noise on the unique entries, symmetrised).
-    draws = rng.standard_normal(batch + (dim**order,))
-    noise = scale * std * draws[..., flat]
-    return noise.reshape(batch + (dim,) * order)
+        std = 6.0 / orbit_size
+    draws = source.gaussian(batch + representatives.shape, scale * std)
+    return draws[..., inverse].reshape(batch + (dim,) * order)
 
 
 def symmetric_gaussian_matrix(
@@ -181,7 +188,7 @@ def symmetric_gaussian_matrix(
     *,
     convention: Literal["unique", "frobenius"] = "unique",
     size: int | tuple[int, ...] | None = None,
-    random_state: RandomStateLike = None,
+    noise: NoiseLike | NoiseSource = None,
 ) -> np.ndarray:
     """A symmetric ``dim x dim`` Gaussian matrix (noise on the unique entries, then mirrored).
 
@@ -196,7 +203,7 @@ def symmetric_gaussian_matrix(
     -------
     ndarray of shape ``size + (dim, dim)``
     """
-    return _symmetric_noise(dim, 2, scale, convention, size, random_state)
+    return _symmetric_noise(dim, 2, scale, convention, size, noise)
 
 
 def symmetric_gaussian_tensor(
@@ -205,7 +212,7 @@ def symmetric_gaussian_tensor(
     *,
     convention: SymmetricConvention = "unique",
     size: int | tuple[int, ...] | None = None,
-    random_state: RandomStateLike = None,
+    noise: NoiseLike | NoiseSource = None,
 ) -> np.ndarray:
     """A symmetric ``dim x dim x dim`` Gaussian tensor (noise on the unique entries, symmetrised).
 
@@ -220,7 +227,7 @@ def symmetric_gaussian_tensor(
     -------
     ndarray of shape ``size + (dim, dim, dim)``
     """
-    return _symmetric_noise(dim, 3, scale, convention, size, random_state)
+    return _symmetric_noise(dim, 3, scale, convention, size, noise)
 
 
 def orbit_sizes(dim: int) -> np.ndarray:

@@ -33,12 +33,13 @@ public and unchanged). Then ``T' - T = (x'^{(x)3} - x^{(x)3}) / n`` and
 
 Both are attained by ``x' = B u/||u||``, ``x = -B u/||u||``; for unit ``u`` both equal
 ``2 B^3 / n``. The whole tensor moves by at most ``||T' - T||_F <= 2 B^3 / n`` (used by input
-perturbation). Nothing here forms a ``d^3`` array.
+perturbation). Nothing here forms a ``d^3`` array. The bound must hold for every input, so
+records above ``B`` are clipped to it -- silently, since any signal that clipping happened
+would tell a record above the bound from one below it (:func:`clip_records`).
 """
 
 from __future__ import annotations
 
-import warnings
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -53,6 +54,16 @@ class NeighbouringRelation(ABC):
 
     #: Short name recorded in a :class:`~dptensor.privacy.PrivacyGuarantee`.
     name: str = ""
+
+    @property
+    def protected(self) -> str:
+        """What one neighbouring change may be."""
+        return ""
+
+    @property
+    def public(self) -> str:
+        """What the mechanism treats as public."""
+        return ""
 
     @abstractmethod
     def pair_sensitivity(self, vectors: np.ndarray) -> np.ndarray:
@@ -75,6 +86,10 @@ class EntryNeighbouring(NeighbouringRelation):
     """
 
     name = "entry"
+    protected = (
+        "one entry of the symmetric tensor changed by up to 1, with its permuted copies (Definition 4.2)"
+    )
+    public = "the dimension d and the algorithm's parameters"
 
     def pair_sensitivity(self, vectors: np.ndarray) -> np.ndarray:
         return 6.0 * np.max(np.abs(vectors), axis=0) ** 2
@@ -111,6 +126,13 @@ class RecordNeighbouring(NeighbouringRelation):
         self.n_records = check_positive_int(n_records, "n_records")
 
     @property
+    def protected(self) -> str:
+        return (f"one record replaced by any record of l2 norm <= B={self.record_bound:g} "
+                "(records above B are clipped to it, silently)")
+
+    public = "the number of records n, the dimension d, the bound B and the algorithm's parameters"
+
+    @property
     def scale(self) -> float:
         """``2 B^3 / n``: sensitivity of both queries at a unit vector and of the whole tensor."""
         return 2.0 * self.record_bound**3 / self.n_records
@@ -135,60 +157,88 @@ def check_record_bound(record_bound: object) -> float:
     return check_real(record_bound, "record_bound")
 
 
-def record_norms(data: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """l2 norm of each row of a dense or sparse data matrix."""
+def _scaled_norms(data: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, its largest absolute entry ``s`` and ``||x / s||`` (``s = 1`` for a zero row)."""
     if sp.issparse(data):
-        return np.sqrt(np.asarray(data.multiply(data).sum(axis=1)).ravel())
-    return np.linalg.norm(data, axis=1)
+        csr = sp.csr_matrix(data, dtype=np.float64)
+        scale = np.zeros(csr.shape[0])
+        nonempty = np.diff(csr.indptr) > 0
+        if csr.nnz:
+            scale[nonempty] = np.maximum.reduceat(np.abs(csr.data), csr.indptr[:-1][nonempty])
+        scale = np.where(scale > 0, scale, 1.0)
+        scaled = _divide_rows(csr, scale)
+        return scale, np.sqrt(np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel())
+    data = np.asarray(data, dtype=np.float64)
+    scale = np.max(np.abs(data), axis=1) if data.shape[1] else np.zeros(data.shape[0])
+    scale = np.where(scale > 0, scale, 1.0)
+    return scale, np.linalg.norm(data / scale[:, None], axis=1)
 
 
-def clip_records(
-    data: np.ndarray | sp.spmatrix, record_bound: float, *, clip: bool = True, warn: bool = True
-) -> tuple[np.ndarray | sp.csr_matrix, int]:
-    """Scale every row with ``||x||_2 > record_bound`` down to norm ``record_bound``.
+def _divide_rows(data: np.ndarray | sp.csr_matrix, divisors: np.ndarray) -> np.ndarray | sp.csr_matrix:
+    """Each row divided by its divisor (a division, not a multiplication by a subnormal inverse)."""
+    if sp.issparse(data):
+        out = sp.csr_matrix(data, dtype=np.float64, copy=True)
+        out.data /= np.repeat(divisors, np.diff(out.indptr))
+        return out
+    return np.asarray(data, dtype=np.float64) / divisors[:, None]
+
+
+def record_norms(data: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """l2 norm of each row of a dense or sparse data matrix, without intermediate overflow.
+
+    Each row is divided by its largest absolute entry before squaring, so rows with entries up
+    to the largest float (``1e308``) get their true norm (``inf`` only if the norm itself
+    exceeds the float range).
+    """
+    scale, relative = _scaled_norms(data)
+    with np.errstate(over="ignore"):
+        return scale * relative
+
+
+def clip_records(data: np.ndarray | sp.spmatrix, record_bound: float) -> np.ndarray | sp.csr_matrix:
+    """Scale every row with ``||x||_2 > record_bound`` down to norm ``record_bound``, silently.
+
+    Clipping is what makes the record relation's sensitivity hold for any input, so private
+    functions always clip. They say nothing about it: no warning, count, error or attribute
+    reveals whether a record was clipped, because that would tell a record above the bound from
+    one below it with certainty (a side channel with ``epsilon = inf``). To inspect your data
+    for records above the bound, call :func:`record_bound_violations` yourself, on data you are
+    allowed to look at.
 
     Parameters
     ----------
     data : ndarray or sparse matrix of shape (n, d)
     record_bound : float
-    clip : bool, default True
-        With ``False``, a record above the bound raises ``ValueError`` instead.
-    warn : bool, default True
-        Emit a ``UserWarning`` that clipping happened (it changes the tensor being decomposed).
 
     Returns
     -------
-    clipped : same kind as ``data`` (sparse becomes CSR)
-    n_clipped : int
-        For the caller's own checks only: the count depends on the data and is not covered by
-        any privacy guarantee, so neither the warning, the error nor any private result
-        reports it (nor the largest norm).
+    same kind as ``data`` (sparse becomes CSR)
     """
     bound = check_record_bound(record_bound)
-    norms = record_norms(data)
-    # A relative slack of 1e-12 keeps records normalised to exactly B from being "clipped".
-    over = norms > bound * (1 + 1e-12)
-    n_clipped = int(np.count_nonzero(over))
-    if n_clipped == 0:
-        return data, 0
-    if not clip:
-        raise ValueError(
-            f"some records have l2 norm above record_bound={bound:g}; the record-level guarantee "
-            "needs the bound to hold. Pass clip_records=True to clip them, or declare a larger "
-            "bound (how many, and by how much, is not reported: it is not covered by the guarantee)"
-        )
-    factors = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
-    if warn:
-        warnings.warn(
-            f"records with l2 norm above record_bound={bound:g} were clipped to it; the decomposed "
-            "moment is that of the clipped data (the number clipped is not reported: it is not "
-            "covered by the privacy guarantee)",
-            UserWarning,
-            stacklevel=4,
-        )
-    if sp.issparse(data):
-        return sp.csr_matrix(sp.diags(factors) @ data), n_clipped
-    return data * factors[:, None], n_clipped
+    scale, relative = _scaled_norms(data)
+    with np.errstate(under="ignore"):
+        over = relative > (bound / scale)
+    # x -> (x / s) * (B' / ||x / s||): no overflow even for 1e308 entries, and B' = B (1 - 8 ulp)
+    # keeps rounding from pushing a clipped norm above B.
+    target = bound * (1.0 - 8 * np.finfo(np.float64).eps)
+    divisors = np.where(over, scale, 1.0)
+    factors = np.where(over, target / np.where(over, relative, 1.0), 1.0)
+    scaled = _divide_rows(data, divisors)
+    if sp.issparse(scaled):
+        return sp.csr_matrix(sp.diags(factors) @ scaled)
+    return scaled * factors[:, None]
+
+
+def record_bound_violations(data: np.ndarray | sp.spmatrix, record_bound: float) -> np.ndarray:
+    """Indices of the records whose l2 norm exceeds ``record_bound`` -- **not private**.
+
+    This inspects the private data directly and its answer is covered by no guarantee: use it
+    only on data you are allowed to see (a public sample, a schema check before a private run),
+    never to decide what to release. Private functions never call it; they clip silently
+    (:func:`clip_records`).
+    """
+    bound = check_record_bound(record_bound)
+    return np.flatnonzero(record_norms(data) > bound)
 
 
 def entry_neighbour_difference(dim: int, i: int, j: int, k: int) -> np.ndarray:

@@ -1,0 +1,227 @@
+"""Secret randomness for mechanism noise, kept apart from the public ``random_state``.
+
+Every private function in dptensor draws two kinds of randomness:
+
+* **public** randomness -- random restarts, shuffles, initialisations -- from ``random_state``
+  (``None``, an int or a :class:`numpy.random.Generator`), so that equal seeds repeat them; and
+* **secret** randomness -- the noise of the mechanism -- from a :class:`NoiseSource` that
+  :func:`resolve_noise` builds from the ``noise`` argument. The privacy of the release rests on
+  this noise being unknown to the adversary, so it is **never** derived from ``random_state``:
+  two runs with ``random_state=0`` share their restarts and differ in their noise.
+
+Backends
+--------
+``noise=None`` or ``"numpy"`` (default)
+    NumPy's PCG64 generator seeded with fresh entropy from the operating system
+    (:class:`numpy.random.SeedSequence` with no seed reads 128 bits from :mod:`secrets`) at the
+    start of every private call. Fast. Two caveats, stated plainly: PCG64 is a statistical, not a
+    cryptographic, generator; and NumPy's floating-point samplers (the ziggurat Gaussian, the
+    inverse-CDF Laplace) are not exactly the distributions the proofs assume. Mironov (2012,
+    *On significance of the least significant bits for differential privacy*) showed that the
+    textbook floating-point Laplace mechanism can leak the input through the low-order bits of
+    its output; the same concern applies in principle to every floating-point sampler, NumPy's
+    included. The guarantees dptensor states are those of the ideal real-valued mechanisms.
+``noise="opendp"``
+    The samplers of the OpenDP library (``pip install "dptensor[opendp]"``), which draw from the
+    operating system's cryptographically secure generator and sample the Gaussian and Laplace
+    mechanisms exactly on a fine grid (floating-point safe), about 10^5 values per second. Used
+    for every Gaussian and Laplace release (``add_gaussian``, ``add_laplace``); the
+    exponential-norm (l2 K-norm) mechanism has no OpenDP sampler and uses NumPy's Gamma sampler
+    seeded from OS entropy under both backends.
+:func:`insecure_test_noise` (``seed``)
+    Reproducible noise from a public seed, **for tests and experiments on synthetic data only**.
+    The noise is known to anyone who knows the seed, so a release made with it carries a
+    guarantee that does not hold (``epsilon = inf``), and a :class:`PrivacyWarning` is issued.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dptensor.privacy.errors import PrivacyWarning
+
+NOISE_BACKENDS: tuple[str, ...] = ("numpy", "opendp")
+
+#: Why a guarantee does not hold when the noise came from :func:`insecure_test_noise`.
+INSECURE_NOISE_REASON = (
+    "the noise was drawn from insecure_test_noise(seed): anyone who knows the seed knows the noise, "
+    "so the release is not private (use only for tests and experiments on synthetic data)"
+)
+
+
+@dataclass(frozen=True)
+class InsecureTestNoise:
+    """Reproducible, **not private** noise for tests: see :func:`insecure_test_noise`."""
+
+    seed: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
+            raise ValueError(f"insecure_test_noise needs a non-negative integer seed, got {self.seed!r}")
+
+
+def insecure_test_noise(seed: int) -> InsecureTestNoise:
+    """Noise reproducible from ``seed`` -- for tests only; the guarantee then does not hold.
+
+    Pass it as ``noise=insecure_test_noise(0)`` to any private function or estimator to make its
+    noise repeat exactly (every call restarts the stream from ``seed``). The result's guarantee
+    reports ``holds=False`` and ``epsilon=inf``, and a :class:`PrivacyWarning` is issued.
+    """
+    return InsecureTestNoise(int(seed))
+
+
+NoiseLike = None | Literal["numpy", "opendp"] | InsecureTestNoise
+
+
+class NoiseSource:
+    """A live sampler of mechanism noise (build one with :func:`resolve_noise`).
+
+    Attributes
+    ----------
+    backend : {"numpy", "opendp"}
+    secure : bool
+        ``False`` only for :func:`insecure_test_noise`.
+    """
+
+    def __init__(self, backend: str, generator: np.random.Generator, *, secure: bool) -> None:
+        self.backend = backend
+        self.secure = secure
+        self._rng = generator
+
+    def __repr__(self) -> str:
+        return f"NoiseSource(backend={self.backend!r}, secure={self.secure})"
+
+    # -- Gaussian ----------------------------------------------------------------------------
+    def add_gaussian(self, values: np.ndarray, sigma: float | np.ndarray) -> np.ndarray:
+        """``values + N(0, sigma^2)`` elementwise (``sigma`` a number or broadcastable array)."""
+        values = np.asarray(values, dtype=np.float64)
+        sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), values.shape)
+        if self.backend == "opendp":
+            return _opendp_add(values, sigma, "gaussian")
+        return values + sigma * self._rng.standard_normal(values.shape)
+
+    def gaussian(self, shape: int | tuple[int, ...], sigma: float | np.ndarray = 1.0) -> np.ndarray:
+        """``N(0, sigma^2)`` noise of the given shape (``add_gaussian`` on zeros)."""
+        return self.add_gaussian(np.zeros(shape), sigma)
+
+    # -- Laplace -----------------------------------------------------------------------------
+    def add_laplace(self, values: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
+        """``values + Laplace(0, scale)`` elementwise."""
+        values = np.asarray(values, dtype=np.float64)
+        scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), values.shape)
+        if self.backend == "opendp":
+            return _opendp_add(values, scale, "laplace")
+        return values + self._rng.laplace(0.0, 1.0, size=values.shape) * scale
+
+    def laplace(self, shape: int | tuple[int, ...], scale: float | np.ndarray = 1.0) -> np.ndarray:
+        """``Laplace(0, scale)`` noise of the given shape."""
+        return self.add_laplace(np.zeros(shape), scale)
+
+    # -- raw draws for samplers OpenDP does not offer ----------------------------------------
+    def standard_normal(self, shape: int | tuple[int, ...]) -> np.ndarray:
+        """Standard normal draws from the secret generator (NumPy's sampler under both backends)."""
+        return self._rng.standard_normal(shape)
+
+    def gamma(self, shape: float, scale: float, size: int | tuple[int, ...]) -> np.ndarray:
+        """Gamma draws from the secret generator (NumPy's sampler under both backends)."""
+        return self._rng.gamma(shape, scale, size=size)
+
+    def random(self, size: int | tuple[int, ...]) -> np.ndarray:
+        """Uniform ``[0, 1)`` draws, e.g. for secret (Poisson) subsampling."""
+        return self._rng.random(size)
+
+
+def resolve_noise(noise: NoiseLike | NoiseSource) -> NoiseSource:
+    """Build the :class:`NoiseSource` a private call draws its noise from.
+
+    Parameters
+    ----------
+    noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
+        ``None`` and ``"numpy"``: NumPy with fresh OS entropy; ``"opendp"``: OpenDP's samplers;
+        :func:`insecure_test_noise`: reproducible test noise (with a :class:`PrivacyWarning`); a
+        :class:`NoiseSource` is used as it is (to share one source between calls).
+
+    Raises
+    ------
+    ValueError
+        Unknown backend. ``ImportError`` (with the install command) if ``"opendp"`` is asked for
+        and OpenDP is not installed.
+    """
+    if isinstance(noise, NoiseSource):
+        return noise
+    if isinstance(noise, InsecureTestNoise):
+        warnings.warn(
+            "insecure_test_noise: the privacy noise is reproducible from a public seed, so this "
+            "release is NOT differentially private (its guarantee reports holds=False)",
+            PrivacyWarning,
+            stacklevel=3,
+        )
+        return NoiseSource("numpy", np.random.default_rng(noise.seed), secure=False)
+    if noise is None or noise == "numpy":
+        return NoiseSource("numpy", _fresh_generator(), secure=True)
+    if noise == "opendp":
+        _opendp()  # fail early, before any work, if it is missing
+        return NoiseSource("opendp", _fresh_generator(), secure=True)
+    raise ValueError(
+        f"noise must be None, 'numpy', 'opendp' or insecure_test_noise(seed), got {noise!r}"
+        + (" (integer seeds are not accepted: they would make the noise public)"
+           if isinstance(noise, int | np.integer) else "")
+    )
+
+
+def check_noise(noise: object) -> None:
+    """Validate a ``noise`` argument without drawing anything (for estimators' parameter checks)."""
+    if noise is None or noise in NOISE_BACKENDS or isinstance(noise, InsecureTestNoise | NoiseSource):
+        return
+    resolve_noise(noise)  # raises with the message above
+
+
+def _fresh_generator() -> np.random.Generator:
+    # SeedSequence() without entropy draws 128 bits from the OS (secrets.randbits).
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
+
+
+def _opendp():
+    try:
+        import opendp.prelude as dp
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "noise='opendp' needs the OpenDP library: pip install \"dptensor[opendp]\""
+        ) from exc
+    return dp
+
+
+def _opendp_add(values: np.ndarray, scales: np.ndarray, kind: str) -> np.ndarray:
+    """Add OpenDP-sampled noise, one OpenDP measurement per distinct scale."""
+    dp = _opendp()
+    # OpenDP lists its vector Gaussian and Laplace measurements under its "contrib" features;
+    # enable them for this call only and restore the caller's setting afterwards.
+    import opendp.mod
+
+    was_enabled = "contrib" in opendp.mod.GLOBAL_FEATURES
+    dp.enable_features("contrib")
+    try:
+        return _opendp_sample(dp, values, scales, kind)
+    finally:
+        if not was_enabled:
+            dp.disable_features("contrib")
+
+
+def _opendp_sample(dp, values: np.ndarray, scales: np.ndarray, kind: str) -> np.ndarray:
+    out = values.copy()
+    flat_values, flat_scales, flat_out = values.ravel(), scales.ravel(), out.ravel()
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    for scale in np.unique(flat_scales):
+        where = np.flatnonzero(flat_scales == scale)
+        if scale == 0:
+            continue
+        if kind == "gaussian":
+            measurement = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(scale))
+        else:
+            measurement = dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=float(scale))
+        flat_out[where] = measurement(flat_values[where].tolist())
+    return flat_out.reshape(values.shape)
