@@ -1,0 +1,78 @@
+"""The pattern every dptensor estimator follows: scikit-learn's base classes, declared parameters.
+
+Estimators subclass :class:`sklearn.base.BaseEstimator` (plus ``TransformerMixin`` where they
+transform), list their parameters in ``_parameter_constraints`` with scikit-learn's declarative
+constraints (as ``sklearn/decomposition`` does) and decorate ``fit``/``partial_fit`` with
+``sklearn.base._fit_context`` so the constraints are checked on every fit. Private estimators
+also mix in :class:`PrivateEstimatorMixin`, which declares the privacy parameters once and
+starts every release the same way (noise source, honest guarantee, ledger charge, in that
+order; :func:`dptensor.privacy.begin_release`)::
+
+    class MyPrivateModel(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
+        _parameter_constraints = {
+            "n_components": [Interval(Integral, 1, None, closed="left")],
+            **PrivateEstimatorMixin._privacy_parameter_constraints,
+        }
+
+        @_fit_context(prefer_skip_nested_validation=True)
+        def fit(self, X, y=None):
+            self._check_privacy_parameters()          # before any data is read
+            guarantee = ...                           # from parameters and public sizes only
+            source = self._begin_release(guarantee, "MyPrivateModel fit")
+            ...                                       # now read X; draw noise from source
+            return self
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+
+from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
+
+__all__ = ["PrivateEstimatorMixin"]
+
+
+class PrivateEstimatorMixin:
+    """Privacy parameters and the start of a release, shared by dptensor's private estimators.
+
+    Expects the estimator to have the parameters ``epsilon`` (``None`` = not private),
+    ``delta``, ``noise`` and ``ledger``; sets ``guarantee_`` on every release.
+    """
+
+    #: Merge into the estimator's ``_parameter_constraints``.
+    _privacy_parameter_constraints: dict = {
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither"), None],
+        "noise": [None, StrOptions(set(NOISE_BACKENDS)), InsecureTestNoise, NoiseSource],
+        "ledger": [None, HasMethods(["charge"])],
+    }
+
+    @property
+    def _is_private(self) -> bool:
+        return getattr(self, "epsilon", None) is not None
+
+    def _check_privacy_parameters(self, *, requires_delta: bool = True) -> None:
+        """Privacy parameters without a budget are an error, not a silently non-private fit."""
+        if self._is_private:
+            if requires_delta and getattr(self, "delta", None) is None:
+                raise ValueError(f"delta is required with epsilon for {type(self).__name__}")
+            return
+        stray = [name for name in ("delta", "ledger") if getattr(self, name, None) is not None]
+        if getattr(self, "noise", None) not in (None, "numpy"):
+            stray.append("noise")
+        if stray:
+            raise ValueError(
+                f"{', '.join(stray)} given without epsilon: {type(self).__name__} would train a "
+                "non-private model; pass epsilon=... for a private fit, or drop "
+                + ("them" if len(stray) > 1 else "it")
+            )
+
+    def _begin_release(self, guarantee: PrivacyGuarantee, description: str) -> NoiseSource:
+        """Resolve the noise, finalise and store ``guarantee_``, charge the ledger; return the source."""
+        self.guarantee_, source = begin_release(
+            guarantee, getattr(self, "noise", None), ledger=getattr(self, "ledger", None),
+            description=description,
+        )
+        return source
