@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from dptensor.decomposition.input_perturbation import input_perturbation
 from dptensor.decomposition.private_power_method import private_power_method
+from dptensor.privacy.audit import epsilon_lower_bound
 from dptensor.tensor import SampleMoment
 
-CONFIDENCE = 1e-3  # one-sided error of each Clopper--Pearson bound
 N_RUNS = 2500  # runs per input per half
 
 
@@ -35,24 +34,6 @@ def _statistic(result) -> float:
 def _samples(run, inputs, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return tuple(np.array([_statistic(run(x, rng)) for _ in range(2 * N_RUNS)]) for x in inputs)
-
-
-def epsilon_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float) -> float:
-    """Audit bound (see module docstring); s1 comes from the input with the larger mean."""
-    half = s0.size // 2
-    pick0, pick1, test0, test1 = s0[:half], s1[:half], s0[half:], s1[half:]
-    thresholds = np.quantile(pick0, np.linspace(0.5, 0.999, 200))
-    p0 = np.array([(pick0 > c).mean() for c in thresholds])
-    p1 = np.array([(pick1 > c).mean() for c in thresholds])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.log(np.maximum(p1 - delta, 1e-300) / np.maximum(p0, 1.0 / half))
-    c = thresholds[int(np.argmax(score))]
-    k0, k1, n = int((test0 > c).sum()), int((test1 > c).sum()), test0.size
-    p0_hi = stats.beta.ppf(1 - CONFIDENCE, k0 + 1, n - k0) if k0 < n else 1.0
-    p1_lo = stats.beta.ppf(CONFIDENCE, k1, n - k1 + 1) if k1 > 0 else 0.0
-    if p1_lo - delta <= 0:
-        return 0.0
-    return float(np.log((p1_lo - delta) / p0_hi))
 
 
 EPSILON, DELTA = 2.0, 1e-5

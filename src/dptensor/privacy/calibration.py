@@ -103,6 +103,11 @@ def _gaussian_log_delta(noise_multiplier: float, epsilon: float) -> float:
     return first + math.log(-math.expm1(second - first))
 
 
+#: Calibration aims at ``delta (1 - 1e-9)``, so that a check at ``delta`` itself is never undone by
+#: the last bits of floating-point rounding in ``log delta(epsilon)`` (about 1e-14 relative).
+_LOG_DELTA_SLACK = 1e-9
+
+
 def _safe_side(value: float, holds, *, upward: bool = True) -> float:
     """Nudge a root-finder's answer until ``holds(value)``: calibration errs towards privacy.
 
@@ -121,20 +126,20 @@ def _safe_side(value: float, holds, *, upward: bool = True) -> float:
 def _analytic_sigma(epsilon: float, delta: float) -> float:
     import dp_accounting
 
-    log_delta = math.log(delta)
+    target = math.log(delta) - _LOG_DELTA_SLACK
     sigma = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
     # the smallest sigma must satisfy delta(epsilon; sigma) <= delta: move up if it does not
-    return _safe_side(sigma, lambda s: _gaussian_log_delta(s, epsilon) <= log_delta)
+    return _safe_side(sigma, lambda s: _gaussian_log_delta(s, epsilon) <= target)
 
 
 @lru_cache(maxsize=4096)
 def _analytic_epsilon(noise_multiplier: float, delta: float) -> float:
     import dp_accounting
 
-    log_delta = math.log(delta)
+    target = math.log(delta) - _LOG_DELTA_SLACK
     epsilon = float(dp_accounting.get_epsilon_gaussian(noise_multiplier, delta))
     # the reported epsilon must satisfy delta(epsilon; sigma) <= delta: move up if it does not
-    return _safe_side(epsilon, lambda e: _gaussian_log_delta(noise_multiplier, e) <= log_delta)
+    return _safe_side(epsilon, lambda e: _gaussian_log_delta(noise_multiplier, e) <= target)
 
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:

@@ -1,0 +1,206 @@
+"""Auditing private code: side channels between neighbours, and empirical lower bounds on epsilon.
+
+Two tools, used by dptensor's own tests and offered to anyone who changes a private path:
+
+* **Side channels.** :func:`observe` runs a callable and records everything a caller can see
+  besides the released numbers: the warnings (category and text), the exception (type and
+  text) or its absence, the attributes of the returned object (names, types, shapes), and what
+  it printed. :func:`observable_differences` compares the observations of two runs on
+  neighbouring inputs; any difference is a side channel, since a private path may let the data
+  show only through its noised release. Numbers in messages and printed lines are masked
+  (released values differ between runs by design), so only their *presence* is compared.
+  :func:`observe_command` does the same for a ``dptensor`` command: exit code, printed lines,
+  the files written and the structure of JSON/CSV files.
+* **Empirical privacy audits.** :func:`epsilon_lower_bound` turns many runs of a mechanism on
+  two neighbouring inputs into a high-confidence lower bound on its epsilon (a threshold test
+  with Clopper--Pearson intervals, after Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021).
+  A correctly calibrated mechanism gives a bound at most its claimed epsilon; a deliberately
+  under-noised one gives a larger bound, which shows the test has power.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import re
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "Observation",
+    "epsilon_lower_bound",
+    "observable_differences",
+    "observe",
+    "observe_command",
+]
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b")
+
+
+def _mask(text: str) -> str:
+    """Replace every number by ``#`` (released values differ between runs by design)."""
+    return _NUMBER.sub("#", text)
+
+
+def _describe_value(value: object) -> object:
+    """What an attribute reveals besides its numbers: type, shape, dtype, keys, length."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.shape, str(value.dtype))
+    if isinstance(value, bool | type(None) | str):
+        return (type(value).__name__, value if not isinstance(value, str) else _mask(value))
+    if isinstance(value, int | float | np.number):
+        return (type(value).__name__,)
+    if isinstance(value, Mapping):
+        return ("mapping", tuple(sorted((str(k), _describe_value(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, len(value), tuple(_describe_value(v) for v in value[:20]))
+    if hasattr(value, "__dict__") or hasattr(value, "__dataclass_fields__"):
+        return (type(value).__name__, _attributes(value))
+    return (type(value).__name__,)
+
+
+def _attributes(obj: object) -> tuple:
+    names = set(getattr(obj, "__dict__", {}))
+    names |= set(getattr(obj, "__dataclass_fields__", {}))
+    out = []
+    for name in sorted(names):
+        try:
+            out.append((name, _describe_value(getattr(obj, name))))
+        except Exception as exc:  # noqa: BLE001 - a failing attribute is itself an observation
+            out.append((name, ("raises", type(exc).__name__)))
+    return tuple(out)
+
+
+@dataclass
+class Observation:
+    """Everything a caller of one run could observe, with released numbers masked."""
+
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    exception: tuple[str, str] | None = None
+    attributes: tuple = ()
+    printed: str = ""
+    result: Any = None
+
+    def summary(self) -> dict[str, Any]:
+        """The observation without the raw result (for comparison and reports)."""
+        return {"warnings": self.warnings, "exception": self.exception,
+                "attributes": self.attributes, "printed": self.printed}
+
+
+def observe(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Observation:
+    """Run ``function(*args, **kwargs)`` and record what a caller observes (see module docstring).
+
+    Every warning is recorded (filters set to ``"always"``); an exception is caught and
+    recorded, not raised; standard output and error are captured.
+    """
+    obs = Observation()
+    out = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(out):
+        warnings.simplefilter("always")
+        try:
+            obs.result = function(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - observing, not handling
+            obs.exception = (type(exc).__name__, _mask(str(exc)))
+    obs.warnings = [(w.category.__name__, _mask(str(w.message))) for w in caught]
+    obs.printed = _mask(out.getvalue())
+    if obs.result is not None:
+        obs.attributes = _describe_value(obs.result)
+    return obs
+
+
+def _file_structure(path: Path) -> object:
+    if path.suffix == ".json":
+        try:
+            return ("json", _describe_value(json.loads(path.read_text())))
+        except ValueError:
+            return ("json-unreadable",)
+    if path.suffix in (".csv", ".tsv"):
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(handle, delimiter="\t" if path.suffix == ".tsv" else ","))
+        return ("csv", tuple(rows[0]) if rows else (), len(rows))
+    return (path.suffix, "exists")
+
+
+def observe_command(argv: Sequence[str], workdir: str | Path) -> Observation:
+    """Run ``dptensor ARGV`` in-process and record exit code, printed text and written files.
+
+    ``workdir`` should be a fresh directory that the command writes its outputs into; every
+    file under it after the run is described by name and structure (JSON keys and value types,
+    CSV header and row count), never by its numbers.
+    """
+    from dptensor.cli import main
+
+    workdir = Path(workdir)
+    before = {p for p in workdir.rglob("*")}
+    obs = observe(main, list(argv))
+    written = sorted(p for p in workdir.rglob("*") if p not in before and p.is_file())
+    obs.attributes = (("exit_code", obs.result),
+                      ("files", tuple((str(p.relative_to(workdir)), _file_structure(p)) for p in written)))
+    return obs
+
+
+def observable_differences(first: Observation, second: Observation) -> list[str]:
+    """Human-readable differences between two observations (empty: nothing tells them apart)."""
+    diffs = []
+    a, b = first.summary(), second.summary()
+    for key in a:
+        if a[key] != b[key]:
+            diffs.append(f"{key}: {a[key]!r} != {b[key]!r}")
+    return diffs
+
+
+def epsilon_lower_bound(
+    samples: np.ndarray,
+    neighbour_samples: np.ndarray,
+    delta: float,
+    *,
+    confidence: float = 1e-3,
+    n_thresholds: int = 200,
+) -> float:
+    """A lower confidence bound on epsilon from outputs on two neighbouring inputs.
+
+    For every threshold test ``S > c``, a mechanism that is ``(epsilon, delta)``-DP satisfies
+    ``P'[S > c] <= e^epsilon P[S > c] + delta``. The first half of each sample picks the most
+    revealing threshold; on the second half, Clopper--Pearson bounds at one-sided level
+    ``confidence`` give ``epsilon >= ln((p'_low - delta) / p_high)`` with probability at least
+    ``1 - 2 confidence``. ``neighbour_samples`` should come from the input whose statistic is
+    larger.
+
+    Parameters
+    ----------
+    samples, neighbour_samples : ndarray of shape (m,)
+        One scalar statistic of the release per run, for each input.
+    delta : float
+    confidence : float, default 1e-3
+    n_thresholds : int, default 200
+
+    Returns
+    -------
+    float
+        ``0.0`` when the test finds nothing.
+    """
+    s0 = np.asarray(samples, dtype=float)
+    s1 = np.asarray(neighbour_samples, dtype=float)
+    half = min(s0.size, s1.size) // 2
+    pick0, pick1, test0, test1 = s0[:half], s1[:half], s0[half:2 * half], s1[half:2 * half]
+    thresholds = np.quantile(pick0, np.linspace(0.5, 0.999, n_thresholds))
+    p0 = np.array([(pick0 > c).mean() for c in thresholds])
+    p1 = np.array([(pick1 > c).mean() for c in thresholds])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.log(np.maximum(p1 - delta, 1e-300) / np.maximum(p0, 1.0 / half))
+    c = thresholds[int(np.argmax(score))]
+    k0, k1, n = int((test0 > c).sum()), int((test1 > c).sum()), test0.size
+    p0_high = stats.beta.ppf(1 - confidence, k0 + 1, n - k0) if k0 < n else 1.0
+    p1_low = stats.beta.ppf(confidence, k1, n - k1 + 1) if k1 > 0 else 0.0
+    if p1_low - delta <= 0:
+        return 0.0
+    return float(max(0.0, np.log((p1_low - delta) / p0_high)))
