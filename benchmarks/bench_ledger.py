@@ -32,10 +32,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import math
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,32 +47,31 @@ from dptensor._files import write_json
 from dptensor.privacy import BudgetLedger, PrivacyGuarantee, composed_noise_multiplier
 from dptensor.privacy import ledger as ledger_module
 
-DELTA = 1e-5
 ROOT = Path(__file__).resolve().parent.parent
+# the test suite's guarantee helper and stress test, reused as they are
+sys.path.insert(0, str(ROOT / "tests"))
+from test_privacy_ledger import event_guarantee  # noqa: E402
+from test_privacy_ledger_reliability import run_stress  # noqa: E402
 
-
-def _guarantee(
-    event: dp_accounting.DpEvent, epsilon: float, delta: float, mechanism: str
-) -> PrivacyGuarantee:
-    return PrivacyGuarantee(
-        epsilon=epsilon,
-        delta=delta,
-        neighbouring="benchmark",
-        accountant="exact",
-        n_releases=1,
-        mechanism=mechanism,
-        noise_multiplier=math.nan,
-        epsilon_exact=epsilon,
-        dp_event=event,
-    )
+DELTA = 1e-5
 
 
 def workloads() -> dict[str, list[PrivacyGuarantee]]:
     z = composed_noise_multiplier(0.1, 1e-7, 550, "exact")
-    power = _guarantee(
-        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), 550), 0.1, 1e-7, "gaussian"
+    power = event_guarantee(
+        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), 550),
+        epsilon=0.1,
+        delta=1e-7,
+        neighbouring="benchmark",
+        mechanism="gaussian",
     )
-    laplace = _guarantee(dp_accounting.LaplaceDpEvent(1 / 0.05), 0.05, 0.0, "laplace")
+    laplace = event_guarantee(
+        dp_accounting.LaplaceDpEvent(1 / 0.05),
+        epsilon=0.05,
+        delta=0.0,
+        neighbouring="benchmark",
+        mechanism="laplace",
+    )
     return {"gaussian": [power], "laplace": [laplace], "mixed": [power, laplace]}
 
 
@@ -152,13 +150,7 @@ def measure(
 
 
 def stress(workdir: Path) -> dict:
-    spec = importlib.util.spec_from_file_location(
-        "ledger_reliability", ROOT / "tests" / "test_privacy_ledger_reliability.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module.run_stress(workdir / "stress.ledger")
+    return run_stress(workdir / "stress.ledger")
 
 
 def main() -> None:

@@ -44,35 +44,40 @@ from dptensor.tensor.operators import SymmetricTensor
 DELTA = 1e-5
 
 
+def event_guarantee(
+    event: dp_accounting.DpEvent,
+    *,
+    epsilon: float = 1.0,
+    delta: float = DELTA,
+    neighbouring: str = "entry",
+    mechanism: str = "test",
+    **extra: object,
+) -> PrivacyGuarantee:
+    """A guarantee carrying ``event`` (its epsilon, delta are what the release states on its own)."""
+    return PrivacyGuarantee(
+        epsilon=epsilon,
+        delta=delta,
+        neighbouring=neighbouring,
+        accountant="test",
+        n_releases=1,
+        mechanism=mechanism,
+        noise_multiplier=math.nan,
+        epsilon_exact=epsilon,
+        dp_event=event,
+        **extra,
+    )
+
+
 def gaussian_guarantee(
     sigma: float, *, delta: float = DELTA, neighbouring: str = "entry"
 ) -> PrivacyGuarantee:
     """One Gaussian release with noise multiplier ``sigma``, stated at ``delta``."""
-    eps = gaussian_epsilon(sigma, delta)
-    return PrivacyGuarantee(
-        epsilon=eps,
+    return event_guarantee(
+        dp_accounting.GaussianDpEvent(sigma),
+        epsilon=gaussian_epsilon(sigma, delta),
         delta=delta,
         neighbouring=neighbouring,
-        accountant="exact",
-        n_releases=1,
         mechanism="gaussian",
-        noise_multiplier=sigma,
-        epsilon_exact=eps,
-        dp_event=dp_accounting.GaussianDpEvent(sigma),
-    )
-
-
-def event_guarantee(event: dp_accounting.DpEvent, *, neighbouring: str = "entry") -> PrivacyGuarantee:
-    return PrivacyGuarantee(
-        epsilon=1.0,
-        delta=DELTA,
-        neighbouring=neighbouring,
-        accountant="test",
-        n_releases=1,
-        mechanism="test",
-        noise_multiplier=math.nan,
-        epsilon_exact=1.0,
-        dp_event=event,
     )
 
 
@@ -305,19 +310,7 @@ def test_refusal_names_the_numbers_and_changes_nothing(tmp_path):
 
 def test_a_guarantee_that_does_not_hold_is_refused(tmp_path):
     ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=100.0, delta=DELTA)
-    voided = PrivacyGuarantee(
-        epsilon=1.0,
-        delta=DELTA,
-        neighbouring="entry",
-        accountant="paper",
-        n_releases=1,
-        mechanism="gaussian",
-        noise_multiplier=1.0,
-        epsilon_exact=1.0,
-        holds=False,
-        claim="paper",
-        reason="the proof has a gap",
-    )
+    voided = event_guarantee(None, holds=False, claim="paper", reason="the proof has a gap")
     with pytest.raises(BudgetExceededError, match="not private.*the proof has a gap.*no budget can pay"):
         ledger.charge(voided)
     assert ledger.would_spend(voided) == math.inf
@@ -509,19 +502,7 @@ class _MeanEstimator(PrivateEstimatorMixin, BaseEstimator):
 def test_private_estimator_mixin_charges_before_reading(tmp_path):
     ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=0.05, delta=DELTA)
     est = _MeanEstimator(10, epsilon=1.0, delta=DELTA, ledger=ledger)
-    ledger.charge(
-        PrivacyGuarantee(
-            epsilon=0.049,
-            delta=DELTA,
-            neighbouring="record",
-            accountant="t",
-            n_releases=1,
-            mechanism="t",
-            noise_multiplier=1,
-            epsilon_exact=0.049,
-            dp_event=EpsilonDeltaDpEvent(0.049),
-        )
-    )
+    ledger.charge(event_guarantee(EpsilonDeltaDpEvent(0.049), epsilon=0.049, neighbouring="record"))
     with pytest.raises(BudgetExceededError):
         est.fit(_Untouchable())
     assert not hasattr(est, "guarantee_") and not hasattr(est, "mean_")

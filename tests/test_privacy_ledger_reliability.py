@@ -22,14 +22,13 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting import pld
+from test_privacy_ledger import event_guarantee, gaussian_guarantee  # tests/ is on sys.path (no package)
 
 from dptensor.models import TensorCompletion
 from dptensor.privacy import (
     BudgetExceededError,
     BudgetLedger,
     LedgerError,
-    PrivacyGuarantee,
-    gaussian_epsilon,
 )
 from dptensor.privacy import ledger as ledger_module
 from dptensor.privacy.ledger import SCHEMA_VERSION, composed_epsilon
@@ -37,21 +36,6 @@ from dptensor.privacy.ledger import SCHEMA_VERSION, composed_epsilon
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 DELTA = 1e-5
-
-
-def gaussian_guarantee(sigma: float, neighbouring: str = "entry") -> PrivacyGuarantee:
-    eps = gaussian_epsilon(sigma, DELTA)
-    return PrivacyGuarantee(
-        epsilon=eps,
-        delta=DELTA,
-        neighbouring=neighbouring,
-        accountant="exact",
-        n_releases=1,
-        mechanism="gaussian",
-        noise_multiplier=sigma,
-        epsilon_exact=eps,
-        dp_event=dp_accounting.GaussianDpEvent(sigma),
-    )
 
 
 def in_child(function: Callable[[], object], timeout: float = 60.0) -> object:
@@ -99,7 +83,7 @@ def make_ledger(
 ) -> BudgetLedger:
     ledger = BudgetLedger(path, epsilon=epsilon, delta=DELTA, dataset="d")
     for _ in range(n_charges):
-        ledger.charge(gaussian_guarantee(40.0, neighbouring), description=description)
+        ledger.charge(gaussian_guarantee(40.0, neighbouring=neighbouring), description=description)
     ledger.close()
     assert not Path(f"{path}-wal").exists()  # the last connection closed: the log is checkpointed
     return ledger
@@ -314,7 +298,7 @@ def test_sigkill_during_fit_keeps_the_charge(tmp_path):
     assert integrity(path) == "ok"
     charges = BudgetLedger(path).charges()
     assert len(charges) == 2 and "TensorCompletion" in charges[1].description and charges[1].pid == child.pid
-    ledger.charge(gaussian_guarantee(40.0, "entry-value"))  # no lock left behind
+    ledger.charge(gaussian_guarantee(40.0, neighbouring="entry-value"))  # no lock left behind
     assert len(ledger.charges()) == 3
 
 
@@ -360,25 +344,17 @@ STRESS_EVENT = dp_accounting.LaplaceDpEvent(50.0)
 STRESS_DISCRETIZATION = 1e-4
 
 
-def laplace_guarantee(scale: float) -> PrivacyGuarantee:
-    return PrivacyGuarantee(
-        epsilon=1 / scale,
-        delta=0.0,
-        neighbouring="entry-value",
-        accountant="pure",
-        n_releases=1,
-        mechanism="laplace",
-        noise_multiplier=scale,
-        epsilon_exact=1 / scale,
-        dp_event=dp_accounting.LaplaceDpEvent(scale),
-    )
-
-
 def _race(path: str, n_attempts: int, barrier, queue) -> None:  # noqa: ANN001 - pragma: no cover - child
     ledger_module._EPSILON_CACHE.clear()  # compute like a fresh process would
     try:
         ledger = BudgetLedger(path)
-        g = laplace_guarantee(STRESS_EVENT.noise_multiplier)
+        g = event_guarantee(
+            STRESS_EVENT,
+            epsilon=1 / STRESS_EVENT.noise_multiplier,
+            delta=0.0,
+            neighbouring="entry-value",
+            mechanism="laplace",
+        )
         barrier.wait()
         accepted = refused = 0
         for i in range(n_attempts):

@@ -113,7 +113,7 @@ def run_show(args: argparse.Namespace) -> int:
         f"{', '.join(summary['relations']) or 'not fixed yet'}; created {ledger.created}"
     )
     print(
-        f"spent:  epsilon={summary['spent_epsilon']:.6g} in {len(charges)} charge(s) (exact PLD composition "
+        f"spent:  epsilon={summary['spent_epsilon']:.6g} in {len(charges)} charge(s) (exact composition "
         f"at delta={ledger.delta:g})"
     )
     print(f"left:   epsilon={summary['left_epsilon']:.6g}")
