@@ -117,6 +117,18 @@ def test_ledger_flag_errors(tmp_path, entries, capsys):
     assert "epsilon must be" in capsys.readouterr().err and not (tmp_path / "c.ledger").exists()
 
 
+def test_budget_create_with_relations(tmp_path, capsys):
+    ledger = tmp_path / "b.ledger"
+    args = ["budget", "create", str(ledger), "--epsilon", "1", "--delta", "1e-5"]
+    assert main(args + ["--neighbouring", "record", "--neighbouring", "entry-value"]) == 0
+    assert "relation(s) entry-value, record" in capsys.readouterr().out
+    assert BudgetLedger(ledger).relations == ["entry-value", "record"]
+    assert main(["budget", "create", str(tmp_path / "c.ledger"), "--epsilon", "1", "--delta", "1e-5"]) == 0
+    capsys.readouterr()
+    assert main(["budget", "show", str(tmp_path / "c.ledger")]) == 0
+    assert "relation(s): not fixed yet" in capsys.readouterr().out
+
+
 def test_ledger_helpers():
     parser = argparse.ArgumentParser()
     add_ledger_argument(parser)

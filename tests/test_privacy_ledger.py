@@ -147,6 +147,7 @@ def test_bad_parameters_are_refused_before_a_file_is_made(tmp_path, kwargs, matc
     assert not (tmp_path / "b.ledger").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_concurrent_creation_gives_one_ledger(tmp_path):
     """Several processes creating the same ledger at once: one file, every one of them opens it."""
     import multiprocessing as mp
