@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval
 
 from dptensor import input_perturbation, private_power_method
+from dptensor._files import json_text
 from dptensor.models import TensorCompletion
 from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.privacy import (
@@ -51,6 +52,7 @@ def event_guarantee(
     delta: float = DELTA,
     neighbouring: str = "entry",
     mechanism: str = "test",
+    noise_multiplier: float = math.nan,
     **extra: object,
 ) -> PrivacyGuarantee:
     """A guarantee carrying ``event`` (its epsilon, delta are what the release states on its own)."""
@@ -61,7 +63,7 @@ def event_guarantee(
         accountant="test",
         n_releases=1,
         mechanism=mechanism,
-        noise_multiplier=math.nan,
+        noise_multiplier=noise_multiplier,
         epsilon_exact=epsilon,
         dp_event=event,
         **extra,
@@ -78,6 +80,7 @@ def gaussian_guarantee(
         delta=delta,
         neighbouring=neighbouring,
         mechanism="gaussian",
+        noise_multiplier=sigma,
     )
 
 
@@ -190,7 +193,10 @@ def test_charge_records_the_release_and_its_caller(tmp_path):
     )
     assert (stored.epsilon, stored.delta) == (g.epsilon, 1e-6)
     assert stored.event == g.to_dp_event() == dp_accounting.GaussianDpEvent(20.0)
-    assert stored.guarantee == json.loads(json.dumps(g.to_dict()))
+    assert (
+        stored.guarantee == json.loads(json_text(g.to_dict()))
+        and stored.guarantee["noise_multiplier"] == 20.0
+    )
     assert stored.host == socket.gethostname() and stored.pid == os.getpid() and stored.user
     assert "test_charge_records_the_release_and_its_caller" in stored.caller
     assert stored.argv == shlex.join(sys.argv)

@@ -6,6 +6,7 @@ with ``os._exit`` so that nothing of pytest runs in it.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import multiprocessing as mp
 import os
@@ -335,6 +336,28 @@ def test_sigkill_during_charge_leaves_no_trace_and_no_lock(tmp_path):
     assert [c.description for c in ledger.charges()] == ["", ""]
     ledger.charge(gaussian_guarantee(40.0), description="after")
     assert [c.description for c in ledger.charges()] == ["", "", "after"]
+
+
+def test_forked_child_reuses_the_ledger_object(tmp_path):
+    """A child forked while the parent's connection is open opens its own; the parent's stays usable."""
+    ledger = make_ledger(tmp_path / "b.ledger", 1)
+    ledger.charge(gaussian_guarantee(40.0), description="parent before")
+    parent_conn = ledger._conn
+    assert parent_conn is not None
+
+    def child() -> int:
+        ledger.charge(gaussian_guarantee(40.0), description="child")
+        # the inherited connection was set aside, never used nor closed (SQLite's rule for fork)
+        assert ledger._conn is not parent_conn and any(c is parent_conn for c in ledger_module._INHERITED)
+        ledger.close()
+        gc.collect()
+        return len(ledger.charges())
+
+    assert in_child(child) == 3
+    assert ledger._conn is parent_conn
+    ledger.charge(gaussian_guarantee(40.0), description="parent after")
+    assert [c.description for c in ledger.charges()] == ["", "parent before", "child", "parent after"]
+    assert integrity(tmp_path / "b.ledger") == "ok"
 
 
 # ----------------------------------------------------------------------------- racing processes
