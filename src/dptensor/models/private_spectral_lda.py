@@ -394,7 +394,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             if unknown or missing:
                 raise ValueError(
                     f"budget_split for config={self.config} must have exactly the keys {list(edges)}"
-                    + (f"; unknown {unknown}" if unknown else "") + (f"; missing {missing}" if missing else "")
+                    + (f"; unknown {unknown}" if unknown else "")
+                    + (f"; missing {missing}" if missing else "")
                 )
             for key, value in raw.items():
                 if isinstance(value, bool) or not isinstance(value, Real) or not (
@@ -436,11 +437,6 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             if paper:
                 plan.holds = False
                 plan.reasons.append(PAPER_SENSITIVITY_REASON)
-            events = [
-                dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e])
-                if counts[e] > 1 else dp_accounting.GaussianDpEvent(plan.multipliers[e])
-                for e in ["e3", *m2_edges]
-            ]  # fmt: skip
             inverse_sq = sum(counts[e] / plan.multipliers[e] ** 2 for e in weight)
             effective = 1.0 / math.sqrt(inverse_sq)
             if plan.holds and gaussian_epsilon(effective, delta) > eps:
@@ -450,12 +446,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                     factor *= 1.0 + 1e-12
                 plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
                 effective *= factor
-                events = [
-                    dp_accounting.SelfComposedDpEvent(
-                        dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e]
-                    ) if counts[e] > 1 else dp_accounting.GaussianDpEvent(plan.multipliers[e])
-                    for e in ["e3", *m2_edges]
-                ]  # fmt: skip
+            events = [
+                dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), counts[e])
+                for e in ["e3", *m2_edges]
+                for z in [plan.multipliers[e]]
+            ]
             exact = min(gaussian_epsilon(effective, delta), eps)
             n_releases = sum(counts.values())
             accountant = (
@@ -639,12 +634,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             inv = 1.0 / np.sqrt(sigma)
             tensor = projected * inv[:, None, None] * inv[None, :, None] * inv[None, None, :]
         self.noise_scales_["e3"] = scale
-        whitening = Whitening(
-            matrix=first.whitening.matrix,
-            inverse=second.whitening.inverse,
-            eigenvalues=sigma,
-            eigenvectors=U,
-        )
+        whitening = _with_inverse(first.whitening, second.whitening)
         return self._decompose_unwhiten(tensor, whitening, rng, timings)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
@@ -689,7 +679,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             self.noise_scales_["e6"] = scale
             noisy = tensor + symmetric_gaussian_tensor(k, scale, convention="frobenius", noise=source)
             inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
-            whitening = Whitening(clean.matrix, inverse.whitening.inverse, clean.eigenvalues, clean.eigenvectors)
+            whitening = _with_inverse(clean, inverse.whitening)
             return self._decompose_unwhiten(noisy, whitening, rng, timings)
         result = _positive_weights(self._decompose(tensor, rng, timings))
         lam = result.weights
@@ -716,7 +706,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 extraction_order=result.extraction_order,
             ))  # fmt: skip
             inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
-            whitening = Whitening(clean.matrix, inverse.whitening.inverse, clean.eigenvalues, clean.eigenvectors)
+            whitening = _with_inverse(clean, inverse.whitening)
             with _Step("un-whitening", timings, self.verbose):
                 topics, alpha, _ = unwhiten_topics(noisy, whitening, self.alpha0)
             return topics, alpha
@@ -743,6 +733,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         noisy_topics *= np.where(noisy_topics.sum(axis=1) < 0, -1.0, 1.0)[:, None]
         order = np.argsort(-noisy_alpha, kind="stable")
         return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
+
+
+def _with_inverse(whitening: Whitening, other: Whitening) -> Whitening:
+    """``whitening``'s ``W`` with ``other``'s un-whitening ``(W^T)^+`` (two releases of ``M2_hat``)."""
+    return Whitening(whitening.matrix, other.inverse, whitening.eigenvalues, whitening.eigenvectors)
 
 
 def _positive_weights(result: PowerMethodResult) -> PowerMethodResult:
