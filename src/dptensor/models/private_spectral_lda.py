@@ -627,10 +627,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 mu = coherence(U) if self.projected_sensitivity else 1.0
                 delta3 = m3_sensitivity(self.alpha0, n, coherence=mu)
             scale = plan.multipliers["e3"] * delta3
-            projected = whitened_third_moment(docs, self.alpha0, U)
-            projected = projected + symmetric_gaussian_tensor(
-                U.shape[1], scale, convention="frobenius", noise=source
-            )
+            projected = release_projected_m3(docs, self.alpha0, U, scale, source)
             inv = 1.0 / np.sqrt(sigma)
             tensor = projected * inv[:, None, None] * inv[None, :, None] * inv[None, None, :]
         self.noise_scales_["e3"] = scale
@@ -733,6 +730,22 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         noisy_topics *= np.where(noisy_topics.sum(axis=1) < 0, -1.0, 1.0)[:, None]
         order = np.argsort(-noisy_alpha, kind="stable")
         return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
+
+
+def release_projected_m3(
+    docs: DocumentCounts, alpha0: float, basis: np.ndarray, scale: float, source: NoiseSource
+) -> np.ndarray:
+    """``M3_hat(U, U, U) + scale * Sym(H)``: the ``e3`` release of Configuration 1 in a public basis.
+
+    ``U`` (``d x k``, orthonormal columns) must be public -- here, the eigenvectors of the released
+    ``M2_hat``. ``Sym(H)`` is the ``"frobenius"`` symmetric Gaussian in ``k^3``, so with
+    ``scale = z Delta`` and ``Delta`` a bound on ``||dM3_hat(U, U, U)||_F``
+    (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`) this is the Gaussian mechanism with
+    noise multiplier ``z``; it has the law of ``d^3`` Frobenius noise on ``M3_hat`` projected on
+    ``U`` (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`).
+    """
+    projected = whitened_third_moment(docs, alpha0, basis)
+    return projected + symmetric_gaussian_tensor(basis.shape[1], scale, convention="frobenius", noise=source)
 
 
 def _with_inverse(whitening: Whitening, other: Whitening) -> Whitening:
