@@ -91,7 +91,8 @@ def test_push_forward_noise_has_the_law_of_whitened_d3_noise():
     U = np.linalg.qr(rng.standard_normal((d, k)))[0]
     sigma = np.array([2.0, 0.5])
     W = U / np.sqrt(sigma)
-    big = symmetric_gaussian_tensor(d, scale, convention="frobenius", size=draws, noise=insecure_test_noise(1))
+    big = symmetric_gaussian_tensor(d, scale, convention="frobenius", size=draws,
+                                    noise=insecure_test_noise(1))  # fmt: skip
     pushed = np.einsum("nabc,ai,bj,ck->nijk", big, W, W, W).reshape(draws, -1)
     source = resolve_noise(insecure_test_noise(2))
     small = np.stack([whitened_symmetric_gaussian_tensor(sigma, scale, noise=source) for _ in range(draws)])
@@ -225,7 +226,8 @@ def test_ledger_is_charged_once_before_the_release(corpus):
     model.fit(corpus.counts[:2000])
     assert len(charges) == 1 and charges[0][0] is model.guarantee_
     with pytest.raises(ValueError, match="fewer than 3 tokens"):  # invalid input: nothing charged
-        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(np.ones((5, 4)) * [1, 1, 0, 0])
+        bad = np.ones((5, 4)) * [1, 1, 0, 0]
+        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(bad)
     assert len(charges) == 1
 
 
@@ -244,7 +246,9 @@ def test_paper_configurations_need_the_opt_in_and_do_not_hold(corpus, config):
 
 def test_paper_sensitivity_and_classic_calibration_are_labelled(corpus):
     with pytest.raises(UnprovenPrivacyError, match="1/N"):
-        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, sensitivity="paper").fit(corpus.counts[:500])
+        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, sensitivity="paper").fit(
+            corpus.counts[:500]
+        )
     with enable_features("unproven"):
         paper = PrivateSpectralLDA(3, corpus.alpha0, epsilon=1.0, delta=1e-6, sensitivity="paper",
                                    shared_m2=False, calibration="classic").fit(corpus.counts[:2000])  # fmt: skip

@@ -13,7 +13,8 @@ from dptensor.privacy.audit import observable_differences, observe_command
 
 @pytest.fixture(scope="module")
 def counts():
-    return make_lda_corpus(3000, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=0).counts
+    corpus = make_lda_corpus(3000, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=0)
+    return corpus.counts
 
 
 def test_private_fit_prints_and_records_the_guarantee(tmp_path, counts, capsys):
