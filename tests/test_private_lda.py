@@ -251,7 +251,8 @@ def test_paper_sensitivity_and_classic_calibration_are_labelled(corpus):
         )
     with enable_features("unproven"):
         paper = PrivateSpectralLDA(3, corpus.alpha0, epsilon=1.0, delta=1e-6, sensitivity="paper",
-                                   shared_m2=False, calibration="classic").fit(corpus.counts[:2000])  # fmt: skip
+                                   shared_m2=False, calibration="classic")
+        paper.fit(corpus.counts[:2000])
     assert not paper.guarantee_.holds and set(paper.noise_scales_) == {"e4", "e8", "e3"}
     # classic with every per-edge epsilon < 1 is a valid (looser) calibration: it holds
     classic = PrivateSpectralLDA(3, corpus.alpha0, epsilon=0.9, delta=1e-6, calibration="classic",
