@@ -10,10 +10,12 @@ import shlex
 import sys
 
 import pytest
+import scipy.sparse as sp
 
 from dptensor.cli import main
 from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
 from dptensor.datasets.entries import make_low_rank_completion, write_entries
+from dptensor.datasets.lda import make_lda_corpus
 from dptensor.privacy import BudgetLedger, LedgerError
 from dptensor.privacy.audit import observable_differences, observe_command
 
@@ -100,6 +102,27 @@ def test_complete_refused_when_over_budget(tmp_path, entries, capsys):
     assert "nothing was computed" in err[0] and captured.out == ""
     assert not (tmp_path / "pred2.csv").exists() and not (tmp_path / "fit2.json").exists()
     assert len(BudgetLedger(ledger).charges()) == 1
+
+
+def test_lda_fit_charges_the_ledger(tmp_path, capsys):
+    """``dptensor lda fit --epsilon`` (PrivateSpectralLDA) takes --ledger too."""
+    corpus = make_lda_corpus(600, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=0)
+    path = tmp_path / "corpus.npz"
+    sp.save_npz(path, corpus.counts)
+    ledger = tmp_path / "docs.ledger"
+    BudgetLedger(ledger, epsilon=1.2, delta=1e-5, dataset="docs")
+    fit = ["lda", "fit", str(path), "--topics", "3", "--alpha0", "0.3", "--epsilon", "1", "--delta", "1e-6",
+           "--quiet", "--ledger", str(ledger)]  # fmt: skip
+    assert main(fit + ["--out", str(tmp_path / "m1.json")]) == 0
+    charges = BudgetLedger(ledger).charges()
+    assert len(charges) == 1 and charges[0].neighbouring == "document" and charges[0].epsilon == 1.0
+    capsys.readouterr()
+    assert main(fit + ["--out", str(tmp_path / "m2.json")]) == 2  # two composed: above 1.2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("dptensor lda: error: privacy budget exceeded") and captured.out == ""
+    assert not (tmp_path / "m2.json").exists() and len(BudgetLedger(ledger).charges()) == 1
+    assert main(["lda", "fit", str(path), "--topics", "3", "--quiet", "--ledger", str(ledger)]) == 2
+    assert "releases nothing private" in capsys.readouterr().err
 
 
 def test_ledger_flag_errors(tmp_path, entries, capsys):

@@ -19,7 +19,7 @@ from dptensor.privacy import BudgetLedger
 __all__ = ["add_ledger_argument", "open_ledger", "opened_ledger"]
 
 
-def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
+def add_ledger_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Add ``--ledger FILE``: the privacy budget (``dptensor budget create``) charged before any release."""
     parser.add_argument(
         "--ledger",

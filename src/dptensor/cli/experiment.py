@@ -29,6 +29,12 @@ EXPERIMENTS = {
         "input perturbation, non-private (Wang & Anandkumar, Section 4)",
         "n_trials",
     ),
+    "private-lda": (
+        "private_lda",
+        "private spectral LDA: error against epsilon for Configurations 1-4 (Figure 2), sigma_k and "
+        "eigengaps (Figure 3), real-corpus perplexity (DeCarolis et al., Section 7)",
+        "n_trials",
+    ),
     "completion": (
         "completion",
         "DP tensor completion RMSE against epsilon and missing ratio (Wei et al., Figures 2 and 3)",

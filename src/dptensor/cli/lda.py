@@ -11,8 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from dptensor.cli._io import write_json
-from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus
-from dptensor.models.spectral_lda import SpectralLDA
+from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
+from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
+from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
+from dptensor.privacy import BudgetLedger, enable_features
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("--seed", type=int, default=None, help="random seed")
     fit.add_argument("--quiet", action="store_true", help="no progress messages")
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
+    _private_arguments(fit)
     fit.set_defaults(func=run_fit)
 
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model")
@@ -66,12 +70,56 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", help="vocabulary file, one word per line (for .mtx/.npz/UCI)")
 
 
+def _private_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the private spectral fit (``PrivateSpectralLDA``); active with ``--epsilon``."""
+    group = parser.add_argument_group(
+        "differential privacy (spectral)",
+        "With --epsilon the fit is document-level (epsilon, delta)-DP (PrivateSpectralLDA; replace one "
+        "document, N and the vocabulary public). Every document must have at least 3 tokens, and a "
+        "plain-text corpus needs a public --vocab (a vocabulary built from the documents would leak).",
+    )
+    group.add_argument("--epsilon", type=float, default=None, help="total privacy budget epsilon")
+    group.add_argument("--delta", type=float, default=None, help="total delta (required with --epsilon)")
+    group.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
+                       help="configuration of DeCarolis et al. (default 1; 2-4 need --allow-unproven)")
+    group.add_argument("--sensitivity", choices=("derived", "paper"), default="derived",
+                       help="'paper' reproduces the printed noise levels (unproven)")
+    group.add_argument("--calibration", choices=("analytic", "classic"), default="analytic",
+                       help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
+    group.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
+                       help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
+    group.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
+                       default="auto", help="release of M2: Analyze Gauss or the noisy power method")
+    group.add_argument("--allow-unproven", action="store_true",
+                       help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
+    add_ledger_argument(group)
+
+
+def _parse_split(text: str | None) -> dict[str, float] | None:
+    if text is None:
+        return None
+    split = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--budget-split: expected EDGE=WEIGHT items, got {item!r}")
+        try:
+            split[key.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--budget-split: {key.strip()!r} has a non-numeric weight: {value!r}") from None
+    return split
+
+
 def _progress(message: str, quiet: bool = False) -> None:
     if not quiet:
         print(message, file=sys.stderr, flush=True)
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    if getattr(args, "epsilon", None) is not None:
+        with opened_ledger(args) as ledger:
+            return run_private_fit(args, ledger)
+    open_ledger(args, private=False)  # --ledger without --epsilon is an error
     start = time.perf_counter()
     _progress(f"reading {args.corpus} ...", args.quiet)
     min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
@@ -92,6 +140,11 @@ def run_fit(args: argparse.Namespace) -> int:
     model.fit(corpus.counts)
     if model.n_dropped_documents_:
         _progress(f"left out {model.n_dropped_documents_} document(s) with fewer than 3 tokens", args.quiet)
+    _print_topics(args, model, corpus)
+    return 0
+
+
+def _print_topics(args: argparse.Namespace, model: TopicModelInference, corpus: Corpus) -> None:
     top = model.top_words(corpus.vocabulary, args.top)
     print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}, fitted in {sum(model.timings_.values()):.2f} s")
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
@@ -99,21 +152,73 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.out:
         save_model(args.out, model, corpus)
         print(f"wrote {args.out}")
+
+
+def _load_private_corpus(args: argparse.Namespace) -> Corpus:
+    """A corpus whose vocabulary does not depend on the documents (it is public in the guarantee)."""
+    if args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None:
+        raise ValueError(
+            "--stop-words, --min-df, --max-df and --max-features choose the vocabulary from the documents, "
+            "which would leak them; a private fit needs a public vocabulary (--vocab, or a count matrix)"
+        )
+    path = Path(args.corpus)
+    plain_text = path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
+    if plain_text:
+        if args.vocab is None:
+            raise ValueError(
+                "a private fit of a plain-text corpus needs a public vocabulary file (--vocab): a "
+                "vocabulary built from the documents would reveal their words"
+            )
+        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab))
+    return load_corpus(path, vocabulary=args.vocab)
+
+
+def run_private_fit(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> int:
+    """``dptensor lda fit --epsilon E --delta D``: PrivateSpectralLDA; prints the guarantee.
+
+    Nothing printed or written depends on the documents except through the release: no token
+    counts, no dropped documents (short ones are an input error), no timings in the model file.
+    """
+    corpus = _load_private_corpus(args)
+    _progress(f"{corpus.n_documents} documents, {corpus.n_words} words (public)", args.quiet)
+    model = PrivateSpectralLDA(
+        args.topics, args.alpha0, epsilon=args.epsilon, delta=args.delta, config=args.config,
+        sensitivity=args.sensitivity, calibration=args.calibration,
+        budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        decomposition=args.decomposition, verbose=not args.quiet,
+        random_state=args.seed, ledger=ledger,
+    )  # fmt: skip
+    if args.allow_unproven:
+        with enable_features("unproven"):
+            model.fit(corpus.counts)
+    else:
+        model.fit(corpus.counts)
+    print(f"guarantee: {model.guarantee_.describe()}")
+    _print_topics(args, model, corpus)
     return 0
 
 
-def save_model(path: str | Path, model: SpectralLDA, corpus: Corpus) -> None:
-    """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies)."""
+def save_model(path: str | Path, model: TopicModelInference, corpus: Corpus) -> None:
+    """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies).
+
+    A private model records its guarantee and omits the timings (wall-clock time is not covered
+    by the guarantee).
+    """
     path = Path(path)
+    private = isinstance(model, PrivateSpectralLDA)
+    skip = {"random_state", "noise", "ledger"}
     meta = {
-        "model": "SpectralLDA",
-        "params": {k: v for k, v in model.get_params().items() if k != "random_state"},
+        "model": type(model).__name__,
+        "params": {k: v for k, v in model.get_params().items() if k not in skip},
         "alpha0": model.alpha0,
         "n_documents": model.n_documents_,
-        "n_dropped_documents": model.n_dropped_documents_,
         "source": corpus.source,
-        "timings": model.timings_,
     }
+    if private:
+        meta["guarantee"] = model.guarantee_.to_dict()
+    else:
+        meta["n_dropped_documents"] = model.n_dropped_documents_
+        meta["timings"] = model.timings_
     if path.suffix == ".npz":
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
@@ -136,7 +241,7 @@ def save_model(path: str | Path, model: SpectralLDA, corpus: Corpus) -> None:
     )
 
 
-def load_model(path: str | Path) -> tuple[SpectralLDA, list[str] | None]:
+def load_model(path: str | Path) -> tuple[TopicModelInference, list[str] | None]:
     """Read a model written by :func:`save_model`; returns the model and its vocabulary."""
     path = Path(path)
     if not path.exists():
@@ -150,9 +255,10 @@ def load_model(path: str | Path) -> tuple[SpectralLDA, list[str] | None]:
         meta = json.loads(path.read_text())
         components, alpha = np.asarray(meta["components"]), np.asarray(meta["alpha"])
         vocabulary = meta.get("vocabulary")
-    if meta.get("model") != "SpectralLDA":
-        raise ValueError(f"{path} is not a SpectralLDA model file")
-    model = SpectralLDA(**meta["params"])
+    classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
+    if meta.get("model") not in classes:
+        raise ValueError(f"{path} is not a SpectralLDA or PrivateSpectralLDA model file")
+    model = classes[meta["model"]](**meta["params"])
     model.components_ = np.asarray(components, dtype=np.float64)
     model.alpha_ = np.asarray(alpha, dtype=np.float64)
     model.n_features_in_ = model.components_.shape[1]
