@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from dptensor import __version__
-from dptensor.cli import complete, decompose, experiment, lda
+from dptensor.cli import budget, complete, decompose, experiment, lda
 
-COMMANDS = (decompose, lda, complete, experiment)
+COMMANDS = (decompose, lda, complete, experiment, budget)
 
 
 def build_parser() -> argparse.ArgumentParser:

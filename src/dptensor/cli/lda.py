@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from dptensor.cli._io import write_json
+from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
-from dptensor.privacy import enable_features
+from dptensor.privacy import BudgetLedger, enable_features
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,6 +92,7 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                        default="auto", help="release of M2: Analyze Gauss or the noisy power method")
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
+    add_ledger_argument(group)
 
 
 def _parse_split(text: str | None) -> dict[str, float] | None:
@@ -115,7 +117,9 @@ def _progress(message: str, quiet: bool = False) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     if getattr(args, "epsilon", None) is not None:
-        return run_private_fit(args)
+        with opened_ledger(args) as ledger:
+            return run_private_fit(args, ledger)
+    open_ledger(args, private=False)  # --ledger without --epsilon is an error
     start = time.perf_counter()
     _progress(f"reading {args.corpus} ...", args.quiet)
     min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
@@ -169,7 +173,7 @@ def _load_private_corpus(args: argparse.Namespace) -> Corpus:
     return load_corpus(path, vocabulary=args.vocab)
 
 
-def run_private_fit(args: argparse.Namespace) -> int:
+def run_private_fit(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> int:
     """``dptensor lda fit --epsilon E --delta D``: PrivateSpectralLDA; prints the guarantee.
 
     Nothing printed or written depends on the documents except through the release: no token
@@ -182,7 +186,7 @@ def run_private_fit(args: argparse.Namespace) -> int:
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
         decomposition=args.decomposition, verbose=not args.quiet,
-        random_state=args.seed,
+        random_state=args.seed, ledger=ledger,
     )  # fmt: skip
     if args.allow_unproven:
         with enable_features("unproven"):

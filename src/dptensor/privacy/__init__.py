@@ -1,11 +1,18 @@
-"""Differential privacy: mechanisms, secret noise, calibration, accounting, sensitivities, guarantees.
+"""Differential privacy: mechanisms, secret noise, calibration, accounting, sensitivities, guarantees,
+budgets.
 
 See DESIGN.md, layer 2, and ``docs/privacy.md``. The private algorithms themselves live in
 :mod:`dptensor.decomposition` (``private_power_method``, ``input_perturbation``) and
 :mod:`dptensor.models`.
 """
 
-from dptensor.privacy.accounting import EpsilonDeltaDpEvent, compose, event_epsilon, make_accountant
+from dptensor.privacy.accounting import (
+    EpsilonDeltaDpEvent,
+    compose,
+    event_epsilon,
+    make_accountant,
+    reduce_event,
+)
 from dptensor.privacy.calibration import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
@@ -21,9 +28,10 @@ from dptensor.privacy.calibration import (
     noise_ratio,
     pld_composed_epsilon,
 )
-from dptensor.privacy.errors import PrivacyWarning, UnprovenPrivacyError
+from dptensor.privacy.errors import BudgetExceededError, LedgerError, PrivacyWarning, UnprovenPrivacyError
 from dptensor.privacy.features import disable_features, enable_features, feature_enabled, require_unproven
 from dptensor.privacy.guarantee import PrivacyGuarantee
+from dptensor.privacy.ledger import BudgetLedger, Charge
 from dptensor.privacy.mechanisms import (
     exponential_norm_noise,
     gaussian_noise,
@@ -53,10 +61,14 @@ from dptensor.privacy.sensitivity import (
 __all__ = [
     "ACCOUNTANTS",
     "NOISE_BACKENDS",
+    "BudgetExceededError",
+    "BudgetLedger",
+    "Charge",
     "EntryNeighbouring",
     "EpsilonDeltaDpEvent",
     "InsecureTestNoise",
     "Ledger",
+    "LedgerError",
     "NeighbouringRelation",
     "NoiseSource",
     "PrivacyGuarantee",
@@ -91,6 +103,7 @@ __all__ = [
     "pld_composed_epsilon",
     "record_bound_violations",
     "record_norms",
+    "reduce_event",
     "require_unproven",
     "resolve_noise",
     "symmetric_gaussian_matrix",
