@@ -437,6 +437,41 @@ def open_stream(path: str | Path, batch_size: int, **options: object) -> BatchSt
     raise ValueError(f"{path}: cannot stream a '{suffix}' file; expected .npy, .npz, .csv, .tsv or .txt")
 
 
+def load_matrix(path: str | Path) -> np.ndarray | sp.csr_matrix:
+    """Load a whole data matrix: a dense ``.npy`` array or a SciPy sparse ``.npz`` matrix (as CSR).
+
+    A ``.npz`` file is read with :func:`scipy.sparse.load_npz`; one written by :func:`numpy.savez`
+    with a single array is accepted too. (The CLI's input files, and the blocks that
+    :func:`dptensor.parallel.from_files` reads on the workers.)
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if path.suffix == ".npz":
+        try:
+            return sp.load_npz(path).tocsr()
+        except (ValueError, KeyError):
+            with np.load(path, allow_pickle=False) as archive:
+                if len(archive.files) != 1:
+                    raise ValueError(
+                        f"{path} holds {len(archive.files)} arrays; expected a scipy.sparse matrix "
+                        "or a single array"
+                    ) from None
+                return archive[archive.files[0]]
+    raise ValueError(f"{path}: expected a .npy or .npz file")
+
+
+def matrix_shape(path: str | Path) -> tuple[int, int]:
+    """``(rows, columns)`` of a ``.npy`` or ``.npz`` data matrix, read from its header only."""
+    path = _existing(path)
+    if path.suffix.lower() not in (".npy", ".npz"):
+        raise ValueError(f"{path}: expected a .npy or .npz file")
+    stream = open_stream(path, 1)
+    return int(stream.n_samples), int(stream.n_features)
+
+
 def _existing(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_file():
