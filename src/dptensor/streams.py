@@ -12,6 +12,7 @@ too large for memory, holding one batch at a time:
                           is streamed the same way
 :class:`GeneratorStream`  any Python iterable / generator of rows or batches, re-chunked
 :class:`ArrayStream`      an in-memory dense or sparse matrix, in row slices
+:class:`DaskArrayStream`  a ``dask.array``, in lazy row slices summed on the workers
 ======================  =============================================================
 
 Every reader is a :class:`BatchStream`: iterating it yields batches of exactly ``batch_size``
@@ -95,6 +96,47 @@ class ArrayStream(BatchStream):
     def _iter_from(self, start: int) -> Iterator[Batch]:
         for lo in range(start, self.n_samples, self.batch_size):
             yield self.data[lo : lo + self.batch_size]
+
+
+class DaskArrayStream(BatchStream):
+    """Row slices of a 2-D ``dask.array``, left lazy: each batch is computed where it is summed.
+
+    The online power method gives each batch to :mod:`dptensor.parallel`, which computes its
+    row blocks on the workers of the active Dask scheduler and brings back only their sums, so
+    the records never reach the client. Needs known chunk sizes.
+    """
+
+    def __init__(self, data: object, batch_size: int) -> None:
+        super().__init__(batch_size)
+        self.data = check_lazy_matrix(data, "data")
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of columns ``d``."""
+        return int(self.data.shape[1])
+
+    def _iter_from(self, start: int) -> Iterator[Batch]:
+        for lo in range(start, self.n_samples, self.batch_size):
+            yield self.data[lo : lo + self.batch_size]
+
+
+def check_lazy_matrix(data: object, name: str = "X") -> object:
+    """Check the shape of a lazy (Dask) data matrix: 2-D, known sizes, at least one row and column.
+
+    The values are checked block by block where they are computed.
+    """
+    shape = getattr(data, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D (records x features) array, got shape {shape}")
+    if any(isinstance(s, float) and np.isnan(s) for s in shape):
+        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(shape)})")
+    return data
 
 
 class NpyStream(BatchStream):

@@ -96,7 +96,7 @@ def is_distributed(X: object) -> bool:
     return isinstance(X, DaskRowBlocks) or is_dask_collection(X)
 
 
-def public_shape(X: object) -> tuple[int, int]:
+def public_shape(X: object, *, layout: str = "records x features") -> tuple[int, int]:
     """``(n_rows, n_cols)`` of the input without reading its values where the shape is metadata.
 
     For Dask input with unknown chunk sizes, or blocks read from files or a bag, the rows are
@@ -111,5 +111,5 @@ def public_shape(X: object) -> tuple[int, int]:
 
     shape = X.shape if sp.issparse(X) or isinstance(X, np.ndarray) else np.shape(X)
     if len(shape) != 2:
-        raise ValueError(f"X must be a 2-D (records x features) matrix, got shape {tuple(shape)}")
+        raise ValueError(f"X must be a 2-D ({layout}) matrix, got shape {tuple(shape)}")
     return int(shape[0]), int(shape[1])

@@ -149,7 +149,7 @@ class DaskRowBlocks(RowBlocks):
         return value
 
     def map(
-        self, func: BlockFunction, *args: object, name: str = "map", position: bool = False
+        self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
     ) -> DaskRowBlocks:
         import dask
 
@@ -158,7 +158,7 @@ class DaskRowBlocks(RowBlocks):
         positions = self._positions() if position else [None] * self.n_blocks
         made = [
             dask.delayed(_make_block, pure=False)(
-                func, block, where, *shared, dask_key_name=f"dptensor-{name}-{token}-{i}"
+                func, block, where, *shared, dask_key_name=f"dptensor-{label}-{token}-{i}"
             )
             for i, (block, where) in enumerate(zip(self.blocks, positions, strict=True))
         ]
@@ -174,7 +174,7 @@ class DaskRowBlocks(RowBlocks):
         func: BlockFunction,
         args: tuple,
         selections: list[tuple[np.ndarray | None, list[np.ndarray]]] | None,
-        name: str = "sum",
+        label: str = "sum",
     ) -> Partial:
         import dask
 
@@ -189,7 +189,7 @@ class DaskRowBlocks(RowBlocks):
                 *shared,
                 local=local,
                 row_args=row_args,
-                dask_key_name=f"dptensor-{name}-{token}-0-{i}",
+                dask_key_name=f"dptensor-{label}-{token}-0-{i}",
             )  # fmt: skip
             for i, (block, (local, row_args)) in enumerate(zip(self.blocks, pieces, strict=True))
         ]
@@ -198,7 +198,7 @@ class DaskRowBlocks(RowBlocks):
             depth += 1
             level = [
                 dask.delayed(combine_partials, pure=False)(
-                    *level[j : j + FAN_IN], dask_key_name=f"dptensor-{name}-{token}-{depth}-{j // FAN_IN}"
+                    *level[j : j + FAN_IN], dask_key_name=f"dptensor-{label}-{token}-{depth}-{j // FAN_IN}"
                 )
                 for j in range(0, len(level), FAN_IN)
             ]

@@ -269,7 +269,9 @@ class RowBlocks(ABC):
 
     # -- the two operations --------------------------------------------------------------------
     @abstractmethod
-    def map(self, func: BlockFunction, *args: object, name: str = "map", position: bool = False) -> RowBlocks:
+    def map(
+        self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
+    ) -> RowBlocks:
         """Blocks ``func(block, *args)`` (``func(block, BlockPosition, *args)`` with ``position``).
 
         The new blocks stay where the old ones are (on a cluster: in the workers' memory), and
@@ -282,7 +284,7 @@ class RowBlocks(ABC):
         *args: object,
         rows: np.ndarray | None = None,
         row_args: Sequence[np.ndarray] = (),
-        name: str = "sum",
+        label: str = "sum",
     ) -> Any:
         """``sum_b func(block_b, *args, *row_args_b)`` over every block, verified.
 
@@ -297,8 +299,8 @@ class RowBlocks(ABC):
         row_args : sequence of ndarray
             Arrays with one entry (row) per selected row (per row of the data when ``rows`` is
             None), cut into the blocks' pieces and passed after ``args``.
-        name : str
-            Label of the pass (task names on a cluster).
+        label : str
+            Name of the pass (in the task names on a cluster).
 
         Returns
         -------
@@ -313,7 +315,7 @@ class RowBlocks(ABC):
         selections = None
         if rows is not None or row_args:
             selections = self._selections(rows, row_args)
-        partial = self._reduce(func, args, selections, name=name)
+        partial = self._reduce(func, args, selections, label=label)
         self._verify(partial, selected=rows is not None)
         return partial.value
 
@@ -323,7 +325,7 @@ class RowBlocks(ABC):
         func: BlockFunction,
         args: tuple,
         selections: list[tuple[np.ndarray | None, list[np.ndarray]]] | None,
-        name: str = "sum",
+        label: str = "sum",
     ) -> Partial:
         """The combined :class:`Partial` of ``func`` over every block."""
 
@@ -420,7 +422,7 @@ class LocalRowBlocks(RowBlocks):
             return [future.result() for future in futures]
 
     def map(
-        self, func: BlockFunction, *args: object, name: str = "map", position: bool = False
+        self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
     ) -> LocalRowBlocks:
         positions = self._positions()
         calls = [
@@ -436,7 +438,7 @@ class LocalRowBlocks(RowBlocks):
         func: BlockFunction,
         args: tuple,
         selections: list[tuple[np.ndarray | None, list[np.ndarray]]] | None,
-        name: str = "sum",
+        label: str = "sum",
     ) -> Partial:
         pieces = selections or [(None, [])] * self.n_blocks
         calls = [

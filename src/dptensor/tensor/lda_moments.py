@@ -256,8 +256,8 @@ def prepare_documents(
     """
     if not isinstance(X, RowBlocks) and not is_distributed(X) and effective_n_jobs(n_jobs) == 1:
         return prepare_counts(X, name, min_documents=min_documents)
-    blocks = as_row_blocks(X, n_jobs=n_jobs).map(_prepare_block, name, name="prepare-counts")
-    docs = DocumentBlocks(blocks, int(blocks.map_sum(_input_documents, name="count-input")))
+    blocks = as_row_blocks(X, n_jobs=n_jobs).map(_prepare_block, name, label="prepare-counts")
+    docs = DocumentBlocks(blocks, int(blocks.map_sum(_input_documents, label="count-input")))
     _check_enough_documents(docs.n_documents, name, min_documents)
     return docs
 
@@ -383,7 +383,7 @@ def _weighted_gram(docs: DocumentCounts, coefficients: np.ndarray) -> np.ndarray
 def first_moment(docs: Documents) -> np.ndarray:
     """``M1_hat = (1/N) sum_n c_n / l_n`` (Lemma 21, eq. (5)): the mean word distribution."""
     request = StatisticsRequest(vocab=_weights({_L1: 1.0}))
-    return document_blocks(docs).map_sum(document_statistics, None, request, name="m1")["vocab"][:, 0] / (
+    return document_blocks(docs).map_sum(document_statistics, None, request, label="m1")["vocab"][:, 0] / (
         docs.n_documents
     )
 
@@ -413,7 +413,7 @@ class LDASecondMoment:
         self.alpha0 = check_alpha0(alpha0)
         self._blocks = document_blocks(docs)
         request = StatisticsRequest(vocab=_weights({_L2: 1.0}, {_L1: 1.0}))
-        vocab = self._blocks.map_sum(document_statistics, None, request, name="m2-diagonal")["vocab"]
+        vocab = self._blocks.map_sum(document_statistics, None, request, label="m2-diagonal")["vocab"]
         self._diag, self._s1 = vocab[:, 0].copy(), vocab[:, 1].copy()
         n = docs.n_documents
         self._cross_scale = self.coefficient / (n * (n - 1.0))
@@ -442,7 +442,7 @@ class LDASecondMoment:
         if single:
             V = V[:, None]
         request = StatisticsRequest(pair=self._row_weights, single_precision=single_precision)
-        out = self._blocks.map_sum(document_statistics, V, request, name="m2-product")["pair"]
+        out = self._blocks.map_sum(document_statistics, V, request, label="m2-product")["pair"]
         out -= self._diag_weight[:, None] * V
         out -= np.outer(self._cross_scale * self._s1, self._s1 @ V)
         return out[:, 0] if single else out
@@ -454,7 +454,7 @@ class LDASecondMoment:
 
     def to_dense(self) -> np.ndarray:
         """The ``d x d`` matrix (small ``d`` only): ``C^T diag(w) C`` summed over blocks, then corrected."""
-        dense = self._blocks.map_sum(_weighted_gram, self._row_weights[0], name="m2-dense")
+        dense = self._blocks.map_sum(_weighted_gram, self._row_weights[0], label="m2-dense")
         dense[np.diag_indices_from(dense)] -= self._diag_weight
         dense -= np.outer(self._cross_scale * self._s1, self._s1)
         return dense
@@ -580,7 +580,7 @@ def whitened_third_moment(docs: Documents, alpha0: float, whitening: np.ndarray)
         gram=_weights({_L2: 1.0}, {_LSQ: 1.0}),
         sums=_weights({_L1: 1.0}),
     )
-    stats = document_blocks(docs).map_sum(document_statistics, W, request, name="whitened-m3")
+    stats = document_blocks(docs).map_sum(document_statistics, W, request, label="whitened-m3")
     rows, cols = np.triu_indices(k)
     tensor = _unpack(stats["cube"], k, rows, cols) + _vocabulary_cubes(stats["pair"], stats["vocab"][:, 0], W)
     pairs = stats["gram"][0] - (W.T * stats["vocab"][:, 1]) @ W
@@ -628,7 +628,8 @@ class LDAMomentAccumulator:
             raise ValueError(f"the batch has {docs.n_words} words but the basis has {self.basis.shape[0]}")
         if docs.n_documents == 0:
             return self
-        sums = document_blocks(docs).map_sum(document_statistics, self.basis, self._REQUEST, name="lda-batch")
+        blocks = document_blocks(docs)
+        sums = blocks.map_sum(document_statistics, self.basis, self._REQUEST, label="lda-batch")
         self._sums = sums if self._sums is None else {key: self._sums[key] + sums[key] for key in sums}
         self.n_documents += docs.n_documents
         return self
