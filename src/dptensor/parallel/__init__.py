@@ -40,6 +40,7 @@ from dptensor.parallel.blocks import (
     as_local_blocks,
     effective_n_jobs,
     rows_of,
+    split_rows,
     take_rows,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "is_distributed",
     "public_shape",
     "rows_of",
+    "split_rows",
     "take_rows",
 ]
 
