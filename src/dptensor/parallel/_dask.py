@@ -148,6 +148,22 @@ class DaskRowBlocks(RowBlocks):
             return dask.delayed(value, name=f"dptensor-shared-{uuid.uuid4().hex}")
         return value
 
+    def _groups_by_worker(self) -> list[list[int]] | None:
+        """Block indices grouped by the worker holding them (prepared blocks on a distributed cluster)."""
+        client = _active_client()
+        if client is None or self._checksums is None:
+            return None
+        keys = [getattr(b, "key", None) for b in self.blocks]
+        try:
+            holders = client.who_has()
+        except Exception:  # noqa: BLE001 - grouping is an optimisation; without it the tree is by index
+            return None
+        groups: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            where = holders.get(key) or ["?"]
+            groups.setdefault(sorted(where)[0], []).append(index)
+        return list(groups.values())
+
     def map(
         self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
     ) -> DaskRowBlocks:
@@ -193,17 +209,31 @@ class DaskRowBlocks(RowBlocks):
             )  # fmt: skip
             for i, (block, (local, row_args)) in enumerate(zip(self.blocks, pieces, strict=True))
         ]
-        depth = 0
-        while len(level) > 1:
-            depth += 1
-            level = [
-                dask.delayed(combine_partials, pure=False)(
-                    *level[j : j + FAN_IN], dask_key_name=f"dptensor-{label}-{token}-{depth}-{j // FAN_IN}"
-                )
-                for j in range(0, len(level), FAN_IN)
-            ]
-        (partial,) = dask.compute(level[0])
+        # Partial sums of the blocks one worker holds are added there first (no network), then across.
+        groups = self._groups_by_worker() or [list(range(len(level)))]
+        roots = [
+            _tree([level[i] for i in group], f"dptensor-{label}-{token}-w{g}")
+            for g, group in enumerate(groups)
+        ]
+        root = _tree(roots, f"dptensor-{label}-{token}-all")
+        (partial,) = dask.compute(root)
         return partial
+
+
+def _tree(parts: list, name: str) -> object:
+    """Add ``Delayed`` partial sums in a tree of :data:`FAN_IN`-way :func:`combine_partials` tasks."""
+    import dask
+
+    depth = 0
+    while len(parts) > 1:
+        depth += 1
+        parts = [
+            dask.delayed(combine_partials, pure=False)(
+                *parts[j : j + FAN_IN], dask_key_name=f"{name}-{depth}-{j // FAN_IN}"
+            )
+            for j in range(0, len(parts), FAN_IN)
+        ]
+    return parts[0]
 
 
 def is_dask_collection(value: object) -> bool:
