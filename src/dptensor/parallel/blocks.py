@@ -37,7 +37,8 @@ import numbers
 import os
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -408,18 +409,25 @@ class LocalRowBlocks(RowBlocks):
     def n_blocks(self) -> int:
         return len(self.payloads)
 
-    def _run(self, calls: list[Callable[[], Any]]) -> list[Any]:
+    def _run(self, calls: list[Callable[[], Any]]) -> Iterator[Any]:
+        """The calls' results in order; on threads at most ``2 n_jobs`` run or wait at a time."""
         if self.backend == "in-process":
-            return [call() for call in calls]
+            yield from (call() for call in calls)
+            return
         from threadpoolctl import threadpool_limits
 
         # One BLAS thread per block: the pool is the parallelism (no oversubscription).
+        window = 2 * self.n_jobs
         with (
             threadpool_limits(limits=1, user_api="blas"),
             ThreadPoolExecutor(min(self.n_jobs, len(calls))) as pool,
         ):
-            futures = [pool.submit(call) for call in calls]
-            return [future.result() for future in futures]
+            pending = deque(pool.submit(call) for call in calls[:window])
+            for call in calls[window:]:
+                yield pending.popleft().result()
+                pending.append(pool.submit(call))
+            while pending:
+                yield pending.popleft().result()
 
     def map(
         self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
@@ -429,7 +437,7 @@ class LocalRowBlocks(RowBlocks):
             (lambda p=p, q=q: func(p, q, *args)) if position else (lambda p=p: func(p, *args))
             for p, q in zip(self.payloads, positions, strict=True)
         ]
-        payloads = self._run(calls)
+        payloads = list(self._run(calls))
         width = getattr(payloads[0], "shape", (0, self.n_cols))
         return LocalRowBlocks(payloads, int(width[1]) if len(width) > 1 else self.n_cols, self.n_jobs)
 
@@ -445,8 +453,12 @@ class LocalRowBlocks(RowBlocks):
             (lambda i=i, p=p, s=s: apply_to_block(func, i, None, p, *args, local=s[0], row_args=s[1]))
             for i, (p, s) in enumerate(zip(self.payloads, pieces, strict=True))
         ]
-        # Added in block order: the result does not depend on which thread finished first.
-        return combine_partials(*self._run(calls))
+        # Added in block order, as they come: the result does not depend on which thread finished
+        # first, and only a few partial sums are held at a time.
+        total: Partial | None = None
+        for partial in self._run(calls):
+            total = partial if total is None else combine_partials(total, partial)
+        return total
 
 
 def as_local_blocks(data: object, n_jobs: int | None = None, n_blocks: int | None = None) -> LocalRowBlocks:
