@@ -98,7 +98,7 @@ class ArrayStream(BatchStream):
             yield self.data[lo : lo + self.batch_size]
 
 
-class DaskArrayStream(BatchStream):
+class DaskArrayStream(ArrayStream):
     """Row slices of a 2-D ``dask.array``, left lazy: each batch is computed where it is summed.
 
     The online power method gives each batch to :mod:`dptensor.parallel`, which computes its
@@ -107,21 +107,8 @@ class DaskArrayStream(BatchStream):
     """
 
     def __init__(self, data: object, batch_size: int) -> None:
-        super().__init__(batch_size)
+        BatchStream.__init__(self, batch_size)
         self.data = check_lazy_matrix(data, "data")
-
-    @property
-    def n_samples(self) -> int:
-        return int(self.data.shape[0])
-
-    @property
-    def n_features(self) -> int:
-        """Number of columns ``d``."""
-        return int(self.data.shape[1])
-
-    def _iter_from(self, start: int) -> Iterator[Batch]:
-        for lo in range(start, self.n_samples, self.batch_size):
-            yield self.data[lo : lo + self.batch_size]
 
 
 def check_lazy_matrix(data: object, name: str = "X") -> object:
