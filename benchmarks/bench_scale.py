@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import re
 import subprocess
@@ -128,6 +129,31 @@ def _pass_costs(stream: list[dict]) -> dict:
             for label, v in costs.items()}  # fmt: skip
 
 
+def _stored(block) -> int:
+    return int(block.nnz)
+
+
+def _one_row(block):
+    return block.shape[0]
+
+
+def scheduler_overhead(client) -> dict:
+    """Wall seconds of a pass of trivial tasks over 16 and 256 tiny blocks: per-task and per-pass cost."""
+    from dptensor.parallel import DaskRowBlocks
+
+    times = {}
+    for n_blocks in (16, 256):
+        blocks = DaskRowBlocks(client.scatter([np.ones((1, 1))] * n_blocks, hash=False), 1, [1] * n_blocks)
+        blocks.map_sum(_one_row)  # warm
+        start = time.perf_counter()
+        for _ in range(3):
+            blocks.map_sum(_one_row)
+        times[n_blocks] = (time.perf_counter() - start) / 3
+    per_task = (times[256] - times[16]) / 240
+    return {"per_task_s": per_task, "per_pass_s": times[16] - 16 * per_task, "pass_16_s": times[16],
+            "pass_256_s": times[256]}  # fmt: skip
+
+
 def run_client(args: argparse.Namespace) -> None:
     """Connect to the cluster, generate and persist the documents there, fit; print one JSON line."""
     import dask
@@ -150,14 +176,19 @@ def run_client(args: argparse.Namespace) -> None:
     X = X.persist()
     wait(X)
     generate_s = time.perf_counter() - start
+    nnz = sum(dask.compute(*[dask.delayed(_stored)(b) for b in X.to_delayed().ravel()]))
     model = SpectralLDA(args.topics, ALPHA0, whitening="randomized", random_state=0)
     with get_task_stream(client) as stream:
         start = time.perf_counter()
         model.fit(X)
         fit_s = time.perf_counter() - start
+    peak = peak_rss_mb()  # before the overhead probe, which adds nothing that grows with N anyway
     out = {
         "backend": "dask", "workers": args.workers, "generate_s": generate_s, "fit_s": fit_s,
-        "steps_s": model.timings_, "passes": _pass_costs(stream.data), "client_peak_mb": peak_rss_mb(),
+        "steps_s": model.timings_, "passes": _pass_costs(stream.data), "client_peak_mb": peak,
+        "scheduler": scheduler_overhead(client), "nnz": int(nnz),
+        # the generated and the validated copy of each document: CSR (8 + 4 bytes per count) + row data
+        "worker_bytes_per_doc": 2 * (12.0 * nnz / args.docs + 24.0),
         "n_documents": model.n_documents_, "error": topic_l1_error(true_topics(args.topics, args.words),
                                                                    model.components_),
     }  # fmt: skip
@@ -183,6 +214,55 @@ def run_threads(args: argparse.Namespace) -> None:
         "steps_s": model.timings_, "process_peak_mb": peak_rss_mb(), "n_documents": model.n_documents_,
         "error": topic_l1_error(true_topics(args.topics, args.words), model.components_),
     }))  # fmt: skip
+
+
+# -- extrapolation -------------------------------------------------------------------------------------
+def extrapolate(
+    one_worker: dict, *, n_docs: float, nodes: int, cores: int, link_gbps: float, block_docs: int,
+    d: int, k: int, oversamples: int = 10,
+) -> dict:  # fmt: skip
+    """Time of the fit on ``nodes x cores`` single-threaded workers, from the 1-worker run's costs.
+
+    Per pass: compute ``(seconds per document) N / W`` (measured per block on one worker), plus the
+    scheduler (measured seconds per task times the tasks), plus the network: the shared ``d x m``
+    block reaching every node and one ``d x m`` partial sum per worker going up an 8-way tree
+    (``log8 W`` levels of 8 partials through one link). The client's own steps (eigensolver QR,
+    vocabulary cubes ``O(d k^3)``, tensor decomposition) do not depend on ``N`` and are taken as
+    measured.
+    """
+    workers = nodes * cores
+    n_measured = one_worker["n_documents"]
+    passes = one_worker["passes"]
+    link = link_gbps / 8.0 * 1e9  # bytes per second
+    m = k + oversamples
+    sizes = {"m2-product": d * m * 8, "whitened-m3": (d * (k + 2) + k * k * (k + 1) // 2 + 2 * k * k + k) * 8,
+             "m2-diagonal": d * 2 * 8, "prepare-counts": 0, "count-input": 0}  # fmt: skip
+    shared = {"m2-product": d * m * 8, "whitened-m3": d * k * 8}
+    blocks = math.ceil(n_docs / block_docs)
+    tree_levels = max(1, math.ceil(math.log(max(workers, 2), 8)))
+    per_task = max(one_worker["scheduler"]["per_task_s"], 0.0)
+    rows, total = [], 0.0
+    for label, cost in passes.items():
+        if label == "generate":
+            continue
+        n_passes = cost["tasks"] / max(1, math.ceil(n_measured / block_docs))
+        compute = cost["total_s"] / n_measured * n_docs / workers / max(n_passes, 1)
+        scheduling = per_task * blocks * 1.15  # + the tree's combine tasks
+        network = (shared.get(label, 0) * 2 + sizes.get(label, 0) * 8 * tree_levels) / link
+        per_pass = compute + scheduling + network
+        rows.append({
+            "pass": label, "passes": round(n_passes), "compute_s": compute, "scheduler_s": scheduling,
+            "network_s": network, "per_pass_s": per_pass,
+        })  # fmt: skip
+        total += per_pass * round(n_passes)
+    worker_time = sum(c["total_s"] for name, c in passes.items() if name != "generate")
+    client = max(one_worker["fit_s"] - worker_time, 0.0)
+    return {
+        "n_docs": n_docs, "nodes": nodes, "cores_per_node": cores, "workers": workers, "link_gbps": link_gbps,
+        "blocks": blocks, "passes": rows, "client_serial_s": client, "total_s": total + client,
+        "docs_per_worker": n_docs / workers,
+        "worker_memory_gb": one_worker.get("worker_bytes_per_doc", 0) * n_docs / workers / 1e9,
+    }  # fmt: skip
 
 
 # -- the driver ----------------------------------------------------------------------------------------
@@ -294,6 +374,10 @@ def main() -> None:
     }
     if not args.skip_threads:
         summary["speedup_threads_2_vs_1"] = by[("threads", 1)]["fit_s"] / by[("threads", 2)]["fit_s"]
+    summary["extrapolation"] = extrapolate(
+        by[("dask", 1)], n_docs=1e8, nodes=32, cores=16, link_gbps=10.0, block_docs=args.block_docs,
+        d=args.words, k=args.topics,
+    )  # fmt: skip
     print(json.dumps(summary, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     config = {key: value for key, value in vars(args).items() if key not in ("mode", "out")}
