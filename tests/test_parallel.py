@@ -211,3 +211,15 @@ def test_sample_moment_and_online_with_threads(corpus):
     o2 = OnlineTensorPower(2, batch_size=500, n_iter=3, random_state=0, n_jobs=2).fit(X, cycle=True)
     np.testing.assert_allclose(o2.weights_, o1.weights_, rtol=1e-12)
     np.testing.assert_allclose(o2.factors_, o1.factors_, rtol=1e-10, atol=1e-13)
+
+
+def test_dask_input_without_a_client_runs_on_the_local_scheduler(corpus):
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    X = da.from_array(sp.csr_matrix(corpus.counts, dtype=np.float64), chunks=(800, -1), asarray=False)
+    a = SpectralLDA(3, corpus.alpha0, random_state=0).fit(corpus.counts)
+    for scheduler in ("sync", "threads"):
+        with dask.config.set(scheduler=scheduler):
+            b = SpectralLDA(3, corpus.alpha0, random_state=0).fit(X)
+        np.testing.assert_allclose(b.components_, a.components_, rtol=1e-9, atol=1e-12)
