@@ -46,6 +46,12 @@ ALPHA0 = 1.0
 TOPIC_CONCENTRATION = 0.05
 TOPIC_SEED = 12345
 THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: ``--malloc reuse``: glibc keeps freed memory mapped and reuses it (no page fault per temporary).
+#: Dask's nannies set ``MALLOC_TRIM_THRESHOLD_=65536`` by default, which returns every freed block
+#: to the system; on this VM the page faults that follow cost more than the sparse products
+#: themselves when two processes fault at once (see docs/scale.md).
+MALLOC_REUSE = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "4294967296",
+                "MALLOC_TOP_PAD_": "268435456"}  # fmt: skip
 
 
 # -- documents, made where they are used ------------------------------------------------------------
@@ -102,8 +108,12 @@ def topic_l1_error(true: np.ndarray, est: np.ndarray) -> float:
 # -- one measurement per process ----------------------------------------------------------------
 def run_cluster(args: argparse.Namespace) -> None:
     """Hold a LocalCluster of ``--workers`` single-threaded processes until stdin closes."""
+    import dask
     from distributed import LocalCluster
 
+    if args.malloc == "reuse":
+        environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ"), **MALLOC_REUSE)
+        dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
     cluster = LocalCluster(
         n_workers=args.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
         dashboard_address=None, memory_limit=None,
@@ -183,8 +193,10 @@ def run_client(args: argparse.Namespace) -> None:
         model.fit(X)
         fit_s = time.perf_counter() - start
     peak = peak_rss_mb()  # before the overhead probe, which adds nothing that grows with N anyway
+    malloc = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     out = {
-        "backend": "dask", "workers": args.workers, "generate_s": generate_s, "fit_s": fit_s,
+        "backend": "dask", "workers": args.workers, "worker_malloc_trim": sorted(set(malloc.values())),
+        "generate_s": generate_s, "fit_s": fit_s,
         "steps_s": model.timings_, "passes": _pass_costs(stream.data), "client_peak_mb": peak,
         "scheduler": scheduler_overhead(client), "nnz": int(nnz),
         # the generated and the validated copy of each document: CSR (8 + 4 bytes per count) + row data
@@ -280,12 +292,17 @@ def wait_for_quiet(threshold: float, max_wait: float) -> float:
 
 def _child(mode: str, args: argparse.Namespace, extra: list[str]) -> list[str]:
     common = ["--docs", str(args.docs), "--words", str(args.words), "--topics", str(args.topics),
-              "--doc-length", str(args.doc_length), "--block-docs", str(args.block_docs)]  # fmt: skip
+              "--doc-length", str(args.doc_length), "--block-docs", str(args.block_docs),
+              "--malloc", args.malloc]  # fmt: skip
     return [sys.executable, __file__, "--mode", mode, *common, *extra]
 
 
+def _environment(args: argparse.Namespace) -> dict:
+    return dict(os.environ, **THREAD_ENV, **(MALLOC_REUSE if args.malloc == "reuse" else {}))
+
+
 def measure_dask(args: argparse.Namespace, workers: int) -> dict:
-    env = dict(os.environ, **THREAD_ENV)
+    env = _environment(args)
     with tempfile.TemporaryDirectory() as tmp:
         address = Path(tmp) / "address"
         cluster = subprocess.Popen(
@@ -309,7 +326,7 @@ def measure_dask(args: argparse.Namespace, workers: int) -> dict:
 
 
 def measure_threads(args: argparse.Namespace, jobs: int) -> dict:
-    env = dict(os.environ, **THREAD_ENV)
+    env = _environment(args)
     out = subprocess.run(
         _child("threads", args, ["--jobs", str(jobs)]), capture_output=True, text=True, env=env, check=True
     ).stdout
@@ -332,6 +349,8 @@ def main() -> None:
     parser.add_argument("--skip-threads", action="store_true")
     parser.add_argument("--repeats", type=int, default=2, help="runs per configuration (the fastest counts)")
     parser.add_argument("--quick", action="store_true", help="no waiting for a quiet machine")
+    parser.add_argument("--malloc", choices=("default", "reuse"), default="reuse",
+                        help="glibc malloc of every process: Dask's defaults, or reuse freed memory")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
     parser.add_argument("--mode", choices=("driver", "cluster", "client", "threads"), default="driver",
                         help=argparse.SUPPRESS)
