@@ -42,6 +42,7 @@ from dptensor.parallel.blocks import (
     apply_to_block,
     block_checksum,
     combine_partials,
+    nbytes_of,
     rows_of,
 )
 
@@ -67,6 +68,10 @@ class _Block:
     payload: object
     rows: int
     checksum: tuple
+
+    def __sizeof__(self) -> int:
+        # The scheduler places tasks by the sizes of their inputs (sys.getsizeof): report the arrays.
+        return object.__sizeof__(self) + nbytes_of(self.payload)
 
 
 def _make_block(func: BlockFunction, source: object, position: BlockPosition | None, *args: object) -> _Block:

@@ -88,6 +88,11 @@ class Partial:
     value: Any
     seen: dict[int, _Seen]
 
+    def __sizeof__(self) -> int:
+        # Dask's scheduler sizes objects with sys.getsizeof: count the arrays, or it would move
+        # blocks to the partial sums instead of the sums to the blocks.
+        return object.__sizeof__(self) + nbytes_of(self.value)
+
 
 def effective_n_jobs(n_jobs: int | None) -> int:
     """Threads to use: ``None`` means 1, ``-1`` every core, ``-2`` all but one (joblib's convention).
@@ -151,6 +156,23 @@ def block_checksum(payload: object) -> tuple:
     if payload is None or isinstance(payload, numbers.Number | str | bytes):
         return (repr(payload),)
     return (type(payload).__name__, zlib.crc32(repr(payload).encode()))
+
+
+def nbytes_of(value: object) -> int:
+    """Bytes held in the arrays of a block or a block-function result (for schedulers' size estimates)."""
+    if sp.issparse(value):
+        return sum(
+            nbytes_of(getattr(value, name, None)) for name in ("data", "indices", "indptr", "row", "col")
+        )
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes_of(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return sum(nbytes_of(v) for v in value.values())
+    if isinstance(value, tuple | list):
+        return sum(nbytes_of(v) for v in value)
+    return 0
 
 
 def add_values(left: Any, right: Any) -> Any:

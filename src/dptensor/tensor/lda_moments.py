@@ -442,7 +442,9 @@ class LDASecondMoment:
         if single:
             V = V[:, None]
         request = StatisticsRequest(pair=self._row_weights, single_precision=single_precision)
-        out = self._blocks.map_sum(document_statistics, V, request, label="m2-product")["pair"]
+        # In single precision the block is sent (to threads or workers) as float32 once, not per block.
+        shared = V.astype(np.float32) if single_precision else V
+        out = self._blocks.map_sum(document_statistics, shared, request, label="m2-product")["pair"]
         out -= self._diag_weight[:, None] * V
         out -= np.outer(self._cross_scale * self._s1, self._s1 @ V)
         return out[:, 0] if single else out
