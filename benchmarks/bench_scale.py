@@ -231,7 +231,7 @@ def run_threads(args: argparse.Namespace) -> None:
 # -- extrapolation -------------------------------------------------------------------------------------
 def extrapolate(
     one_worker: dict, *, n_docs: float, nodes: int, cores: int, link_gbps: float, block_docs: int,
-    d: int, k: int, oversamples: int = 10,
+    measured_block_docs: int, d: int, k: int, oversamples: int = 10,
 ) -> dict:  # fmt: skip
     """Time of the fit on ``nodes x cores`` single-threaded workers, from the 1-worker run's costs.
 
@@ -257,7 +257,7 @@ def extrapolate(
     for label, cost in passes.items():
         if label == "generate":
             continue
-        n_passes = cost["tasks"] / max(1, math.ceil(n_measured / block_docs))
+        n_passes = cost["tasks"] / max(1, math.ceil(n_measured / measured_block_docs))
         compute = cost["total_s"] / n_measured * n_docs / workers / max(n_passes, 1)
         scheduling = per_task * blocks * 1.15  # + the tree's combine tasks
         network = (shared.get(label, 0) * 2 + sizes.get(label, 0) * 8 * tree_levels) / link
@@ -275,6 +275,38 @@ def extrapolate(
         "docs_per_worker": n_docs / workers,
         "worker_memory_gb": one_worker.get("worker_bytes_per_doc", 0) * n_docs / workers / 1e9,
     }  # fmt: skip
+
+
+def extrapolations(one_worker: dict, args: argparse.Namespace) -> list[dict]:
+    """10^8 documents on 32 nodes x 16 cores: with the benchmark's blocks, and with one block per worker."""
+    out = []
+    for block_docs in (args.block_docs, math.ceil(1e8 / (32 * 16))):
+        out.append(extrapolate(
+            one_worker, n_docs=1e8, nodes=32, cores=16, link_gbps=10.0, block_docs=block_docs,
+            measured_block_docs=args.block_docs, d=args.words, k=args.topics,
+        ))  # fmt: skip
+    return out
+
+
+def print_extrapolation(path: Path) -> None:
+    """Recompute the extrapolation from a results file and print it as Markdown tables."""
+    saved = json.loads(path.read_text())
+    args = argparse.Namespace(**saved["config"])
+    fastest = {}
+    for row in saved["rows"]:
+        if row["kind"] == "dask" and row["workers"] == 1 and (not fastest or row["fit_s"] < fastest["fit_s"]):
+            fastest = row
+    for result in extrapolations(fastest, args):
+        print(f"\n{result['blocks']} blocks ({result['docs_per_worker']:.0f} documents per worker), "
+              f"client {result['client_serial_s']:.1f} s, total {result['total_s']:.1f} s, "
+              f"worker memory {result['worker_memory_gb']:.2f} GB\n")  # fmt: skip
+        print("| pass | passes | compute s | scheduler s | network s | per pass s |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for row in result["passes"]:
+            print(f"| {row['pass']} | {row['passes']} | {row['compute_s']:.2f} | {row['scheduler_s']:.2f} | "
+                  f"{row['network_s']:.2f} | {row['per_pass_s']:.2f} |")  # fmt: skip
+    saved["summary"]["extrapolation"] = extrapolations(fastest, args)
+    path.write_text(json.dumps(saved, indent=2, default=str))
 
 
 # -- the driver ----------------------------------------------------------------------------------------
@@ -352,12 +384,16 @@ def main() -> None:
     parser.add_argument("--malloc", choices=("default", "reuse"), default="reuse",
                         help="glibc malloc of every process: Dask's defaults, or reuse freed memory")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
+    parser.add_argument("--extrapolate", type=Path, default=None, metavar="RESULTS",
+                        help="only recompute and print the extrapolation of a results file")
     parser.add_argument("--mode", choices=("driver", "cluster", "client", "threads"), default="driver",
                         help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--address-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.extrapolate is not None:
+        return print_extrapolation(args.extrapolate)
     if args.mode == "cluster":
         return run_cluster(args)
     if args.mode == "client":
@@ -407,10 +443,7 @@ def main() -> None:
     }
     if not args.skip_threads:
         summary["speedup_threads_2_vs_1"] = by[("threads", 1)]["fit_s"] / by[("threads", 2)]["fit_s"]
-    summary["extrapolation"] = extrapolate(
-        by[("dask", 1)], n_docs=1e8, nodes=32, cores=16, link_gbps=10.0, block_docs=args.block_docs,
-        d=args.words, k=args.topics,
-    )  # fmt: skip
+    summary["extrapolation"] = extrapolations(by[("dask", 1)], args)
     print(json.dumps(summary, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     config = {key: value for key, value in vars(args).items() if key not in ("mode", "out")}

@@ -268,6 +268,11 @@ class RowBlocks(ABC):
         return list(self._rows)
 
     @property
+    def rows_known(self) -> bool:
+        """Whether the rows per block are known without a pass over the blocks."""
+        return self._rows is not None
+
+    @property
     def n_rows(self) -> int:
         """Total number of rows."""
         return int(sum(self.block_rows))

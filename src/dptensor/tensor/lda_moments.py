@@ -256,8 +256,11 @@ def prepare_documents(
     """
     if not isinstance(X, RowBlocks) and not is_distributed(X) and effective_n_jobs(n_jobs) == 1:
         return prepare_counts(X, name, min_documents=min_documents)
-    blocks = as_row_blocks(X, n_jobs=n_jobs).map(_prepare_block, name, label="prepare-counts")
-    docs = DocumentBlocks(blocks, int(blocks.map_sum(_input_documents, label="count-input")))
+    source = as_row_blocks(X, n_jobs=n_jobs)
+    blocks = source.map(_prepare_block, name, label="prepare-counts")
+    # The input's rows are metadata of arrays; blocks read from files or a bag are counted.
+    n_input = source.n_rows if source.rows_known else blocks.map_sum(_input_documents, label="count-input")
+    docs = DocumentBlocks(blocks, int(n_input))
     _check_enough_documents(docs.n_documents, name, min_documents)
     return docs
 
