@@ -9,7 +9,7 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import SpectralLDA, TensorCompletion
+from dptensor.models import SingleTopicModel, SpectralLDA, TensorCompletion
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
@@ -24,6 +24,7 @@ __all__ = [
     "input_perturbation",
     "power_method",
     "private_power_method",
+    "SingleTopicModel",
     "SpectralLDA",
     "TensorCompletion",
 ]

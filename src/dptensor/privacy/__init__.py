@@ -6,6 +6,7 @@ See DESIGN.md, layer 2, and ``docs/privacy.md``. The private algorithms themselv
 """
 
 from dptensor.privacy.accounting import EpsilonDeltaDpEvent, compose, event_epsilon, make_accountant
+from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
 from dptensor.privacy.calibration import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
@@ -29,8 +30,11 @@ from dptensor.privacy.mechanisms import (
     gaussian_noise,
     laplace_noise,
     orbit_sizes,
+    symmetric_from_unique,
     symmetric_gaussian_matrix,
     symmetric_gaussian_tensor,
+    unique_entries,
+    unique_indices,
 )
 from dptensor.privacy.noise import (
     NOISE_BACKENDS,
@@ -44,11 +48,13 @@ from dptensor.privacy.sensitivity import (
     EntryNeighbouring,
     NeighbouringRelation,
     RecordNeighbouring,
+    WhitenedDocumentNeighbouring,
     clip_records,
     entry_neighbour_difference,
     record_bound_violations,
     record_norms,
 )
+from dptensor.privacy.whitened_noise import WhitenedNoiseLaw, whitened_noise_gram
 
 __all__ = [
     "ACCOUNTANTS",
@@ -62,7 +68,10 @@ __all__ = [
     "PrivacyGuarantee",
     "PrivacyWarning",
     "RecordNeighbouring",
+    "SymmetricGaussianOperator",
     "UnprovenPrivacyError",
+    "WhitenedDocumentNeighbouring",
+    "WhitenedNoiseLaw",
     "advanced_composition_epsilon",
     "advanced_step_parameters",
     "begin_release",
@@ -93,6 +102,10 @@ __all__ = [
     "record_norms",
     "require_unproven",
     "resolve_noise",
+    "symmetric_from_unique",
     "symmetric_gaussian_matrix",
     "symmetric_gaussian_tensor",
+    "unique_entries",
+    "unique_indices",
+    "whitened_noise_gram",
 ]
