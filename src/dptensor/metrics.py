@@ -68,13 +68,9 @@ def match_components(
     -------
     ComponentMatch
     """
-    true_factors = _unit_columns(true_factors, "true_factors")
-    est_factors = _unit_columns(est_factors, "est_factors")
-    if true_factors.shape[0] != est_factors.shape[0]:
-        raise ValueError(
-            f"true_factors and est_factors must have the same number of rows, got "
-            f"{true_factors.shape[0]} and {est_factors.shape[0]}"
-        )
+    true_factors, est_factors = _column_pair(true_factors, est_factors, "true_factors", "est_factors")
+    true_factors = true_factors / _column_norms(true_factors, "true_factors")
+    est_factors = est_factors / _column_norms(est_factors, "est_factors")
     cosine = true_factors.T @ est_factors
     rows, cols = linear_sum_assignment(-np.abs(cosine))
     inner = np.abs(cosine[rows, cols])
@@ -89,12 +85,24 @@ def match_components(
     return ComponentMatch(rows, cols, np.minimum(inner, 1.0), distance, weight_error)
 
 
-def _unit_columns(factors: np.ndarray, name: str) -> np.ndarray:
-    factors = _columns(factors, name)
+def _column_norms(factors: np.ndarray, name: str) -> np.ndarray:
     norms = np.linalg.norm(factors, axis=0)
     if np.any(norms == 0):
         raise ValueError(f"{name} has a zero column")
-    return factors / norms
+    return norms
+
+
+def _column_pair(
+    first: object, second: object, first_name: str, second_name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two ``(d, k)`` component matrices (a vector is one column) with the same number of rows."""
+    first, second = _columns(first, first_name), _columns(second, second_name)
+    if first.shape[0] != second.shape[0]:
+        raise ValueError(
+            f"{first_name} and {second_name} must have the same number of rows, got "
+            f"{first.shape[0]} and {second.shape[0]}"
+        )
+    return first, second
 
 
 def component_distances(true_components: np.ndarray, est_components: np.ndarray) -> np.ndarray:
@@ -110,13 +118,9 @@ def component_distances(true_components: np.ndarray, est_components: np.ndarray)
     -------
     ndarray of shape (k_true, k_est)
     """
-    true_components = _columns(true_components, "true_components")
-    est_components = _columns(est_components, "est_components")
-    if true_components.shape[0] != est_components.shape[0]:
-        raise ValueError(
-            f"true_components and est_components must have the same number of rows, got "
-            f"{true_components.shape[0]} and {est_components.shape[0]}"
-        )
+    true_components, est_components = _column_pair(
+        true_components, est_components, "true_components", "est_components"
+    )
     diff = true_components[:, :, None] - est_components[:, None, :]
     return np.sqrt(np.sum(diff * diff, axis=0))
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from numbers import Integral, Real
 
 import dp_accounting
@@ -52,13 +51,14 @@ from dptensor.decomposition.private_power_method import default_private_n_iter, 
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.models.spectral_lda import project_rows_to_simplex, top_eigenpairs
-from dptensor.privacy.accounting import EpsilonDeltaDpEvent, event_epsilon
+from dptensor.privacy.accounting import EpsilonDeltaDpEvent
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
 from dptensor.privacy.calibration import (
     composed_gaussian_holds,
     composed_noise_multiplier,
     gaussian_delta,
     gaussian_epsilon,
+    gaussian_pure_epsilon,
     gaussian_sigma_analytic,
     gaussian_sigma_classic,
 )
@@ -188,9 +188,10 @@ def single_topic_release(
     Guarantee: ``(epsilon, delta)``-DP under replace-one-document by basic composition of the two
     stages (each is checked to be ``(epsilon_i, delta_i)``-DP); ``epsilon_exact`` is the tighter
     exact composition of the actual noise at ``delta`` (Gaussian DP when every release is
-    Gaussian, dp-accounting's PLD accountant for AVN). The ``dp_event`` lists the releases in
-    unit-sensitivity units (``GaussianDpEvent(tau / Delta)``; AVN's ``M3`` release as
-    ``EpsilonDeltaDpEvent(epsilon_2, 0)``), so :func:`dptensor.privacy.compose` composes fits.
+    Gaussian; for AVN the closed form of :func:`~dptensor.privacy.gaussian_pure_epsilon`). The
+    ``dp_event`` lists the releases in unit-sensitivity units (``GaussianDpEvent(tau / Delta)``;
+    AVN's ``M3`` release as ``EpsilonDeltaDpEvent(epsilon_2, 0)``), so
+    :func:`dptensor.privacy.compose` composes fits.
 
     Returns
     -------
@@ -253,8 +254,8 @@ def single_topic_release(
         epsilon=float(epsilon),
         delta=float(delta),
         neighbouring=NEIGHBOURING,
-        accountant="basic composition of the two stages (calibration "
-        f"{calibration!r}); epsilon_exact by {'PLD' if mechanism == 'avn' else 'Gaussian DP'}",
+        accountant=f"basic composition of the two stages (calibration {calibration!r}); epsilon_exact by "
+        + ("exact Gaussian + pure composition" if mechanism == "avn" else "Gaussian DP"),
         n_releases=2 if releases is None else 1 + releases,
         mechanism=names[mechanism],
         noise_multiplier=sigma1 / sensitivity,
@@ -270,10 +271,10 @@ def single_topic_release(
 
 
 def _exact_epsilon(release: SingleTopicRelease, delta: float) -> float:
-    """The exact epsilon at ``delta`` of the noise actually added (GDP, or PLD for AVN)."""
+    """The exact epsilon at ``delta`` of the noise actually added (GDP; Gaussian + pure for AVN)."""
     unit = release.sensitivity
     if release.mechanism == "avn":
-        return _pld_epsilon(release.sigma_m2 / unit, release.epsilon_m3, delta)
+        return gaussian_pure_epsilon(release.sigma_m2 / unit, release.epsilon_m3, delta)
     mu_squared = (unit / release.sigma_m2) ** 2
     if release.mechanism == "agn":
         mu_squared += (unit / release.sigma_m3) ** 2
@@ -281,14 +282,6 @@ def _exact_epsilon(release: SingleTopicRelease, delta: float) -> float:
         mu_squared += release.tpm_releases / release.tpm_multiplier**2
     # n composed Gaussians with multipliers z_i are mu-GDP with mu^2 = sum 1/z_i^2 (Dong, Roth & Su 2022)
     return gaussian_epsilon(1.0 / math.sqrt(mu_squared), delta)
-
-
-@lru_cache(maxsize=256)
-def _pld_epsilon(multiplier: float, pure_epsilon: float, delta: float) -> float:
-    event = dp_accounting.ComposedDpEvent(
-        [dp_accounting.GaussianDpEvent(multiplier), EpsilonDeltaDpEvent(pure_epsilon, 0.0)]
-    )
-    return event_epsilon(event, delta)
 
 
 class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
@@ -564,7 +557,8 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
                     d * (d + 1) * (d + 2) // 6, release.sensitivity, release.epsilon_m3, noise=source
                 )
                 moment = moment + symmetric_from_unique(unique, d, 3)
-            tensor = np.einsum("abc,ai,bj,ck->ijk", moment, W, W, W, optimize=True)
+            # (M3 + E3)(W, W, W): contract one mode at a time
+            tensor = np.tensordot(np.tensordot(np.tensordot(moment, W, (0, 0)), W, (0, 0)), W, (0, 0))
         else:
             tensor = third_moment(docs, self.moments, W)
             if release is not None:

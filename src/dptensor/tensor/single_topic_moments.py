@@ -300,7 +300,9 @@ def _first_words_second_moment(first_words: np.ndarray, d: int) -> sp.csr_matrix
 def dense_second_moment(docs: SingleTopicDocuments, moments: str = "first3") -> np.ndarray:
     """``M2_hat`` as a dense symmetric ``d x d`` array (small ``d``)."""
     if moments == "first3":
-        return _first_words_second_moment(_first_words(docs), docs.n_words).toarray()
+        first, d = _first_words(docs), docs.n_words
+        raw = np.bincount(first[:, 0] * d + first[:, 1], minlength=d * d).reshape(d, d) / first.shape[0]
+        return (raw + raw.T) / 2.0
     dense = second_moment(docs, moments) @ np.eye(docs.n_words)
     return (dense + dense.T) / 2.0
 
