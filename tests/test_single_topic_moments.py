@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from dptensor import SingleTopicModel
 from dptensor.datasets import make_single_topic_corpus
-from dptensor.privacy import symmetric_gaussian_matrix, unique_entries
+from dptensor.privacy import PrivacyWarning, symmetric_gaussian_matrix, unique_entries
 from dptensor.privacy.noise import insecure_test_noise
 from dptensor.tensor.single_topic_moments import (
     check_documents,
@@ -79,6 +81,13 @@ def test_symmetrisation_closes_the_antisymmetric_leak():
         np.add.at(raw, (tokens[:, 0], tokens[:, 1]), 1.0 / tokens.shape[0])
         return raw
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        fits = [SingleTopicModel(2, mechanism="agn", epsilon=1.0, delta=1e-6, n_words=d, input="tokens",
+                                 noise=insecure_test_noise(3), random_state=0).fit(x)
+                for x in (first, second)]
+    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)  # identical releases
+
     noise = [symmetric_gaussian_matrix(d, 0.1, noise=insecure_test_noise(s)) for s in (1, 2)]
     pairs = zip((first, second), noise, strict=True)
     leaks = [(unsymmetrised(x) + e) - (unsymmetrised(x) + e).T for x, e in pairs]
@@ -129,7 +138,7 @@ def test_u_statistics_match_brute_force_and_have_lower_variance():
             means[moments] = means[moments] + m3 / reps
     for moments in errors:  # unbiased: the mean over replications is close to M3
         assert np.abs(means[moments] - m3_true).max() < 4e-3
-    assert np.mean(errors["all"]) < 0.5 * np.mean(errors["first3"])  # observed ratio about 0.2
+    assert np.mean(errors["all"]) < 0.5 * np.mean(errors["first3"])  # observed ratio 0.19
 
 
 def test_short_documents_are_an_input_error_naming_rows():

@@ -36,6 +36,7 @@ from dptensor._validation import check_random_state
 from dptensor.datasets.single_topic import make_single_topic_corpus
 from dptensor.metrics import e_comp
 from dptensor.models.single_topic import SingleTopicModel
+from dptensor.models.spectral_lda import project_rows_to_simplex
 
 METHODS = ("agn", "avn", "dp_tpm", "non-private")
 PRIVATE = METHODS[:3]
@@ -140,6 +141,7 @@ def _run_trial(setting: Setting, trial: int, seed: int, bar: tqdm) -> list[dict]
     data_rng = np.random.default_rng(seed)
     topics = data_rng.dirichlet(np.full(setting.n_words, setting.topic_concentration), size=setting.n_topics)
     records = []
+    zero = e_comp(topics.T, np.zeros((setting.n_words, 1)))  # the all-zero estimate: min_k ||a_k||
     by_size: dict[int, list[float]] = {}
     for n, eps in setting.points():
         by_size.setdefault(n, []).append(eps)
@@ -159,15 +161,16 @@ def _run_trial(setting: Setting, trial: int, seed: int, bar: tqdm) -> list[dict]
             try:
                 model.fit(corpus.tokens)
                 errors = (e_comp(topics.T, model.components_.T),
-                          e_comp(topics.T, model.components_.T, matching="hungarian"))  # fmt: skip
+                          e_comp(topics.T, model.components_.T, matching="hungarian"),
+                          e_comp(topics.T, project_rows_to_simplex(model.components_).T))  # fmt: skip
                 failed = False
             except ValueError:  # e.g. a zero eigenvalue: counted, not hidden
-                errors, failed = (math.nan, math.nan), True
+                errors, failed = (math.nan, math.nan, math.nan), True
             records.append({
                 "setting": setting.name, "n_words": setting.n_words, "n_topics": setting.n_topics,
                 "trial": trial, "method": method, "epsilon": eps, "n_documents": n,
-                "e_comp": errors[0], "e_comp_hungarian": errors[1], "failed": failed,
-                "seconds": time.perf_counter() - tic,
+                "e_comp": errors[0], "e_comp_hungarian": errors[1], "e_comp_simplex": errors[2],
+                "e_comp_zero_estimate": zero, "failed": failed, "seconds": time.perf_counter() - tic,
             })  # fmt: skip
             bar.update()
     return records
@@ -189,12 +192,13 @@ def _aggregate(trials: list[dict], settings: Sequence[Setting]) -> list[dict]:
                     row = {"setting": setting.name, "sweep": sweep, "method": method, "n_documents": n,
                            "epsilon": eps, "trials": len(sel),
                            "failed": sum(t["failed"] for t in sel)}  # fmt: skip
-                    for key in ("e_comp", "e_comp_hungarian"):
+                    for key in ("e_comp", "e_comp_hungarian", "e_comp_simplex"):
                         values = np.array([t[key] for t in sel if not t["failed"]])
                         row[f"{key}_mean"] = float(values.mean()) if values.size else math.nan
                         row[f"{key}_se"] = (float(values.std(ddof=1) / math.sqrt(values.size))
                                             if values.size > 1 else math.nan)  # fmt: skip
                         row[f"{key}_median"] = float(np.median(values)) if values.size else math.nan
+                    row["e_comp_zero_estimate"] = float(np.mean([t["e_comp_zero_estimate"] for t in sel]))
                     row["seconds_mean"] = float(np.mean([t["seconds"] for t in sel]))
                     rows.append(row)
     return rows
@@ -209,13 +213,13 @@ def _ordering(rows: list[dict], settings: Sequence[Setting]) -> dict:
             xs = sorted({r[sweep] for r in cells if r["method"] != "non-private"})
 
             def mean(method: str, x: float, cells: list = cells, sweep: str = sweep,
-                     n_fixed: int = setting.n_fixed) -> float:
+                     n_fixed: int = setting.n_fixed, key: str = "e_comp_mean") -> float:
                 if method == "non-private":
                     n = x if sweep == "n_documents" else n_fixed
                     match = [r for r in cells if r["method"] == method and r["n_documents"] == n]
                 else:
                     match = [r for r in cells if r["method"] == method and r[sweep] == x]
-                return match[0]["e_comp_mean"] if match else math.nan
+                return match[0][key] if match else math.nan
 
             agn_le_avn = [x for x in xs if mean("agn", x) <= mean("avn", x)]
             avn_lt_tpm = [x for x in xs if mean("avn", x) < mean("dp_tpm", x)]
@@ -227,6 +231,11 @@ def _ordering(rows: list[dict], settings: Sequence[Setting]) -> dict:
                 "avn_lt_dp_tpm_at": avn_lt_tpm,
                 "agn_lt_dp_tpm_at": agn_lt_tpm,
                 "full_ordering_at": [x for x in agn_le_avn if x in avn_lt_tpm],
+                "full_ordering_at_with_simplex_projection": [
+                    x for x in xs
+                    if mean("agn", x, key="e_comp_simplex_mean") <= mean("avn", x, key="e_comp_simplex_mean")
+                    < mean("dp_tpm", x, key="e_comp_simplex_mean")
+                ],
                 "ratio_to_non_private_at_largest": {
                     m: mean(m, last) / mean("non-private", last) for m in PRIVATE
                 },
@@ -253,7 +262,9 @@ def write_outputs(
         ],
         "delta": DELTA, "budget_split": 0.5, "calibration": "analytic", "moments": "first3",
         "neighbouring": "replace one document (N, D, K public)", "n_trials": n_trials,
-        "metric": "e_comp = (1/K) sum_k min_k' ||a_hat_k - a_k'||_2 (slides); e_comp_hungarian: one-to-one",
+        "metric": "e_comp = (1/K) sum_k min_k' ||a_hat_k - a_k'||_2 (slides) of the raw estimates; "
+                  "e_comp_hungarian: one-to-one; e_comp_simplex: estimates projected onto the simplex first; "
+                  "e_comp_zero_estimate: the all-zero estimate (min_k ||a_k||), a reference level",
         "ordering": ordering, "seconds": seconds,
     }  # fmt: skip
     files = {
@@ -276,7 +287,8 @@ def load_trials(path: str | Path) -> list[dict]:
             "setting": r["setting"], "n_words": int(r["n_words"]), "n_topics": int(r["n_topics"]),
             "trial": int(r["trial"]), "method": r["method"], "epsilon": float(r["epsilon"]),
             "n_documents": int(r["n_documents"]), "e_comp": float(r["e_comp"]),
-            "e_comp_hungarian": float(r["e_comp_hungarian"]), "failed": r["failed"] == "True",
+            "e_comp_hungarian": float(r["e_comp_hungarian"]), "e_comp_simplex": float(r["e_comp_simplex"]),
+            "e_comp_zero_estimate": float(r["e_comp_zero_estimate"]), "failed": r["failed"] == "True",
             "seconds": float(r["seconds"]),
         })  # fmt: skip
     return out
@@ -336,6 +348,8 @@ def _plot(path: Path, rows: list[dict], settings: Sequence[Setting]) -> Path:
                 ax.plot(x, y, style, ms=4, label=method)
                 ax.fill_between(x, np.maximum(y - se, 1e-12), y + se,
                                 color=style[:2] if style[0] == "C" else "k", alpha=0.15)  # fmt: skip
+            if cells:
+                ax.axhline(cells[0]["e_comp_zero_estimate"], color="0.5", ls=":", lw=1, label="zero estimate")
             fixed = f"N={setting.n_fixed:g}" if sweep == "epsilon" else f"epsilon={setting.epsilon_fixed:g}"
             ax.set(xscale="log", yscale="log",
                    xlabel="epsilon" if sweep == "epsilon" else "N (documents)",
