@@ -20,7 +20,10 @@ from dptensor.privacy import (
     PrivacyWarning,
     WhitenedDocumentNeighbouring,
     compose,
+    event_epsilon,
     gaussian_delta,
+    gaussian_epsilon,
+    gaussian_pure_epsilon,
     gaussian_sigma_analytic,
     insecure_test_noise,
 )
@@ -96,6 +99,21 @@ def test_guarantee_states_and_composes(corpus, mechanism):
     assert alone.epsilon <= eps * 1.001 and alone.epsilon == pytest.approx(g.epsilon_exact, rel=0.02)
     # ... and two fits to less than the sum of their epsilons.
     assert compose(g, g, delta=2 * delta).epsilon < 2 * eps
+
+
+@pytest.mark.parametrize(
+    ("multiplier", "pure", "delta"), [(3.0, 0.5, 1e-6), (1.0, 0.1, 1e-3), (0.5, 2.0, 1e-6)]
+)
+def test_gaussian_plus_pure_composition_matches_pld(multiplier, pure, delta):
+    """AVN's exact epsilon: the closed form agrees with dp-accounting's PLD accountant."""
+    closed = gaussian_pure_epsilon(multiplier, pure, delta)
+    parts = [dp_accounting.GaussianDpEvent(multiplier), EpsilonDeltaDpEvent(pure, 0.0)]
+    event = dp_accounting.ComposedDpEvent(parts)
+    pld = event_epsilon(event, delta)  # pessimistic discretisation: an upper bound within about 1e-3
+    assert closed <= pld + 1e-9 and closed == pytest.approx(pld, abs=2e-3)
+    assert closed < gaussian_epsilon(multiplier, delta) + pure  # tighter than adding the two
+    assert gaussian_pure_epsilon(multiplier, 0.0, delta) == pytest.approx(gaussian_epsilon(multiplier, delta))
+    assert gaussian_pure_epsilon(1e-3, 5000.0, 1e-5) > 5000.0  # no overflow at very large epsilon
 
 
 def test_classic_calibration_reproduces_the_slides_and_is_refused_above_one():
