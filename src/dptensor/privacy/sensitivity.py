@@ -36,6 +36,12 @@ Both are attained by ``x' = B u/||u||``, ``x = -B u/||u||``; for unit ``u`` both
 perturbation). Nothing here forms a ``d^3`` array. The bound must hold for every input, so
 records above ``B`` are clipped to it -- silently, since any signal that clipping happened
 would tell a record above the bound from one below it (:func:`clip_records`).
+
+Whitened-document relation (the single-topic model's DP-TPM baseline)
+--------------------------------------------------------------------
+``T = (1/N) sum_n X_n`` with each ``X_n`` a convex combination of ``Sym(y_a (x) y_b (x) y_c)``
+over rows ``y`` of a public whitening matrix, ``||y|| <= rho``; neighbours replace one document.
+The record formulas hold with ``B = rho`` and ``n = N`` (:class:`WhitenedDocumentNeighbouring`).
 """
 
 from __future__ import annotations
