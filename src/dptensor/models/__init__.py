@@ -1,6 +1,7 @@
 """Estimators users fit (DESIGN.md, layer 4), with scikit-learn conventions."""
 
 from dptensor.models.completion import TensorCompletion
+from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.spectral_lda import SpectralLDA
 
-__all__ = ["SpectralLDA", "TensorCompletion"]
+__all__ = ["DPVariationalLDA", "SpectralLDA", "TensorCompletion"]
