@@ -1,4 +1,9 @@
-"""``dptensor lda``: spectral LDA topic models (``fit``) and document-topic proportions (``transform``)."""
+"""``dptensor lda``: LDA topic models (``fit``) and document-topic proportions (``transform``).
+
+``fit --method spectral`` (default) is the method of moments (:class:`SpectralLDA`);
+``fit --method vi`` is online variational Bayes (:class:`DPVariationalLDA`), private with
+``--epsilon/--delta`` (Park, Foulds, Chaudhuri & Welling).
+"""
 
 from __future__ import annotations
 
@@ -6,22 +11,28 @@ import argparse
 import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
 from dptensor.cli._io import write_json
-from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus
+from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
+from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.spectral_lda import SpectralLDA
+from dptensor.privacy import NOISE_BACKENDS, enable_features
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lda",
-        help="spectral LDA topic models by the method of moments",
+        help="LDA topic models: spectral (method of moments) or variational, optionally private",
         description=(
             "Latent Dirichlet Allocation by the method of moments (DeCarolis et al., Section 4): "
-            "unbiased moments, whitening, simultaneous tensor power iteration, un-whitening."
+            "unbiased moments, whitening, simultaneous tensor power iteration, un-whitening; or by "
+            "online variational Bayes (--method vi), differentially private with --epsilon/--delta "
+            "(Park, Foulds, Chaudhuri & Welling: clipped, noised sufficient statistics; one document "
+            "is protected, the number of documents and the vocabulary are public)."
         ),
     )
     actions = parser.add_subparsers(dest="lda_command", metavar="ACTION", required=True)
@@ -42,6 +53,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
         help="eigensolver for M2 (default auto)",
     )  # fmt: skip
+    fit.add_argument(
+        "--method", choices=("spectral", "vi"), default="spectral",
+        help="spectral (method of moments, default) or vi (online variational Bayes; private with --epsilon)",
+    )  # fmt: skip
+    vi = fit.add_argument_group("variational inference (--method vi)")
+    vi.add_argument("--epsilon", type=float, default=None, help="privacy budget of the whole fit (vi only)")
+    vi.add_argument("--delta", type=float, default=None, help="delta of the fit (required with --epsilon)")
+    vi.add_argument("--batch-size", type=int, default=128, help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--passes", type=int, default=10, help="passes over the corpus (default 10)")
+    vi.add_argument("--clip", type=float, default=None,
+                    help="clipping norm C of each document's statistics (default 0.1 x max document length)")
+    vi.add_argument("--max-doc-length", type=int, default=None,
+                    help="declared maximum document length; longer documents are truncated (default C: 500)")
+    vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
+                    help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
+                         "--allow-unproven)")
+    vi.add_argument("--allow-unproven", action="store_true",
+                    help="run the paper's accountant, whose privacy claim does not hold")
+    vi.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
+                    help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
     fit.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
     fit.add_argument("--seed", type=int, default=None, help="random seed")
     fit.add_argument("--quiet", action="store_true", help="no progress messages")
@@ -72,6 +103,10 @@ def _progress(message: str, quiet: bool = False) -> None:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    if args.method == "vi":
+        return run_fit_vi(args)
+    if args.epsilon is not None:
+        raise ValueError("--epsilon applies to --method vi (the spectral fit here is not private)")
     start = time.perf_counter()
     _progress(f"reading {args.corpus} ...", args.quiet)
     min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
@@ -102,41 +137,113 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def save_model(path: str | Path, model: SpectralLDA, corpus: Corpus) -> None:
-    """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies)."""
+def _load_fit_corpus_vi(args: argparse.Namespace) -> Corpus:
+    """The corpus of a VI fit; a private fit's vocabulary must be public (never chosen from the data)."""
+    path = Path(args.corpus)
+    plain_text = path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
+    if args.epsilon is not None:
+        options = (
+            ("--max-features", args.max_features is not None), ("--min-df", float(args.min_df) != 1),
+            ("--max-df", float(args.max_df) != 1), ("--stop-words", args.stop_words is not None),
+        )  # fmt: skip
+        chosen = [flag for flag, on in options if on]
+        if chosen:
+            raise ValueError(
+                f"{', '.join(chosen)} would choose the vocabulary from the private documents; a private "
+                "fit needs a public vocabulary (pass it with --vocab)"
+            )
+        if plain_text and args.vocab is None:
+            raise ValueError(
+                "a private fit of plain text needs a public vocabulary file (--vocab): building it from "
+                "the documents would reveal which words they contain"
+            )
+    if plain_text and args.vocab is not None:
+        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab))
+    min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
+    max_df = int(args.max_df) if args.max_df > 1 else args.max_df
+    return load_corpus(
+        path, vocabulary=args.vocab, stop_words=args.stop_words, min_df=min_df, max_df=max_df,
+        max_features=args.max_features,
+    )  # fmt: skip
+
+
+def run_fit_vi(args: argparse.Namespace) -> int:
+    """``lda fit --method vi``: online VB LDA, differentially private with ``--epsilon``.
+
+    Everything printed or written depends on the documents only through the noised model: the
+    corpus line gives the public sizes (no token count), there are no timings, and the model
+    file holds the topics, the public parameters and the guarantee.
+    """
+    if args.topics is None or args.topics < 1:
+        raise ValueError(f"--topics must be a positive integer, got {args.topics}")
+    _progress(f"reading {args.corpus} ...", args.quiet)
+    corpus = _load_fit_corpus_vi(args)
+    _progress(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
+    private = args.epsilon is not None
+    model = DPVariationalLDA(
+        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
+        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=args.epsilon,
+        delta=args.delta, accountant=args.accountant, random_state=args.seed,
+        noise=args.noise if private else None, verbose=not args.quiet,
+    )  # fmt: skip
+    with enable_features("unproven") if args.allow_unproven else nullcontext():
+        model.fit(corpus.counts)
+    top = model.top_words(corpus.vocabulary, args.top)
+    print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")
+    for i, words in enumerate(top, start=1):
+        print(f"topic {i:>3}  {' '.join(words)}")
+    print("privacy: " + (model.guarantee_.describe() if private else "none (no --epsilon)"))
+    if args.out:
+        save_model(args.out, model, corpus)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def save_model(path: str | Path, model: SpectralLDA | DPVariationalLDA, corpus: Corpus) -> None:
+    """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies).
+
+    A :class:`DPVariationalLDA` file holds ``lambda`` (``components``), the public parameters
+    and the privacy guarantee (``None`` when not private); nothing computed from the documents
+    without noise.
+    """
     path = Path(path)
-    meta = {
-        "model": "SpectralLDA",
-        "params": {k: v for k, v in model.get_params().items() if k != "random_state"},
-        "alpha0": model.alpha0,
-        "n_documents": model.n_documents_,
-        "n_dropped_documents": model.n_dropped_documents_,
-        "source": corpus.source,
-        "timings": model.timings_,
-    }
+    if isinstance(model, DPVariationalLDA):
+        skip = {"random_state", "noise", "ledger", "verbose"}
+        guarantee = model.guarantee_
+        meta = {
+            "model": "DPVariationalLDA",
+            "params": {k: v for k, v in model.get_params().items() if k not in skip},
+            "n_documents": model.n_documents_,
+            "source": corpus.source,
+            "guarantee": None if guarantee is None else guarantee.to_dict(),
+        }
+        arrays = {"components": model.components_}
+        layout = "n_topics x n_words variational Dirichlet parameters lambda (normalise rows for topics)"
+    else:
+        meta = {
+            "model": "SpectralLDA",
+            "params": {k: v for k, v in model.get_params().items() if k != "random_state"},
+            "alpha0": model.alpha0,
+            "n_documents": model.n_documents_,
+            "n_dropped_documents": model.n_dropped_documents_,
+            "source": corpus.source,
+            "timings": model.timings_,
+        }
+        arrays = {"components": model.components_, "alpha": model.alpha_}
+        layout = "n_topics x n_words, rows on the probability simplex"
     if path.suffix == ".npz":
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
             path,
-            components=model.components_,
-            alpha=model.alpha_,
+            **arrays,
             vocabulary=np.array(corpus.vocabulary if corpus.vocabulary is not None else [], dtype=str),
             meta=np.array(json.dumps(meta)),
         )
         return
-    write_json(
-        path,
-        {
-            **meta,
-            "alpha": model.alpha_,
-            "vocabulary": corpus.vocabulary,
-            "components": model.components_,
-            "components_layout": "n_topics x n_words, rows on the probability simplex",
-        },
-    )
+    write_json(path, {**meta, **arrays, "vocabulary": corpus.vocabulary, "components_layout": layout})
 
 
-def load_model(path: str | Path) -> tuple[SpectralLDA, list[str] | None]:
+def load_model(path: str | Path) -> tuple[SpectralLDA | DPVariationalLDA, list[str] | None]:
     """Read a model written by :func:`save_model`; returns the model and its vocabulary."""
     path = Path(path)
     if not path.exists():
@@ -144,14 +251,18 @@ def load_model(path: str | Path) -> tuple[SpectralLDA, list[str] | None]:
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
-            components, alpha = f["components"], f["alpha"]
+            components = f["components"]
+            alpha = f["alpha"] if "alpha" in f.files else None
             vocabulary = [str(w) for w in f["vocabulary"]] or None
     else:
         meta = json.loads(path.read_text())
-        components, alpha = np.asarray(meta["components"]), np.asarray(meta["alpha"])
+        components = np.asarray(meta["components"])
+        alpha = np.asarray(meta["alpha"]) if "alpha" in meta else None
         vocabulary = meta.get("vocabulary")
+    if meta.get("model") == "DPVariationalLDA":
+        return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary
     if meta.get("model") != "SpectralLDA":
-        raise ValueError(f"{path} is not a SpectralLDA model file")
+        raise ValueError(f"{path} is not a SpectralLDA or DPVariationalLDA model file")
     model = SpectralLDA(**meta["params"])
     model.components_ = np.asarray(components, dtype=np.float64)
     model.alpha_ = np.asarray(alpha, dtype=np.float64)

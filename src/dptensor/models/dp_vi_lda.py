@@ -117,6 +117,7 @@ __all__ = [
     "dp_vi_epsilon",
     "dp_vi_noise_multiplier",
     "document_statistics",
+    "pld_discretization",
     "replace_one_sensitivity",
 ]
 
@@ -159,6 +160,7 @@ def dp_vi_epsilon(
     sampling_probability: float,
     n_steps: int,
     accountant: str = "exact",
+    discretization: float = PLD_DISCRETIZATION,
 ) -> float:
     """``epsilon`` at ``delta`` of ``n_steps`` DP-VI releases with noise multiplier ``z``.
 
@@ -176,6 +178,9 @@ def dp_vi_epsilon(
         ``"exact"``: PLD accountant, Poisson sampling, REPLACE_ONE (full batch: Gaussian DP);
         ``"paper"``: the authors' claim, RDP (moments) accountant for Poisson sampling under
         ADD_OR_REMOVE_ONE.
+    discretization : float
+        The PLD's value discretisation interval (pessimistic rounding: any interval gives an
+        upper bound; smaller is tighter and slower).
 
     See the module docstring for why these are the right events.
     """
@@ -184,7 +189,7 @@ def dp_vi_epsilon(
         return composed_gaussian_epsilon(noise_multiplier, n_steps, delta)
     if accountant == "exact":
         acc = pld.PLDAccountant(
-            dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=PLD_DISCRETIZATION
+            dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=discretization
         )
         acc.compose(_poisson_gaussian_event(noise_multiplier, q, n_steps))
         return float(acc.get_epsilon(delta))
@@ -195,6 +200,7 @@ def dp_vi_epsilon(
     raise ValueError(f"accountant must be 'exact' or 'paper', got {accountant!r}")
 
 
+@lru_cache(maxsize=256)
 def _valid_epsilon_without_replacement(
     sigma_over_sensitivity: float, delta: float, n_documents: int, batch_size: int, n_steps: int
 ) -> float:
@@ -224,13 +230,15 @@ def dp_vi_noise_multiplier(
 
     Bisection on the monotone map ``z -> epsilon(z)``; the value returned is always on the
     private side (its epsilon, recomputed by the same accountant, is at most the target). The
-    full-batch exact case is the closed-form Gaussian-DP calibration.
+    PLD is discretised at :func:`pld_discretization` ``(epsilon)``. The full-batch exact case is
+    the closed-form Gaussian-DP calibration.
     """
     if accountant == "exact" and sampling_probability >= 1.0:
         return composed_noise_multiplier(epsilon, delta, n_steps, "exact")
+    interval = pld_discretization(epsilon)
 
     def eps(z: float) -> float:
-        return dp_vi_epsilon(z, delta, sampling_probability, n_steps, accountant)
+        return dp_vi_epsilon(z, delta, sampling_probability, n_steps, accountant, interval)
 
     hi = 1.0
     while eps(hi) > epsilon:
@@ -249,6 +257,15 @@ def dp_vi_noise_multiplier(
         else:
             lo = mid
     return hi
+
+
+def pld_discretization(epsilon: float) -> float:
+    """PLD interval used for a target ``epsilon``: ``1e-3``, relaxed to ``1e-3 epsilon`` above 1.
+
+    Large budgets mean small noise and long privacy-loss supports; a proportional interval keeps
+    their calibration fast at the same relative precision (pessimistic either way).
+    """
+    return PLD_DISCRETIZATION * max(1.0, float(epsilon))
 
 
 def replace_one_sensitivity(clip: float, batch_size: int) -> float:
@@ -581,7 +598,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
             )  # fmt: skip
             return guarantee, sigma
         z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "exact")
-        exact = min(eps, dp_vi_epsilon(z, delta, q, n_steps, "exact"))
+        exact = min(eps, dp_vi_epsilon(z, delta, q, n_steps, "exact", pld_discretization(eps)))
         if q >= 1.0:
             unit = replace_one_sensitivity(clip, S)
             event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), n_steps)
@@ -598,7 +615,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
                 "contribution_radius": unit,
                 "dp_accounting_event": repr(native),
                 "dp_accounting_relation": "REPLACE_ONE",
-                "pld_value_discretization": PLD_DISCRETIZATION,
+                "pld_value_discretization": pld_discretization(eps),
             }
             accountant = "exact (dp-accounting PLD, Poisson sampling, replace-one)"
         guarantee = PrivacyGuarantee(
@@ -609,15 +626,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
         return guarantee, z * unit
 
     # ------------------------------------------------------------------ fitting
-    def _init_state(self, n_words: int, rng: np.random.Generator) -> None:
-        k = int(self.n_components)
-        self.doc_topic_prior_ = 1.0 / k if self.doc_topic_prior is None else float(self.doc_topic_prior)
-        self.topic_word_prior_ = 1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior)
-        self.random_state_ = rng
-        self.components_ = rng.gamma(100.0, 0.01, (k, n_words))
-        self.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(self.components_))
-        self.n_batch_iter_ = 1
-        self.n_features_in_ = n_words
+    def _initial_topics(self, n_words: int, rng: np.random.Generator) -> np.ndarray:
+        """``lambda ~ Gamma(100, 1/100)`` entrywise (Hoffman et al.; public randomness)."""
+        return rng.gamma(100.0, 0.01, (int(self.n_components), n_words))
 
     def _check_counts(self, X: object) -> sp.csr_matrix:
         """Read the counts (after the release has begun), truncating to ``max_doc_length``."""
@@ -657,8 +668,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
         """
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
-        self._init_state(n_words, check_random_state(self.random_state))
-        self._run(X, n_docs, int(self.n_passes), "fit")
+        rng = check_random_state(self.random_state)
+        self._run(X, n_docs, int(self.n_passes), "fit", self._initial_topics(n_words, rng), 1, rng)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -672,21 +683,38 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
         if not hasattr(self, "components_"):
-            self._init_state(n_words, check_random_state(self.random_state))
-        elif n_words != self.n_features_in_:
+            rng = check_random_state(self.random_state)
+            self._run(X, n_docs, 1, "partial_fit", self._initial_topics(n_words, rng), 1, rng)
+            return self
+        if n_words != self.n_features_in_:
             raise ValueError(
                 f"X has {n_words} words (columns) but the model was fitted on {self.n_features_in_}"
             )
-        self._run(X, n_docs, 1, "partial_fit")
+        self._run(X, n_docs, 1, "partial_fit", self.components_, self.n_batch_iter_, self.random_state_)
         return self
 
-    def _run(self, X: object, n_docs: int, n_passes: int, what: str) -> None:
+    def _run(
+        self,
+        X: object,
+        n_docs: int,
+        n_passes: int,
+        what: str,
+        lam: np.ndarray,
+        n_batch_iter: int,
+        rng: np.random.Generator,
+    ) -> None:
+        """Plan and charge the release, then read ``X`` and take the steps; commit the state at the end.
+
+        The fitted attributes change only when every step has run (a rejected input leaves a
+        previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
+        release had begun).
+        """
         S = int(self.batch_size)
         n_steps = n_passes * math.ceil(n_docs / S)
         clip = self._clip_norm()
-        self.clip_ = clip
-        self.n_documents_ = n_docs
-        rng = self.random_state_
+        k = int(self.n_components)
+        alpha = 1.0 / k if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        eta = 1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior)
         source: NoiseSource | None = None
         sigma = 0.0
         if self._is_private:
@@ -699,19 +727,19 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
             source = self._begin_release(
                 guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases"
             )
-        else:
-            self.guarantee_ = None
-        self.noise_std_ = sigma
         matrix = self._check_counts(X)  # the private data is read only from here on
-        if matrix.shape[1] != self.n_features_in_:  # pragma: no cover - shape checked above
-            raise ValueError("X changed shape while being read")
-        k = int(self.n_components)
-        alpha, eta = self.doc_topic_prior_, self.topic_word_prior_
+        exp_elog_beta = np.exp(_dirichlet_expectation(lam))
         order = np.arange(0)
-        steps = tqdm(range(n_steps), desc="DP-VI steps" if source else "VI steps", disable=not self.verbose)
+        per_pass = math.ceil(n_docs / S)
+        # refreshed every ``miniters`` steps, never on a timer, and without times or rates: what
+        # is printed must not depend on how long the (data-dependent) E-steps took
+        steps = tqdm(
+            range(n_steps), desc="DP-VI steps" if source else "VI steps", disable=not self.verbose,
+            mininterval=0.0, maxinterval=math.inf, miniters=max(1, n_steps // 50),
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}",
+        )  # fmt: skip
         for step in steps:
             if source is None:  # non-private: shuffled passes, batches of S (the last may be smaller)
-                per_pass = math.ceil(n_docs / S)
                 if step % per_pass == 0:
                     order = rng.permutation(n_docs)
                 j = step % per_pass
@@ -724,9 +752,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
                     else _poisson_sample(source, n_docs, min(1.0, S / n_docs))
                 )
                 init = source.gamma(100.0, 0.01, (batch.size, k))
-            sub = matrix[batch]
             _, sstats = _e_step(
-                sub, self.exp_dirichlet_component_, alpha, init, int(self.max_doc_update_iter),
+                matrix[batch], exp_elog_beta, alpha, init, int(self.max_doc_update_iter),
                 float(self.mean_change_tol), clip, True,
             )  # fmt: skip
             if source is None:
@@ -735,11 +762,38 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
                 released = source.add_gaussian(sstats / S, sigma)
                 np.maximum(released, 0.0, out=released)  # post-processing
                 scaled = n_docs * released
-            rho = (float(self.learning_offset) + self.n_batch_iter_) ** (-float(self.learning_decay))
-            self.components_ = (1.0 - rho) * self.components_ + rho * (eta + scaled)
-            self.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(self.components_))
-            self.n_batch_iter_ += 1
-        self.n_iter_ = n_passes
+            rho = (float(self.learning_offset) + n_batch_iter) ** (-float(self.learning_decay))
+            lam = (1.0 - rho) * lam + rho * (eta + scaled)
+            exp_elog_beta = np.exp(_dirichlet_expectation(lam))
+            n_batch_iter += 1
+        if source is None:
+            self.guarantee_ = None
+        self.components_, self.exp_dirichlet_component_ = lam, exp_elog_beta
+        self.doc_topic_prior_, self.topic_word_prior_ = alpha, eta
+        self.n_batch_iter_, self.n_iter_ = n_batch_iter, n_passes
+        self.n_features_in_, self.n_documents_ = int(lam.shape[1]), n_docs
+        self.clip_, self.noise_std_, self.random_state_ = clip, sigma, rng
+
+    @classmethod
+    def from_components(cls, components: object, **params: object) -> DPVariationalLDA:
+        """A fitted model from saved variational parameters ``lambda`` (``K x V``) and parameters.
+
+        For inference only (``transform``, ``score``, ``perplexity``, ``top_words``); the
+        guarantee of the fit that produced ``lambda`` is not restored.
+        """
+        lam = np.asarray(components, dtype=np.float64)
+        if lam.ndim != 2 or not np.all(np.isfinite(lam)) or np.any(lam <= 0):
+            raise ValueError("components must be a 2-D array of positive, finite variational parameters")
+        model = cls(**{"n_components": lam.shape[0], **params})
+        if int(model.n_components) != lam.shape[0]:
+            raise ValueError(f"components has {lam.shape[0]} rows but n_components={model.n_components}")
+        k = lam.shape[0]
+        model.components_ = lam
+        model.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(lam))
+        model.doc_topic_prior_ = 1.0 / k if model.doc_topic_prior is None else float(model.doc_topic_prior)
+        model.topic_word_prior_ = 1.0 / k if model.topic_word_prior is None else float(model.topic_word_prior)
+        model.n_features_in_ = lam.shape[1]
+        return model
 
     # ------------------------------------------------------------------ inference
     def _check_fitted(self) -> None:
