@@ -345,25 +345,23 @@ def _under_noised(monkeypatch, factor=20.0):
     monkeypatch.setattr(dp_vi_lda, "dp_vi_noise_multiplier", calibrated_for_more)
 
 
+def _audit(monkeypatch, runs: int, batch_size: int) -> None:
+    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+    _under_noised(monkeypatch)
+    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+    assert honest <= EPSILON
+    assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
+
+
 def test_audit_poisson_subsampled(monkeypatch):
     """Default mode (q = 3/4, two steps): honest bound <= epsilon; a 20x under-noised variant is caught."""
-    runs = 500
-    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=12), DELTA)
-    _under_noised(monkeypatch)
-    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=12), DELTA)
-    assert honest <= EPSILON
-    assert under > 1.5 * EPSILON
+    _audit(monkeypatch, runs=500, batch_size=12)
 
 
 @pytest.mark.slow
 def test_audit_full_batch(monkeypatch):
     """Full batch: the statistic sees the whole sqrt(2) C / S shift (the sqrt(2) sensitivity is tight)."""
-    runs = 2500
-    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=16), DELTA)
-    _under_noised(monkeypatch)
-    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=16), DELTA)
-    assert honest <= EPSILON
-    assert under > 1.5 * EPSILON
+    _audit(monkeypatch, runs=2500, batch_size=16)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -42,19 +42,13 @@ def test_fit_and_transform_non_private(tmp_path, capsys, counts, suffix):
     np.testing.assert_allclose(proportions.sum(axis=1), 1.0)
 
 
-def test_private_fit_on_text_with_public_vocabulary(tmp_path, capsys):
-    rng = np.random.default_rng(0)
-    sports = ["goal", "match", "team", "score", "league", "coach"]
-    food = ["bread", "cheese", "apple", "soup", "salad", "wine"]
-    lines = []
-    for _ in range(400):
-        mix = rng.dirichlet([0.3, 0.3])
-        words = [rng.choice(sports) if rng.random() < mix[0] else rng.choice(food) for _ in range(20)]
-        lines.append(" ".join(words))
+def test_private_fit_on_text_with_public_vocabulary(tmp_path, capsys, counts):
+    dense = counts[:400].toarray()
+    lines = [" ".join(word for word, n in zip(VOCAB, row, strict=True) for _ in range(n)) for row in dense]
     text = tmp_path / "docs.txt"
-    text.write_text("\n".join(lines) + "\n")
+    text.write_text("\n".join(line or "w0" for line in lines) + "\n")
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(sports + food) + "\n")
+    vocab.write_text("\n".join(VOCAB) + "\n")
     model = tmp_path / "model.json"
     argv = ["lda", "fit", str(text), "--method", "vi", "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
             "--batch-size", "100", "--passes", "3", "--quiet", "--out", str(model)]
@@ -66,7 +60,7 @@ def test_private_fit_on_text_with_public_vocabulary(tmp_path, capsys):
     assert "(1, 1e-06)-DP under the 'document' relation" in out
     payload = json.loads(model.read_text())
     assert payload["model"] == "DPVariationalLDA" and payload["guarantee"]["holds"] is True
-    assert payload["guarantee"]["epsilon"] == 1.0 and np.array(payload["components"]).shape == (2, 12)
+    assert payload["guarantee"]["epsilon"] == 1.0 and np.array(payload["components"]).shape == (2, 40)
     theta = tmp_path / "theta.csv"
     assert main(["lda", "transform", str(model), str(text), "--out", str(theta)]) == 0
     assert np.loadtxt(theta, delimiter=",").shape == (400, 2)
