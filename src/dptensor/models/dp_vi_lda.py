@@ -85,7 +85,10 @@ proportions, the number of clipped documents, or any bound computed on the train
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from numbers import Integral, Real
 
@@ -153,6 +156,17 @@ def _poisson_gaussian_event(noise_multiplier: float, q: float, n_steps: int) -> 
     )
 
 
+@contextmanager
+def _quiet_absl() -> Iterator[None]:
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 @lru_cache(maxsize=256)
 def dp_vi_epsilon(
     noise_multiplier: float,
@@ -195,8 +209,9 @@ def dp_vi_epsilon(
         return float(acc.get_epsilon(delta))
     if accountant == "paper":
         acc = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
-        acc.compose(_poisson_gaussian_event(noise_multiplier, q, n_steps))
-        return float(acc.get_epsilon(delta))
+        with _quiet_absl():  # dp-accounting logs orders it drops at small noise; they are excluded safely
+            acc.compose(_poisson_gaussian_event(noise_multiplier, q, n_steps))
+            return float(acc.get_epsilon(delta))
     raise ValueError(f"accountant must be 'exact' or 'paper', got {accountant!r}")
 
 
@@ -213,13 +228,14 @@ def _valid_epsilon_without_replacement(
     if batch_size >= n_documents:
         return composed_gaussian_epsilon(sigma_over_sensitivity, n_steps, delta)
     acc = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
-    acc.compose(
-        dp_accounting.SampledWithoutReplacementDpEvent(
-            n_documents, batch_size, dp_accounting.GaussianDpEvent(sigma_over_sensitivity)
-        ),
-        n_steps,
-    )
-    return float(acc.get_epsilon(delta))
+    with _quiet_absl():
+        acc.compose(
+            dp_accounting.SampledWithoutReplacementDpEvent(
+                n_documents, batch_size, dp_accounting.GaussianDpEvent(sigma_over_sensitivity)
+            ),
+            n_steps,
+        )
+        return float(acc.get_epsilon(delta))
 
 
 @lru_cache(maxsize=256)
