@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--peers", default="sklearn,gensim")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
-    parser.add_argument("--seeds", default="0,1,2", help="initialisation seeds of the non-private fits")
+    parser.add_argument("--seeds", default="0,1,2,3,4,5", help="initialisation seeds of the non-private fits")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="a small corpus (about a minute)")
     parser.add_argument("--out", default="benchmarks/results/dp_vi", help="prefix of the .json/.csv outputs")
