@@ -491,6 +491,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
     n_features_in_ : int
     guarantee_ : PrivacyGuarantee or None
         Of the last ``fit``/``partial_fit`` (``None`` when not private).
+    random_state_ : numpy.random.Generator
+        The public generator (continued by ``partial_fit``).
 
     Examples
     --------
