@@ -9,12 +9,13 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import SingleTopicModel, SpectralLDA, TensorCompletion
+from dptensor.models import DPVariationalLDA, SingleTopicModel, SpectralLDA, TensorCompletion
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DPVariationalLDA",
     "NotFittedError",
     "OnlineTensorPower",
     "PowerMethodResult",

@@ -34,11 +34,16 @@ def _strict(value: object) -> object:
     return value
 
 
+def json_text(payload: object, *, indent: int | None = 2) -> str:
+    """``payload`` as strict JSON text (NumPy values as plain Python, ``inf`` as ``"inf"``)."""
+    return json.dumps(_strict(payload), indent=indent, default=_plain, allow_nan=False)
+
+
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> Path:
     """Write ``payload`` as indented, strict JSON (NumPy values as plain Python, ``inf`` as ``"inf"``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_strict(payload), indent=2, default=_plain, allow_nan=False) + "\n")
+    path.write_text(json_text(payload) + "\n")
     return path
 
 

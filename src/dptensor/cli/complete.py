@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from dptensor.cli._io import write_json
+from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens
 from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
-from dptensor.privacy import NOISE_BACKENDS, enable_features
+from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-unproven", action="store_true",
                         help="run the paper's modes whose privacy claim does not hold (gradient, output, "
                              "input without --value-range), to reproduce the paper")
+    add_ledger_argument(parser)
     parser.add_argument("--out", metavar="FILE", help="write predictions as CSV (i,j,k,prediction[,value])")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
     parser.set_defaults(func=run)
@@ -78,6 +80,11 @@ def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEnt
 
 
 def run(args: argparse.Namespace) -> int:
+    with opened_ledger(args, private=args.privacy is not None) as ledger:
+        return _run(args, ledger)
+
+
+def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     shape = tuple(args.shape) if args.shape else None
     train = _read(args.entries, args, shape)
     test = _read(args.test, args, shape) if args.test else None
@@ -92,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         learning_rate=args.lr, reg=args.reg, reg_core=args.reg_core, n_epochs=args.epochs,
         batch_size=args.batch_size, clip=args.clip,
         value_range=tuple(args.value_range) if args.value_range else None, random_state=args.seed,
-        noise=args.noise,
+        noise=args.noise, ledger=ledger,
     )
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):

@@ -35,6 +35,12 @@ EXPERIMENTS = {
         "and 10^4 (Imtiaz & Sarwate, slides)",
         "n_trials",
     ),
+    "private-lda": (
+        "private_lda",
+        "private spectral LDA: error against epsilon for Configurations 1-4 (Figure 2), sigma_k and "
+        "eigengaps (Figure 3), real-corpus perplexity (DeCarolis et al., Section 7)",
+        "n_trials",
+    ),
     "completion": (
         "completion",
         "DP tensor completion RMSE against epsilon and missing ratio (Wei et al., Figures 2 and 3)",

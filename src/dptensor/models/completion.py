@@ -389,6 +389,9 @@ class TensorCompletion:
             p["epsilon"] = float(self.epsilon)
         elif self.epsilon is not None:
             check_epsilon_delta(self.epsilon)
+        if self.privacy is None and self.ledger is not None:
+            raise ValueError("ledger given without privacy: a non-private fit has nothing to charge; pass "
+                             "privacy=... or drop the ledger")
         p["eta"] = check_real(self.learning_rate, "learning_rate")
         p["reg"] = check_real(self.reg, "reg", strict=False)
         p["reg_core"] = p["reg"] / 10 if self.reg_core is None else check_real(
@@ -533,16 +536,17 @@ class TensorCompletion:
         if p["value_range"] is not None:
             # every stage reads the values only inside the declared range
             values = np.clip(values, *p["value_range"])
-        self.shape_ = shape
-        self.n_observed_ = n
-        self.history_: list[float] = []
         guarantee = self._plan_guarantee(p, values)
         source: NoiseSource | None = None
         if guarantee is not None:
+            # charged before anything is fitted: a refused charge leaves the model unfitted
             guarantee, source = begin_release(
                 guarantee, self.noise, ledger=self.ledger,
                 description=f"TensorCompletion {self.model} rank {self.rank}, privacy={self.privacy!r}",
             )
+        self.shape_ = shape
+        self.n_observed_ = n
+        self.history_: list[float] = []
         ranks = p["ranks"]
         factors = [p["init_scale"] * np.abs(rng.standard_normal((shape[m], ranks[m]))) for m in range(3)]
         core = p["init_scale"] * rng.standard_normal(ranks) if self.model == "tucker" else None

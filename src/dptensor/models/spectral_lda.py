@@ -250,7 +250,140 @@ def unwhiten_topics(
     return project_rows_to_simplex(raw[order]), alpha[order], raw[order]
 
 
-class SpectralLDA:
+class TopicModelInference:
+    """Inference with fitted topics, shared by :class:`SpectralLDA` and the private estimator.
+
+    Needs ``components_`` (``k x d``, rows on the simplex), ``alpha_``, ``n_features_in_`` and the
+    parameters ``n_components``, ``smoothing``, ``transform_max_iter`` and ``transform_tol``.
+    Everything here reads only the fitted topics (post-processing of a private release).
+    """
+
+    def _check_smoothing(self) -> float:
+        # Projection onto the simplex zeroes words; smoothing > 0 keeps every word possible so
+        # that transform and score never divide by a zero probability.
+        s = float(self.smoothing)
+        if not 0 < s < 1:
+            raise ValueError(f"smoothing must lie in (0, 1), got {s!r}")
+        return s
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise NotFittedError(
+                f"this {type(self).__name__} instance is not fitted yet; call fit(X) first"
+            )
+
+    def _check_transform_input(self, X: object) -> sp.csr_matrix:
+        self._check_fitted()
+        matrix = check_count_matrix(X, allow_no_tokens=True)
+        if matrix.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {matrix.shape[1]} words (columns) but the model was fitted on {self.n_features_in_}"
+            )
+        return matrix
+
+    def _smoothed_topics(self) -> np.ndarray:
+        s = self._check_smoothing()
+        return (1.0 - s) * self.components_ + s / self.n_features_in_
+
+    def transform(self, X: object) -> np.ndarray:
+        """Document-topic proportions ``theta_n`` given the learned topics.
+
+        Method: with the topics ``mu`` and the prior ``alpha_`` fixed, iterate the EM-style
+        update of the topic posterior of each document (vectorised over documents),
+
+        ``theta_n <- normalise(alpha + theta_n * (mu (c_n / (mu^T theta_n))))``,
+
+        i.e. expected topic counts of the document's tokens plus the Dirichlet pseudo-counts
+        (the posterior-mean update of collapsed/variational LDA with ``digamma`` replaced by
+        the plain mean), starting from ``theta_n = alpha / alpha_0``. Costs ``O(nnz k)`` per step;
+        documents are processed in chunks so memory stays ``O(chunk nnz * k)``. Empty
+        documents get the prior mean.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
+
+        Returns
+        -------
+        ndarray of shape (n_documents, n_components)
+            Rows on the simplex.
+        """
+        matrix = self._check_transform_input(X)
+        return self._infer(matrix, self._smoothed_topics())
+
+    def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray) -> np.ndarray:
+        max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
+        tol = float(self.transform_tol)
+        n = matrix.shape[0]
+        prior = self.alpha_
+        theta = np.tile(prior / prior.sum(), (n, 1))
+        topics_t = np.ascontiguousarray(topics.T)  # d x k
+        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
+            block = matrix[start:stop]
+            th = theta[start:stop]
+            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
+            cols = block.indices
+            phi_nnz = topics_t[cols]  # nnz x k
+            for _ in range(max_iter):
+                pred = np.einsum("ij,ij->i", th[rows], phi_nnz)
+                ratio = sp.csr_matrix((block.data / pred, cols, block.indptr), shape=block.shape)
+                new = prior + th * np.asarray(ratio @ topics_t)
+                new /= new.sum(axis=1, keepdims=True)
+                delta = float(np.max(np.abs(new - th))) if new.size else 0.0
+                th = new
+                if delta <= tol:
+                    break
+            theta[start:stop] = th
+        return theta
+
+    def fit_transform(self, X: object, y: object = None) -> np.ndarray:
+        """``fit(X)`` then ``transform(X)``."""
+        return self.fit(X).transform(X)
+
+    def score(self, X: object, y: object = None) -> float:
+        """Plug-in log-likelihood ``sum_n sum_v c_nv log((theta_n^T mu)_v)`` of held-out documents.
+
+        ``theta_n`` comes from :meth:`transform` on the same documents, so this is the
+        likelihood of the words under the fitted topics with each document's best-fitting
+        proportions (higher is better). It is not the marginal likelihood nor scikit-learn's
+        variational bound: compare it between models evaluated by the same method.
+        """
+        matrix = self._check_transform_input(X)
+        topics = self._smoothed_topics()
+        theta = self._infer(matrix, topics)
+        total = 0.0
+        topics_t = np.ascontiguousarray(topics.T)
+        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
+            block = matrix[start:stop]
+            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
+            pred = np.einsum("ij,ij->i", theta[start:stop][rows], topics_t[block.indices])
+            total += float(block.data @ np.log(pred))
+        return total
+
+    def perplexity(self, X: object) -> float:
+        """``exp(-score(X) / total tokens)``: per-word perplexity (lower is better)."""
+        matrix = self._check_transform_input(X)
+        tokens = float(matrix.sum())
+        if tokens == 0:
+            raise ValueError("X has no tokens; perplexity is undefined")
+        return math.exp(-self.score(matrix) / tokens)
+
+    def top_words(self, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
+        self._check_fitted()
+        n = check_positive_int(n, "n")
+        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
+            raise ValueError(
+                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
+            )
+        n = min(n, self.n_features_in_)
+        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        if vocabulary is None:
+            return [[str(i) for i in row] for row in top]
+        return [[str(vocabulary[i]) for i in row] for row in top]
+
+
+class SpectralLDA(TopicModelInference):
     """Latent Dirichlet Allocation fitted by the method of moments (spectral LDA).
 
     Implements the end-to-end spectral algorithm of DeCarolis et al. (Section 4, Figure 1)
@@ -430,14 +563,6 @@ class SpectralLDA:
         self._check_smoothing()
         return k, alpha0
 
-    def _check_smoothing(self) -> float:
-        # Projection onto the simplex zeroes words; smoothing > 0 keeps every word possible so
-        # that transform and score never divide by a zero probability.
-        s = float(self.smoothing)
-        if not 0 < s < 1:
-            raise ValueError(f"smoothing must lie in (0, 1), got {s!r}")
-        return s
-
     def partial_fit(self, X: object, y: object = None) -> SpectralLDA:
         """Add a batch of documents to the accumulated moments and refit (corpora read in batches).
 
@@ -562,122 +687,6 @@ class SpectralLDA:
         self.whitened_tensor_ = tensor
         self.decomposition_ = result
         self.timings_ = timings
-
-    # -- inference ---------------------------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "components_"):
-            raise NotFittedError("this SpectralLDA instance is not fitted yet; call fit(X) first")
-
-    def _check_transform_input(self, X: object) -> sp.csr_matrix:
-        self._check_fitted()
-        matrix = check_count_matrix(X, allow_no_tokens=True)
-        if matrix.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {matrix.shape[1]} words (columns) but the model was fitted on {self.n_features_in_}"
-            )
-        return matrix
-
-    def _smoothed_topics(self) -> np.ndarray:
-        s = self._check_smoothing()
-        return (1.0 - s) * self.components_ + s / self.n_features_in_
-
-    def transform(self, X: object) -> np.ndarray:
-        """Document-topic proportions ``theta_n`` given the learned topics.
-
-        Method: with the topics ``mu`` and the prior ``alpha_`` fixed, iterate the EM-style
-        update of the topic posterior of each document (vectorised over documents),
-
-        ``theta_n <- normalise(alpha + theta_n * (mu (c_n / (mu^T theta_n))))``,
-
-        i.e. expected topic counts of the document's tokens plus the Dirichlet pseudo-counts
-        (the posterior-mean update of collapsed/variational LDA with ``digamma`` replaced by
-        the plain mean), starting from ``theta_n = alpha / alpha_0``. Costs ``O(nnz k)`` per step;
-        documents are processed in chunks so memory stays ``O(chunk nnz * k)``. Empty
-        documents get the prior mean.
-
-        Parameters
-        ----------
-        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
-
-        Returns
-        -------
-        ndarray of shape (n_documents, n_components)
-            Rows on the simplex.
-        """
-        matrix = self._check_transform_input(X)
-        return self._infer(matrix, self._smoothed_topics())
-
-    def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray) -> np.ndarray:
-        max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
-        tol = float(self.transform_tol)
-        n = matrix.shape[0]
-        prior = self.alpha_
-        theta = np.tile(prior / prior.sum(), (n, 1))
-        topics_t = np.ascontiguousarray(topics.T)  # d x k
-        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
-            block = matrix[start:stop]
-            th = theta[start:stop]
-            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
-            cols = block.indices
-            phi_nnz = topics_t[cols]  # nnz x k
-            for _ in range(max_iter):
-                pred = np.einsum("ij,ij->i", th[rows], phi_nnz)
-                ratio = sp.csr_matrix((block.data / pred, cols, block.indptr), shape=block.shape)
-                new = prior + th * np.asarray(ratio @ topics_t)
-                new /= new.sum(axis=1, keepdims=True)
-                delta = float(np.max(np.abs(new - th))) if new.size else 0.0
-                th = new
-                if delta <= tol:
-                    break
-            theta[start:stop] = th
-        return theta
-
-    def fit_transform(self, X: object, y: object = None) -> np.ndarray:
-        """``fit(X)`` then ``transform(X)``."""
-        return self.fit(X).transform(X)
-
-    def score(self, X: object, y: object = None) -> float:
-        """Plug-in log-likelihood ``sum_n sum_v c_nv log((theta_n^T mu)_v)`` of held-out documents.
-
-        ``theta_n`` comes from :meth:`transform` on the same documents, so this is the
-        likelihood of the words under the fitted topics with each document's best-fitting
-        proportions (higher is better). It is not the marginal likelihood nor scikit-learn's
-        variational bound: compare it between models evaluated by the same method.
-        """
-        matrix = self._check_transform_input(X)
-        topics = self._smoothed_topics()
-        theta = self._infer(matrix, topics)
-        total = 0.0
-        topics_t = np.ascontiguousarray(topics.T)
-        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
-            block = matrix[start:stop]
-            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
-            pred = np.einsum("ij,ij->i", theta[start:stop][rows], topics_t[block.indices])
-            total += float(block.data @ np.log(pred))
-        return total
-
-    def perplexity(self, X: object) -> float:
-        """``exp(-score(X) / total tokens)``: per-word perplexity (lower is better)."""
-        matrix = self._check_transform_input(X)
-        tokens = float(matrix.sum())
-        if tokens == 0:
-            raise ValueError("X has no tokens; perplexity is undefined")
-        return math.exp(-self.score(matrix) / tokens)
-
-    def top_words(self, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
-        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
-        self._check_fitted()
-        n = check_positive_int(n, "n")
-        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
-            raise ValueError(
-                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
-            )
-        n = min(n, self.n_features_in_)
-        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
-        if vocabulary is None:
-            return [[str(i) for i in row] for row in top]
-        return [[str(vocabulary[i]) for i in row] for row in top]
-
 
 def _equal(a: object, b: object) -> bool:
     try:

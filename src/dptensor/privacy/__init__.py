@@ -1,11 +1,18 @@
-"""Differential privacy: mechanisms, secret noise, calibration, accounting, sensitivities, guarantees.
+"""Differential privacy: mechanisms, secret noise, calibration, accounting, sensitivities, guarantees,
+budgets.
 
 See DESIGN.md, layer 2, and ``docs/privacy.md``. The private algorithms themselves live in
 :mod:`dptensor.decomposition` (``private_power_method``, ``input_perturbation``) and
 :mod:`dptensor.models`.
 """
 
-from dptensor.privacy.accounting import EpsilonDeltaDpEvent, compose, event_epsilon, make_accountant
+from dptensor.privacy.accounting import (
+    EpsilonDeltaDpEvent,
+    compose,
+    event_epsilon,
+    make_accountant,
+    reduce_event,
+)
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
 from dptensor.privacy.calibration import (
     ACCOUNTANTS,
@@ -23,9 +30,10 @@ from dptensor.privacy.calibration import (
     noise_ratio,
     pld_composed_epsilon,
 )
-from dptensor.privacy.errors import PrivacyWarning, UnprovenPrivacyError
+from dptensor.privacy.errors import BudgetExceededError, LedgerError, PrivacyWarning, UnprovenPrivacyError
 from dptensor.privacy.features import disable_features, enable_features, feature_enabled, require_unproven
 from dptensor.privacy.guarantee import PrivacyGuarantee
+from dptensor.privacy.ledger import BudgetLedger, Charge
 from dptensor.privacy.mechanisms import (
     exponential_norm_noise,
     gaussian_noise,
@@ -60,10 +68,14 @@ from dptensor.privacy.whitened_noise import WhitenedNoiseLaw, whitened_noise_gra
 __all__ = [
     "ACCOUNTANTS",
     "NOISE_BACKENDS",
+    "BudgetExceededError",
+    "BudgetLedger",
+    "Charge",
     "EntryNeighbouring",
     "EpsilonDeltaDpEvent",
     "InsecureTestNoise",
     "Ledger",
+    "LedgerError",
     "NeighbouringRelation",
     "NoiseSource",
     "PrivacyGuarantee",
@@ -102,6 +114,7 @@ __all__ = [
     "pld_composed_epsilon",
     "record_bound_violations",
     "record_norms",
+    "reduce_event",
     "require_unproven",
     "resolve_noise",
     "symmetric_from_unique",

@@ -22,6 +22,7 @@ Viswanath 2015).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Literal
 
 import attr
@@ -76,6 +77,77 @@ def make_accountant(
     if accountant == "rdp":
         return rdp.RdpAccountant(neighboring_relation=relation)
     raise ValueError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+
+
+def reduce_event(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+    """The same composition, regrouped so that the PLD accountant composes it in a few steps.
+
+    Every :class:`dp_accounting.ComposedDpEvent` and :class:`dp_accounting.SelfComposedDpEvent`
+    is flattened into a multiset of atomic events and :class:`dp_accounting.NoOpDpEvent` parts
+    are dropped. All :class:`dp_accounting.GaussianDpEvent` atoms are merged into one: Gaussian
+    releases with noise multipliers ``z_i`` compose exactly into one Gaussian release with
+    multiplier ``(sum_i z_i^-2)^(-1/2)`` (Gaussian differential privacy, Dong, Roth & Su 2022,
+    Corollary 3.3; their privacy-loss distributions are normal and convolve to a normal). Each
+    other distinct atom becomes one ``SelfComposedDpEvent(atom, count)``. The result describes
+    the same mechanism, so its privacy loss is the same; it depends only on the multiset of
+    atoms (not on their order), which makes the composed epsilon of many charges reproducible
+    to the last bit and cheap: a budget ledger with a thousand Gaussian charges composes one
+    Gaussian.
+
+    Parameters
+    ----------
+    event : dp_accounting.DpEvent
+
+    Returns
+    -------
+    dp_accounting.DpEvent
+        A :class:`dp_accounting.NonPrivateDpEvent` if any part is non-private (or a Gaussian
+        with no noise); :class:`dp_accounting.NoOpDpEvent` if nothing is released; otherwise
+        one atom, one self-composed atom, or their :class:`dp_accounting.ComposedDpEvent`.
+
+    Examples
+    --------
+    >>> import dp_accounting as dpa
+    >>> reduce_event(dpa.ComposedDpEvent([dpa.GaussianDpEvent(3.0),
+    ...                                   dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(3.0), 3)]))
+    GaussianDpEvent(noise_multiplier=1.5)
+    """
+    gaussian_counts: Counter[float] = Counter()
+    atom_counts: Counter[str] = Counter()
+    atoms: dict[str, dp_accounting.DpEvent] = {}
+    stack: list[tuple[dp_accounting.DpEvent, int]] = [(event, 1)]
+    while stack:
+        part, count = stack.pop()
+        if not isinstance(part, dp_accounting.DpEvent):
+            raise TypeError(f"expected a dp_accounting.DpEvent, got {type(part).__name__}")
+        if isinstance(part, dp_accounting.ComposedDpEvent):
+            stack.extend((inner, count) for inner in part.events)
+        elif isinstance(part, dp_accounting.SelfComposedDpEvent):
+            if part.count > 0:
+                stack.append((part.event, count * int(part.count)))
+        elif isinstance(part, dp_accounting.NonPrivateDpEvent):
+            return dp_accounting.NonPrivateDpEvent()
+        elif isinstance(part, dp_accounting.NoOpDpEvent):
+            continue
+        elif isinstance(part, dp_accounting.GaussianDpEvent):
+            if not part.noise_multiplier > 0:
+                return dp_accounting.NonPrivateDpEvent()
+            gaussian_counts[float(part.noise_multiplier)] += count
+        else:
+            key = f"{type(part).__module__}.{part!r}"
+            atoms.setdefault(key, part)
+            atom_counts[key] += count
+    parts: list[dp_accounting.DpEvent] = []
+    if gaussian_counts:
+        # summed in sorted order with fsum: the same multiset always gives the same float
+        mu2 = math.fsum(n / z**2 for z, n in sorted(gaussian_counts.items()))
+        parts.append(dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2)))
+    for key in sorted(atoms):
+        n = atom_counts[key]
+        parts.append(atoms[key] if n == 1 else dp_accounting.SelfComposedDpEvent(atoms[key], n))
+    if not parts:
+        return dp_accounting.NoOpDpEvent()
+    return parts[0] if len(parts) == 1 else dp_accounting.ComposedDpEvent(parts)
 
 
 def event_epsilon(

@@ -18,3 +18,48 @@ class UnprovenPrivacyError(ValueError):
     The message states why the claim does not hold and how to opt in
     (:func:`~dptensor.privacy.enable_features`).
     """
+
+
+class BudgetExceededError(ValueError):
+    """A :class:`~dptensor.privacy.BudgetLedger` refused a charge: the release was not made.
+
+    Raised before any private data is read, so nothing was computed. The decision depends on
+    the ledger's budget, its earlier charges and the new release's guarantee only -- never on
+    the data.
+
+    Attributes
+    ----------
+    path : str
+        The ledger file.
+    budget_epsilon, budget_delta : float
+        The ledger's budget.
+    spent : float
+        Composed epsilon (at ``budget_delta``) of the charges already recorded.
+    left : float
+        ``budget_epsilon - spent``.
+    requested : float
+        The epsilon of the refused release on its own (``inf`` if it is not private).
+    total : float
+        The composed epsilon the ledger would reach with the release (``inf`` if it is not private).
+    """
+
+    def __init__(
+        self, message: str, *, path: str, budget_epsilon: float, budget_delta: float, spent: float,
+        requested: float, total: float,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.budget_epsilon = budget_epsilon
+        self.budget_delta = budget_delta
+        self.spent = spent
+        self.left = budget_epsilon - spent
+        self.requested = requested
+        self.total = total
+
+
+class LedgerError(OSError):
+    """A budget ledger file cannot be used: missing, not a ledger, from a newer dptensor,
+    damaged, read-only, out of disk space or locked for too long.
+
+    When it is raised by a charge, the charge was not recorded and nothing was computed.
+    """

@@ -1,0 +1,60 @@
+"""Command-line options shared by the subcommands that release private output.
+
+A subcommand adopts the privacy budget in two lines: ``add_ledger_argument(parser)`` in its
+``register``, and ``with opened_ledger(args, private=...) as ledger:`` around its work (before it
+reads the data), passing ``ledger=ledger`` to the private function or estimator. A refused charge is
+a :class:`~dptensor.privacy.BudgetExceededError` (a ``ValueError``), which ``dptensor``'s main
+turns into one ``error:`` line on stderr and exit code 2; the subcommand raises before it
+writes any output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator
+
+from dptensor.privacy import BudgetLedger
+
+__all__ = ["add_ledger_argument", "open_ledger", "opened_ledger"]
+
+
+def add_ledger_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Add ``--ledger FILE``: the privacy budget (``dptensor budget create``) charged before any release."""
+    parser.add_argument(
+        "--ledger",
+        metavar="FILE",
+        help="privacy budget ledger (create it with `dptensor budget create`): the release is charged to it "
+        "before the data is read, and refused (exit code 2, nothing written) if it would exceed the "
+        "budget",
+    )
+
+
+def open_ledger(args: argparse.Namespace, *, private: bool = True) -> BudgetLedger | None:
+    """The ledger named by ``--ledger`` (it must exist), or ``None``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments of a parser given :func:`add_ledger_argument`.
+    private : bool, default True
+        Whether this run releases private output; ``--ledger`` without it is an error, since
+        nothing would be charged.
+    """
+    path = getattr(args, "ledger", None)
+    if path is None:
+        return None
+    if not private:
+        raise ValueError("--ledger given for a run that releases nothing private: there is nothing to charge")
+    return BudgetLedger(path)
+
+
+@contextlib.contextmanager
+def opened_ledger(args: argparse.Namespace, *, private: bool = True) -> Iterator[BudgetLedger | None]:
+    """:func:`open_ledger` as a context manager that closes the ledger file when the command ends."""
+    ledger = open_ledger(args, private=private)
+    try:
+        yield ledger
+    finally:
+        if ledger is not None:
+            ledger.close()

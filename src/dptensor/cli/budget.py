@@ -1,0 +1,151 @@
+"""``dptensor budget``: create and inspect a persistent privacy budget (a :class:`BudgetLedger` file)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dptensor._files import write_json
+from dptensor.privacy import BudgetLedger, Charge, LedgerError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "budget",
+        help="create and inspect a privacy budget ledger shared by every run on one data set",
+        description=(
+            "A budget ledger holds one (epsilon, delta) budget for a data set. Every private dptensor run "
+            "given --ledger FILE is charged to it before it reads the data and is refused (exit code 2, "
+            "nothing written) if the exact composition (PLD, dp-accounting) of all charges would exceed "
+            "the budget. Safe for many processes at once on one machine's disk."
+        ),
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser(
+        "create",
+        help="create a new ledger file with a budget",
+        description="Create a new budget ledger; an existing file is never replaced.",
+    )
+    create.add_argument("file", help="the ledger file to create (SQLite)")
+    create.add_argument("--epsilon", type=float, required=True, help="total epsilon budget")
+    create.add_argument("--delta", type=float, required=True, help="total delta budget")
+    create.add_argument("--dataset", metavar="NAME", help="name of the data set the budget protects")
+    create.add_argument(
+        "--neighbouring",
+        metavar="RELATION",
+        action="append",
+        help="relation the ledger accepts (e.g. entry, record, entry-value); repeat it to "
+        "accept several (you assert that one change of the protected unit is a "
+        "neighbouring change under each); default: fixed by the first charge",
+    )
+    create.set_defaults(func=run_create)
+
+    show = actions.add_parser("show", help="the budget, what is spent and left, and a table of charges")
+    show.add_argument("file", help="the ledger file")
+    show.add_argument("--json", metavar="FILE", help="also write the summary and every charge as JSON")
+    show.set_defaults(func=run_show)
+
+    history = actions.add_parser("history", help="every charge with its caller, event and guarantee")
+    history.add_argument("file", help="the ledger file")
+    history.add_argument(
+        "--csv",
+        metavar="OUT",
+        nargs="?",
+        const="-",
+        help="write every charge as CSV to OUT (default: standard output)",
+    )
+    history.set_defaults(func=run_history)
+
+
+def _open(path: str) -> BudgetLedger:
+    return BudgetLedger(path)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    if Path(args.file).exists():
+        raise LedgerError(
+            f"{args.file} already exists; a ledger is never replaced (delete it to start a new budget)"
+        )
+    ledger = BudgetLedger(
+        args.file,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        dataset=args.dataset,
+        neighbouring=args.neighbouring,
+    )
+    print(
+        f"created {ledger.path}: budget epsilon={ledger.epsilon:g}, delta={ledger.delta:g}"
+        + (f", data set {ledger.dataset!r}" if ledger.dataset is not None else "")
+        + (f", relation(s) {', '.join(ledger.relations)}" if ledger.relations else "")
+    )
+    return 0
+
+
+def _table(charges: Sequence[Charge]) -> list[str]:
+    lines = [
+        f"{'#':>4}  {'time (UTC)':<19}  {'epsilon':>9}  {'delta':>8}  {'relation':<11}  {'total after':>11}  "
+        f"{'who':<24}  description"
+    ]
+    for c in charges:
+        who = f"{c.user}@{c.host}:{c.pid}"
+        lines.append(
+            f"{c.id:>4}  {c.time[:19].replace('T', ' '):<19}  {c.epsilon:>9.4g}  {c.delta:>8.2g}  "
+            f"{c.neighbouring:<11}  {c.spent_after:>11.5g}  {who[:24]:<24}  {c.description}"
+        )
+    return lines
+
+
+def run_show(args: argparse.Namespace) -> int:
+    ledger = _open(args.file)
+    summary = ledger.summary()
+    charges = ledger.charges()
+    print(
+        f"budget ledger {ledger.path}"
+        + (f" (data set {ledger.dataset!r})" if ledger.dataset is not None else "")
+    )
+    print(
+        f"budget: epsilon={ledger.epsilon:g}, delta={ledger.delta:g}; relation(s): "
+        f"{', '.join(summary['relations']) or 'not fixed yet'}; created {ledger.created}"
+    )
+    print(
+        f"spent:  epsilon={summary['spent_epsilon']:.6g} in {len(charges)} charge(s) (exact composition "
+        f"at delta={ledger.delta:g})"
+    )
+    print(f"left:   epsilon={summary['left_epsilon']:.6g}")
+    if charges:
+        print()
+        for line in _table(charges):
+            print(line)
+    if args.json:
+        write_json(args.json, summary)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def run_history(args: argparse.Namespace) -> int:
+    charges = _open(args.file).charges()
+    if args.csv is None:
+        for line in _table(charges):
+            print(line)
+        return 0
+    fields = [f.name for f in dataclasses.fields(Charge)]
+    if args.csv == "-":
+        _write_rows(sys.stdout, fields, charges)
+        return 0
+    path = Path(args.csv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        _write_rows(handle, fields, charges)
+    print(f"wrote {len(charges)} charge(s) to {path}", file=sys.stderr)
+    return 0
+
+
+def _write_rows(handle, fields: list[str], charges: Sequence[Charge]) -> None:  # noqa: ANN001 - a text file
+    writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(c.to_row() for c in charges)

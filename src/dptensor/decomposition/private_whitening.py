@@ -1,0 +1,155 @@
+"""Private whitening: the top-``k`` eigenpairs of a second moment released under Gaussian noise.
+
+Two mechanisms for the ``M2_hat`` edges of spectral LDA (DeCarolis et al., edges e2/e4 and e5/e8),
+both Gaussian releases whose noise is drawn from a secret :class:`~dptensor.privacy.NoiseSource`:
+
+``"analyze-gauss"`` (Dwork, Talwar, Thakurta & Zhang 2014)
+    One release of the dense ``d x d`` matrix ``M2_hat + E``, ``E`` a symmetric Gaussian with the
+    ``"frobenius"`` convention and scale ``z Delta_F`` (``Delta_F`` the Frobenius sensitivity), then
+    its top-``k`` eigenpairs. ``O(d^2)`` memory and ``O(d^2 k)`` time: small vocabularies only.
+``"noisy-power"`` (Hardt & Price 2014, *The noisy power method*)
+    ``T`` steps of ``X_t = QR(M2_hat X_{t-1} + G_t)`` on ``p = k + n_oversamples`` columns, with
+    ``G_t`` i.i.d. Gaussian of standard deviation ``z_step Delta(X_{t-1})``, where
+    ``Delta(X)`` bounds the change of ``M2_hat X`` between neighbours for the *public* iterate
+    ``X`` (it shrinks with the coherence of ``X``;
+    :func:`~dptensor.privacy.lda_sensitivity.m2_sensitivity`). ``M2_hat X`` is applied through
+    sparse products (:class:`~dptensor.tensor.lda_moments.LDASecondMoment`), so memory is
+    ``O(nnz + d p)`` and no ``d x d`` array exists: vocabularies of ``10^5`` words and more. The
+    eigenvalues come from the last release by Rayleigh--Ritz, ``B = X_{T-1}^T (M2_hat X_{T-1} + G_T)``
+    (symmetrised), so the ``T`` releases are all that is charged.
+
+Every step after the releases is post-processing. Eigenvalues below the noise level of the
+release (``sqrt(2 m) s`` for an ``m x m`` symmetrised Gaussian block of scale ``s``, the edge of
+its semicircle) are raised to it, so that the whitening ``W = U Sigma^{-1/2}`` always exists and
+its norm is bounded by public quantities; no step raises an error that depends on the data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from dptensor.decomposition.whitening import Whitening
+from dptensor.privacy.lda_sensitivity import coherence
+from dptensor.privacy.mechanisms import symmetric_gaussian_matrix
+from dptensor.privacy.noise import NoiseSource
+from dptensor.tensor.lda_moments import LDASecondMoment
+
+PRIVATE_WHITENINGS: tuple[str, ...] = ("analyze-gauss", "noisy-power")
+
+
+@dataclass(frozen=True)
+class PrivateEigenpairs:
+    """Top-``k`` eigenpairs of a privately released second moment.
+
+    Attributes
+    ----------
+    whitening : Whitening
+        ``W = U Sigma^{-1/2}`` and ``(W^T)^+ = U Sigma^{1/2}`` (``Sigma`` floored at ``floor``).
+    floor : float
+        The public eigenvalue floor (noise level of the release).
+    noise_scales : tuple of float
+        Standard deviation of the noise of each release, in order (public: a function of the
+        parameters and of earlier releases).
+    """
+
+    whitening: Whitening
+    floor: float
+    noise_scales: tuple[float, ...]
+
+
+def _from_eigenpairs(values: np.ndarray, vectors: np.ndarray, floor: float) -> Whitening:
+    values = np.maximum(values, floor)
+    return Whitening.from_eigenpairs(values, vectors)
+
+
+def analyze_gauss_eigenpairs(
+    second_moment: LDASecondMoment,
+    rank: int,
+    *,
+    noise_scale: float,
+    source: NoiseSource,
+) -> PrivateEigenpairs:
+    """Analyze Gauss: the top-``rank`` eigenpairs of ``M2_hat + E`` (one ``d x d`` release).
+
+    Parameters
+    ----------
+    second_moment : LDASecondMoment
+    rank : int
+    noise_scale : float
+        Scale ``s = z Delta_F`` of the ``"frobenius"`` symmetric noise (diagonal std ``s``,
+        off-diagonal ``s / sqrt2``).
+    source : NoiseSource
+
+    Returns
+    -------
+    PrivateEigenpairs
+    """
+    d = second_moment.shape[0]
+    noisy = second_moment.to_dense()
+    noisy += symmetric_gaussian_matrix(d, noise_scale, convention="frobenius", noise=source)
+    values, vectors = scipy.linalg.eigh(noisy, subset_by_index=[d - rank, d - 1])
+    del noisy
+    order = np.argsort(values)[::-1]
+    floor = math.sqrt(2.0 * d) * noise_scale
+    return PrivateEigenpairs(_from_eigenpairs(values[order], vectors[:, order], floor), floor, (noise_scale,))
+
+
+def noisy_power_eigenpairs(
+    second_moment: LDASecondMoment,
+    rank: int,
+    *,
+    n_steps: int,
+    width: int,
+    noise_multiplier: float,
+    sensitivity: Callable[[float], float],
+    source: NoiseSource,
+    rng: np.random.Generator,
+) -> PrivateEigenpairs:
+    """The noisy power method (Hardt & Price 2014) on the implicit ``M2_hat``, then Rayleigh--Ritz.
+
+    Parameters
+    ----------
+    second_moment : LDASecondMoment
+    rank : int
+        ``k``.
+    n_steps : int
+        ``T`` releases of ``M2_hat X + G``.
+    width : int
+        ``p >= k`` columns.
+    noise_multiplier : float
+        Per-step ``z_step``: the noise standard deviation divided by the sensitivity.
+    sensitivity : callable
+        ``mu -> Delta``: the sensitivity of ``M2_hat X`` for an orthonormal ``X`` of coherence ``mu``
+        (largest row norm).
+    source : NoiseSource
+        Secret noise.
+    rng : numpy.random.Generator
+        Public randomness (the start ``X_0``).
+
+    Returns
+    -------
+    PrivateEigenpairs
+    """
+    d = second_moment.shape[0]
+    X, _ = np.linalg.qr(rng.standard_normal((d, width)))
+    scales = []
+    Y = X
+    previous = X
+    for _ in range(n_steps):
+        previous = X
+        scale = noise_multiplier * sensitivity(coherence(X))
+        scales.append(scale)
+        Y = source.add_gaussian(second_moment.matmat(X), scale)
+        X, _ = np.linalg.qr(Y)
+    small = previous.T @ Y
+    small = (small + small.T) / 2.0
+    values, vectors = np.linalg.eigh(small)
+    order = np.argsort(values)[::-1][:rank]
+    floor = math.sqrt(2.0 * width) * scales[-1]
+    whitening = _from_eigenpairs(values[order], previous @ vectors[:, order], floor)
+    return PrivateEigenpairs(whitening, floor, tuple(scales))

@@ -1,0 +1,793 @@
+"""Differentially private spectral LDA (DeCarolis et al., paper 004): Configurations 1--4.
+
+The non-private pipeline (:mod:`dptensor.models.spectral_lda`) is a graph of edges e0--e9
+(Figure 1 of the paper); a *configuration* is a cut of that graph whose edges get noise, so that
+everything after the cut is post-processing. Relation: **replace one document**; the number of
+documents ``N``, the vocabulary (the columns of ``X``), ``alpha_0`` and ``k`` are public, and
+every document has at least three tokens (documents with fewer are an input error, never
+dropped: dropping would change ``N``).
+
+Configuration 1 (the default; its guarantee holds)
+--------------------------------------------------
+Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the corrections of
+``docs/lda.md`` (*Privacy*):
+
+1. **One** noisy ``M2_hat`` gives both ``W = U Sigma^{-1/2}`` and ``(W^T)^+ = U Sigma^{1/2}`` (the
+   paper draws two independent copies, whose bases do not match; ``shared_m2=False`` keeps
+   that). ``M2_hat`` is released by Analyze Gauss (a dense ``d x d`` symmetric noise, small ``d``)
+   or by the noisy power method on the implicit operator (no ``d x d`` array; ``d = 10^5``):
+   :mod:`dptensor.decomposition.private_whitening`.
+2. The noise on ``M3_hat`` is pushed through the (public, already released) whitening exactly:
+   the release is ``M3_hat(U, U, U) + s Sym(H)`` with ``H`` i.i.d. ``k x k x k``, then
+   ``T_hat = (.)(Sigma^{-1/2}, Sigma^{-1/2}, Sigma^{-1/2})`` -- the same law as adding ``d^3``
+   Frobenius-isotropic noise to ``M3_hat`` and whitening
+   (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`), without a ``d^3``
+   array. Its sensitivity is that of the projected tensor, which shrinks with the coherence of
+   ``U`` (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`).
+3. Sensitivities that hold: ``sqrt2 (1 + 2a) / N`` and ``sqrt2 (1 + 6|b| + 3c) / N`` (brute-force tested),
+   not the paper's ``1/N`` (``sensitivity="paper"`` reproduces it, unproven).
+4. All releases are Gaussian and are composed exactly (Gaussian DP; one
+   :class:`dp_accounting.ComposedDpEvent`), with analytic calibration: the total ``(epsilon, delta)``
+   fixes one Gaussian-DP parameter ``mu``, and ``budget_split`` divides ``mu^2`` between the edges.
+5. The default split comes from the utility analysis (public quantities only;
+   :func:`default_budget_split`).
+
+Configurations 2--4 (as printed; their guarantee does not hold)
+---------------------------------------------------------------
+2. noise on ``T_hat`` built with the **clean** whitening (e6) and on ``M2_hat`` for ``(W^T)^+`` (e8);
+3. noise on the clean eigenpairs ``(v_i, lambda_i)`` (e7) and on ``M2_hat`` (e8);
+4. noise on the clean topics ``mu_i, alpha_i`` (e9);
+
+each with Procedure 1's private lower bounds of ``sigma_k(M2_hat)`` (and of the eigengap
+``gamma_s``). They run only after :func:`dptensor.privacy.enable_features` ``("unproven")`` and
+report ``holds=False``, ``epsilon=inf`` and the paper's composite epsilon as
+``nominal_epsilon``: the clean whitening basis can rotate between neighbouring corpora (so the
+local sensitivities of Theorems 5--7 are not sensitivities), ``gamma_s`` has no bounded global
+sensitivity, and the printed noise sets hidden constants to 1 (reference notes B.9).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import dp_accounting
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import Interval, Options, StrOptions
+
+from dptensor._validation import check_random_state
+from dptensor.decomposition.power_method import PowerMethodResult
+from dptensor.decomposition.private_whitening import (
+    PrivateEigenpairs,
+    analyze_gauss_eigenpairs,
+    noisy_power_eigenpairs,
+)
+from dptensor.decomposition.whitening import Whitening
+from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models.spectral_lda import (
+    TopicModelInference,
+    _Step,
+    decompose_whitened_tensor,
+    project_rows_to_simplex,
+    top_eigenpairs,
+    unwhiten_topics,
+)
+from dptensor.privacy import require_unproven
+from dptensor.privacy.calibration import gaussian_epsilon, gaussian_sigma_analytic
+from dptensor.privacy.guarantee import PrivacyGuarantee
+from dptensor.privacy.lda_sensitivity import (
+    PAPER_MOMENT_SENSITIVITY,
+    coherence,
+    lda_moment_constants,
+    m2_sensitivity,
+    m3_sensitivity,
+    whitened_tensor_local_sensitivity,
+)
+from dptensor.privacy.lower_bound import private_lower_bound
+from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
+from dptensor.privacy.noise import NoiseSource
+from dptensor.tensor.lda_moments import (
+    MIN_DOCUMENT_LENGTH,
+    DocumentCounts,
+    LDASecondMoment,
+    check_count_matrix,
+    whitened_third_moment,
+)
+
+#: Edges (and Procedure 1 releases) that get a share of the budget, per configuration.
+CONFIG_EDGES: dict[int, tuple[str, ...]] = {
+    1: ("e3", "e4", "e8"),
+    2: ("sigma_k", "e6", "e8"),
+    3: ("sigma_k", "gamma_s", "e7", "e8"),
+    4: ("sigma_k", "gamma_s", "e9"),
+}
+
+#: Procedure 1's lower bounds are floored here, and the resulting noise scales capped at _MAX_SCALE,
+#: so that a failed bound gives a useless but finite release instead of an error or overflow.
+_FLOOR = 1e-12
+_MAX_SCALE = 1e6
+
+#: Vocabularies up to this size use Analyze Gauss under ``private_whitening="auto"``.
+ANALYZE_GAUSS_MAX_WORDS = 1000
+
+NEIGHBOURING = "document"
+PROTECTED = "one document (all its words and counts), replaced by any other document of at least 3 tokens"
+PUBLIC = "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k"
+
+#: Why the paper's Configurations 2-4 do not give the stated guarantee (reference notes B.9).
+UNPROVEN_REASONS = {
+    2: (
+        "Configuration 2 whitens with the clean W from M2_hat, whose eigenvectors can rotate or flip "
+        "between neighbouring corpora, so T_hat has no bounded (local) sensitivity; Theorem 5's bound "
+        "compares against an aligned whitening, and the printed noise sets its constants to 1"
+    ),
+    3: (
+        "Configuration 3 releases eigenpairs of the clean whitened tensor: besides Configuration 2's "
+        "unbounded whitening, the eigengap gamma_s has no bounded global sensitivity (Lemma 9's 2/N "
+        "bounds a change of the whitened tensor that is itself unbounded), so its Laplace release is "
+        "not DP"
+    ),
+    4: (
+        "Configuration 4 releases the clean topics with noise calibrated to Theorem 7's local "
+        "sensitivity, which rests on the unbounded whitening and gamma_s of Configurations 2-3 and, "
+        "as printed, on the un-noised sigma_1(M2_hat)"
+    ),
+}
+PAPER_SENSITIVITY_REASON = (
+    "sensitivity='paper' calibrates to the paper's 1/N (Section 6.1; Theorem 4 claims 2/N), below the "
+    "true Frobenius sensitivities sqrt2(1+2a)/N of M2_hat and sqrt2(1+6|b|+3c)/N of M3_hat (brute force "
+    "finds changes up to 2.45/N and 3.7/N at alpha_0=1000)"
+)
+CLASSIC_REASON = (
+    "calibration='classic' uses the Gaussian mechanism of Dwork & Roth (Theorem A.1) at a per-release "
+    "epsilon >= 1, where that theorem does not apply"
+)
+
+
+def default_budget_split(
+    config: int,
+    n_components: int,
+    n_words: int,
+    alpha0: float,
+    *,
+    whitening: str = "analyze-gauss",
+    n_power_steps: int = 1,
+    shared_m2: bool = True,
+) -> dict[str, float]:
+    """A data-free split of the budget between the edges of a configuration.
+
+    Configuration 1 (shares of the Gaussian-DP budget ``mu^2``). First-order perturbation of the
+    pipeline (derivation in ``docs/lda.md``, *Budget split*) with ``p = 1/(k(alpha_0+1))`` and
+    symmetric topics of norm ``m``: noise of standard deviation ``s2`` on ``M2_hat`` turns the
+    whitening subspace by about ``sqrt(d/2) s2 / sigma_k``, a topic error of
+    ``e2 ~ sqrt(d/2) s2 k (alpha_0+1) / m``; push-forward noise of scale ``s3`` on ``M3_hat`` moves
+    each whitened eigenvector by ``sqrt((k-1)/3) s3 sigma_k^{-3/2} / lambda``, a topic error of
+    ``e3 ~ s3 sqrt((k-1)/3) k (alpha_0+1)(alpha_0+2) / (2 m^2)``. With ``s_i = Delta_i / mu_i``,
+    minimising ``e2^2 + e3^2`` subject to ``mu_2^2 + mu_3^2 = mu^2`` gives ``mu_i^2 ~ c_i``, so
+    the share of ``M3_hat`` is ``R / (1 + R)`` with
+
+    ``R = e3 / e2 = (Delta_3 / Delta_2) (alpha_0 + 2) sqrt(k - 1) / (sqrt(6 d) m)``,
+
+    divided by ``sqrt(2T)`` for the noisy power method (``T`` releases, per-step noise
+    ``sqrt(T)`` times larger, on a ``d x p`` block). ``m = d^{-1/4}`` is a data-free guess of the
+    topic norm, between a uniform topic (``d^{-1/2}``) and a point mass (1). ``R`` grows like
+    ``alpha_0``: for mixed topics (large ``alpha_0``) almost everything goes to ``M3_hat``.
+
+    Configurations 2--4: equal shares of ``epsilon`` and ``delta`` (the paper grid-searched the
+    split on the private data, which its accounting does not charge).
+    """
+    edges = CONFIG_EDGES[config]
+    if config != 1:
+        return {edge: 1.0 / len(edges) for edge in edges}
+    k, d = n_components, n_words
+    ratio_sens = m3_sensitivity(alpha0, 3) / m2_sensitivity(alpha0, 3)
+    norm = d**-0.25
+    ratio = ratio_sens * (alpha0 + 2.0) * math.sqrt(max(k - 1, 1)) / (math.sqrt(6.0 * d) * norm)
+    if whitening == "noisy-power":
+        ratio /= math.sqrt(2.0 * n_power_steps)
+    share3 = ratio / (1.0 + ratio)
+    return {"e3": share3, "e4": (1.0 - share3) / 2.0, "e8": (1.0 - share3) / 2.0}
+
+
+@dataclass
+class _Plan:
+    """Noise multipliers per release and the guarantee, from parameters and public sizes only."""
+
+    shares: dict[str, float]
+    multipliers: dict[str, float] = field(default_factory=dict)  # per release (per step for NPM)
+    epsilons: dict[str, float] = field(default_factory=dict)
+    deltas: dict[str, float] = field(default_factory=dict)
+    holds: bool = True
+    reasons: list[str] = field(default_factory=list)
+    guarantee: PrivacyGuarantee | None = None
+
+
+def _classic_multiplier(epsilon: float, delta: float) -> float:
+    """The paper's ``tau = sqrt(2 ln(1.25/delta)) / epsilon`` (Proposition 18), for any epsilon."""
+    return math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+
+
+class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimator):
+    """Differentially private spectral LDA (DeCarolis et al., paper 004), document-level.
+
+    A separate estimator rather than options of :class:`~dptensor.models.SpectralLDA`: a private
+    fit has a different input domain (documents with fewer than three tokens are rejected, not
+    dropped), no ``partial_fit`` (every call would be a new release), a dozen options that mean
+    nothing without a budget, and it must not keep the noiseless intermediates
+    (``whitened_tensor_`` etc.) that ``SpectralLDA`` exposes. Inference (``transform``, ``score``,
+    ``perplexity``, ``top_words``) is shared and reads only the released topics.
+
+    Parameters
+    ----------
+    n_components : int, default 10
+        Number of topics ``k`` (at most the vocabulary size).
+    alpha0 : float, default 1.0
+        Dirichlet concentration ``alpha_0``, public (it must not be chosen by looking at the data).
+    epsilon, delta : float
+        The total budget, required: ``epsilon > 0``, ``0 < delta < 1``.
+    config : {1, 2, 3, 4}, default 1
+        The paper's configuration (module docstring). Only 1 has a guarantee that holds; 2--4 need
+        ``enable_features("unproven")``.
+    sensitivity : {"derived", "paper"}, default "derived"
+        ``"paper"``: the printed noise levels (``1/N`` for the moments, the printed local
+        sensitivities and Procedure 1's printed Laplace scale) -- unproven for every configuration.
+    calibration : {"analytic", "classic"}, default "analytic"
+        ``"analytic"``: exact Gaussian-DP composition (Configuration 1) or the analytic Gaussian
+        per edge; ``"classic"``: the paper's ``tau = sqrt(2 ln(1.25/delta_i))/epsilon_i`` per edge with
+        basic composition (valid only while every per-release epsilon is below 1).
+    shared_m2 : bool, default True
+        Configuration 1: one noisy ``M2_hat`` for ``W`` and ``(W^T)^+``; ``False`` draws two, as printed.
+    budget_split : dict, optional
+        Relative weights of the edges of the configuration (:data:`CONFIG_EDGES`); normalised.
+        Under ``calibration="analytic"`` Configuration 1 splits the Gaussian-DP budget ``mu^2``,
+        otherwise ``epsilon`` and ``delta``. Default: :func:`default_budget_split` (data-free).
+    private_whitening : {"auto", "analyze-gauss", "noisy-power"}, default "auto"
+        How ``M2_hat`` is released (:mod:`dptensor.decomposition.private_whitening`); ``"auto"`` is
+        Analyze Gauss up to :data:`ANALYZE_GAUSS_MAX_WORDS` words, the noisy power method above.
+    n_power_steps : int, default 4
+        Releases ``T`` of the noisy power method.
+    n_oversamples : int, default 10
+        Extra columns of the noisy power method (``p = k + n_oversamples``, at most ``d``).
+    projected_sensitivity : bool, default True
+        Calibrate the ``M3_hat`` release and the power steps to the sensitivity in their public
+        basis (smaller for incoherent bases); ``False`` uses the global bounds.
+    decomposition, n_restarts, max_iter, tol
+        Tensor decomposition of the (noisy) whitened tensor, as in ``SpectralLDA``.
+    transform_max_iter, transform_tol, smoothing
+        Inference, as in ``SpectralLDA``.
+    verbose : bool, default False
+        Print each step (names and durations only) to standard error.
+    random_state : None, int or numpy.random.Generator
+        Public randomness only (starts of the power methods); never the noise.
+    noise : None, "numpy", "opendp" or insecure_test_noise(seed)
+        Secret noise source (:func:`dptensor.privacy.resolve_noise`).
+    ledger : object with ``charge``, optional
+        Charged with the guarantee before the documents are read.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (k, d)
+        Private topic-word distributions (rows on the simplex), by decreasing ``alpha_``.
+    alpha_ : ndarray of shape (k,)
+    guarantee_ : PrivacyGuarantee
+    budget_split_ : dict
+        The normalised shares used.
+    noise_scales_ : dict
+        Standard deviation of the noise of each release (public: parameters and earlier releases).
+    n_features_in_, n_documents_ : int
+    timings_ : dict
+        Seconds per step (wall-clock time is outside the guarantee, as for any implementation).
+
+    Examples
+    --------
+    >>> from dptensor.datasets.lda import make_lda_corpus
+    >>> corpus = make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=50, topic_concentration=0.1,
+    ...                          random_state=0)
+    >>> model = PrivateSpectralLDA(3, alpha0=0.3, epsilon=1.0, delta=1e-6, random_state=0)
+    >>> model.fit(corpus.counts).components_.shape
+    (3, 40)
+    >>> model.guarantee_.holds, model.guarantee_.neighbouring
+    (True, 'document')
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "alpha0": [Interval(Real, 0, None, closed="neither")],
+        **PrivateEstimatorMixin._privacy_parameter_constraints,
+        "config": [Options(Integral, {1, 2, 3, 4})],
+        "sensitivity": [StrOptions({"derived", "paper"})],
+        "calibration": [StrOptions({"analytic", "classic"})],
+        "shared_m2": ["boolean"],
+        "budget_split": [dict, None],
+        "private_whitening": [StrOptions({"auto", "analyze-gauss", "noisy-power"})],
+        "n_power_steps": [Interval(Integral, 1, None, closed="left")],
+        "n_oversamples": [Interval(Integral, 0, None, closed="left")],
+        "projected_sensitivity": ["boolean"],
+        "decomposition": [StrOptions({"simultaneous", "robust"})],
+        "n_restarts": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "transform_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "transform_tol": [Interval(Real, 0, None, closed="left")],
+        "smoothing": [Interval(Real, 0, 1, closed="neither")],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        alpha0: float = 1.0,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        config: int = 1,
+        sensitivity: str = "derived",
+        calibration: str = "analytic",
+        shared_m2: bool = True,
+        budget_split: dict | None = None,
+        private_whitening: str = "auto",
+        n_power_steps: int = 4,
+        n_oversamples: int = 10,
+        projected_sensitivity: bool = True,
+        decomposition: str = "simultaneous",
+        n_restarts: int | None = None,
+        max_iter: int | None = None,
+        tol: float = 1e-10,
+        transform_max_iter: int = 100,
+        transform_tol: float = 1e-4,
+        smoothing: float = 1e-6,
+        verbose: bool = False,
+        random_state: object = None,
+        noise: object = None,
+        ledger: object = None,
+    ) -> None:
+        self.n_components = n_components
+        self.alpha0 = alpha0
+        self.epsilon = epsilon
+        self.delta = delta
+        self.config = config
+        self.sensitivity = sensitivity
+        self.calibration = calibration
+        self.shared_m2 = shared_m2
+        self.budget_split = budget_split
+        self.private_whitening = private_whitening
+        self.n_power_steps = n_power_steps
+        self.n_oversamples = n_oversamples
+        self.projected_sensitivity = projected_sensitivity
+        self.decomposition = decomposition
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.tol = tol
+        self.transform_max_iter = transform_max_iter
+        self.transform_tol = transform_tol
+        self.smoothing = smoothing
+        self.verbose = verbose
+        self.random_state = random_state
+        self.noise = noise
+        self.ledger = ledger
+
+    # -- the plan: everything decided before the documents are read ---------------------------
+    def _whitening_method(self, n_words: int) -> str:
+        if self.private_whitening != "auto":
+            return self.private_whitening
+        return "analyze-gauss" if n_words <= ANALYZE_GAUSS_MAX_WORDS else "noisy-power"
+
+    def _shares(self, n_words: int) -> dict[str, float]:
+        edges = CONFIG_EDGES[self.config]
+        if self.budget_split is None:
+            if self.config == 1 and self.calibration == "analytic":
+                raw = default_budget_split(
+                    1, self.n_components, n_words, self.alpha0,
+                    whitening=self._whitening_method(n_words), n_power_steps=self.n_power_steps,
+                    shared_m2=self.shared_m2,
+                )  # fmt: skip
+            else:
+                raw = {edge: 1.0 for edge in edges}
+        else:
+            raw = dict(self.budget_split)
+            unknown = sorted(set(raw) - set(edges))
+            missing = sorted(set(edges) - set(raw))
+            if unknown or missing:
+                raise ValueError(
+                    f"budget_split for config={self.config} must have exactly the keys {list(edges)}"
+                    + (f"; unknown {unknown}" if unknown else "")
+                    + (f"; missing {missing}" if missing else "")
+                )
+            for key, value in raw.items():
+                if isinstance(value, bool) or not isinstance(value, Real) or not (
+                    math.isfinite(value) and value > 0
+                ):
+                    raise ValueError(f"budget_split[{key!r}] must be a finite number > 0, got {value!r}")
+        total = float(sum(raw.values()))
+        return {edge: float(raw[edge]) / total for edge in edges}
+
+    def _m2_releases(self, n_words: int) -> int:
+        return self.n_power_steps if self._whitening_method(n_words) == "noisy-power" else 1
+
+    def _plan(self, n_documents: int, n_words: int) -> _Plan:
+        """Noise multipliers and the guarantee, from parameters and ``(N, d)`` only."""
+        eps, delta = float(self.epsilon), float(self.delta)
+        plan = _Plan(self._shares(n_words))
+        steps = self._m2_releases(n_words)
+        paper = self.sensitivity == "paper"
+        if self.config == 1:
+            m2_edges = ["m2"] if self.shared_m2 else ["e4", "e8"]
+            weight = {"e3": plan.shares["e3"], "e4": plan.shares["e4"], "e8": plan.shares["e8"]}
+            if self.shared_m2:
+                weight["m2"] = weight.pop("e4") + weight.pop("e8")
+            counts = {edge: (steps if edge != "e3" else 1) for edge in weight}
+            if self.calibration == "analytic":
+                mu = 1.0 / gaussian_sigma_analytic(eps, delta)
+                for edge, w in weight.items():
+                    # mu^2 shared by weight; a release repeated n times gets mu_edge / sqrt(n) each.
+                    plan.multipliers[edge] = math.sqrt(counts[edge]) / (math.sqrt(w) * mu)
+            else:
+                for edge, w in weight.items():
+                    e_step, d_step = w * eps / counts[edge], w * delta / counts[edge]
+                    plan.multipliers[edge] = _classic_multiplier(e_step, d_step)
+                    plan.epsilons[edge], plan.deltas[edge] = w * eps, w * delta
+                    if e_step >= 1:
+                        plan.holds = False
+                        if CLASSIC_REASON not in plan.reasons:
+                            plan.reasons.append(CLASSIC_REASON)
+            if paper:
+                plan.holds = False
+                plan.reasons.append(PAPER_SENSITIVITY_REASON)
+            inverse_sq = sum(counts[e] / plan.multipliers[e] ** 2 for e in weight)
+            effective = 1.0 / math.sqrt(inverse_sq)
+            if plan.holds and gaussian_epsilon(effective, delta) > eps:
+                # Rounding: move every multiplier up by a relative 1e-12 until the total holds.
+                factor = 1.0
+                while gaussian_epsilon(effective * factor, delta) > eps:
+                    factor *= 1.0 + 1e-12
+                plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
+                effective *= factor
+            events = [
+                dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), counts[e])
+                for e in ["e3", *m2_edges]
+                for z in [plan.multipliers[e]]
+            ]
+            exact = min(gaussian_epsilon(effective, delta), eps)
+            n_releases = sum(counts.values())
+            accountant = (
+                "exact (Gaussian DP composition, analytic calibration)" if self.calibration == "analytic"
+                else "classic Gaussian per edge (Proposition 18), composed exactly"
+            )
+            plan.guarantee = self._guarantee(
+                plan, accountant=accountant, n_releases=n_releases, noise_multiplier=effective,
+                epsilon_exact=exact, dp_event=dp_accounting.ComposedDpEvent(events),
+                nominal=eps,
+            )  # fmt: skip
+            return plan
+        # Configurations 2-4: per-edge (epsilon_i, delta_i), basic composition, as printed.
+        plan.holds = False
+        plan.reasons.append(UNPROVEN_REASONS[self.config])
+        for edge, w in plan.shares.items():
+            plan.epsilons[edge], plan.deltas[edge] = w * eps, w * delta
+            if edge in ("sigma_k", "gamma_s"):
+                continue
+            n = steps if edge == "e8" else 1
+            if self.calibration == "classic":
+                plan.multipliers[edge] = _classic_multiplier(w * eps / n, w * delta / n)
+            else:
+                plan.multipliers[edge] = math.sqrt(n) * gaussian_sigma_analytic(w * eps, w * delta)
+        plan.guarantee = self._guarantee(
+            plan, accountant="basic composition (paper)", n_releases=len(plan.shares),
+            noise_multiplier=math.nan, epsilon_exact=math.inf, dp_event=None, nominal=eps,
+        )  # fmt: skip
+        return plan
+
+    def _guarantee(
+        self, plan: _Plan, *, accountant: str, n_releases: int, noise_multiplier: float,
+        epsilon_exact: float, dp_event: dp_accounting.DpEvent | None, nominal: float,
+    ) -> PrivacyGuarantee:  # fmt: skip
+        details = {
+            "model": "PrivateSpectralLDA",
+            "config": int(self.config),
+            "sensitivity": self.sensitivity,
+            "calibration": self.calibration,
+            "shared_m2": bool(self.shared_m2),
+            "budget_split": dict(plan.shares),
+            "noise_multipliers": dict(plan.multipliers),
+        }
+        if plan.epsilons:
+            details["edge_epsilons"] = dict(plan.epsilons)
+            details["edge_deltas"] = dict(plan.deltas)
+        return PrivacyGuarantee(
+            epsilon=float(self.epsilon),
+            delta=float(self.delta),
+            neighbouring=NEIGHBOURING,
+            accountant=accountant,
+            n_releases=int(n_releases),
+            mechanism="gaussian" if self.config == 1 else "gaussian and laplace",
+            noise_multiplier=float(noise_multiplier),
+            epsilon_exact=float(epsilon_exact),
+            details=details,
+            holds=plan.holds,
+            claim="proved" if plan.holds else "paper",
+            reason="; ".join(plan.reasons),
+            nominal_epsilon=None if plan.holds else nominal,
+            protected=PROTECTED,
+            public=PUBLIC,
+            dp_event=dp_event,
+        )
+
+    def _check_privacy_parameters(self, *, requires_delta: bool = True) -> None:
+        if self.epsilon is None:
+            raise ValueError(
+                "PrivateSpectralLDA needs a budget: pass epsilon=... and delta=... (for a non-private "
+                "fit use SpectralLDA)"
+            )
+        super()._check_privacy_parameters(requires_delta=requires_delta)
+
+    # -- fitting -----------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: object, y: object = None) -> PrivateSpectralLDA:
+        """Fit private topics to a document-term count matrix.
+
+        Order of work: check the parameters; compute the plan and the guarantee from the
+        parameters and the public sizes ``(N, d)``; refuse unproven modes without the opt-in;
+        validate the input domain (every document has at least three tokens); start the release
+        (noise source, guarantee, ledger charge); only then compute moments and add noise.
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
+            Word counts; every document must have at least three tokens.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._check_privacy_parameters()
+        n_documents, n_words = _public_shape(X)
+        k = int(self.n_components)
+        if n_documents < 3:
+            raise ValueError(f"X has {n_documents} document(s); the moment estimators need at least 3")
+        if k > n_words:
+            raise ValueError(f"n_components={k} exceeds the vocabulary size {n_words}; k must be at most d")
+        plan = self._plan(n_documents, n_words)
+        assert plan.guarantee is not None
+        if not plan.holds:
+            require_unproven(
+                f"PrivateSpectralLDA(config={self.config}, sensitivity={self.sensitivity!r}, "
+                f"calibration={self.calibration!r})",
+                plan.guarantee.reason,
+            )
+        docs = check_private_counts(X)
+        source = self._begin_release(plan.guarantee, f"PrivateSpectralLDA config {self.config} fit")
+        rng = check_random_state(self.random_state)
+        timings: dict[str, float] = {}
+        self.noise_scales_ = {}
+        self.budget_split_ = dict(plan.shares)
+        if self.config == 1:
+            topics, alpha = self._fit_config1(docs, plan, source, rng, timings)
+        else:
+            topics, alpha = self._fit_paper_config(docs, plan, source, rng, timings)
+        self.components_ = topics
+        self.alpha_ = alpha
+        self.n_features_in_ = n_words
+        self.n_documents_ = n_documents
+        self.timings_ = timings
+        return self
+
+    def _m2_sensitivity_fn(self, n: int):
+        if self.sensitivity == "paper":
+            return lambda mu: PAPER_MOMENT_SENSITIVITY / n
+        if self.projected_sensitivity:
+            return lambda mu: m2_sensitivity(self.alpha0, n, coherence=mu)
+        return lambda mu: m2_sensitivity(self.alpha0, n)
+
+    def _release_m2(
+        self, docs: DocumentCounts, multiplier: float, source: NoiseSource, rng: np.random.Generator,
+        label: str, timings: dict,
+    ) -> PrivateEigenpairs:  # fmt: skip
+        """One private release of ``M2_hat``'s top eigenpairs (Analyze Gauss or noisy power)."""
+        k, d, n = int(self.n_components), docs.n_words, docs.n_documents
+        operator = LDASecondMoment(docs, self.alpha0)
+        sensitivity = self._m2_sensitivity_fn(n)
+        method = self._whitening_method(d)
+        with _Step(f"{label}: private M2 ({method})", timings, self.verbose):
+            if method == "analyze-gauss":
+                result = analyze_gauss_eigenpairs(
+                    operator, k, noise_scale=multiplier * sensitivity(1.0), source=source
+                )
+            else:
+                result = noisy_power_eigenpairs(
+                    operator, k, n_steps=int(self.n_power_steps),
+                    width=min(d, k + int(self.n_oversamples)), noise_multiplier=multiplier,
+                    sensitivity=sensitivity, source=source, rng=rng,
+                )  # fmt: skip
+        self.noise_scales_[label] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
+            result.noise_scales
+        )
+        return result
+
+    def _fit_config1(
+        self, docs: DocumentCounts, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
+        timings: dict,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        n = docs.n_documents
+        if self.shared_m2:
+            first = self._release_m2(docs, plan.multipliers["m2"], source, rng, "e4+e8", timings)
+            second = first
+        else:
+            first = self._release_m2(docs, plan.multipliers["e4"], source, rng, "e4", timings)
+            second = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
+        U, sigma = first.whitening.eigenvectors, first.whitening.eigenvalues
+        with _Step("e3: private whitened M3 (push-forward noise)", timings, self.verbose):
+            if self.sensitivity == "paper":
+                delta3 = PAPER_MOMENT_SENSITIVITY / n
+            else:
+                mu = coherence(U) if self.projected_sensitivity else 1.0
+                delta3 = m3_sensitivity(self.alpha0, n, coherence=mu)
+            scale = plan.multipliers["e3"] * delta3
+            projected = release_projected_m3(docs, self.alpha0, U, scale, source)
+            inv = 1.0 / np.sqrt(sigma)
+            tensor = projected * inv[:, None, None] * inv[None, :, None] * inv[None, None, :]
+        self.noise_scales_["e3"] = scale
+        whitening = _with_inverse(first.whitening, second.whitening)
+        return self._decompose_unwhiten(tensor, whitening, rng, timings)
+
+    def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
+        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
+            result = decompose_whitened_tensor(
+                tensor, int(self.n_components), method=self.decomposition, n_restarts=self.n_restarts,
+                max_iter=self.max_iter, tol=self.tol, random_state=rng,
+            )  # fmt: skip
+        return result
+
+    def _decompose_unwhiten(
+        self, tensor: np.ndarray, whitening: Whitening, rng: np.random.Generator, timings: dict
+    ) -> tuple[np.ndarray, np.ndarray]:
+        result = _positive_weights(self._decompose(tensor, rng, timings))
+        with _Step("un-whitening", timings, self.verbose):
+            topics, alpha, _ = unwhiten_topics(result, whitening, self.alpha0)
+        return topics, alpha
+
+    # -- Configurations 2-4, as printed (unproven) -----------------------------------------------
+    def _fit_paper_config(
+        self, docs: DocumentCounts, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
+        timings: dict,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        k, d, n = int(self.n_components), docs.n_words, docs.n_documents
+        paper = self.sensitivity == "paper"
+        operator = LDASecondMoment(docs, self.alpha0)
+        with _Step("clean whitening (not private)", timings, self.verbose):
+            values, vectors = top_eigenpairs(operator, min(k + 1, d), random_state=rng)
+            clean = Whitening.from_eigenpairs(np.maximum(values[:k], 1e-300), vectors[:, :k])
+        # Procedure 1, line 3-4: a private lower bound of sigma_k(M2_hat).
+        bound = private_lower_bound(
+            float(values[k - 1]), m2_sensitivity(self.alpha0, n), plan.epsilons["sigma_k"],
+            plan.deltas["sigma_k"], source, paper_scale=PAPER_MOMENT_SENSITIVITY / n if paper else None,
+        )  # fmt: skip
+        sigma_lower = max(bound.lower, _FLOOR)
+        self.noise_scales_["sigma_k"] = bound.scale
+        with _Step("clean whitened M3 (not private)", timings, self.verbose):
+            tensor = whitened_third_moment(docs, self.alpha0, clean.matrix)
+        if self.config == 2:
+            local = whitened_tensor_local_sensitivity(self.alpha0, n, k, sigma_lower, paper=paper)
+            scale = min(plan.multipliers["e6"] * local, _MAX_SCALE)
+            self.noise_scales_["e6"] = scale
+            noisy = tensor + symmetric_gaussian_tensor(k, scale, convention="frobenius", noise=source)
+            inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
+            whitening = _with_inverse(clean, inverse.whitening)
+            return self._decompose_unwhiten(noisy, whitening, rng, timings)
+        result = _positive_weights(self._decompose(tensor, rng, timings))
+        lam = result.weights
+        gaps = -np.diff(np.append(lam, 0.0))
+        gamma = float(np.min(gaps)) / 4.0
+        gamma_bound = private_lower_bound(
+            gamma, 2.0 / n, plan.epsilons["gamma_s"], plan.deltas["gamma_s"], source,
+            paper_scale=PAPER_MOMENT_SENSITIVITY / n if paper else None,
+        )  # fmt: skip
+        gamma_lower = max(gamma_bound.lower, _FLOOR)
+        self.noise_scales_["gamma_s"] = gamma_bound.scale
+        local_t = whitened_tensor_local_sensitivity(self.alpha0, n, k, sigma_lower, paper=paper)
+        if self.config == 3:
+            if paper:
+                local = k**2 / (n * gamma_lower * sigma_lower**1.5)
+            else:  # Theorem 6 per component, times sqrt(2k) for the k components released together
+                local = 2.0 * math.sqrt(2.0) * k * local_t / gamma_lower
+            scale = min(plan.multipliers["e7"] * local, _MAX_SCALE)
+            self.noise_scales_["e7"] = scale
+            factors = source.add_gaussian(result.factors, scale)
+            weights = source.add_gaussian(lam, scale)
+            noisy = _positive_weights(PowerMethodResult(
+                weights=weights, factors=factors, n_iter=result.n_iter, converged=result.converged,
+                extraction_order=result.extraction_order,
+            ))  # fmt: skip
+            inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
+            whitening = _with_inverse(clean, inverse.whitening)
+            with _Step("un-whitening", timings, self.verbose):
+                topics, alpha, _ = unwhiten_topics(noisy, whitening, self.alpha0)
+            return topics, alpha
+        # Configuration 4: noise on the clean topics and alpha (Theorem 7).
+        _, _, raw = unwhiten_topics(result, clean, self.alpha0)
+        clean_alpha = 4.0 * self.alpha0 * (self.alpha0 + 1.0) / ((self.alpha0 + 2.0) ** 2 * lam**2)
+        a, _, _ = lda_moment_constants(self.alpha0)
+        if paper:  # as printed: the un-noised sigma_1(M2_hat) enters the noise scale
+            local = k**2 * math.sqrt(max(float(values[0]), 0.0)) / (n * gamma_lower * sigma_lower**1.5)
+        else:  # H.5 with a public bound sigma_1 <= 1 + a, times sqrt(2k) for the joint release
+            kappa = (self.alpha0 + 2.0) / (2.0 * math.sqrt(self.alpha0 * (self.alpha0 + 1.0)))
+            s1, d2 = 1.0 + a, m2_sensitivity(self.alpha0, n)
+            top = float(np.max(lam))
+            per = kappa * (
+                top * math.sqrt(s1) * 2.0 * math.sqrt(k) * local_t / gamma_lower
+                + top * math.sqrt(s1) / sigma_lower * d2
+                + math.sqrt(s1 + d2) * 2.0 * math.sqrt(k) * local_t / gamma_lower
+            )
+            local = math.sqrt(2.0 * k) * per
+        scale = min(plan.multipliers["e9"] * local, _MAX_SCALE)
+        self.noise_scales_["e9"] = scale
+        noisy_topics = source.add_gaussian(raw, scale)
+        noisy_alpha = np.maximum(source.add_gaussian(clean_alpha, scale), 1e-12)
+        noisy_topics *= np.where(noisy_topics.sum(axis=1) < 0, -1.0, 1.0)[:, None]
+        order = np.argsort(-noisy_alpha, kind="stable")
+        return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
+
+
+def release_projected_m3(
+    docs: DocumentCounts, alpha0: float, basis: np.ndarray, scale: float, source: NoiseSource
+) -> np.ndarray:
+    """``M3_hat(U, U, U) + scale * Sym(H)``: the ``e3`` release of Configuration 1 in a public basis.
+
+    ``U`` (``d x k``, orthonormal columns) must be public -- here, the eigenvectors of the released
+    ``M2_hat``. ``Sym(H)`` is the ``"frobenius"`` symmetric Gaussian in ``k^3``, so with
+    ``scale = z Delta`` and ``Delta`` a bound on ``||dM3_hat(U, U, U)||_F``
+    (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`) this is the Gaussian mechanism with
+    noise multiplier ``z``; it has the law of ``d^3`` Frobenius noise on ``M3_hat`` projected on
+    ``U`` (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`).
+    """
+    projected = whitened_third_moment(docs, alpha0, basis)
+    return projected + symmetric_gaussian_tensor(basis.shape[1], scale, convention="frobenius", noise=source)
+
+
+def _with_inverse(whitening: Whitening, other: Whitening) -> Whitening:
+    """``whitening``'s ``W`` with ``other``'s un-whitening ``(W^T)^+`` (two releases of ``M2_hat``)."""
+    return Whitening(whitening.matrix, other.inverse, whitening.eigenvalues, whitening.eigenvectors)
+
+
+def _positive_weights(result: PowerMethodResult) -> PowerMethodResult:
+    """Post-processing: ``(lambda, v) -> (|lambda|, sign(lambda) v)``, zero raised to a tiny floor."""
+    weights = np.nan_to_num(np.asarray(result.weights, dtype=np.float64), posinf=1e12, neginf=-1e12)
+    factors = np.nan_to_num(result.factors) * np.where(weights < 0, -1.0, 1.0)[None, :]
+    weights = np.clip(np.abs(weights), 1e-12, 1e12)
+    return PowerMethodResult(
+        weights=weights, factors=factors, n_iter=result.n_iter, converged=result.converged,
+        extraction_order=result.extraction_order,
+    )
+
+
+def _public_shape(X: object) -> tuple[int, int]:
+    """``(N, d)`` of the input, without reading its values."""
+    shape = X.shape if sp.issparse(X) or isinstance(X, np.ndarray) else np.shape(X)
+    if len(shape) != 2:
+        raise ValueError(f"X must be a 2-D (documents x words) count matrix, got shape {tuple(shape)}")
+    return int(shape[0]), int(shape[1])
+
+
+def check_private_counts(X: object, name: str = "X") -> DocumentCounts:
+    """Validate counts for a private fit: every document must have at least three tokens.
+
+    Documents with fewer tokens are an input error, not dropped: the guarantee treats ``N`` as
+    public, and dropping would change it between neighbouring corpora. The error names the rows.
+    """
+    matrix = check_count_matrix(X, name)
+    lengths = np.asarray(matrix.sum(axis=1)).ravel()
+    short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
+    if short.size:
+        shown = ", ".join(str(int(i)) for i in short[:10]) + (", ..." if short.size > 10 else "")
+        raise ValueError(
+            f"{name} has {short.size} document(s) with fewer than {MIN_DOCUMENT_LENGTH} tokens (rows "
+            f"{shown}); a private fit needs at least {MIN_DOCUMENT_LENGTH} tokens in every document "
+            "(they are not dropped: N is public in the guarantee). Remove or merge them first"
+        )
+    return DocumentCounts(
+        counts=matrix, lengths=lengths, kept=np.arange(matrix.shape[0]), n_input_documents=matrix.shape[0]
+    )

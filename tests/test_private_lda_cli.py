@@ -1,0 +1,80 @@
+"""``dptensor lda fit --epsilon``: the guarantee is printed and recorded; nothing else leaks."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dptensor.cli import main
+from dptensor.datasets.lda import make_lda_corpus
+from dptensor.privacy.audit import observable_differences, observe_command
+
+
+@pytest.fixture(scope="module")
+def counts():
+    corpus = make_lda_corpus(3000, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=0)
+    return corpus.counts
+
+
+def test_private_fit_prints_and_records_the_guarantee(tmp_path, counts, capsys):
+    path = tmp_path / "corpus.npz"
+    sp.save_npz(path, counts)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(f"w{i}" for i in range(30)) + "\n")
+    model = tmp_path / "model.json"
+    assert main(["lda", "fit", str(path), "--vocab", str(vocab), "--topics", "3", "--alpha0", "0.3",
+                 "--epsilon", "1", "--delta", "1e-6", "--quiet", "--out", str(model)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "guarantee: (1, 1e-06)-DP under the 'document' relation" in out
+    assert "topic   3" in out
+    payload = json.loads(model.read_text())
+    assert payload["model"] == "PrivateSpectralLDA" and payload["guarantee"]["holds"] is True
+    assert "timings" not in payload and "n_dropped_documents" not in payload
+    theta = tmp_path / "theta.npy"
+    assert main(["lda", "transform", str(model), str(path), "--out", str(theta)]) == 0
+    assert np.load(theta).shape == (3000, 3)
+
+
+def test_private_fit_refusals(tmp_path, counts, capsys):
+    text = tmp_path / "docs.txt"
+    text.write_text("apple banana cherry\nbanana cherry apple apple\ncherry cherry banana\n")
+    assert main(["lda", "fit", str(text), "--topics", "1", "--epsilon", "1", "--delta", "1e-6"]) == 2
+    assert "public vocabulary" in capsys.readouterr().err
+    path = tmp_path / "corpus.npz"
+    sp.save_npz(path, counts)
+    assert main(["lda", "fit", str(path), "--topics", "3", "--epsilon", "1", "--delta", "1e-6",
+                 "--config", "2", "--quiet"]) == 2  # fmt: skip
+    assert "--allow-unproven" in capsys.readouterr().err
+    assert main(["lda", "fit", str(path), "--topics", "3", "--epsilon", "1", "--delta", "1e-6",
+                 "--config", "2", "--allow-unproven", "--quiet"]) == 0  # fmt: skip
+    assert "NOT PRIVATE" in capsys.readouterr().out
+    assert main(["lda", "fit", str(path), "--topics", "3", "--epsilon", "1", "--delta", "1e-6",
+                 "--budget-split", "e3=1,e4=1", "--quiet"]) == 2  # fmt: skip
+    assert "missing" in capsys.readouterr().err
+    short = sp.csr_matrix(np.vstack([counts[:10].toarray(), np.eye(30)[:1] * 2]))
+    sp.save_npz(tmp_path / "short.npz", short)
+    assert main(["lda", "fit", str(tmp_path / "short.npz"), "--topics", "3", "--epsilon", "1",
+                 "--delta", "1e-6", "--quiet"]) == 2  # fmt: skip
+    assert "rows 10" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("config", ["1", "3"])
+def test_neighbouring_corpora_observe_the_same_command_output(tmp_path, counts, config, monkeypatch):
+    first = counts.tolil(copy=True)
+    second = first.copy()
+    second[0, :] = 0
+    second[0, 7] = 25
+    observations = []
+    for name, matrix in (("a", first), ("b", second)):
+        work = tmp_path / name
+        work.mkdir()
+        sp.save_npz(work / "corpus.npz", matrix.tocsr())
+        monkeypatch.chdir(work)  # identical relative paths in both runs
+        observations.append(observe_command(
+            ["lda", "fit", "corpus.npz", "--topics", "3", "--alpha0", "0.3", "--epsilon", "1", "--delta",
+             "1e-6", "--config", config, "--allow-unproven", "--seed", "0", "--out", "model.json"],
+            work,
+        ))  # fmt: skip
+    assert observations[0].attributes[0] == ("exit_code", 0)
+    assert observable_differences(*observations) == []
