@@ -86,3 +86,20 @@ def test_neighbouring_corpora_look_the_same_from_the_command_line(tmp_path, monk
     assert len(observations[0].printed.splitlines()) >= 6  # sizes, guarantee, three topics, file
     assert observable_differences(*observations) == []
     assert observations[0].attributes == observations[1].attributes
+
+
+def test_fits_are_charged_to_a_budget_ledger(tmp_path, capsys):
+    _write_inputs(tmp_path)
+    ledger = str(tmp_path / "budget.ledger")
+    # exactly composed at delta = 1e-5: the AVN fit alone costs 0.92, both fits 1.24
+    assert main(["budget", "create", ledger, "--epsilon", "1.1", "--delta", "1e-5"]) == 0
+    base = ["single-topic", "fit", str(tmp_path / "tokens.npy"), "-k", "3", "--n-words", "8", "--quiet",
+            "--ledger", ledger, "--delta", "1e-6", "--epsilon", "1"]  # fmt: skip
+    assert main(base + ["--mechanism", "avn"]) == 0  # Gaussian + pure release, composed by the ledger
+    capsys.readouterr()
+    out = tmp_path / "second.json"
+    assert main(base + ["--mechanism", "agn", "--out", str(out)]) == 2  # would exceed epsilon = 1.1
+    assert "budget" in capsys.readouterr().err.lower() and not out.exists()
+    assert main(["single-topic", "fit", str(tmp_path / "tokens.npy"), "-k", "3", "--n-words", "8",
+                 "--ledger", ledger]) == 2  # nothing private to charge
+    assert "nothing to charge" in capsys.readouterr().err

@@ -23,8 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from dptensor.cli._io import write_json
+from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
 from dptensor.models.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
+from dptensor.privacy import NOISE_BACKENDS
 from dptensor.tensor.single_topic_moments import MOMENTS
 
 COUNT_SUFFIXES = (".mtx", ".npz")
@@ -61,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
     fit.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
                      help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
+    fit.add_argument("--noise", choices=NOISE_BACKENDS, default=None,
+                     help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
+    add_ledger_argument(fit)
     fit.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
     fit.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
     fit.add_argument("--seed", type=int, default=None, help="public random seed (restarts)")
@@ -119,14 +124,15 @@ def run_fit(args: argparse.Namespace) -> int:
         args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private
     )
     moments = args.moments or ("first3" if form == "tokens" else "all")
-    model = SingleTopicModel(
-        args.topics, mechanism=args.mechanism, epsilon=args.epsilon, delta=args.delta,
-        budget_split=args.budget_split, calibration=args.calibration, moments=moments, input=form,
-        n_words=n_words, noise_sampler=args.noise_sampler, simplex=args.simplex, random_state=args.seed,
-    )  # fmt: skip
     _progress(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",
               args.quiet)
-    model.fit(documents)
+    with opened_ledger(args, private=private) as ledger:  # charged by fit, before the documents are read
+        model = SingleTopicModel(
+            args.topics, mechanism=args.mechanism, epsilon=args.epsilon, delta=args.delta,
+            budget_split=args.budget_split, calibration=args.calibration, moments=moments, input=form,
+            n_words=n_words, noise_sampler=args.noise_sampler, simplex=args.simplex,
+            random_state=args.seed, noise=args.noise, ledger=ledger,
+        ).fit(documents)  # fmt: skip
     print(f"single-topic model: K={args.topics} topics, d={model.n_features_in_} words, "
           f"N={model.n_documents_} documents, moments {moments}")  # fmt: skip
     if private:
