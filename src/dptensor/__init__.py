@@ -9,7 +9,7 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import DPVariationalLDA, SpectralLDA, TensorCompletion
+from dptensor.models import DPVariationalLDA, SingleTopicModel, SpectralLDA, TensorCompletion
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
@@ -25,6 +25,7 @@ __all__ = [
     "input_perturbation",
     "power_method",
     "private_power_method",
+    "SingleTopicModel",
     "SpectralLDA",
     "TensorCompletion",
 ]

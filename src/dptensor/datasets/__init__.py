@@ -24,6 +24,7 @@ from dptensor.datasets.entries import (
 from dptensor.datasets.lda import LDACorpus, make_lda_corpus
 from dptensor.datasets.moment_stream import OrthogonalMomentStream, make_orthogonal_moment_stream
 from dptensor.datasets.orthogonal import NOISE_MODELS, OrthogonalTensor, make_orthogonal_tensor
+from dptensor.datasets.single_topic import SingleTopicCorpus, make_single_topic_corpus
 
 __all__ = [
     "Corpus",
@@ -40,12 +41,14 @@ __all__ = [
     "NOISE_MODELS",
     "OrthogonalMomentStream",
     "OrthogonalTensor",
+    "SingleTopicCorpus",
     "TensorEntries",
     "check_entries",
     "entries_from_dense",
     "make_orthogonal_moment_stream",
     "make_low_rank_completion",
     "make_orthogonal_tensor",
+    "make_single_topic_corpus",
     "read_entries",
     "read_movielens",
     "train_test_split_entries",

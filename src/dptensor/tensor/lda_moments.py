@@ -276,7 +276,7 @@ class LDASecondMoment:
 
 
 @dataclass(frozen=True)
-class _Weights:
+class DocumentTermWeights:
     """Per-document weights of the three aggregate terms of the whitened third moment."""
 
     cube: np.ndarray  # for sum_n w u_n^{(x)3}
@@ -284,7 +284,7 @@ class _Weights:
     diag: np.ndarray  # for sum_n w sum_v c_nv w_v^{(x)3}
 
 
-def _third_moment_weights(lengths: np.ndarray, alpha0: float) -> tuple[_Weights, float, float]:
+def _third_moment_weights(lengths: np.ndarray, alpha0: float) -> tuple[DocumentTermWeights, float, float]:
     n = float(lengths.shape[0])
     n2, n3 = n * (n - 1.0), n * (n - 1.0) * (n - 2.0)
     b = alpha0 / (alpha0 + 2.0)
@@ -292,7 +292,7 @@ def _third_moment_weights(lengths: np.ndarray, alpha0: float) -> tuple[_Weights,
     l1 = lengths
     l2 = l1 * (l1 - 1.0)
     l3 = l2 * (l1 - 2.0)
-    weights = _Weights(
+    weights = DocumentTermWeights(
         cube=1.0 / (n * l3) + 3.0 * b / (n2 * l2 * l1) + 2.0 * c / (n3 * l1**3),
         pair=1.0 / (n * l3) + b / (n2 * l2 * l1),
         diag=2.0 / (n * l3),
@@ -326,6 +326,33 @@ def _packed_cubes(left: np.ndarray, right: np.ndarray, rows: np.ndarray, cols: n
         block = right[start : start + step]
         out += left[start : start + step].T @ (block[:, rows] * block[:, cols])
     return out
+
+
+def whitened_document_sum(
+    counts: sp.csr_matrix, whitening: np.ndarray, projected: np.ndarray, weights: DocumentTermWeights
+) -> np.ndarray:
+    """``sum_n w^A_n u_n^{(x)3} - sym3(sum_n w^B_n P_n (x) u_n) + sum_v s_v w_v^{(x)3}``, ``k x k x k``.
+
+    The per-document part of :func:`whitened_third_moment` (see its derivation), with
+    ``U = C W`` given as ``projected``, ``P_n = W^T diag(c_n) W`` and ``s = C^T w^D``. With
+    ``w^A = w^B = 1/(N l3)`` and ``w^D = 2/(N l3)`` it is ``(1/N) sum_n G_n(W, W, W) / l3_n``, the
+    whitened average of the per-document unbiased estimators of ``E[x1 (x) x2 (x) x3]``.
+    """
+    W = whitening
+    k = W.shape[1]
+    rows, cols = np.triu_indices(k)
+    # Per-document cube term: sum_n w^A_n u_n^{(x)3}.
+    cube = _unpack(_packed_cubes(weights.cube[:, None] * projected, projected, rows, cols), k, rows, cols)
+    # Vocabulary terms: sum_v w_v (x) w_v (x) z_v (to be symmetrised) and sum_v s_v w_v^{(x)3}.
+    Z = np.asarray(counts.T @ (weights.pair[:, None] * projected))  # d x k
+    s = np.asarray(counts.T @ weights.diag).ravel()
+    vocab = _packed_cubes(np.hstack([Z, s[:, None] * W]), W, rows, cols)
+    pair_term = _unpack(vocab[:k], k, rows, cols)  # [a, b, c] = sum_v z_va w_vb w_vc
+    diag_term = _unpack(vocab[k:], k, rows, cols)
+    tensor = cube + diag_term
+    # sym3 of X[a,b,c] = sum_v z_va w_vb w_vc (symmetric in b, c): X_abc + X_bac + X_cab.
+    tensor -= pair_term + pair_term.transpose(1, 0, 2) + pair_term.transpose(1, 2, 0)
+    return tensor
 
 
 def whitened_third_moment(docs: DocumentCounts, alpha0: float, whitening: np.ndarray) -> np.ndarray:
@@ -375,24 +402,11 @@ def whitened_third_moment(docs: DocumentCounts, alpha0: float, whitening: np.nda
     W = check_finite_array(whitening, "whitening", ndim=2)
     if W.shape[0] != docs.n_words:
         raise ValueError(f"whitening must have {docs.n_words} rows (the vocabulary size), got {W.shape}")
-    k = W.shape[1]
     C = docs.counts
     lengths = docs.lengths
     weights, cross_scale, triple_scale = _third_moment_weights(lengths, alpha0)
-    rows, cols = np.triu_indices(k)
-
     U = np.asarray(C @ W)  # N x k, u_n = W^T c_n
-    # Per-document cube term: sum_n w^A_n u_n^{(x)3}.
-    cube = _unpack(_packed_cubes(weights.cube[:, None] * U, U, rows, cols), k, rows, cols)
-    # Vocabulary terms: sum_v w_v (x) w_v (x) z_v (to be symmetrised) and sum_v s_v w_v^{(x)3}.
-    Z = np.asarray(C.T @ (weights.pair[:, None] * U))  # d x k
-    s = np.asarray(C.T @ weights.diag).ravel()
-    vocab = _packed_cubes(np.hstack([Z, s[:, None] * W]), W, rows, cols)
-    pair_term = _unpack(vocab[:k], k, rows, cols)  # [a, b, c] = sum_v z_va w_vb w_vc
-    diag_term = _unpack(vocab[k:], k, rows, cols)
-    tensor = cube + diag_term
-    # sym3 of X[a,b,c] = sum_v z_va w_vb w_vc (symmetric in b, c): X_abc + X_bac + X_cab.
-    tensor -= pair_term + pair_term.transpose(1, 0, 2) + pair_term.transpose(1, 2, 0)
+    tensor = whitened_document_sum(C, W, U, weights)
 
     inv_l2 = 1.0 / (lengths * (lengths - 1.0))
     s1 = U.T @ (1.0 / lengths)
