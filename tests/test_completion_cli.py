@@ -24,7 +24,8 @@ def test_complete_cli_private_with_test_rmse(entry_files, tmp_path, capsys):
     train_path, test_path, test = entry_files
     out, summary = tmp_path / "pred.csv", tmp_path / "fit.json"
     args = ["complete", str(train_path), "--shape", "12", "10", "8", "--rank", "2", "--model", "cp",
-            "--privacy", "gradient", "--epsilon", "1", "--clip", "0.1", "--test", str(test_path),
+            "--privacy", "gradient", "--neighbouring", "entry-value", "--epsilon", "1", "--clip", "0.1",
+            "--test", str(test_path),
             "--seed", "0", "--out", str(out), "--json", str(summary)]
     # the paper's gradient perturbation does not hold: refused without the opt-in, nothing written
     assert main(args) == 2
@@ -72,7 +73,8 @@ def test_complete_cli_movielens(tmp_path):
     summary = tmp_path / "fit.json"
     out = tmp_path / "pred.csv"
     assert main(["complete", str(path), "--movielens", "--rank", "2", "--epochs", "5", "--privacy",
-                 "gradient_dpsgd", "--epsilon", "2", "--seed", "1", "--json", str(summary),
+                 "gradient_dpsgd", "--neighbouring", "entry-value", "--epsilon", "2", "--seed", "1",
+                 "--json", str(summary),
                  "--out", str(out)]) == 0
     payload = json.loads(summary.read_text())
     assert payload["guarantee"]["holds"] is True and payload["shape"][2] <= 4

@@ -52,16 +52,27 @@ def directions(
     return np.einsum("np,np->n", a, wa), wa, wb, wc
 
 
-def row_steps(eta: float, rows: np.ndarray, w: np.ndarray, n_rows: int) -> np.ndarray:
-    """``min(eta, 1 / h_r)`` per row, ``h_r = 2 sum ||d x_hat / d row||^2`` over the batch's entries in ``r``.
+def row_steps(
+    eta: float,
+    rows: np.ndarray,
+    w: np.ndarray,
+    n_rows: int,
+    ridge: np.ndarray | None = None,
+    damping: float = 1.0,
+) -> np.ndarray:
+    """``min(eta, damping / h_r)`` per row, ``h_r = 2 sum ||d x_hat / d row||^2`` over the batch's entries in ``r``.
 
     ``h_r`` is the trace (an upper bound of the largest eigenvalue) of the Gauss-Newton curvature of
     the batch's squared errors in row ``r``; a step of at most ``1 / h_r`` cannot overshoot. With
     ``batch_size=1`` and the paper's step size the cap practically never binds. It depends only on
-    the current parameters and the public ``Omega``, so it costs no privacy.
+    the current parameters and the public ``Omega``, so it costs no privacy. ``ridge`` (per entry)
+    adds the penalty's curvature; ``damping < 1`` takes that fraction of the capped step (DP-SGD:
+    successive noisy steps then average their noise instead of each replacing the last).
     """
     h = np.bincount(rows, weights=2.0 * np.einsum("nr,nr->n", w, w), minlength=n_rows)
-    return eta / np.maximum(1.0, eta * h)
+    if ridge is not None:
+        h = h + np.bincount(rows, weights=ridge, minlength=n_rows)
+    return eta / np.maximum(1.0, eta * h / damping)
 
 
 def core_gradient(weights: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -182,6 +182,12 @@ SOLVERS = ("auto", "als", "sgd")
 OFFSETS = ("auto", "none", "mean", "biases", "biscale")
 #: Modes that run the paper's SGD (the solver cannot be ALS).
 SGD_MODES = ("gradient", "output", "gradient_dpsgd", "output_clipped")
+#: DP-SGD takes this fraction of each row's curvature-capped step (the penalty's curvature
+#: included), so that the noise of successive steps is averaged rather than replaced.
+DP_DAMPING = 0.5
+#: DP-SGD's default ``reg`` in units of its per-coordinate noise std (``z 2 clip``): the factors'
+#: noise then stays small where the data cannot outweigh it.
+DP_REG = 3.0
 
 NEIGHBOURING = "entry-value"
 PROTECTED = "the value of one observed entry (one rating); Omega and the shape are fixed"
@@ -390,7 +396,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
-        "clip": [Interval(Real, 0, None, closed="neither")],
+        "clip": [Interval(Real, 0, None, closed="neither"), None],
         "value_range": [None, tuple, list, np.ndarray],
         "clamp": ["boolean"],
         "budget_split": [Interval(Real, 0, 1, closed="neither")],
@@ -425,7 +431,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 3,
         batch_size: int | None = None,
-        clip: float = 1.0,
+        clip: float | None = None,
         value_range: tuple[float, float] | None = None,
         clamp: bool = True,
         budget_split: float = 0.5,
@@ -504,12 +510,12 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         dpsgd = self.privacy == "gradient_dpsgd"
         p["eta"] = (0.5 if dpsgd else 0.005) if self.learning_rate is None else check_real(
             self.learning_rate, "learning_rate")
-        p["n_epochs"] = (20 if dpsgd else 100) if self.n_epochs is None else check_positive_int(
+        p["n_epochs"] = (10 if dpsgd else 100) if self.n_epochs is None else check_positive_int(
             self.n_epochs, "n_epochs")
         p["batch_size"] = (n if dpsgd else 256) if self.batch_size is None else check_positive_int(
             self.batch_size, "batch_size")
-        p["clip"] = check_real(self.clip, "clip")
-        p["init_scale"] = None if self.init_scale is None else check_real(self.init_scale, "init_scale")
+        p["init_scale"] = (0.1 if dpsgd else None) if self.init_scale is None else check_real(
+            self.init_scale, "init_scale")
         p["output_epochs"] = check_positive_int(self.output_epochs, "output_epochs")
         p["max_ratings"] = check_positive_int(self.max_ratings, "max_ratings")
         split = check_real(self.budget_split, "budget_split")
@@ -517,16 +523,21 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             raise ValueError(f"budget_split must lie strictly between 0 and 1, got {split}")
         p["budget_split"] = split
         p["value_range"] = self._check_value_range()
+        if self.clip is None:
+            width = None if p["value_range"] is None else p["value_range"][1] - p["value_range"][0]
+            p["clip"] = width / 2.0 if dpsgd and width is not None else 1.0
+        else:
+            p["clip"] = check_real(self.clip, "clip")
         if p["value_range"] is None and self.privacy in ("output_clipped", "als"):
             raise ValueError(
                 f"value_range is required for privacy={self.privacy!r} (its sensitivity is the declared "
                 "range's width)"
             )
-        self._resolve_regularisation(p)
         if self.delta is not None:
             check_epsilon_delta(1.0, self.delta)
         check_noise(self.noise)
         self._check_relation(p, n)
+        self._resolve_regularisation(p)
         unproven = self.privacy if self.privacy in ("gradient", "output") else (
             "input" if self.privacy == "input" and p["value_range"] is None else None
         )
@@ -608,8 +619,14 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 "reg='auto' chooses reg on a validation split: only for non-private ALS (a choice "
                 "made on private values would leak them)"
             )
+        sigma = None
+        if self.privacy == "gradient_dpsgd":
+            # the noise std of every DP-SGD step is known from the parameters: its defaults scale with it
+            sigma = composed_noise_multiplier(p["epsilon"], p["delta"], p["n_epochs"], "exact") * 2.0 * p["clip"]
         if self.reg is None:
-            if not als:
+            if sigma is not None:
+                reg = DP_REG * sigma
+            elif not als:
                 reg = 0.01
             elif self.privacy == "als":
                 low, high = p["value_range"]
@@ -627,6 +644,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             p["reg_core"] = base if als else base / 10
         if self.reg_bias is not None:
             p["reg_bias"] = check_real(self.reg_bias, "reg_bias", strict=False)
+        elif sigma is not None:
+            width = None if p["value_range"] is None else p["value_range"][1] - p["value_range"][0]
+            p["reg_bias"] = sigma if width is None else max(sigma, sigma**2 / (12.0 * width**2))
         else:
             p["reg_bias"] = 10.0 if self.privacy == "als" else base
         p["max_iter"] = (2 if self.privacy == "als" else 100) if self.max_iter is None else check_positive_int(
@@ -1109,8 +1129,12 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 # step of each row: eta, capped at 1/h where h is the trace of the row's Gauss-Newton
                 # curvature over this batch (keeps the Jacobi form stable for large batches); it
                 # depends on the parameters and the public Omega only
-                steps = [row_steps(eta, rows, w, mat.shape[0])
-                         for rows, w, mat in ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))]
+                if dpsgd:
+                    steps = [row_steps(eta, rows, w, mat.shape[0], 2.0 * lam * inv_counts[axis][sel], DP_DAMPING)
+                             for axis, (rows, w, mat) in enumerate(((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat)))]
+                else:
+                    steps = [row_steps(eta, rows, w, mat.shape[0])
+                             for rows, w, mat in ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))]
                 for rows, g, mat, step in ((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]),
                                            (k, gc, c_mat, steps[2])):
                     if dpsgd:
@@ -1124,6 +1148,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                     if dpsgd:
                         g_core = source.add_gaussian(g_core, sigma)
                     h_core = 2.0 * float(np.sum((a * a).sum(1) * (b * b).sum(1) * (c * c).sum(1)))
+                    if dpsgd:
+                        h_core = (h_core + 2.0 * lam_g * sel.shape[0] / n) / DP_DAMPING
                     core -= eta / max(1.0, eta * h_core) * g_core
                 if offsets is not None:
                     self._offset_step(offsets, resid, (i, j, k), sel, inv_counts, p, dpsgd, source, sigma)
@@ -1162,19 +1188,21 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         noised before the step.
         """
         eta, lam_b = p["eta"], p["reg_bias"]
+        damping = DP_DAMPING if dpsgd else 1.0
         g_mean = -2.0 * float(np.sum(resid))
         if dpsgd:
             g_mean = float(source.add_gaussian(np.array([g_mean]), sigma)[0])
-        offsets.mean -= eta / max(1.0, eta * 2.0 * resid.shape[0]) * g_mean
+        offsets.mean -= eta / max(1.0, eta * 2.0 * resid.shape[0] / damping) * g_mean
         if offsets.biases is None:
             return
         for axis, (bias, r) in enumerate(zip(offsets.biases, rows, strict=True)):
-            grad = -2.0 * resid + 2.0 * lam_b * inv_counts[axis][sel] * bias[r]
+            ridge = 2.0 * lam_b * inv_counts[axis][sel]
+            grad = -2.0 * resid + ridge * bias[r]
             total = np.bincount(r, weights=grad, minlength=bias.shape[0])
             if dpsgd:
                 total = source.add_gaussian(total, sigma)
-            step = eta / np.maximum(1.0, eta * 2.0 * np.bincount(r, minlength=bias.shape[0]))
-            bias -= step * total
+            h = np.bincount(r, weights=2.0 + (ridge if dpsgd else 0.0), minlength=bias.shape[0])
+            bias -= eta / np.maximum(1.0, eta * h / damping) * total
 
     # ------------------------------------------------------------------ helpers
     def _progress(self, desc: str):
