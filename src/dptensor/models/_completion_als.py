@@ -285,7 +285,55 @@ DIRECT_CORE_SIZE = 256
 CORE_CG_STEPS = 10
 
 
-def update_core(params: CompletionParameters, indices: np.ndarray, values: np.ndarray, reg_core: float) -> None:
+class EntryStatistics:
+    """ALS's statistics from the observed entries themselves (any size; :class:`ModeIndex` sums).
+
+    The same interface as :class:`~dptensor.models._completion_dense.DenseStatistics`.
+    """
+
+    def __init__(self, indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int]) -> None:
+        self.indices = indices
+        self.values = values
+        self.n = values.shape[0]
+        self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
+
+    def mode_system(self, params: CompletionParameters, mode: int) -> tuple[np.ndarray, np.ndarray]:
+        design, target = mode_problem(params, mode, self.indices, self.values)
+        index = self.index[mode]
+        return index.gram(design), index.weighted_sums(design, target)
+
+    def residuals(self, params: CompletionParameters) -> np.ndarray:
+        return self.values - params.predict(self.indices)
+
+    def _rows(self, params: CompletionParameters) -> list:
+        return [np.take(f, self.indices[:, m], axis=0) for m, f in enumerate(params.factors)]
+
+    def _target(self, params: CompletionParameters) -> np.ndarray:
+        return self.values - CompletionParameters("cp", None, None, params.mean, params.biases).predict(self.indices)
+
+    def core_system(self, params: CompletionParameters) -> tuple[np.ndarray, np.ndarray]:
+        return core_normal_equations(params.factors, self.indices, self._target(params))
+
+    def core_rhs(self, params: CompletionParameters) -> np.ndarray:
+        return core_gradient(self._target(params), *self._rows(params))
+
+    def core_apply(self, params: CompletionParameters, core: np.ndarray) -> np.ndarray:
+        fitted = factor_values("tucker", core, params.factors, self.indices)
+        return core_gradient(fitted, *self._rows(params))
+
+
+def make_statistics(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int]):
+    """Dense-mask statistics for small, not too sparse tensors without repeated cells; else per entry."""
+    from dptensor.models._completion_dense import DenseStatistics, use_dense
+
+    if use_dense(shape, values.shape[0]):
+        flat = np.ravel_multi_index(tuple(indices.T), shape)
+        if np.unique(flat).shape[0] == flat.shape[0]:
+            return DenseStatistics(indices, values, shape)
+    return EntryStatistics(indices, values, shape)
+
+
+def update_core(params: CompletionParameters, stats, reg_core: float) -> None:
     """Ridge regression of the residuals (after offsets) on ``a_i (x) b_j (x) c_k``.
 
     Exact for small cores; otherwise up to :data:`CORE_CG_STEPS` conjugate-gradient steps on the
@@ -293,21 +341,18 @@ def update_core(params: CompletionParameters, indices: np.ndarray, values: np.nd
     operations). Conjugate gradients decrease the (convex) core objective at every step, so the
     sweep still cannot increase the ALS objective.
     """
-    target = values - CompletionParameters("cp", None, None, params.mean, params.biases).predict(indices)
     core = params.core
     if core.size <= DIRECT_CORE_SIZE:
-        gram, rhs = core_normal_equations(params.factors, indices, target)
+        gram, rhs = stats.core_system(params)
         gram[np.diag_indices_from(gram)] += reg_core
         params.core = np.linalg.solve(gram, rhs).reshape(core.shape)
         return
-    rows = [np.take(f, indices[:, m], axis=0) for m, f in enumerate(params.factors)]
 
     def normal(v: np.ndarray) -> np.ndarray:
-        fitted = factor_values("tucker", v, params.factors, indices)
-        return core_gradient(fitted, *rows) + reg_core * v
+        return stats.core_apply(params, v) + reg_core * v
 
     x = core.copy()
-    r = core_gradient(target, *rows) - normal(x)
+    r = stats.core_rhs(params) - normal(x)
     p = r.copy()
     rr = float(np.sum(r * r))
     scale = rr
@@ -324,17 +369,14 @@ def update_core(params: CompletionParameters, indices: np.ndarray, values: np.nd
     params.core = x
 
 
-def update_mean(params: CompletionParameters, indices: np.ndarray, values: np.ndarray) -> None:
+def update_mean(params: CompletionParameters, stats) -> None:
     """The unpenalised global mean's least-squares value given everything else."""
-    without = CompletionParameters(params.model, params.factors, params.core, 0.0, params.biases)
-    params.mean = float(np.mean(values - without.predict(indices)))
+    params.mean += float(np.mean(stats.residuals(params)))
 
 
 def als_sweep(
     params: CompletionParameters,
-    indices: np.ndarray,
-    values: np.ndarray,
-    mode_indices: list[ModeIndex],
+    stats,
     settings: AlsSettings,
     anchors: list | None,
     fit_mean: bool,
@@ -343,16 +385,13 @@ def als_sweep(
     for mode in range(3):
         if params.factors is None and params.biases is None:
             break
-        design, target = mode_problem(params, mode, indices, values)
-        index = mode_indices[mode]
-        gram = index.gram(design)
-        rhs = index.weighted_sums(design, target)
+        gram, rhs = stats.mode_system(params, mode)
         ridge, prior = mode_ridge(params, mode, settings, anchors)
         assign_mode(params, mode, ridge_solve(gram, rhs, ridge, prior))
     if params.core is not None:
-        update_core(params, indices, values, settings.reg_core)
+        update_core(params, stats, settings.reg_core)
     if fit_mean:
-        update_mean(params, indices, values)
+        update_mean(params, stats)
 
 
 def objective(
@@ -395,19 +434,48 @@ def fit_als(
     tracks their RMSE after each sweep, stops after ``n_iter_no_change`` sweeps without an
     improvement of at least ``tol`` (relative) and returns the best sweep's parameters.
     """
-    mode_indices = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
+    stats = make_statistics(indices, values, shape)
+    with _blas_threads(stats):
+        return _fit_als(params, indices, values, stats, settings, fit_mean=fit_mean, validation=validation,
+                        progress=progress)
+
+
+def _blas_threads(stats):
+    """One BLAS thread for the dense statistics' small products (threads cost more than they save)."""
+    from dptensor.models._completion_dense import DenseStatistics
+
+    if isinstance(stats, DenseStatistics):
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=1, user_api="blas")
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def _fit_als(
+    params: CompletionParameters,
+    indices: np.ndarray,
+    values: np.ndarray,
+    stats,
+    settings: AlsSettings,
+    *,
+    fit_mean: bool,
+    validation: tuple[np.ndarray, np.ndarray] | None,
+    progress: Callable[[int], None] | None,
+) -> AlsResult:
     anchors = (anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
                if params.factors is not None else None)
     result = AlsResult(params=params, n_iter=0)
     best, best_score, stale = params.copy(), math.inf, 0
-    previous = objective(params, values - params.predict(indices), settings, anchors)
+    previous = objective(params, stats.residuals(params), settings, anchors)
     for sweep in range(1, settings.max_iter + 1):
-        als_sweep(params, indices, values, mode_indices, settings, anchors, fit_mean)
+        als_sweep(params, stats, settings, anchors, fit_mean)
         result.n_iter = sweep
-        fitted = params.predict(indices)
-        current = objective(params, values - fitted, settings, anchors)
+        resid = stats.residuals(params)
+        current = objective(params, resid, settings, anchors)
         result.objective.append(current)
-        result.train_rmse.append(clipped_rmse(values, fitted, settings.value_range))
+        result.train_rmse.append(float(np.sqrt(np.mean(resid**2))))
         if progress is not None:
             progress(sweep)
         if not math.isfinite(current):
