@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Successive normalisation passes (Olshen & Rajaratnam report convergence in a few).
-N_PASSES = 5
+#: Successive normalisation passes (Olshen & Rajaratnam prove convergence; a few dozen suffice).
+N_PASSES = 30
 #: Smallest scale, relative to the slice's standard deviation.
 MIN_SCALE = 0.1
 
@@ -78,17 +78,21 @@ def fit_biscaling(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int
     floor = MIN_SCALE * np.where(slice_sd > 0, slice_sd, 1.0)
     row_off, col_off = np.zeros(n_i * n_k), np.zeros(n_j * n_k)
     row_sc, col_sc = np.ones(n_i * n_k), np.ones(n_j * n_k)
+    size_r, size_c = n_i * n_k, n_j * n_k
     for _ in range(N_PASSES):
+        # row centring: the weighted mean making sum_j z_ij = 0, i.e. sum_j (r - alpha - beta) / t_j = 0
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
-        shift, _ = _group_mean(rk, z * row_sc[rk] * col_sc[ck], n_i * n_k)
-        row_off += shift
+        weight = np.bincount(rk, weights=1.0 / col_sc[ck], minlength=size_r)
+        row_off += np.divide(np.bincount(rk, weights=z * row_sc[rk], minlength=size_r), weight,
+                             out=np.zeros(size_r), where=weight > 0)
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
-        shift, _ = _group_mean(ck, z * row_sc[rk] * col_sc[ck], n_j * n_k)
-        col_off += shift
+        weight = np.bincount(ck, weights=1.0 / row_sc[rk], minlength=size_c)
+        col_off += np.divide(np.bincount(ck, weights=z * col_sc[ck], minlength=size_c), weight,
+                             out=np.zeros(size_c), where=weight > 0)
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
-        var, counts = _group_mean(rk, z**2, n_i * n_k)
-        row_sc = np.where(counts >= 2, np.maximum(row_sc * np.sqrt(var), floor[np.arange(n_i * n_k) % n_k]), row_sc)
+        var, counts = _group_mean(rk, z**2, size_r)
+        row_sc = np.where(counts >= 2, np.maximum(row_sc * np.sqrt(var), floor[np.arange(size_r) % n_k]), row_sc)
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
-        var, counts = _group_mean(ck, z**2, n_j * n_k)
-        col_sc = np.where(counts >= 2, np.maximum(col_sc * np.sqrt(var), floor[np.arange(n_j * n_k) % n_k]), col_sc)
+        var, counts = _group_mean(ck, z**2, size_c)
+        col_sc = np.where(counts >= 2, np.maximum(col_sc * np.sqrt(var), floor[np.arange(size_c) % n_k]), col_sc)
     return BiScaling(shape, slice_mean, row_off, col_off, row_sc, col_sc)

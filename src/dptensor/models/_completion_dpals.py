@@ -326,7 +326,7 @@ class DpAlsSettings:
     bias_iterations: int = 20
 
 
-class _Fit:
+class DpAlsFit:
     """State shared by the steps of one DP-ALS fit."""
 
     def __init__(self, params, indices, values, shape, settings, source) -> None:
@@ -386,32 +386,32 @@ def dp_als(
     starting mean (the range's centre when there are offsets). Under ``"user"`` the user rows are
     computed locally before every sweep and at the end.
     """
-    fit = _Fit(params, indices, values, shape, settings, source)
+    fit = DpAlsFit(params, indices, values, shape, settings, source)
     params.mean = fit.centre
     user = settings.relation == "user"
     for step, z in zip(plan.steps, plan.multipliers, strict=True):
         if step == "mean":
-            (_user_mean if user else _entry_mean)(fit, z)
+            (user_mean if user else entry_mean)(fit, z)
         elif step.startswith("sums"):
-            _entry_sums(fit, int(step[4:]), z)
+            entry_sums(fit, int(step[4:]), z)
             if len(fit.sums) == 3:
-                _entry_bias_als(fit)
+                entry_bias_als(fit)
         elif step == "core":
-            _core(fit, z, user)
+            core_release(fit, z, user)
         else:
             mode = int(step)
             if user and mode == 1:
-                _local_user_rows(fit)
-            (_user_mode if user else _entry_mode)(fit, mode, z)
+                local_user_rows(fit)
+            (user_mode if user else entry_mode)(fit, mode, z)
     if user:
-        _local_user_rows(fit)
+        local_user_rows(fit)
     return fit.noise_stds
 
 
 # -- entry-value --------------------------------------------------------------------------------
 
 
-def _entry_mean(fit: _Fit, z: float) -> None:
+def entry_mean(fit: DpAlsFit, z: float) -> None:
     """The total ``sum (x - c)`` (sensitivity ``width``); ``mu`` from it (``n`` is public)."""
     n = fit.values.shape[0]
     total = fit.noise(np.array([np.sum(fit.values - fit.centre)]), z * fit.width)[0]
@@ -419,14 +419,14 @@ def _entry_mean(fit: _Fit, z: float) -> None:
     fit.params.mean = fit.centre + total / n
 
 
-def _entry_sums(fit: _Fit, mode: int, z: float) -> None:
+def entry_sums(fit: DpAlsFit, mode: int, z: float) -> None:
     """Each row's ``sum (x - c)`` of one mode (sensitivity ``width``), kept for every later sweep."""
     index = fit.index[mode]
     stats = index.sums((fit.values - fit.centre)[:, None])[:, 0]
     fit.sums[mode] = (fit.noise(stats, z * fit.width), fit.noise_stds[-1] ** 2)
 
 
-def _entry_bias_als(fit: _Fit) -> None:
+def entry_bias_als(fit: DpAlsFit) -> None:
     """Biases (and the mean) from the released sums alone: ALS on the biases, by post-processing.
 
     The biases' normal equations read the data only through the row sums ``sum (x - c)`` and the
@@ -449,7 +449,7 @@ def _entry_bias_als(fit: _Fit) -> None:
             params.mean = fit.centre + (fit.total[0] - explained) / n
 
 
-def _entry_mode(fit: _Fit, mode: int, z: float) -> None:
+def entry_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     """One mode's factor rows from noisy weighted right-hand sides, then its biases from the kept sums."""
     params = fit.params
     index = fit.index[mode]
@@ -464,14 +464,14 @@ def _entry_mode(fit: _Fit, mode: int, z: float) -> None:
     prior = fit.anchors[mode]
     params.factors[mode] = posterior_rows(gram, rhs, ridge, prior, fit.residual_var, fit.noise_stds[-1] ** 2)
     if params.biases is not None:
-        _entry_biases_given_factors(fit, mode)
+        entry_biases_given_factors(fit, mode)
     if fit.total is not None and mode == 2:
         without = CompletionParameters(params.model, params.factors, params.core, 0.0, params.biases)
         explained = float(np.sum(without.predict(fit.indices)))
         params.mean = fit.centre + (fit.total[0] - explained) / fit.values.shape[0]
 
 
-def _entry_biases_given_factors(fit: _Fit, mode: int) -> None:
+def entry_biases_given_factors(fit: DpAlsFit, mode: int) -> None:
     """One mode's biases from its released row sums, the factors and the other offsets (post-processing)."""
     params = fit.params
     index = fit.index[mode]
@@ -487,7 +487,7 @@ def _entry_biases_given_factors(fit: _Fit, mode: int) -> None:
 # -- user ---------------------------------------------------------------------------------------
 
 
-def _user_bound(fit: _Fit, d_factors: int, bias_column: bool, one_row: bool) -> float:
+def _user_bound(fit: DpAlsFit, d_factors: int, bias_column: bool, one_row: bool) -> float:
     kappa = entry_scale(d_factors, bias_column, fit.settings.design_bound, fit.width / 4.0)
     m = fit.settings.max_ratings
     return kappa * (m if one_row else math.sqrt(m))
@@ -501,7 +501,7 @@ def _solve_noisy(fit, stats, d, sigma, ridge, prior) -> np.ndarray:
                           sigma * sigma * (1.0 + spread))
 
 
-def _user_mean(fit: _Fit, z: float) -> None:
+def user_mean(fit: DpAlsFit, z: float) -> None:
     """Noisy ``(count, sum (x - c))`` with each user's pair bounded; ``mu`` from their ratio."""
     n = fit.values.shape[0]
     index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
@@ -515,7 +515,7 @@ def _user_mean(fit: _Fit, z: float) -> None:
     fit.params.mean = fit.centre + float(theta[0, 0])
 
 
-def _user_mode(fit: _Fit, mode: int, z: float) -> None:
+def user_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     """One item-side mode's rows (factor and bias) from noisy Gram matrices and right-hand sides."""
     params = fit.params
     design, target = mode_problem(params, mode, fit.indices, fit.values)
@@ -530,7 +530,7 @@ def _user_mode(fit: _Fit, mode: int, z: float) -> None:
     assign_mode(params, mode, _solve_noisy(fit, fit.noise(stats, sigma), design.shape[1], sigma, ridge, prior))
 
 
-def _local_user_rows(fit: _Fit) -> None:
+def local_user_rows(fit: DpAlsFit) -> None:
     """Each user's row and bias from their own ratings and the released model (joint DP)."""
     params = fit.params
     if params.factors is None and params.biases is None:
@@ -544,7 +544,7 @@ def _local_user_rows(fit: _Fit) -> None:
 # -- Tucker core ----------------------------------------------------------------------------------
 
 
-def _core(fit: _Fit, z: float, user: bool) -> None:
+def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
     """The core's ridge regression from noisy statistics (a one-row release with ``w_e = a (x) b (x) c``)."""
     params = fit.params
     n = fit.values.shape[0]

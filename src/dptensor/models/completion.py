@@ -628,8 +628,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 reg = DP_REG * sigma
             elif not als:
                 reg = 0.01
-            elif self.privacy == "als":
-                low, high = p["value_range"]
+            elif self.privacy is not None:  # "als", or ALS on input-perturbed values: a fixed prior
+                low, high = p["value_range"] if p["value_range"] is not None else (0.0, 4.0)
                 reg = 10.0 * ((high - low) / 4.0) ** (4.0 / 3.0)
             else:
                 reg = "auto"
@@ -649,8 +649,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             p["reg_bias"] = sigma if width is None else max(sigma, sigma**2 / (12.0 * width**2))
         else:
             p["reg_bias"] = 10.0 if self.privacy == "als" else base
-        p["max_iter"] = (2 if self.privacy == "als" else 100) if self.max_iter is None else check_positive_int(
-            self.max_iter, "max_iter")
+        default_iter = 2 if self.privacy == "als" else (20 if self.privacy is not None else 100)
+        p["max_iter"] = default_iter if self.max_iter is None else check_positive_int(self.max_iter, "max_iter")
 
     def _check_relation(self, p: dict, n: int) -> None:
         """``neighbouring`` is required with privacy; ``"user"`` only for DP-ALS; delta's default."""
@@ -873,12 +873,16 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             scale = (spread / math.sqrt(max(ranks) if ranks else 1)) ** (1.0 / 3.0)
         start = initial_parameters(self.model, shape, ranks, inner, p["context_modes"], scale, rng,
                                    mean=float(np.mean(values)) if inner in ("mean", "biases") else 0.0)
+        # on perturbed values ("input") the number of sweeps is fixed, like every private fit's
+        tol = float(self.tol) if self.privacy is None else -math.inf
         settings = AlsSettings(1.0 if p["reg_auto"] else p["reg"], p["reg_bias"], p["reg_core"],
-                               p["context_modes"], p["max_iter"], float(self.tol), int(self.n_iter_no_change),
+                               p["context_modes"], p["max_iter"], tol, int(self.n_iter_no_change),
                                None if p["offsets"] == "biscale" else p["value_range"])
         fit_mean = inner in ("mean", "biases")
         n = values.shape[0]
         with self._progress("ALS sweeps") as progress:
+            if self.early_stopping and self.privacy is not None:
+                raise ValueError("early_stopping reads a validation split: only for non-private fits")
             if p["reg_auto"] or self.early_stopping:
                 # the validation split is public randomness (random_state)
                 held = np.zeros(n, dtype=bool)
@@ -1067,6 +1071,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         sigma: float = 0.0,
         offsets: CompletionParameters | None = None,
         progress: Any = None,
+        frozen: tuple[int, ...] = (),
     ) -> None:
         """Mini-batch form of the paper's per-entry SGD on (6)/(7); updates in place.
 
@@ -1076,6 +1081,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         coordinate before the step. ``offsets`` (a mean and optional biases, updated in place)
         are learned with the factors: their gradients join each entry's (clipped) gradient, with
         the bias penalty ``reg_bias`` spread over the rows' entries like ``lambda``.
+        ``frozen`` lists modes whose factor (and the core, if ``"core"`` is listed) stay fixed, so
+        that SGD solves the convex sub-problem of the others (used to test it against ALS).
         """
         # Objective (6)/(7) charges lambda ||A||_F^2 once; spread over the entries of each row it
         # is lambda / n_i per visit of row i (n_i from the public Omega), so one epoch of SGD
@@ -1135,8 +1142,10 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 else:
                     steps = [row_steps(eta, rows, w, mat.shape[0])
                              for rows, w, mat in ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))]
-                for rows, g, mat, step in ((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]),
-                                           (k, gc, c_mat, steps[2])):
+                for axis, (rows, g, mat, step) in enumerate(((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]),
+                                                             (k, gc, c_mat, steps[2]))):
+                    if axis in frozen:
+                        continue
                     if dpsgd:
                         # the batch's gradient sum, noised on every coordinate, then the step
                         total = np.zeros_like(mat)
@@ -1144,7 +1153,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                         mat -= step[:, None] * source.add_gaussian(total, sigma)
                     else:
                         scatter_add(mat, rows, -step[rows, None] * g)
-                if tucker:
+                if tucker and "core" not in frozen:
                     if dpsgd:
                         g_core = source.add_gaussian(g_core, sigma)
                     h_core = 2.0 * float(np.sum((a * a).sum(1) * (b * b).sum(1) * (c * c).sum(1)))
