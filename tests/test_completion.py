@@ -76,7 +76,8 @@ def test_batch_size_one_is_the_sequential_algorithm():
     shape = (4, 5, 6)
     indices = np.argwhere(rng.random(shape) < 0.5)
     values = rng.standard_normal(len(indices))
-    fit = TensorCompletion(2, solver="sgd", batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1, random_state=7)
+    fit = TensorCompletion(2, solver="sgd", batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1,
+                           random_state=7)
     fit.fit(indices, values, shape)
     # replay the same random stream: initial factors, then one permutation per epoch
     stream = np.random.default_rng(7)
@@ -123,7 +124,8 @@ def test_input_perturbation_laplace_scale():
     _, train, _ = _problem("cp", snr=4.0)
     eps = 0.5
     fit = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), clamp=False, n_epochs=1,
-                           neighbouring="entry-value", random_state=0).fit(train.indices, train.values, train.shape)
+                           neighbouring="entry-value", random_state=0).fit(
+        train.indices, train.values, train.shape)
     b = 8.0 / eps  # Delta = max - min = 8
     assert fit.input_noise_scale_ == pytest.approx(b)
     noise = fit.perturbed_values_ - np.clip(train.values, -4, 4)
@@ -220,7 +222,8 @@ def test_dpsgd_noise_scale_and_exact_accounting():
 def test_dpsgd_composition_over_epochs_matches_pld():
     _, train, _ = _problem("cp", snr=4.0)
     fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=2.0, delta=1e-5, n_epochs=20, batch_size=800,
-                           neighbouring="entry-value", random_state=0).fit(train.indices, train.values, train.shape)
+                           neighbouring="entry-value", random_state=0).fit(
+        train.indices, train.values, train.shape)
     g = fit.guarantee_
     assert g.n_releases == 20  # one Gaussian release per entry per epoch
     assert g.noise_multiplier == pytest.approx(composed_noise_multiplier(2.0, 1e-5, 20, "exact"))
@@ -230,7 +233,8 @@ def test_dpsgd_composition_over_epochs_matches_pld():
 def test_output_clipped_lemma_3_sensitivity_audit():
     """Neighbouring values, same randomness: only row c_k moves, by at most 2 tau L eta."""
     prob, train, _ = _problem("tucker", snr=4.0)
-    model = TensorCompletion(3, model="tucker", privacy="output_clipped", epsilon=1.0, neighbouring="entry-value",
+    model = TensorCompletion(3, model="tucker", privacy="output_clipped", epsilon=1.0,
+                             neighbouring="entry-value",
                              value_range=(-4.0, 4.0), clip=0.2, output_epochs=4, learning_rate=0.01,
                              random_state=0)
     model.fit(train.indices, train.values, train.shape)
@@ -332,7 +336,8 @@ def test_private_fits_keep_no_noiseless_training_history():
     data = make_low_rank_completion((8, 8, 8), 2, missing_ratio=0.5, random_state=0)
     cases = ((None, True), ("input", True), ("gradient_dpsgd", False), ("output_clipped", False))
     for privacy, kept in cases:
-        model = TensorCompletion(2, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3, random_state=0,
+        model = TensorCompletion(2, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3,
+                                 random_state=0,
                                  value_range=(0.0, 1.0) if privacy else None,
                                  neighbouring="entry-value" if privacy else None)
         model.fit(data.observed.indices, data.observed.values, data.observed.shape)

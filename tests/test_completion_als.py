@@ -24,8 +24,9 @@ from dptensor.models.completion import rmse
 
 
 def _exact(model: str, missing: float = 0.5, seed: int = 0, shape=(15, 14, 13), rank: int = 3):
-    prob = make_low_rank_completion(shape, rank, model=model, snr=1e12, missing_ratio=missing, min_max=False,
-                                    random_state=seed)
+    prob = make_low_rank_completion(
+        shape, rank, model=model, snr=1e12, missing_ratio=missing, min_max=False, random_state=seed
+    )
     train, test = train_test_split_entries(prob.observed, 0.2, random_state=seed + 1)
     return prob, train, test
 
@@ -35,8 +36,17 @@ def _exact(model: str, missing: float = 0.5, seed: int = 0, shape=(15, 14, 13), 
 def test_als_reaches_the_noiseless_optimum(model, offsets):
     """Exactly low-rank data, no penalty: the optimum is zero error, on held-out cells too."""
     prob, train, test = _exact(model)
-    fit = TensorCompletion(3, model=model, reg=0.0, reg_bias=0.0, offsets=offsets, context_modes=(),
-                           max_iter=300, tol=1e-14, random_state=0).fit(train.indices, train.values, train.shape)
+    fit = TensorCompletion(
+        3,
+        model=model,
+        reg=0.0,
+        reg_bias=0.0,
+        offsets=offsets,
+        context_modes=(),
+        max_iter=300,
+        tol=1e-14,
+        random_state=0,
+    ).fit(train.indices, train.values, train.shape)
     assert fit.solver_ == "als"
     assert fit.history_[-1] < 1e-6  # training RMSE of a unit-RMS tensor
     assert rmse(prob.truth_at(test.indices), fit.predict(test.indices)) < 1e-5
@@ -46,10 +56,19 @@ def test_als_reaches_the_noiseless_optimum(model, offsets):
 def test_als_objective_never_increases():
     prob, train, _ = _exact("tucker", missing=0.6)
     noisy = train.values + 0.3 * np.random.default_rng(0).standard_normal(len(train))
-    params = initial_parameters("tucker", train.shape, (3, 3, 3), "biases", (2,), 0.8, np.random.default_rng(1),
-                                mean=float(noisy.mean()))
-    result = fit_als(params, train.indices, noisy, train.shape, AlsSettings(0.5, 0.5, 0.5, (2,), 40, 0.0),
-                     fit_mean=True)
+    params = initial_parameters(
+        "tucker",
+        train.shape,
+        (3, 3, 3),
+        "biases",
+        (2,),
+        0.8,
+        np.random.default_rng(1),
+        mean=float(noisy.mean()),
+    )
+    result = fit_als(
+        params, train.indices, noisy, train.shape, AlsSettings(0.5, 0.5, 0.5, (2,), 40, 0.0), fit_mean=True
+    )
     obj = np.array(result.objective)
     assert np.all(np.diff(obj) <= 1e-10 * obj[:-1])
     assert obj[-1] < 0.5 * obj[0]
@@ -62,14 +81,17 @@ def test_dense_and_entry_statistics_agree(model):
     shape = (6, 5, 4)
     indices = np.argwhere(rng.random(shape) < 0.6)
     values = rng.standard_normal(len(indices))
-    params = initial_parameters(model, shape, (2, 3, 2) if model == "tucker" else (3, 3, 3), "biases", (2,),
-                                0.7, rng, mean=0.3)
+    params = initial_parameters(
+        model, shape, (2, 3, 2) if model == "tucker" else (3, 3, 3), "biases", (2,), 0.7, rng, mean=0.3
+    )
     params.biases = [rng.standard_normal(s) for s in shape]
     dense, entries = DenseStatistics(indices, values, shape), EntryStatistics(indices, values, shape)
     for mode in range(3):
         for got, want in zip(dense.mode_system(params, mode), entries.mode_system(params, mode), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(np.sort(dense.residuals(params)), np.sort(entries.residuals(params)), atol=1e-12)
+    np.testing.assert_allclose(
+        np.sort(dense.residuals(params)), np.sort(entries.residuals(params)), atol=1e-12
+    )
     if model == "tucker":
         for got, want in zip(dense.core_system(params), entries.core_system(params), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
@@ -85,8 +107,9 @@ def test_als_and_sgd_agree_on_the_convex_subproblem():
     indices = np.argwhere(rng.random(shape) < 0.7)
     values = rng.standard_normal(len(indices))
     reg = 0.3
-    model = TensorCompletion(2, solver="sgd", reg=reg, n_epochs=1, batch_size=1, learning_rate=0.01,
-                             random_state=0)
+    model = TensorCompletion(
+        2, solver="sgd", reg=reg, n_epochs=1, batch_size=1, learning_rate=0.01, random_state=0
+    )
     p = model._check_params(shape, len(values))
     factors = [0.8 + 0.3 * rng.standard_normal((s, 2)) for s in shape]
     # ALS: the exact minimiser of sum (x - <a_i * b_j, c_k>)^2 + reg ||C||^2 over C
@@ -110,7 +133,9 @@ def test_offsets_alone_recover_additive_biases():
     shape = (30, 25, 6)
     truth = [rng.normal(0, 0.5, s) for s in shape]
     indices = np.argwhere(rng.random(shape) < 0.5)
-    values = 3.0 + sum(t[indices[:, m]] for m, t in enumerate(truth)) + 0.05 * rng.standard_normal(len(indices))
+    values = (
+        3.0 + sum(t[indices[:, m]] for m, t in enumerate(truth)) + 0.05 * rng.standard_normal(len(indices))
+    )
     fit = TensorCompletion(None, reg=0.0, reg_bias=1e-6, tol=1e-12, max_iter=500).fit(indices, values, shape)
     assert fit.factors_ is None and fit.offsets_ == "biases"
     # biases are identified up to constants shifted into the mean: compare centred
@@ -145,7 +170,9 @@ def test_biscaling_standardises_rows_and_columns_of_each_slice():
 
 
 def test_reg_auto_uses_a_public_validation_split_and_prefers_less_penalty_on_clean_data():
-    prob = make_low_rank_completion((16, 15, 14), 2, snr=100.0, missing_ratio=0.5, min_max=False, random_state=2)
+    prob = make_low_rank_completion(
+        (16, 15, 14), 2, snr=100.0, missing_ratio=0.5, min_max=False, random_state=2
+    )
     o = prob.observed
     one = TensorCompletion(2, random_state=3).fit(o.indices, o.values, o.shape)
     two = TensorCompletion(2, random_state=3).fit(o.indices, o.values, o.shape)
@@ -153,7 +180,9 @@ def test_reg_auto_uses_a_public_validation_split_and_prefers_less_penalty_on_cle
     scores = [step["validation_rmse"] for step in one.reg_path_]
     assert one.reg_ == min(one.reg_path_, key=lambda step: step["validation_rmse"])["reg"]
     assert one.reg_ <= one.reg_path_[0]["reg"] * 10 and scores[0] < 0.2
-    early = TensorCompletion(2, reg=0.1, early_stopping=True, random_state=3).fit(o.indices, o.values, o.shape)
+    early = TensorCompletion(2, reg=0.1, early_stopping=True, random_state=3).fit(
+        o.indices, o.values, o.shape
+    )
     assert early.validation_rmse_ and early.n_iter_ <= 100
 
 
@@ -185,16 +214,20 @@ def test_parameter_errors():
     with pytest.raises(ValueError, match="value_range is required"):
         TensorCompletion(1, privacy="als", neighbouring="user", epsilon=1.0).fit(idx, vals, shape)
     with pytest.raises(ValueError, match="void"):
-        TensorCompletion(1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3),
-                         offsets="biscale").fit(idx, vals, shape)
+        TensorCompletion(
+            1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3), offsets="biscale"
+        ).fit(idx, vals, shape)
     with pytest.raises(ValueError, match="reg='auto'"):
-        TensorCompletion(1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3),
-                         reg="auto").fit(idx, vals, shape)
+        TensorCompletion(
+            1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3), reg="auto"
+        ).fit(idx, vals, shape)
     with pytest.raises(ValueError, match="SGD algorithm"):
-        TensorCompletion(1, solver="als", privacy="gradient_dpsgd", neighbouring="entry-value",
-                         epsilon=1.0).fit(idx, vals, shape)
+        TensorCompletion(
+            1, solver="als", privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=1.0
+        ).fit(idx, vals, shape)
     with pytest.raises(ValueError, match="needs offsets"):
         TensorCompletion(None, offsets="none").fit(idx, vals, shape)
     with pytest.raises(ValueError, match="neighbouring"):
         TensorCompletion(1, privacy="als", neighbouring="record", epsilon=1.0, value_range=(0, 3)).fit(
-            idx, vals, shape)
+            idx, vals, shape
+        )

@@ -57,8 +57,9 @@ def _public_state(model="cp", relation="entry-value", offsets="biases", seed=1, 
     params = initial_parameters(model, shape, ranks, offsets, (2,), 0.9, rng, mean=3.2)
     if params.biases is not None:
         params.biases = [rng.normal(0, 0.4, s) for s in shape]
-    settings = dpals.DpAlsSettings(relation, (LOW, HIGH), 10.0, 10.0, 10.0, (2,), offsets, max_ratings=4,
-                                   design_bound=1.0)
+    settings = dpals.DpAlsSettings(
+        relation, (LOW, HIGH), 10.0, 10.0, 10.0, (2,), offsets, max_ratings=4, design_bound=1.0
+    )
     return params, settings
 
 
@@ -101,12 +102,25 @@ def test_entry_value_sensitivity_brute_force(step):
             worst = max(worst, float(np.linalg.norm(moved - base)))
     assert worst <= sensitivity * (1 + 1e-12)
     # the bound is attained (lo -> hi at an entry with the largest weighted design), so it is tight
-    pair = max(float(np.linalg.norm(_release(ENTRY_STEPS[step], params, settings, indices,
-                                             np.where(np.arange(len(values)) == e, HIGH, LOW), shape,
-                                             sums=sums)[0]
-                                    - _release(ENTRY_STEPS[step], params, settings, indices,
-                                               np.full(len(values), LOW), shape, sums=sums)[0]))
-               for e in range(len(values)))
+    pair = max(
+        float(
+            np.linalg.norm(
+                _release(
+                    ENTRY_STEPS[step],
+                    params,
+                    settings,
+                    indices,
+                    np.where(np.arange(len(values)) == e, HIGH, LOW),
+                    shape,
+                    sums=sums,
+                )[0]
+                - _release(
+                    ENTRY_STEPS[step], params, settings, indices, np.full(len(values), LOW), shape, sums=sums
+                )[0]
+            )
+        )
+        for e in range(len(values))
+    )
     assert pair >= sensitivity * (1 - 1e-9)
 
 
@@ -126,7 +140,11 @@ def _user_neighbours(indices, values, shape, user, rng):
         items = np.full(n_new, 2) if same_row else rng.integers(0, shape[1], n_new)
         days = np.zeros(n_new, dtype=int) if same_row else rng.integers(0, shape[2], n_new)
         new = np.column_stack([np.full(n_new, user), items, days])
-        for new_values in (rng.integers(1, 6, n_new).astype(float), np.full(n_new, HIGH), np.full(n_new, LOW)):
+        for new_values in (
+            rng.integers(1, 6, n_new).astype(float),
+            np.full(n_new, HIGH),
+            np.full(n_new, LOW),
+        ):
             out.append((np.vstack([indices[keep], new]), np.concatenate([values[keep], new_values])))
     return out
 
@@ -172,11 +190,19 @@ def test_user_contribution_clipping_binds_and_is_exact():
 
 
 def test_dpsgd_with_offsets_sensitivity_brute_force():
-    """One epoch, one batch: the noised gradient sums over all parameters (offsets included) move by <= 2 clip."""
+    """One epoch, one batch: the noised gradient sums of all parameters (offsets too) move by <= 2 clip."""
     indices, values, shape = _ratings(seed=4)
     clip = 0.7
-    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=1.0, clip=clip,
-                             n_epochs=1, value_range=(LOW, HIGH), random_state=0)
+    model = TensorCompletion(
+        2,
+        privacy="gradient_dpsgd",
+        neighbouring="entry-value",
+        epsilon=1.0,
+        clip=clip,
+        n_epochs=1,
+        value_range=(LOW, HIGH),
+        random_state=0,
+    )
     p = model._check_params(shape, len(values))
 
     def release(vals):
@@ -186,8 +212,18 @@ def test_dpsgd_with_offsets_sensitivity_brute_force():
         offsets.mean = 3.0
         recorder = Recorder()
         model.history_ = []
-        model._sgd(indices, vals, factors, None, p, np.random.default_rng(1), mode="gradient_dpsgd",
-                   source=recorder, sigma=1.0, offsets=offsets)
+        model._sgd(
+            indices,
+            vals,
+            factors,
+            None,
+            p,
+            np.random.default_rng(1),
+            mode="gradient_dpsgd",
+            source=recorder,
+            sigma=1.0,
+            offsets=offsets,
+        )
         return np.concatenate([c[0].ravel() for c in recorder.calls])
 
     base = release(values)
@@ -206,8 +242,17 @@ def test_dpsgd_with_offsets_sensitivity_brute_force():
 def test_dp_als_accounting_composes_exactly(relation, model):
     indices, values, shape = _ratings(seed=5)
     eps, delta = 1.0, 1e-6
-    fit = TensorCompletion(2, model=model, privacy="als", neighbouring=relation, epsilon=eps, delta=delta,
-                           value_range=(LOW, HIGH), max_iter=3, random_state=0).fit(indices, values, shape)
+    fit = TensorCompletion(
+        2,
+        model=model,
+        privacy="als",
+        neighbouring=relation,
+        epsilon=eps,
+        delta=delta,
+        value_range=(LOW, HIGH),
+        max_iter=3,
+        random_state=0,
+    ).fit(indices, values, shape)
     g = fit.guarantee_
     assert g.holds and g.neighbouring == relation and g.delta == delta
     assert g.n_releases == len(g.details["releases"]) == len(fit.noise_stds_)
@@ -238,8 +283,16 @@ def _audit(run, pair, seed):
 
 
 def _dp_als_mean(relation: str, epsilon: float):
-    plan = dpals.plan_releases(relation, has_factors=False, offsets="mean", tucker=False, n_iter=1,
-                               epsilon=epsilon, delta=DELTA, budget_split=0.5)
+    plan = dpals.plan_releases(
+        relation,
+        has_factors=False,
+        offsets="mean",
+        tucker=False,
+        n_iter=1,
+        epsilon=epsilon,
+        delta=DELTA,
+        budget_split=0.5,
+    )
     settings = dpals.DpAlsSettings(relation, (LOW, HIGH), 10.0, 1e-9, 10.0, (), "mean", max_ratings=3)
 
     def run(indices, values, shape, rng):
@@ -260,8 +313,10 @@ def test_audit_dp_als(relation):
     else:  # user 0: absent, or three ratings at the top of the range (max_ratings = 3)
         keep = indices[:, 0] != 0
         extra = np.array([[0, 0, 0], [0, 1, 0], [0, 2, 1]])
-        pair = ((indices[keep], values[keep], shape),
-                (np.vstack([indices[keep], extra]), np.concatenate([values[keep], np.full(3, HIGH)]), shape))
+        pair = (
+            (indices[keep], values[keep], shape),
+            (np.vstack([indices[keep], extra]), np.concatenate([values[keep], np.full(3, HIGH)]), shape),
+        )
     honest = epsilon_lower_bound(*_audit(_dp_als_mean(relation, EPSILON), pair, 0), DELTA)
     under = epsilon_lower_bound(*_audit(_dp_als_mean(relation, UNDER), pair, 1), DELTA)
     assert honest <= EPSILON
@@ -274,8 +329,17 @@ def test_audit_dpsgd_with_offsets():
     lo[0], hi[0] = LOW, HIGH
 
     def make(epsilon):
-        model = TensorCompletion(1, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=epsilon,
-                                 delta=DELTA, n_epochs=1, value_range=(LOW, HIGH), clip=1.0, random_state=0)
+        model = TensorCompletion(
+            1,
+            privacy="gradient_dpsgd",
+            neighbouring="entry-value",
+            epsilon=epsilon,
+            delta=DELTA,
+            n_epochs=1,
+            value_range=(LOW, HIGH),
+            clip=1.0,
+            random_state=0,
+        )
         p = model._check_params(shape, len(values))
         sigma = model._plan_guarantee(p, values).details["noise_std"]
         model.history_ = []
@@ -284,8 +348,18 @@ def test_audit_dpsgd_with_offsets():
             factors = [np.full((s, 1), 1e-9) for s in shape]
             offsets = model._offsets_start("biases", vals, shape)
             offsets.mean = 3.0
-            model._sgd(indices, vals, factors, None, p, rng, mode="gradient_dpsgd", source=resolve_noise(None),
-                       sigma=sigma, offsets=offsets)
+            model._sgd(
+                indices,
+                vals,
+                factors,
+                None,
+                p,
+                rng,
+                mode="gradient_dpsgd",
+                source=resolve_noise(None),
+                sigma=sigma,
+                offsets=offsets,
+            )
             return offsets.mean
 
         return run
@@ -303,8 +377,14 @@ def test_audit_input_perturbation():
     lo[0], hi[0] = LOW, HIGH
 
     def make(epsilon):
-        model = TensorCompletion(1, privacy="input", neighbouring="entry-value", epsilon=epsilon,
-                                 value_range=(LOW, HIGH), clamp=False)
+        model = TensorCompletion(
+            1,
+            privacy="input",
+            neighbouring="entry-value",
+            epsilon=epsilon,
+            value_range=(LOW, HIGH),
+            clamp=False,
+        )
         p = model._check_params(shape, len(values))
         guarantee = model._plan_guarantee(p, values)
 
@@ -334,8 +414,9 @@ PRIVATE_FITS = {
 
 def _observe_fit(kwargs, relation, indices, values, shape):
     def run():
-        return TensorCompletion(2, neighbouring=relation, epsilon=1.0, value_range=(LOW, HIGH), random_state=0,
-                                **kwargs).fit(indices, values, shape)
+        return TensorCompletion(
+            2, neighbouring=relation, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs
+        ).fit(indices, values, shape)
 
     return observe(run)
 
@@ -367,16 +448,41 @@ def test_cli_neighbours_are_indistinguishable(tmp_path):
     test = TensorEntries(np.array([[0, 0, 0], [1, 2, 1], [3, 3, 2]]), np.array([3.0, 4.0, 2.0]), shape)
     keep = indices[:, 0] != 1
     runs = []
-    for relation, (idx, vals) in (("user", (indices, values)), ("user", (indices[keep], values[keep])),
-                                  ("entry-value", (indices, values)),
-                                  ("entry-value", (indices, np.where(np.arange(len(values)) == 0, 5.0, values)))):
+    for relation, (idx, vals) in (
+        ("user", (indices, values)),
+        ("user", (indices[keep], values[keep])),
+        ("entry-value", (indices, values)),
+        ("entry-value", (indices, np.where(np.arange(len(values)) == 0, 5.0, values))),
+    ):
         work = tmp_path / f"run{len(runs)}"
         work.mkdir()
         train_path = write_entries(work / "train.csv", TensorEntries(idx, vals, shape))
         test_path = write_entries(tmp_path / f"test{len(runs)}.csv", test)
-        argv = ["complete", str(train_path), "--shape", *map(str, shape), "--rank", "2", "--privacy", "als",
-                "--neighbouring", relation, "--epsilon", "1", "--value-range", "1", "5", "--test", str(test_path),
-                "--out", str(work / "pred.csv"), "--json", str(work / "fit.json"), "--seed", "0"]
+        argv = [
+            "complete",
+            str(train_path),
+            "--shape",
+            *map(str, shape),
+            "--rank",
+            "2",
+            "--privacy",
+            "als",
+            "--neighbouring",
+            relation,
+            "--epsilon",
+            "1",
+            "--value-range",
+            "1",
+            "5",
+            "--test",
+            str(test_path),
+            "--out",
+            str(work / "pred.csv"),
+            "--json",
+            str(work / "fit.json"),
+            "--seed",
+            "0",
+        ]
         runs.append(observe_command(argv, work))
     for first, second in (runs[:2], runs[2:]):
         assert first.result == 0 and not observable_differences(first, second)
@@ -384,15 +490,21 @@ def test_cli_neighbours_are_indistinguishable(tmp_path):
     assert "observed entries" in runs[2].printed
 
 
-@pytest.mark.parametrize("kwargs", [dict(privacy="als", neighbouring="user"),
-                                    dict(privacy="als", neighbouring="entry-value"),
-                                    dict(privacy="gradient_dpsgd", neighbouring="entry-value", n_epochs=2)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(privacy="als", neighbouring="user"),
+        dict(privacy="als", neighbouring="entry-value"),
+        dict(privacy="gradient_dpsgd", neighbouring="entry-value", n_epochs=2),
+    ],
+)
 def test_secure_noise_is_not_repeated_by_the_seed(kwargs):
     indices, values, shape = _ratings(seed=12)
 
     def fit(**extra):
-        return TensorCompletion(2, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs, **extra).fit(
-            indices, values, shape)
+        return TensorCompletion(
+            2, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs, **extra
+        ).fit(indices, values, shape)
 
     one, two = fit(), fit()
     assert not np.array_equal(one.predict(indices), two.predict(indices))
@@ -413,20 +525,31 @@ def _synthetic_ratings(seed=0, shape=(120, 80, 4), n=6000):
     indices = np.column_stack(np.unravel_index(flat, shape))
     bu, bi = rng.normal(0, 0.5, shape[0]), rng.normal(0, 0.5, shape[1])
     u, v = rng.normal(0, 0.5, (shape[0], 2)), rng.normal(0, 0.5, (shape[1], 2))
-    signal = 3.5 + bu[indices[:, 0]] + bi[indices[:, 1]] + np.einsum("nr,nr->n", u[indices[:, 0]], v[indices[:, 1]])
+    signal = (
+        3.5
+        + bu[indices[:, 0]]
+        + bi[indices[:, 1]]
+        + np.einsum("nr,nr->n", u[indices[:, 0]], v[indices[:, 1]])
+    )
     values = np.clip(np.round(signal + rng.normal(0, 0.8, n)), 1, 5)
     return indices, values, shape
 
 
-@pytest.mark.parametrize("kwargs", [dict(privacy="gradient_dpsgd", neighbouring="entry-value"),
-                                    dict(privacy="als", neighbouring="entry-value"),
-                                    dict(privacy="als", neighbouring="user")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(privacy="gradient_dpsgd", neighbouring="entry-value"),
+        dict(privacy="als", neighbouring="entry-value"),
+        dict(privacy="als", neighbouring="user"),
+    ],
+)
 def test_private_defaults_converge_on_ratings_and_do_not_lose_to_the_mean(kwargs):
     """Regression: DP-SGD's former defaults diverged on 1..5 ratings (test RMSE above 2)."""
     indices, values, shape = _synthetic_ratings()
     test = np.arange(len(values)) % 5 == 0
     fit = TensorCompletion(5, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs).fit(
-        indices[~test], values[~test], shape)
+        indices[~test], values[~test], shape
+    )
     pred = fit.predict(indices[test])
     assert np.all(np.isfinite(pred)) and pred.min() >= LOW and pred.max() <= HIGH
     mean_rmse = rmse(values[test], np.full(test.sum(), values[~test].mean()))  # the non-private mean
@@ -445,8 +568,24 @@ def test_readme_dpsgd_command_converges(tmp_path):
     train_path = write_entries(tmp_path / "train.csv", TensorEntries(indices[~test], values[~test], shape))
     test_path = write_entries(tmp_path / "test.csv", TensorEntries(indices[test], values[test], shape))
     out = tmp_path / "pred.csv"
-    args = ["complete", str(train_path), "--shape", *map(str, shape), "--rank", "3", "--privacy", "gradient_dpsgd",
-            "--neighbouring", "entry-value", "--epsilon", "1", "--test", str(test_path), "--out", str(out)]
+    args = [
+        "complete",
+        str(train_path),
+        "--shape",
+        *map(str, shape),
+        "--rank",
+        "3",
+        "--privacy",
+        "gradient_dpsgd",
+        "--neighbouring",
+        "entry-value",
+        "--epsilon",
+        "1",
+        "--test",
+        str(test_path),
+        "--out",
+        str(out),
+    ]
     assert main(args + ["--value-range", "1", "5"]) == 0
     with open(out) as handle:
         preds = np.array([float(row["prediction"]) for row in csv.DictReader(handle)])

@@ -11,8 +11,8 @@ import numpy as np
 
 from dptensor.cli._io import write_json
 from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens, read_recbole_inter
-from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
 from dptensor.models._completion_dpals import RELATIONS
+from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
 from dptensor.privacy import NOISE_BACKENDS, enable_features
 
 
@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reg", default=None,
                         help="lambda / lambda_o: a number, or 'auto' (non-private ALS default: chosen on a "
                              "validation split); SGD default 0.01")
-    parser.add_argument("--reg-core", type=float, help="lambda_g for Tucker (default reg / 10 for SGD, reg for ALS)")
+    parser.add_argument("--reg-core", type=float,
+                        help="lambda_g for Tucker (default reg / 10 for SGD, reg for ALS)")
     parser.add_argument("--reg-bias", type=float, help="penalty of the biases (default: reg)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="SGD passes over the entries (default 100; 10 for gradient_dpsgd)")
@@ -68,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
                              "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
     parser.add_argument("--max-ratings", type=int, default=100,
-                        help="--neighbouring user: bound a user's contribution as if they had this many ratings")
+                        help="--neighbouring user: bound a user's contribution as if they had this many "
+                             "ratings")
     parser.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
                         help="declared value range: values are clipped into it, predictions clamped to it "
                              "(input perturbation's Delta = MAX - MIN)")
@@ -78,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              ".inter file")
     parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
     parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the public randomness (initialisation, shuffles, validation split); the "
+                        help="seed of the public randomness (initialisation, shuffles, validation split); "
+                             "the "
                              "privacy noise is always fresh")
     parser.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
                         help="sampler of the privacy noise: numpy (default) or opendp (floating-point "
@@ -131,10 +134,12 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
     model = TensorCompletion(
-        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy, neighbouring=args.neighbouring,
+        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
+        neighbouring=args.neighbouring,
         epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
         learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
-        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size, clip=args.clip,
+        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
+        clip=args.clip,
         max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
         random_state=args.seed, noise=args.noise if args.privacy else None, verbose=args.progress,
     )

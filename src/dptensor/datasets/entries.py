@@ -10,8 +10,8 @@ the dense tensor unless asked to (:meth:`TensorEntries.to_dense`), so a MovieLen
 :func:`check_entries`                        validate ``(indices, values, shape)``
 :func:`read_entries`                         ``i j k value`` text files (CSV, TSV, whitespace)
 :func:`read_movielens`                       MovieLens ``u.data`` as user x item x day (Wei et al., Sec. 5.2)
-:func:`read_recbole_inter`                   RecBole atomic ``.inter`` files (e.g. ``ml-100k.inter``), same tensor
-:func:`holdout_per_user`                     the ``k``-th ... ``l``-th rating of every user as a test set (ML ua/ub)
+:func:`read_recbole_inter`                   RecBole ``.inter`` files (``ml-100k.inter``) as that tensor
+:func:`holdout_per_user`                     every user's ``k``-th to ``l``-th ratings held out (ua/ub)
 :func:`entries_from_dense`                   a dense array with NaN for the missing cells
 :func:`train_test_split_entries`             random split of the observed entries
 :func:`make_low_rank_completion`             synthetic CP / Tucker tensors, SNR and missing ratio (Sec. 5.1)
@@ -271,7 +271,9 @@ def read_recbole_inter(
         ratings = np.array([float(row[cols["rating"]]) for row in rows])
         stamps = np.array([int(float(row[cols["timestamp"]])) for row in rows], dtype=np.int64)
     except ValueError:
-        raise ValueError(f"{path}: user and item tokens must be integers, rating and timestamp numbers") from None
+        raise ValueError(
+            f"{path}: user and item tokens must be integers, rating and timestamp numbers"
+        ) from None
     return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, path)
 
 

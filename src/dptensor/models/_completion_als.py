@@ -115,11 +115,11 @@ class ModeIndex:
         flat = np.zeros((self.n_rows, d * d))
         step = max(1, CHUNK_VALUES // (d * d))
         for lo in range(0, n, step):
-            w = design[lo:lo + step]
+            w = design[lo : lo + step]
             outer = (w[:, :, None] * w[:, None, :]).reshape(-1, d * d)
             if weights is not None:
-                outer *= weights[lo:lo + step, None]
-            flat += self.matrix[:, lo:lo + step] @ outer
+                outer *= weights[lo : lo + step, None]
+            flat += self.matrix[:, lo : lo + step] @ outer
         return flat.reshape(self.n_rows, d, d)
 
 
@@ -144,12 +144,12 @@ def core_normal_equations(
     rhs = np.zeros(size)
     step = max(1, CHUNK_VALUES // size)
     for lo in range(0, target.shape[0], step):
-        idx = indices[lo:lo + step]
+        idx = indices[lo : lo + step]
         a, b, c = (f[idx[:, m]] for m, f in enumerate(factors))
         z = (a[:, :, None, None] * b[:, None, :, None] * c[:, None, None, :]).reshape(-1, size)
-        zw = z if weights is None else z * weights[lo:lo + step, None]
+        zw = z if weights is None else z * weights[lo : lo + step, None]
         gram += zw.T @ z
-        rhs += zw.T @ target[lo:lo + step]
+        rhs += zw.T @ target[lo : lo + step]
     return gram, rhs
 
 
@@ -223,7 +223,9 @@ def initial_parameters(
         return CompletionParameters(model, None, None, mean, biases)
     factors = [init_scale * rng.standard_normal((shape[m], ranks[m])) for m in range(3)]
     for m in context_modes:
-        factors[m] = np.ones((shape[m], ranks[m])) + init_scale * 0.1 * rng.standard_normal((shape[m], ranks[m]))
+        factors[m] = np.ones((shape[m], ranks[m])) + init_scale * 0.1 * rng.standard_normal(
+            (shape[m], ranks[m])
+        )
     core = None
     if model == "tucker":
         core = init_scale * rng.standard_normal(ranks) / math.sqrt(float(np.prod(ranks)))
@@ -309,7 +311,9 @@ class EntryStatistics:
         return [np.take(f, self.indices[:, m], axis=0) for m, f in enumerate(params.factors)]
 
     def _target(self, params: CompletionParameters) -> np.ndarray:
-        return self.values - CompletionParameters("cp", None, None, params.mean, params.biases).predict(self.indices)
+        return self.values - CompletionParameters("cp", None, None, params.mean, params.biases).predict(
+            self.indices
+        )
 
     def core_system(self, params: CompletionParameters) -> tuple[np.ndarray, np.ndarray]:
         return core_normal_equations(params.factors, self.indices, self._target(params))
@@ -322,11 +326,11 @@ class EntryStatistics:
         return core_gradient(fitted, *self._rows(params))
 
 
-def make_statistics(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int]):
+def make_statistics(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int], width: int = 1):
     """Dense-mask statistics for small, not too sparse tensors without repeated cells; else per entry."""
     from dptensor.models._completion_dense import DenseStatistics, use_dense
 
-    if use_dense(shape, values.shape[0]):
+    if use_dense(shape, values.shape[0], width):
         flat = np.ravel_multi_index(tuple(indices.T), shape)
         if np.unique(flat).shape[0] == flat.shape[0]:
             return DenseStatistics(indices, values, shape)
@@ -400,8 +404,9 @@ def objective(
     """The penalised least-squares objective that ALS decreases (module docstring)."""
     total = float(residuals @ residuals)
     if params.factors is not None:
-        total += settings.reg * sum(float(np.sum((f - p) ** 2)) for f, p in zip(params.factors, anchors,
-                                                                                 strict=True))
+        total += settings.reg * sum(
+            float(np.sum((f - p) ** 2)) for f, p in zip(params.factors, anchors, strict=True)
+        )
     if params.biases is not None:
         total += settings.reg_bias * sum(float(b @ b) for b in params.biases)
     if params.core is not None:
@@ -434,10 +439,21 @@ def fit_als(
     tracks their RMSE after each sweep, stops after ``n_iter_no_change`` sweeps without an
     improvement of at least ``tol`` (relative) and returns the best sweep's parameters.
     """
-    stats = make_statistics(indices, values, shape)
+    width = (max(f.shape[1] for f in params.factors) if params.factors is not None else 0) + (
+        1 if params.biases is not None else 0
+    )
+    stats = make_statistics(indices, values, shape, max(width, 1))
     with _blas_threads(stats):
-        return _fit_als(params, indices, values, stats, settings, fit_mean=fit_mean, validation=validation,
-                        progress=progress)
+        return _fit_als(
+            params,
+            indices,
+            values,
+            stats,
+            settings,
+            fit_mean=fit_mean,
+            validation=validation,
+            progress=progress,
+        )
 
 
 def _blas_threads(stats):
@@ -464,8 +480,11 @@ def _fit_als(
     validation: tuple[np.ndarray, np.ndarray] | None,
     progress: Callable[[int], None] | None,
 ) -> AlsResult:
-    anchors = (anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
-               if params.factors is not None else None)
+    anchors = (
+        anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
+        if params.factors is not None
+        else None
+    )
     result = AlsResult(params=params, n_iter=0)
     best, best_score, stale = params.copy(), math.inf, 0
     previous = objective(params, stats.residuals(params), settings, anchors)
@@ -502,14 +521,16 @@ def _fit_als(
     return result
 
 
-#: The regularisation path of ``reg="auto"`` (increasing): multiples of ``std(values)^(4/3)`` (the scale at
+#: The regularisation grid of ``reg="auto"``: multiples of ``std(values)^(4/3)`` (the scale at
 #: which ``lambda ||F||^2`` weighs as much as the squared error when the data are rescaled).
-REG_PATH = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+REG_PATH = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
+#: Where the search starts (an index into :data:`REG_PATH`).
+REG_START = 4
 
 
 @dataclass
 class PathResult:
-    """Outcome of :func:`fit_als_path`: the refitted model and the path's validation scores."""
+    """Outcome of :func:`fit_als_path`: the refitted model and the validation scores of the grid."""
 
     result: AlsResult
     reg: float
@@ -530,37 +551,62 @@ def fit_als_path(
     n_worse: int = 2,
     progress: Callable[[int], None] | None = None,
 ) -> PathResult:
-    """``reg`` chosen on a validation split along an increasing path, then a refit on all entries.
+    """``reg`` chosen on a validation split by a walk along :data:`REG_PATH`, then a refit on all entries.
 
-    Starting from the smallest ``lambda`` of :data:`REG_PATH` (scaled to the data) -- a large one
-    first would shrink every factor to the zero point, which ALS cannot leave -- each fit is
-    warm-started from the previous one and early-stopped on the held-out entries
-    (``validation_mask``, drawn by the caller from the public ``random_state``); the path stops
-    after ``n_worse`` values without a better validation RMSE. The best ``lambda`` is then refitted
-    on every entry, warm-started from its validation fit. ``tie_bias``/``tie_core`` set
-    ``reg_bias``/``reg_core`` equal to ``reg`` along the path.
+    The walk starts at a moderate ``lambda`` (:data:`REG_START`) and goes down, then up, each fit
+    warm-started from the starting one and early-stopped on the held-out entries
+    (``validation_mask``, drawn by the caller from the public ``random_state``); each direction
+    stops after ``n_worse`` values without a better validation RMSE. (Starting at either end is
+    fragile: a large ``lambda`` shrinks every factor to the zero point, which ALS cannot leave, and
+    a tiny one can settle in a poor over-fitted solution.) The best ``lambda`` is then refitted on
+    every entry, warm-started from its validation fit. ``tie_bias``/``tie_core`` set
+    ``reg_bias``/``reg_core`` equal to ``reg``.
     """
     train, held = ~validation_mask, validation_mask
     scale = float(np.std(values)) ** (4.0 / 3.0) or 1.0
-    path, best = [], None
-    worse = 0
-    current = params
-    for factor in REG_PATH:
-        reg = factor * scale
-        step = AlsSettings(reg, reg if tie_bias else settings.reg_bias, reg if tie_core else settings.reg_core,
-                           settings.context_modes, settings.max_iter, settings.tol, settings.n_iter_no_change,
-                           settings.value_range)
-        fitted = fit_als(current.copy(), indices[train], values[train], shape, step, fit_mean=fit_mean,
-                         validation=(indices[held], values[held]), progress=progress)
+    path: list[dict] = []
+    fits: dict[int, tuple] = {}
+
+    def run(position: int, start: CompletionParameters) -> float:
+        reg = REG_PATH[position] * scale
+        step = AlsSettings(
+            reg,
+            reg if tie_bias else settings.reg_bias,
+            reg if tie_core else settings.reg_core,
+            settings.context_modes,
+            settings.max_iter,
+            settings.tol,
+            settings.n_iter_no_change,
+            settings.value_range,
+        )
+        fitted = fit_als(
+            start.copy(),
+            indices[train],
+            values[train],
+            shape,
+            step,
+            fit_mean=fit_mean,
+            validation=(indices[held], values[held]),
+            progress=progress,
+        )
         score = min(fitted.validation_rmse) if fitted.validation_rmse else math.inf
         path.append({"reg": reg, "validation_rmse": score, "n_iter": fitted.n_iter})
-        if best is None or score < best[0]:
-            best, worse = (score, reg, fitted.params.copy(), step), 0
-        else:
-            worse += 1
-            if worse >= n_worse:
-                break
-        current = fitted.params
-    _, reg, start, step = best
+        fits[position] = (score, fitted.params, step)
+        return score
+
+    run(REG_START, params)
+    centre = fits[REG_START][1]
+    for direction in (-1, 1):
+        best, worse, position = fits[REG_START][0], 0, REG_START + direction
+        while 0 <= position < len(REG_PATH) and worse < n_worse:
+            score = run(position, centre)
+            if score < best:
+                best, worse = score, 0
+            else:
+                worse += 1
+            position += direction
+    best_position = min(fits, key=lambda k: fits[k][0])
+    _, start, step = fits[best_position]
     final = fit_als(start, indices, values, shape, step, fit_mean=fit_mean, progress=progress)
-    return PathResult(final, reg, path)
+    path.sort(key=lambda item: item["reg"])
+    return PathResult(final, step.reg, path)

@@ -83,16 +83,28 @@ def fit_biscaling(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int
         # row centring: the weighted mean making sum_j z_ij = 0, i.e. sum_j (r - alpha - beta) / t_j = 0
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
         weight = np.bincount(rk, weights=1.0 / col_sc[ck], minlength=size_r)
-        row_off += np.divide(np.bincount(rk, weights=z * row_sc[rk], minlength=size_r), weight,
-                             out=np.zeros(size_r), where=weight > 0)
+        row_off += np.divide(
+            np.bincount(rk, weights=z * row_sc[rk], minlength=size_r),
+            weight,
+            out=np.zeros(size_r),
+            where=weight > 0,
+        )
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
         weight = np.bincount(ck, weights=1.0 / row_sc[rk], minlength=size_c)
-        col_off += np.divide(np.bincount(ck, weights=z * col_sc[ck], minlength=size_c), weight,
-                             out=np.zeros(size_c), where=weight > 0)
+        col_off += np.divide(
+            np.bincount(ck, weights=z * col_sc[ck], minlength=size_c),
+            weight,
+            out=np.zeros(size_c),
+            where=weight > 0,
+        )
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
         var, counts = _group_mean(rk, z**2, size_r)
-        row_sc = np.where(counts >= 2, np.maximum(row_sc * np.sqrt(var), floor[np.arange(size_r) % n_k]), row_sc)
+        row_sc = np.where(
+            counts >= 2, np.maximum(row_sc * np.sqrt(var), floor[np.arange(size_r) % n_k]), row_sc
+        )
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
         var, counts = _group_mean(ck, z**2, size_c)
-        col_sc = np.where(counts >= 2, np.maximum(col_sc * np.sqrt(var), floor[np.arange(size_c) % n_k]), col_sc)
+        col_sc = np.where(
+            counts >= 2, np.maximum(col_sc * np.sqrt(var), floor[np.arange(size_c) % n_k]), col_sc
+        )
     return BiScaling(shape, slice_mean, row_off, col_off, row_sc, col_sc)

@@ -22,10 +22,19 @@ DENSE_CELLS = 1 << 21
 DENSE_DENSITY = 1.0 / 64.0
 
 
-def use_dense(shape: tuple[int, int, int], n: int) -> bool:
-    """Whether :class:`DenseStatistics` is the faster choice for ``n`` entries of ``shape``."""
+#: Largest design block formed at once: ``(cells / n_m) x d(d+1)/2`` numbers for mode ``m``.
+DENSE_BLOCK = 1 << 23
+
+
+def use_dense(shape: tuple[int, int, int], n: int, width: int = 1) -> bool:
+    """Whether :class:`DenseStatistics` is the faster choice for ``n`` entries of ``shape``.
+
+    ``width`` is the number of unknowns per row (rank, plus one with biases): each mode's update
+    forms a ``(cells / n_m) x width(width+1)/2`` block, which must stay small.
+    """
     cells = int(np.prod(shape))
-    return cells <= DENSE_CELLS and n >= DENSE_DENSITY * cells
+    block = cells // min(shape) * width * (width + 1) // 2
+    return cells <= DENSE_CELLS and n >= DENSE_DENSITY * cells and block <= DENSE_BLOCK
 
 
 _UPPER: dict[int, tuple] = {}
@@ -72,7 +81,10 @@ class DenseStatistics:
         self.flat = np.ravel_multi_index(cells, shape)
         self.values = values
         self._unfold = [
-            (np.moveaxis(self.mask, m, 0).reshape(shape[m], -1), np.moveaxis(self.masked, m, 0).reshape(shape[m], -1))
+            (
+                np.moveaxis(self.mask, m, 0).reshape(shape[m], -1),
+                np.moveaxis(self.masked, m, 0).reshape(shape[m], -1),
+            )
             for m in range(3)
         ]
 

@@ -144,11 +144,11 @@ def plan_releases(
         mean_share = MEAN_SHARE if len(first) > 1 else 1.0
         shares[0] = split[0] * (mean_share if len(first) > 1 or later else 1.0)
         if len(first) > 1:
-            shares[1:len(first)] = split[0] * (1.0 - mean_share) / (len(first) - 1)
+            shares[1 : len(first)] = split[0] * (1.0 - mean_share) / (len(first) - 1)
         elif later:
             shares[0] = split[0]
     if later:
-        shares[len(first):] = split[1] / len(later)
+        shares[len(first) :] = split[1] / len(later)
     mu = 1.0 / gaussian_sigma_analytic(epsilon, delta)
     multipliers = [1.0 / (mu * math.sqrt(share)) for share in shares]
     total = math.sqrt(sum(1.0 / z**2 for z in multipliers))
@@ -194,8 +194,9 @@ def user_contribution_scales(
     n = contributions.shape[0]
     grouping = sp.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(uniq.shape[0], n))
     sums = np.asarray(grouping @ contributions)
-    norms = np.sqrt(np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums),
-                                minlength=int(users.max()) + 1))
+    norms = np.sqrt(
+        np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums), minlength=int(users.max()) + 1)
+    )
     scale = np.ones_like(norms)
     over = norms > bound
     scale[over] = bound / norms[over]
@@ -259,7 +260,7 @@ def user_statistics(
 
 
 def entry_scale(d_factors: int, bias_column: bool, design_bound: float, residual: float) -> float:
-    """``kappa``: the norm of one entry's ``(upper(w w^T), w y)`` at the largest design and ``|y| = residual``.
+    """``kappa``: the norm of one entry's ``(upper(w w^T), w y)`` at the largest design, ``|y| = residual``.
 
     ``||upper(w w^T)|| <= ||w w^T||_F = ||w||^2`` and ``||w y|| = ||w|| |y|``, with
     ``||w||^2 <= B^2 (+ 1 for the bias coordinate)``. The user bound ``C`` is a multiple of it
@@ -340,8 +341,11 @@ class DpAlsFit:
         self.centre = 0.5 * (low + high) if settings.offsets != "none" else 0.0
         self.residual_var = (self.width / 4.0) ** 2
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
-        self.anchors = (anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
-                        if params.factors is not None else None)
+        self.anchors = (
+            anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
+            if params.factors is not None
+            else None
+        )
         self.ridge_view = _RidgeView(settings.reg, settings.reg_bias)
         self.sums: dict[int, tuple[np.ndarray, float]] = {}
         self.total: tuple[float, float] | None = None
@@ -442,10 +446,13 @@ def entry_bias_als(fit: DpAlsFit) -> None:
             others = index.sums((fit.offsets_except(mode) - fit.centre)[:, None])[:, 0]
             rhs = (noisy - others)[:, None]
             gram = index.counts.astype(float)[:, None, None]
-            params.biases[mode] = posterior_rows(gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1),
-                                                 fit.residual_var, var)[:, 0]
+            params.biases[mode] = posterior_rows(
+                gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1), fit.residual_var, var
+            )[:, 0]
         if fit.total is not None:
-            explained = sum(float(np.dot(b, idx.counts)) for b, idx in zip(params.biases, fit.index, strict=True))
+            explained = sum(
+                float(np.dot(b, idx.counts)) for b, idx in zip(params.biases, fit.index, strict=True)
+            )
             params.mean = fit.centre + (fit.total[0] - explained) / n
 
 
@@ -455,7 +462,9 @@ def entry_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     index = fit.index[mode]
     design = mode_design(params.model, mode, params.core, params.factors, fit.indices)
     weights, bound = entry_value_weights(design)
-    noisy_part, sensitivity = entry_value_rhs(index, design, fit.values - fit.centre, weights, bound, fit.width)
+    noisy_part, sensitivity = entry_value_rhs(
+        index, design, fit.values - fit.centre, weights, bound, fit.width
+    )
     rhs = fit.noise(noisy_part, z * sensitivity)
     known = fit.offsets_except(None) - fit.centre  # public: released offsets at public entries
     rhs = rhs - index.sums(design * (weights * known)[:, None])
@@ -480,8 +489,9 @@ def entry_biases_given_factors(fit: DpAlsFit, mode: int) -> None:
     noisy, var = fit.sums[mode]
     rhs = (noisy - index.sums(known[:, None])[:, 0])[:, None]
     gram = index.counts.astype(float)[:, None, None]
-    params.biases[mode] = posterior_rows(gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1),
-                                         fit.residual_var, var)[:, 0]
+    params.biases[mode] = posterior_rows(
+        gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1), fit.residual_var, var
+    )[:, 0]
 
 
 # -- user ---------------------------------------------------------------------------------------
@@ -497,8 +507,9 @@ def _solve_noisy(fit, stats, d, sigma, ridge, prior) -> np.ndarray:
     """Unpack noisy ``(upper(Gram), rhs)``, project the Grams to PSD, solve every row."""
     gram, rhs = unpack_statistics(stats, d)
     spread = float(np.sum(fit.residual_var / ridge + prior**2))
-    return posterior_rows(psd_projection(gram), rhs, ridge, prior, fit.residual_var,
-                          sigma * sigma * (1.0 + spread))
+    return posterior_rows(
+        psd_projection(gram), rhs, ridge, prior, fit.residual_var, sigma * sigma * (1.0 + spread)
+    )
 
 
 def user_mean(fit: DpAlsFit, z: float) -> None:
@@ -506,9 +517,16 @@ def user_mean(fit: DpAlsFit, z: float) -> None:
     n = fit.values.shape[0]
     index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
     bound = _user_bound(fit, 0, True, True)
-    stats, sensitivity = user_statistics(index, np.ones((n, 1)), fit.values - fit.centre, fit.indices[:, 0],
-                                         width=fit.width, design_bound=fit.settings.design_bound,
-                                         user_bound=bound, bias_column=True)
+    stats, sensitivity = user_statistics(
+        index,
+        np.ones((n, 1)),
+        fit.values - fit.centre,
+        fit.indices[:, 0],
+        width=fit.width,
+        design_bound=fit.settings.design_bound,
+        user_bound=bound,
+        bias_column=True,
+    )
     sigma = z * sensitivity
     ridge, prior = fit.one_row_ridge()
     theta = _solve_noisy(fit, fit.noise(stats, sigma), 1, sigma, ridge, prior)
@@ -522,12 +540,21 @@ def user_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     bias_column = params.biases is not None
     d_factors = design.shape[1] - (1 if bias_column else 0)
     bound = _user_bound(fit, d_factors, bias_column, False)
-    stats, sensitivity = user_statistics(fit.index[mode], design, target, fit.indices[:, 0], width=fit.width,
-                                         design_bound=fit.settings.design_bound, user_bound=bound,
-                                         bias_column=bias_column)
+    stats, sensitivity = user_statistics(
+        fit.index[mode],
+        design,
+        target,
+        fit.indices[:, 0],
+        width=fit.width,
+        design_bound=fit.settings.design_bound,
+        user_bound=bound,
+        bias_column=bias_column,
+    )
     sigma = z * sensitivity
     ridge, prior = mode_ridge(params, mode, fit.ridge_view, fit.anchors)
-    assign_mode(params, mode, _solve_noisy(fit, fit.noise(stats, sigma), design.shape[1], sigma, ridge, prior))
+    assign_mode(
+        params, mode, _solve_noisy(fit, fit.noise(stats, sigma), design.shape[1], sigma, ridge, prior)
+    )
 
 
 def local_user_rows(fit: DpAlsFit) -> None:
@@ -538,7 +565,9 @@ def local_user_rows(fit: DpAlsFit) -> None:
     design, target = mode_problem(params, 0, fit.indices, fit.values)
     index = fit.index[0]
     ridge, prior = mode_ridge(params, 0, fit.ridge_view, fit.anchors)
-    assign_mode(params, 0, ridge_solve(index.gram(design), index.sums(design * target[:, None]), ridge, prior))
+    assign_mode(
+        params, 0, ridge_solve(index.gram(design), index.sums(design * target[:, None]), ridge, prior)
+    )
 
 
 # -- Tucker core ----------------------------------------------------------------------------------
@@ -550,24 +579,37 @@ def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
     n = fit.values.shape[0]
     rows = [np.take(f, fit.indices[:, m], axis=0) for m, f in enumerate(params.factors)]
     p, q, t = params.core.shape
-    design = (rows[0][:, :, None, None] * rows[1][:, None, :, None] * rows[2][:, None, None, :]).reshape(n, -1)
+    design = (rows[0][:, :, None, None] * rows[1][:, None, :, None] * rows[2][:, None, None, :]).reshape(
+        n, -1
+    )
     index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
     ridge, prior = np.full(p * q * t, fit.settings.reg_core), np.zeros(p * q * t)
     known = fit.offsets_except(None)
     if user:
         bound = _user_bound(fit, p * q * t, False, True)
-        stats, sensitivity = user_statistics(index, design, fit.values - known, fit.indices[:, 0],
-                                             width=fit.width, design_bound=fit.settings.design_bound,
-                                             user_bound=bound, bias_column=False)
+        stats, sensitivity = user_statistics(
+            index,
+            design,
+            fit.values - known,
+            fit.indices[:, 0],
+            width=fit.width,
+            design_bound=fit.settings.design_bound,
+            user_bound=bound,
+            bias_column=False,
+        )
         sigma = z * sensitivity
         theta = _solve_noisy(fit, fit.noise(stats, sigma), p * q * t, sigma, ridge, prior)
     else:
         weights, bound = entry_value_weights(design)
-        noisy_part, sensitivity = entry_value_rhs(index, design, fit.values - fit.centre, weights, bound,
-                                                  fit.width)
-        rhs = fit.noise(noisy_part, z * sensitivity) - index.sums(design * (weights * (known - fit.centre))[:, None])
-        theta = posterior_rows(index.gram(design, weights), rhs, ridge, prior, fit.residual_var,
-                               fit.noise_stds[-1] ** 2)
+        noisy_part, sensitivity = entry_value_rhs(
+            index, design, fit.values - fit.centre, weights, bound, fit.width
+        )
+        rhs = fit.noise(noisy_part, z * sensitivity) - index.sums(
+            design * (weights * (known - fit.centre))[:, None]
+        )
+        theta = posterior_rows(
+            index.gram(design, weights), rhs, ridge, prior, fit.residual_var, fit.noise_stds[-1] ** 2
+        )
     params.core = theta[0].reshape(p, q, t)
 
 

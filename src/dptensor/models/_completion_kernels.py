@@ -60,7 +60,7 @@ def row_steps(
     ridge: np.ndarray | None = None,
     damping: float = 1.0,
 ) -> np.ndarray:
-    """``min(eta, damping / h_r)`` per row, ``h_r = 2 sum ||d x_hat / d row||^2`` over the batch's entries in ``r``.
+    """``min(eta, damping / h_r)`` per row, ``h_r = 2 sum ||d x_hat / d row||^2`` over the batch's row ``r``.
 
     ``h_r`` is the trace (an upper bound of the largest eigenvalue) of the Gauss-Newton curvature of
     the batch's squared errors in row ``r``; a step of at most ``1 / h_r`` cannot overshoot. With

@@ -593,7 +593,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     def _resolve_context_modes(self, solver: str) -> tuple[int, ...]:
         if isinstance(self.context_modes, str):
             if self.context_modes != "auto":
-                raise ValueError(f"context_modes must be 'auto' or a tuple of modes, got {self.context_modes!r}")
+                raise ValueError(
+                    f"context_modes must be 'auto' or a tuple of modes, got {self.context_modes!r}")
             return (2,) if solver == "als" else ()
         modes = tuple(self.context_modes)
         if any(isinstance(m, bool) or not isinstance(m, Integral) or not 0 <= m <= 2 for m in modes):
@@ -622,7 +623,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         sigma = None
         if self.privacy == "gradient_dpsgd":
             # the noise std of every DP-SGD step is known from the parameters: its defaults scale with it
-            sigma = composed_noise_multiplier(p["epsilon"], p["delta"], p["n_epochs"], "exact") * 2.0 * p["clip"]
+            z = composed_noise_multiplier(p["epsilon"], p["delta"], p["n_epochs"], "exact")
+            sigma = z * 2.0 * p["clip"]
         if self.reg is None:
             if sigma is not None:
                 reg = DP_REG * sigma
@@ -650,7 +652,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         else:
             p["reg_bias"] = 10.0 if self.privacy == "als" else base
         default_iter = 2 if self.privacy == "als" else (20 if self.privacy is not None else 100)
-        p["max_iter"] = default_iter if self.max_iter is None else check_positive_int(self.max_iter, "max_iter")
+        p["max_iter"] = (default_iter if self.max_iter is None
+                         else check_positive_int(self.max_iter, "max_iter"))
 
     def _check_relation(self, p: dict, n: int) -> None:
         """``neighbouring`` is required with privacy; ``"user"`` only for DP-ALS; delta's default."""
@@ -750,7 +753,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             epsilon=eps, delta=delta, accountant="exact", n_releases=p["n_epochs"], mechanism="gaussian",
             noise_multiplier=z,
             epsilon_exact=min(eps, composed_gaussian_epsilon(z, p["n_epochs"], delta)),
-            details={"algorithm": "DP-SGD, per-entry clipping, all parameters noised", "offsets": p["offsets"],
+            details={"algorithm": "DP-SGD, per-entry clipping, all parameters noised",
+                     "offsets": p["offsets"],
                      "clip": p["clip"], "sensitivity": sens, "noise_std": z * sens,
                      "batch_size": min(p["batch_size"], values.shape[0]), "n_epochs": p["n_epochs"],
                      "learning_rate": p["eta"],
@@ -787,7 +791,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             n_releases=len(plan.steps), mechanism="gaussian", noise_multiplier=effective,
             epsilon_exact=min(eps, composed_gaussian_epsilon(effective, 1, delta)), details=details,
             protected=USER_PROTECTED if user else PROTECTED, public=USER_PUBLIC if user else PUBLIC,
-            dp_event=dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(z) for z in plan.multipliers]),
+            dp_event=dp_accounting.ComposedDpEvent(
+                [dp_accounting.GaussianDpEvent(z) for z in plan.multipliers]),
         )
 
     # ------------------------------------------------------------------ fitting
@@ -896,7 +901,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 result = fit_als(start, indices[~held], values[~held], shape, settings, fit_mean=fit_mean,
                                  validation=(indices[held], values[held]), progress=progress)
             else:
-                result = fit_als(start, indices, values, shape, settings, fit_mean=fit_mean, progress=progress)
+                result = fit_als(start, indices, values, shape, settings, fit_mean=fit_mean,
+                                 progress=progress)
         self.n_iter_ = result.n_iter
         self.history_ = list(result.train_rmse)
         self.validation_rmse_ = list(result.validation_rmse)
@@ -955,7 +961,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             mode = self.privacy
             offs = None
             if mode in ("input", "output_clipped"):
-                train_values = self._biscale(p, indices, self._input_perturbation(values, guarantee, source), shape)
+                perturbed = self._input_perturbation(values, guarantee, source)
+                train_values = self._biscale(p, indices, perturbed, shape)
                 if inner != "none":
                     offs = self._offsets_start(inner, train_values, shape)  # post-processing of noisy values
                 self._sgd(indices, train_values, factors, core, p, rng, mode=None, offsets=offs,
@@ -979,7 +986,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 train_values = self._biscale(p, indices, values, shape)
                 if inner != "none":
                     offs = self._offsets_start(inner, train_values, shape)
-                self._sgd(indices, train_values, factors, core, p, rng, mode=mode if mode == "gradient" else None,
+                self._sgd(indices, train_values, factors, core, p, rng,
+                          mode=mode if mode == "gradient" else None,
                           source=source, offsets=offs, progress=progress)
                 if mode == "output":
                     self._output_paper(factors, p, source)
@@ -1137,13 +1145,14 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 # curvature over this batch (keeps the Jacobi form stable for large batches); it
                 # depends on the parameters and the public Omega only
                 if dpsgd:
-                    steps = [row_steps(eta, rows, w, mat.shape[0], 2.0 * lam * inv_counts[axis][sel], DP_DAMPING)
-                             for axis, (rows, w, mat) in enumerate(((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat)))]
+                    blocks = ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))
+                    steps = [row_steps(eta, rows, w, mat.shape[0], 2.0 * lam * inv_counts[axis][sel],
+                                       DP_DAMPING) for axis, (rows, w, mat) in enumerate(blocks)]
                 else:
                     steps = [row_steps(eta, rows, w, mat.shape[0])
                              for rows, w, mat in ((i, wa, a_mat), (j, wb, b_mat), (k, wc, c_mat))]
-                for axis, (rows, g, mat, step) in enumerate(((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]),
-                                                             (k, gc, c_mat, steps[2]))):
+                updates = ((i, ga, a_mat, steps[0]), (j, gb, b_mat, steps[1]), (k, gc, c_mat, steps[2]))
+                for axis, (rows, g, mat, step) in enumerate(updates):
                     if axis in frozen:
                         continue
                     if dpsgd:
