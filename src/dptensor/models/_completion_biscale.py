@@ -37,6 +37,17 @@ def _group_mean(keys: np.ndarray, values: np.ndarray, size: int) -> tuple[np.nda
     return np.divide(sums, counts, out=np.zeros(size), where=counts > 0), counts
 
 
+def _centring_shift(keys: np.ndarray, unscaled: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """Per group, ``sum unscaled / sum weights``: the offset change that zeroes the group's mean of ``z``.
+
+    For a row, ``z_ij s_i = (r_ij - alpha_i - beta_j) / t_j``, so ``sum_j z_ij = 0`` needs
+    ``alpha_i`` to move by ``sum_j z_ij s_i / sum_j (1 / t_j)``.
+    """
+    total = np.bincount(keys, weights=weights, minlength=size)
+    shift = np.bincount(keys, weights=unscaled, minlength=size)
+    return np.divide(shift, total, out=np.zeros(size), where=total > 0)
+
+
 @dataclass(frozen=True)
 class BiScaling:
     """Per-slice offsets and scales; ``transform`` and ``inverse`` map values and predictions."""
@@ -80,23 +91,11 @@ def fit_biscaling(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int
     row_sc, col_sc = np.ones(n_i * n_k), np.ones(n_j * n_k)
     size_r, size_c = n_i * n_k, n_j * n_k
     for _ in range(N_PASSES):
-        # row centring: the weighted mean making sum_j z_ij = 0, i.e. sum_j (r - alpha - beta) / t_j = 0
+        # centring: the weighted means making sum_j z_ij = 0 (rows) and sum_i z_ij = 0 (columns)
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
-        weight = np.bincount(rk, weights=1.0 / col_sc[ck], minlength=size_r)
-        row_off += np.divide(
-            np.bincount(rk, weights=z * row_sc[rk], minlength=size_r),
-            weight,
-            out=np.zeros(size_r),
-            where=weight > 0,
-        )
+        row_off += _centring_shift(rk, z * row_sc[rk], 1.0 / col_sc[ck], size_r)
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
-        weight = np.bincount(ck, weights=1.0 / row_sc[rk], minlength=size_c)
-        col_off += np.divide(
-            np.bincount(ck, weights=z * col_sc[ck], minlength=size_c),
-            weight,
-            out=np.zeros(size_c),
-            where=weight > 0,
-        )
+        col_off += _centring_shift(ck, z * col_sc[ck], 1.0 / row_sc[rk], size_c)
         z = (resid - row_off[rk] - col_off[ck]) / (row_sc[rk] * col_sc[ck])
         var, counts = _group_mean(rk, z**2, size_r)
         row_sc = np.where(

@@ -230,6 +230,13 @@ UNPROVEN_REASONS = {
 }
 
 
+def _init_scale(spread: float, ranks: tuple[int, int, int] | None) -> float:
+    """ALS's default start: factor entries of size ``(spread / sqrt(rank))^(1/3)``, so that the
+    starting model's values have about the data's spread (too small a start lets the penalty pull
+    every factor to the zero point, which ALS cannot leave)."""
+    return ((spread or 1.0) / math.sqrt(max(ranks) if ranks else 1)) ** (1.0 / 3.0)
+
+
 def _data_range(values: np.ndarray) -> tuple[float, float]:
     """``(min, max)`` of the values (the paper's unproven input perturbation without a range)."""
     low, high = float(values.min()), float(values.max())
@@ -872,10 +879,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         values = self._biscale(p, indices, values, shape)
         inner = "none" if p["offsets"] == "biscale" else p["offsets"]
         ranks = p["ranks"]
-        scale = p["init_scale"]
-        if scale is None:
-            spread = float(np.std(values)) or 1.0
-            scale = (spread / math.sqrt(max(ranks) if ranks else 1)) ** (1.0 / 3.0)
+        scale = p["init_scale"] if p["init_scale"] is not None else _init_scale(float(np.std(values)), ranks)
         start = initial_parameters(self.model, shape, ranks, inner, p["context_modes"], scale, rng,
                                    mean=float(np.mean(values)) if inner in ("mean", "biases") else 0.0)
         # on perturbed values ("input") the number of sweeps is fixed, like every private fit's
@@ -920,9 +924,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         """DP-ALS: the releases of the plan, from a data-independent start."""
         low, high = p["value_range"]
         ranks = p["ranks"]
-        scale = p["init_scale"]
-        if scale is None:
-            scale = ((high - low) / 4.0 / math.sqrt(max(ranks) if ranks else 1)) ** (1.0 / 3.0)
+        scale = p["init_scale"] if p["init_scale"] is not None else _init_scale((high - low) / 4.0, ranks)
         params = initial_parameters(self.model, shape, ranks, p["offsets"], p["context_modes"], scale, rng)
         settings = DpAlsSettings(p["relation"], (low, high), p["reg"], p["reg_bias"], p["reg_core"],
                                  p["context_modes"], p["offsets"], p["max_ratings"], p["clip"])
