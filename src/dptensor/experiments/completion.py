@@ -56,7 +56,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "OP (Alg. 3, paper's claim)": {"privacy": "output", "clip": 0.1},
     "DP-SGD (holds)": {
         "privacy": "gradient_dpsgd", "clip": 0.1, "batch_size": 3200, "n_epochs": 20, "delta": 1e-5,
-        "offsets": "none",
+        "offsets": "none", "init_scale": 0.5,
     },
     "clipped OP (holds)": {
         "privacy": "output_clipped", "value_range": (0.0, 1.0), "clip": 0.1, "output_epochs": 10,

@@ -162,6 +162,8 @@ class CompletionParameters:
     core: np.ndarray | None
     mean: float = 0.0
     biases: list | None = None
+    #: the rows the ridge shrinks each factor towards (context modes: their starting rows)
+    anchors: list | None = None
 
     def predict(self, indices: np.ndarray) -> np.ndarray:
         """``mu + biases + [[...]]`` at the entries (unclipped)."""
@@ -198,9 +200,13 @@ class AlsResult:
     converged: bool = False
 
 
-def anchor_rows(ranks: tuple[int, int, int], context_modes: tuple[int, ...]) -> list[np.ndarray]:
-    """The row each factor's ridge shrinks towards: ones for context modes, zeros otherwise."""
-    return [np.full(r, 1.0 if m in context_modes else 0.0) for m, r in enumerate(ranks)]
+def anchor_rows(params: CompletionParameters) -> list[np.ndarray] | None:
+    """The rows each factor's ridge shrinks towards (``params.anchors``; zeros when unset)."""
+    if params.factors is None:
+        return None
+    if params.anchors is not None:
+        return params.anchors
+    return [np.zeros_like(f) for f in params.factors]
 
 
 def initial_parameters(
@@ -213,7 +219,11 @@ def initial_parameters(
     rng: np.random.Generator,
     mean: float = 0.0,
 ) -> CompletionParameters:
-    """Data-independent start: ``init_scale * N(0, 1)`` factors, context modes at their all-ones anchor.
+    """Data-independent start: ``init_scale * N(0, 1)`` factors, context modes near one.
+
+    A context mode starts at ``1 + 0.1 init_scale N(0, 1)`` (the small public perturbation breaks the
+    symmetry between components) and its ridge pulls each row back to that start; the other
+    factors are pulled to zero.
 
     Tucker's core starts as the superdiagonal of ones plus ``init_scale``-scaled noise, so that the
     starting model is a CP model (as in the SGD's start).
@@ -230,7 +240,8 @@ def initial_parameters(
     if model == "tucker":
         core = init_scale * rng.standard_normal(ranks) / math.sqrt(float(np.prod(ranks)))
         core[np.diag_indices(min(ranks), 3)] += 1.0
-    return CompletionParameters(model, factors, core, mean, biases)
+    anchors = [factors[m].copy() if m in context_modes else np.zeros_like(factors[m]) for m in range(3)]
+    return CompletionParameters(model, factors, core, mean, biases, anchors)
 
 
 def mode_problem(
@@ -259,16 +270,17 @@ def mode_problem(
 def mode_ridge(
     params: CompletionParameters, mode: int, settings: AlsSettings, anchors: list | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Ridge weights and the prior of ``(row, bias)`` for one mode."""
+    """Ridge weights ``(d,)`` and the prior ``(n_rows, d)`` of every row's ``(row, bias)`` for one mode."""
     ridge, prior = [], []
+    n_rows = (params.factors[mode] if params.factors is not None else params.biases[mode]).shape[0]
     if params.factors is not None:
         r = params.factors[mode].shape[1]
         ridge.append(np.full(r, settings.reg))
         prior.append(anchors[mode])
     if params.biases is not None:
         ridge.append([settings.reg_bias])
-        prior.append([0.0])
-    return np.concatenate(ridge), np.concatenate(prior)
+        prior.append(np.zeros((n_rows, 1)))
+    return np.concatenate(ridge), np.hstack(prior)
 
 
 def assign_mode(params: CompletionParameters, mode: int, solution: np.ndarray) -> None:
@@ -480,11 +492,7 @@ def _fit_als(
     validation: tuple[np.ndarray, np.ndarray] | None,
     progress: Callable[[int], None] | None,
 ) -> AlsResult:
-    anchors = (
-        anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
-        if params.factors is not None
-        else None
-    )
+    anchors = anchor_rows(params)
     result = AlsResult(params=params, n_iter=0)
     best, best_score, stale = params.copy(), math.inf, 0
     previous = objective(params, stats.residuals(params), settings, anchors)

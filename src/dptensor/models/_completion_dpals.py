@@ -295,7 +295,8 @@ def posterior_rows(
     w = residual_var * gram + np.diag(noise_var)
     w_inv_g = np.linalg.solve(w, gram)  # W^-1 G
     system = gram @ w_inv_g + np.diag(ridge / residual_var)
-    centred = rhs - np.einsum("rij,j->ri", gram, prior)
+    prior = np.broadcast_to(prior, rhs.shape)
+    centred = rhs - np.einsum("rij,rj->ri", gram, prior)
     vector = np.einsum("rji,rj->ri", w_inv_g, centred)  # G W^-1 = (W^-1 G)^T
     return prior + np.linalg.solve(system, vector[..., None])[..., 0]
 
@@ -341,11 +342,7 @@ class DpAlsFit:
         self.centre = 0.5 * (low + high) if settings.offsets != "none" else 0.0
         self.residual_var = (self.width / 4.0) ** 2
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
-        self.anchors = (
-            anchor_rows(tuple(f.shape[1] for f in params.factors), settings.context_modes)
-            if params.factors is not None
-            else None
-        )
+        self.anchors = anchor_rows(params)
         self.ridge_view = _RidgeView(settings.reg, settings.reg_bias)
         self.sums: dict[int, tuple[np.ndarray, float]] = {}
         self.total: tuple[float, float] | None = None
@@ -506,7 +503,8 @@ def _user_bound(fit: DpAlsFit, d_factors: int, bias_column: bool, one_row: bool)
 def _solve_noisy(fit, stats, d, sigma, ridge, prior) -> np.ndarray:
     """Unpack noisy ``(upper(Gram), rhs)``, project the Grams to PSD, solve every row."""
     gram, rhs = unpack_statistics(stats, d)
-    spread = float(np.sum(fit.residual_var / ridge + prior**2))
+    largest_prior = float(np.max(np.sum(np.atleast_2d(prior) ** 2, axis=-1)))
+    spread = float(np.sum(fit.residual_var / ridge)) + largest_prior
     return posterior_rows(
         psd_projection(gram), rhs, ridge, prior, fit.residual_var, sigma * sigma * (1.0 + spread)
     )

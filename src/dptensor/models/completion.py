@@ -323,10 +323,10 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         clamped to it. Required for ``"output_clipped"`` and ``"als"``.
     clamp : bool, default True
         Clamp input-perturbed values back to the range (Section 4.2, post-processing).
-    budget_split : float in (0, 1), default 0.5
-        ``"output_clipped"``: share of ``epsilon`` for the output-perturbation stage. ``"als"``:
-        share of the Gaussian budget ``mu^2`` for the offsets (and, under ``"user"``, the first
-        sweep).
+    budget_split : float in (0, 1), optional
+        ``"output_clipped"``: share of ``epsilon`` for the output-perturbation stage (default 0.5).
+        ``"als"``: share of the Gaussian budget ``mu^2`` for the offsets (and, under ``"user"``, the
+        first sweep); default 0.9 under ``"entry-value"``, 0.5 under ``"user"``.
     output_epochs : int, default 10
         ``"output_clipped"``: passes ``tau`` of the convex refit of ``C``.
     max_ratings : int, default 100
@@ -406,7 +406,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         "clip": [Interval(Real, 0, None, closed="neither"), None],
         "value_range": [None, tuple, list, np.ndarray],
         "clamp": ["boolean"],
-        "budget_split": [Interval(Real, 0, 1, closed="neither")],
+        "budget_split": [Interval(Real, 0, 1, closed="neither"), None],
         "output_epochs": [Interval(Integral, 1, None, closed="left")],
         "max_ratings": [Interval(Integral, 1, None, closed="left")],
         "init_scale": [Interval(Real, 0, None, closed="neither"), None],
@@ -441,7 +441,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         clip: float | None = None,
         value_range: tuple[float, float] | None = None,
         clamp: bool = True,
-        budget_split: float = 0.5,
+        budget_split: float | None = None,
         output_epochs: int = 10,
         max_ratings: int = 100,
         init_scale: float | None = None,
@@ -525,7 +525,12 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             self.init_scale, "init_scale")
         p["output_epochs"] = check_positive_int(self.output_epochs, "output_epochs")
         p["max_ratings"] = check_positive_int(self.max_ratings, "max_ratings")
-        split = check_real(self.budget_split, "budget_split")
+        if self.budget_split is None:
+            # DP-ALS under "entry-value": the offsets pay off most (the factors' releases are noisier)
+            entry_als = self.privacy == "als" and self.neighbouring != "user"
+            split = 0.9 if entry_als else 0.5
+        else:
+            split = check_real(self.budget_split, "budget_split")
         if split >= 1:
             raise ValueError(f"budget_split must lie strictly between 0 and 1, got {split}")
         p["budget_split"] = split
@@ -1203,12 +1208,15 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     ) -> None:
         """One SGD step of the mean and the biases from the batch's (clipped) residuals.
 
-        Steps are ``eta`` capped at ``1 / h`` with ``h = 2 x`` (entries of the batch in the row),
-        the same Gauss-Newton cap as the factors'; under DP-SGD every coordinate's gradient sum is
-        noised before the step.
+        Steps are ``eta`` capped at a share of ``1 / h`` with ``h = 2 x`` (entries of the batch in
+        the row), the same Gauss-Newton cap as the factors'; under DP-SGD every coordinate's
+        gradient sum is noised before the step.
         """
         eta, lam_b = p["eta"], p["reg_bias"]
-        damping = DP_DAMPING if dpsgd else 1.0
+        # the mean and the biases share each entry's residual: without privacy each takes at most
+        # its share of the capped step (all of them taking the whole step would overshoot); DP-SGD
+        # takes DP_DAMPING of it (its clipped residuals bound every step)
+        damping = DP_DAMPING if dpsgd else 1.0 / (1 + (3 if offsets.biases is not None else 0))
         g_mean = -2.0 * float(np.sum(resid))
         if dpsgd:
             g_mean = float(source.add_gaussian(np.array([g_mean]), sigma)[0])
@@ -1221,7 +1229,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             total = np.bincount(r, weights=grad, minlength=bias.shape[0])
             if dpsgd:
                 total = source.add_gaussian(total, sigma)
-            h = np.bincount(r, weights=2.0 + (ridge if dpsgd else 0.0), minlength=bias.shape[0])
+            curvature = 2.0 + (ridge if dpsgd else np.zeros_like(ridge))
+            h = np.bincount(r, weights=curvature, minlength=bias.shape[0])
             bias -= eta / np.maximum(1.0, eta * h / damping) * total
 
     # ------------------------------------------------------------------ helpers
