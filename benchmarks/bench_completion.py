@@ -346,6 +346,43 @@ def figure4_rows(data: dict, quick: bool, rank: int = 10) -> list[dict]:
     return rows
 
 
+def markdown(payload: dict) -> str:
+    """The tables of docs/completion.md from a results payload."""
+    out = []
+    if "synthetic" in payload:
+        out += [
+            "| model | missing | method | RMSE (median of 3) | best of 3 | seconds | time / TensorLy |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in payload["synthetic"]:
+            out.append(
+                f"| {r['model'].upper()} | {r['missing_ratio']:.0%} | {r['method']} | {r['rmse']:.4f} | "
+                f"{r['rmse_best']:.4f} | {r['seconds']:.3f} | {r['time_over_tensorly']:.2f} |"
+            )
+        out.append("")
+    if "movielens" in payload:
+        out += [
+            "| model | relation | epsilon | test RMSE (ua/ub mean) | std over fits | fits | s / fit |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in payload["movielens"]:
+            eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
+            out.append(
+                f"| {r['method']} | {r['relation']} | {eps} | {r['rmse']:.4f} | {r['rmse_std']:.4f} | "
+                f"{r['n_fits']} | {r['seconds_per_fit']:.1f} |"
+            )
+        out.append("")
+    if "figure4" in payload:
+        out += ["| model | method | epsilon | RMSE ua | RMSE ub | mean |", "|---|---|---|---|---|---|"]
+        for r in payload["figure4"]:
+            eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
+            out.append(
+                f"| {r['model'].upper()} | {r['method']} | {eps} | {r['rmse_ua']:.4f} | {r['rmse_ub']:.4f} | "
+                f"{r['rmse']:.4f} |"
+            )
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results/completion.json")
@@ -392,7 +429,8 @@ def main() -> None:
     payload["seconds"] = time.perf_counter() - start
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    print(f"wrote {out}")
+    out.with_suffix(".md").write_text(markdown(payload))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
 
 
 if __name__ == "__main__":
