@@ -92,3 +92,23 @@ def test_completion_experiment_quick(tmp_path, monkeypatch):
     summary = completion.summarise(rows)
     path = completion._plot(summary, 2, tmp_path / "f2.png")
     assert path.stat().st_size > 1000
+
+
+def test_complete_cli_value_range_clamps_predictions(tmp_path):
+    """Regression: ``--value-range 1 5`` clipped the training values but not the predictions."""
+    rng = np.random.default_rng(3)
+    shape = (15, 12, 3)
+    indices = np.argwhere(rng.random(shape) < 0.5)
+    values = np.clip(np.round(3 + 2.5 * rng.standard_normal(len(indices))), 1, 5)
+    from dptensor.datasets.entries import TensorEntries
+
+    train = write_entries(tmp_path / "train.csv", TensorEntries(indices, values, shape))
+    cells = np.argwhere(np.ones(shape, bool))
+    test = write_entries(tmp_path / "test.csv", TensorEntries(cells, np.full(len(cells), 3.0), shape))
+    out = tmp_path / "pred.csv"
+    assert main(["complete", str(train), "--rank", "4", "--reg", "0.001", "--value-range", "1", "5",
+                 "--test", str(test), "--out", str(out), "--seed", "0"]) == 0
+    with open(out) as handle:
+        preds = np.array([float(row["prediction"]) for row in csv.DictReader(handle)])
+    assert preds.min() >= 1 and preds.max() <= 5
+    assert np.isclose(preds, 1).any() or np.isclose(preds, 5).any()  # the clamp binds somewhere
