@@ -105,8 +105,8 @@ def make_single_topic_corpus(
     Examples
     --------
     >>> corpus = make_single_topic_corpus(1000, 10, 5, random_state=0)
-    >>> corpus.tokens.shape, corpus.topics.shape, corpus.counts.sum()
-    ((1000, 3), (5, 10), np.int64(3000))
+    >>> corpus.tokens.shape, corpus.topics.shape, int(corpus.counts.sum())
+    ((1000, 3), (5, 10), 3000)
     """
     n_documents = check_positive_int(n_documents, "n_documents")
     n_words = check_positive_int(n_words, "n_words")
