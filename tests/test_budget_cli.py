@@ -34,6 +34,8 @@ def _complete(entries, ledger, tmp_path, tag: str, epsilon: str = "0.45") -> lis
         "2",
         "--privacy",
         "gradient_dpsgd",
+        "--neighbouring",
+        "entry-value",
         "--epsilon",
         epsilon,
         "--delta",

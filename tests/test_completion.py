@@ -76,7 +76,8 @@ def test_batch_size_one_is_the_sequential_algorithm():
     shape = (4, 5, 6)
     indices = np.argwhere(rng.random(shape) < 0.5)
     values = rng.standard_normal(len(indices))
-    fit = TensorCompletion(2, batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1, random_state=7)
+    fit = TensorCompletion(2, solver="sgd", batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1,
+                           random_state=7)
     fit.fit(indices, values, shape)
     # replay the same random stream: initial factors, then one permutation per epoch
     stream = np.random.default_rng(7)
@@ -92,7 +93,7 @@ def test_same_seed_same_result(privacy, model):
     """Equal seeds repeat the public randomness; the privacy noise is fresh unless test noise is asked for."""
     _, train, _ = _problem(model, snr=4.0)
     kwargs = dict(model=model, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3,
-                  value_range=(-3.0, 3.0), clip=0.5)
+                  value_range=(-3.0, 3.0), clip=0.5, neighbouring="entry-value" if privacy else None)
 
     def fit(seed, **extra):
         with enable_features("unproven"):
@@ -123,7 +124,8 @@ def test_input_perturbation_laplace_scale():
     _, train, _ = _problem("cp", snr=4.0)
     eps = 0.5
     fit = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), clamp=False, n_epochs=1,
-                           random_state=0).fit(train.indices, train.values, train.shape)
+                           neighbouring="entry-value", random_state=0).fit(
+        train.indices, train.values, train.shape)
     b = 8.0 / eps  # Delta = max - min = 8
     assert fit.input_noise_scale_ == pytest.approx(b)
     noise = fit.perturbed_values_ - np.clip(train.values, -4, 4)
@@ -136,15 +138,17 @@ def test_input_perturbation_laplace_scale():
     assert g.holds and g.epsilon == eps and g.delta == 0 and g.neighbouring == "entry-value"
     assert g.details["sensitivity"] == 8.0
     clamped = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), n_epochs=1,
-                               random_state=0).fit(train.indices, train.values, train.shape)
+                               neighbouring="entry-value", random_state=0).fit(
+        train.indices, train.values, train.shape)
     assert clamped.perturbed_values_.min() >= -4 and clamped.perturbed_values_.max() <= 4
     # without a declared range the paper's data-derived Delta is used: only after opting in,
     # and the guarantee says it does not hold (and that the range is released)
     with pytest.raises(UnprovenPrivacyError, match="without value_range"):
-        TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1).fit(
+        TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, neighbouring="entry-value").fit(
             train.indices, train.values, train.shape)
     with enable_features("unproven"):
-        paper = TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, random_state=0).fit(
+        paper = TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, neighbouring="entry-value",
+                                 random_state=0).fit(
             train.indices, train.values, train.shape
         )
     assert paper.input_noise_scale_ == pytest.approx(np.ptp(train.values) / eps)
@@ -158,9 +162,10 @@ def _paired_fits(privacy, shape=(10, 10, 200), **kwargs):
     rng = np.random.default_rng(3)
     indices = np.argwhere(rng.random(shape) < 0.5)
     values = rng.standard_normal(len(indices))
-    common = dict(n_epochs=1, batch_size=len(values), random_state=9, **kwargs)
+    common = dict(n_epochs=1, batch_size=len(values), random_state=9, solver="sgd", **kwargs)
     with enable_features("unproven"):
-        private = TensorCompletion(3, privacy=privacy, epsilon=2.0, **common).fit(indices, values, shape)
+        private = TensorCompletion(3, privacy=privacy, epsilon=2.0, neighbouring="entry-value", **common).fit(
+            indices, values, shape)
     plain = TensorCompletion(3, **common).fit(indices, values, shape)
     return private, plain, indices
 
@@ -200,7 +205,8 @@ def test_dpsgd_noise_scale_and_exact_accounting():
     rng = np.random.default_rng(0)
     indices = rng.integers(0, 300, size=(50, 3))
     eps, delta, clip, eta = 1.0, 1e-5, 0.25, 1e-3
-    fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=eps, delta=delta, clip=clip,
+    fit = TensorCompletion(3, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=eps, delta=delta,
+                           clip=clip,
                            learning_rate=eta, n_epochs=1, batch_size=50, reg=0.0, init_scale=1e-12,
                            random_state=1)
     fit.fit(indices, np.zeros(50), shape)
@@ -216,7 +222,8 @@ def test_dpsgd_noise_scale_and_exact_accounting():
 def test_dpsgd_composition_over_epochs_matches_pld():
     _, train, _ = _problem("cp", snr=4.0)
     fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=2.0, delta=1e-5, n_epochs=20, batch_size=800,
-                           random_state=0).fit(train.indices, train.values, train.shape)
+                           neighbouring="entry-value", random_state=0).fit(
+        train.indices, train.values, train.shape)
     g = fit.guarantee_
     assert g.n_releases == 20  # one Gaussian release per entry per epoch
     assert g.noise_multiplier == pytest.approx(composed_noise_multiplier(2.0, 1e-5, 20, "exact"))
@@ -227,6 +234,7 @@ def test_output_clipped_lemma_3_sensitivity_audit():
     """Neighbouring values, same randomness: only row c_k moves, by at most 2 tau L eta."""
     prob, train, _ = _problem("tucker", snr=4.0)
     model = TensorCompletion(3, model="tucker", privacy="output_clipped", epsilon=1.0,
+                             neighbouring="entry-value",
                              value_range=(-4.0, 4.0), clip=0.2, output_epochs=4, learning_rate=0.01,
                              random_state=0)
     model.fit(train.indices, train.values, train.shape)
@@ -256,7 +264,7 @@ def test_guarantees_name_relation_and_public_information():
     for privacy in PRIVACY_MODES[1:]:
         unproven = privacy in ("gradient", "output")
         model = TensorCompletion(3, privacy=privacy, epsilon=1.0, n_epochs=2, value_range=(-4, 4),
-                                 random_state=0)
+                                 neighbouring="entry-value", random_state=0)
         if unproven:
             with pytest.raises(UnprovenPrivacyError, match="enable_features"):
                 model.fit(train.indices, train.values, train.shape)
@@ -317,7 +325,8 @@ def test_large_batches_and_steps_stay_stable():
     # the curvature cap keeps the Jacobi (mini-batch) form from diverging where plain summed
     # updates would: Tucker, batch 1024, step 100x the paper's, values scaled by 100
     prob, train, _ = _problem("tucker")
-    fit = TensorCompletion(3, model="tucker", learning_rate=0.5, batch_size=1024, n_epochs=20, random_state=0)
+    fit = TensorCompletion(3, model="tucker", solver="sgd", learning_rate=0.5, batch_size=1024, n_epochs=20,
+                           random_state=0)
     fit.fit(train.indices, train.values * 100, train.shape)
     assert np.all(np.isfinite(fit.history_))
     assert fit.history_[-1] < fit.history_[0]
@@ -327,7 +336,9 @@ def test_private_fits_keep_no_noiseless_training_history():
     data = make_low_rank_completion((8, 8, 8), 2, missing_ratio=0.5, random_state=0)
     cases = ((None, True), ("input", True), ("gradient_dpsgd", False), ("output_clipped", False))
     for privacy, kept in cases:
-        model = TensorCompletion(2, privacy=privacy, epsilon=1.0, n_epochs=3, random_state=0,
-                                 value_range=(0.0, 1.0) if privacy else None)
+        model = TensorCompletion(2, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3,
+                                 random_state=0,
+                                 value_range=(0.0, 1.0) if privacy else None,
+                                 neighbouring="entry-value" if privacy else None)
         model.fit(data.observed.indices, data.observed.values, data.observed.shape)
         assert bool(model.history_) is kept, privacy

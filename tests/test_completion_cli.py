@@ -24,7 +24,8 @@ def test_complete_cli_private_with_test_rmse(entry_files, tmp_path, capsys):
     train_path, test_path, test = entry_files
     out, summary = tmp_path / "pred.csv", tmp_path / "fit.json"
     args = ["complete", str(train_path), "--shape", "12", "10", "8", "--rank", "2", "--model", "cp",
-            "--privacy", "gradient", "--epsilon", "1", "--clip", "0.1", "--test", str(test_path),
+            "--privacy", "gradient", "--neighbouring", "entry-value", "--epsilon", "1", "--clip", "0.1",
+            "--test", str(test_path),
             "--seed", "0", "--out", str(out), "--json", str(summary)]
     # the paper's gradient perturbation does not hold: refused without the opt-in, nothing written
     assert main(args) == 2
@@ -72,7 +73,8 @@ def test_complete_cli_movielens(tmp_path):
     summary = tmp_path / "fit.json"
     out = tmp_path / "pred.csv"
     assert main(["complete", str(path), "--movielens", "--rank", "2", "--epochs", "5", "--privacy",
-                 "gradient_dpsgd", "--epsilon", "2", "--seed", "1", "--json", str(summary),
+                 "gradient_dpsgd", "--neighbouring", "entry-value", "--epsilon", "2", "--seed", "1",
+                 "--json", str(summary),
                  "--out", str(out)]) == 0
     payload = json.loads(summary.read_text())
     assert payload["guarantee"]["holds"] is True and payload["shape"][2] <= 4
@@ -90,3 +92,23 @@ def test_completion_experiment_quick(tmp_path, monkeypatch):
     summary = completion.summarise(rows)
     path = completion._plot(summary, 2, tmp_path / "f2.png")
     assert path.stat().st_size > 1000
+
+
+def test_complete_cli_value_range_clamps_predictions(tmp_path):
+    """Regression: ``--value-range 1 5`` clipped the training values but not the predictions."""
+    rng = np.random.default_rng(3)
+    shape = (15, 12, 3)
+    indices = np.argwhere(rng.random(shape) < 0.5)
+    values = np.clip(np.round(3 + 2.5 * rng.standard_normal(len(indices))), 1, 5)
+    from dptensor.datasets.entries import TensorEntries
+
+    train = write_entries(tmp_path / "train.csv", TensorEntries(indices, values, shape))
+    cells = np.argwhere(np.ones(shape, bool))
+    test = write_entries(tmp_path / "test.csv", TensorEntries(cells, np.full(len(cells), 3.0), shape))
+    out = tmp_path / "pred.csv"
+    assert main(["complete", str(train), "--rank", "4", "--reg", "0.001", "--value-range", "1", "5",
+                 "--test", str(test), "--out", str(out), "--seed", "0"]) == 0
+    with open(out) as handle:
+        preds = np.array([float(row["prediction"]) for row in csv.DictReader(handle)])
+    assert preds.min() >= 1 and preds.max() <= 5
+    assert np.isclose(preds, 1).any() or np.isclose(preds, 5).any()  # the clamp binds somewhere

@@ -9,9 +9,11 @@ from dptensor.datasets.entries import (
     TensorEntries,
     check_entries,
     entries_from_dense,
+    holdout_per_user,
     make_low_rank_completion,
     read_entries,
     read_movielens,
+    read_recbole_inter,
     train_test_split_entries,
     write_entries,
 )
@@ -149,3 +151,51 @@ def test_synthetic_errors():
         make_low_rank_completion((4, 4, 4), 2, snr=0)
     with pytest.raises(ValueError, match="model"):
         make_low_rank_completion((4, 4, 4), 2, model="tt")
+
+
+def test_read_recbole_inter_matches_read_movielens(tmp_path):
+    """RecBole's atomic .inter format (as in recbole/dataset_example/ml-100k) gives u.data's tensor."""
+    rng = np.random.default_rng(0)
+    t0 = 874_965_758
+    rows = [(int(u), int(i), int(r), t0 + int(s)) for u, i, r, s in
+            zip(rng.integers(1, 8, 40), rng.integers(1, 12, 40), rng.integers(1, 6, 40),
+                rng.integers(0, 6 * 86_400, 40), strict=True)]
+    inter = tmp_path / "toy.inter"
+    inter.write_text("user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
+                     + "".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in rows))
+    udata = tmp_path / "u.data"
+    udata.write_text("".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in rows))
+    got, want = read_recbole_inter(inter), read_movielens(udata)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.indices, want.indices)  # same rows, same (file) order
+    np.testing.assert_array_equal(got.values, want.values)
+    # fields in another order, an extra field, and declared mode sizes
+    shuffled = tmp_path / "other.inter"
+    shuffled.write_text("timestamp:float\tuser_id:token\tlabel:float\trating:float\titem_id:token\n"
+                        + "".join(f"{t}\t{u}\t1\t{r}\t{i}\n" for u, i, r, t in rows))
+    other = read_recbole_inter(shuffled, n_users=10, n_items=20)
+    assert other.shape == (10, 20, want.shape[2])
+    np.testing.assert_array_equal(other.indices, want.indices)
+    bad = tmp_path / "bad.inter"
+    bad.write_text("user_id\titem_id\trating\ttimestamp\n1\t2\t3\t4\n")
+    with pytest.raises(ValueError, match="RecBole"):
+        read_recbole_inter(bad)
+    ragged = tmp_path / "ragged.inter"
+    ragged.write_text("user_id:token\titem_id:token\trating:float\ttimestamp:float\n1\t2\t3\n")
+    with pytest.raises(ValueError, match="fields"):
+        read_recbole_inter(ragged)
+
+
+def test_holdout_per_user_is_the_ua_ub_rule():
+    # user u's ratings appear interleaved with others'; the rule counts each user's in file order
+    users = np.array([0, 1, 0, 2, 1, 0, 0, 1, 2, 0])
+    entries = TensorEntries(np.column_stack([users, np.arange(10) % 4, np.zeros(10, int)]),
+                            np.arange(10.0), (3, 4, 1))
+    train, test = holdout_per_user(entries, 1, 2)
+    # user 0: positions 0, 2 held out; user 1: 1, 4; user 2: 3, 8
+    np.testing.assert_array_equal(np.sort(test.values), [0, 1, 2, 3, 4, 8])
+    assert len(train) + len(test) == 10 and not set(train.values) & set(test.values)
+    _, second = holdout_per_user(entries, 3, 4)  # ub-style: the next ratings of each user
+    np.testing.assert_array_equal(np.sort(second.values), [5, 6, 7])
+    with pytest.raises(ValueError, match="stop"):
+        holdout_per_user(entries, 3, 2)

@@ -121,8 +121,9 @@ def test_audit_dpsgd_entry_value_relation():
 
     def make(epsilon: float):
         def run(vals, noise):
-            return TensorCompletion(1, privacy="gradient_dpsgd", epsilon=epsilon, delta=DELTA, clip=clip,
-                                    learning_rate=eta, reg=0.0, n_epochs=1, batch_size=1, random_state=0,
+            return TensorCompletion(1, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=epsilon,
+                                    delta=DELTA, clip=clip, learning_rate=eta, reg=0.0, n_epochs=1,
+                                    batch_size=1, offsets="none", random_state=0,
                                     noise=noise).fit(index, vals, (1, 1, 1))
 
         return run

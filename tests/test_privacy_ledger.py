@@ -448,7 +448,8 @@ def test_completion_refused_leaves_the_model_unfitted(tmp_path):
     rng = np.random.default_rng(0)
     indices = np.stack([rng.integers(0, 5, 60) for _ in range(3)], axis=1)
     values = rng.standard_normal(60)
-    model = TensorCompletion(2, privacy="gradient_dpsgd", epsilon=0.5, delta=1e-6, n_epochs=3, ledger=ledger)
+    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value",
+                             epsilon=0.5, delta=1e-6, n_epochs=3, ledger=ledger)
     params = dict(vars(model))
     with pytest.raises(BudgetExceededError):
         model.fit(indices, values, (5, 5, 5))
@@ -457,7 +458,8 @@ def test_completion_refused_leaves_the_model_unfitted(tmp_path):
     with pytest.raises(ValueError, match="ledger given without privacy"):
         TensorCompletion(2, ledger=ledger).fit(indices, values, (5, 5, 5))
     roomy = BudgetLedger(tmp_path / "roomy.ledger", epsilon=5.0, delta=DELTA)
-    model = TensorCompletion(2, privacy="gradient_dpsgd", epsilon=0.5, delta=1e-6, n_epochs=3, ledger=roomy)
+    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value",
+                             epsilon=0.5, delta=1e-6, n_epochs=3, ledger=roomy)
     model.fit(indices, values, (5, 5, 5))
     assert roomy.charges()[0].event == model.guarantee_.to_dp_event()
 
@@ -537,7 +539,8 @@ def test_charges_and_refusals_do_not_depend_on_the_data(tmp_path):
         obs = []
         for _ in range(3):  # the third one exceeds the budget
             model = TensorCompletion(
-                2, privacy="gradient_dpsgd", epsilon=0.6, delta=1e-6, n_epochs=2, ledger=ledger
+                2, privacy="gradient_dpsgd", neighbouring="entry-value",
+                    epsilon=0.6, delta=1e-6, n_epochs=2, ledger=ledger
             )
             obs.append(observe(model.fit, indices, data, (4, 4, 4)))
         assert obs[-1].exception is not None and obs[-1].exception[0] == "BudgetExceededError"

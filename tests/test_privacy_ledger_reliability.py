@@ -268,7 +268,8 @@ def _fit_forever(path: str) -> None:  # pragma: no cover - runs in a child that 
     rng = np.random.default_rng(0)
     indices = np.stack([rng.integers(0, 20, 2000) for _ in range(3)], axis=1)
     model = TensorCompletion(
-        3, privacy="gradient_dpsgd", epsilon=0.5, delta=1e-6, n_epochs=10**6, ledger=BudgetLedger(path)
+        3, privacy="gradient_dpsgd", neighbouring="entry-value",
+            epsilon=0.5, delta=1e-6, n_epochs=10**6, ledger=BudgetLedger(path)
     )
     model.fit(indices, rng.standard_normal(2000), (20, 20, 20))
     Path(path + ".finished").touch()

@@ -77,7 +77,8 @@ def test_dpsgd_extreme_value_is_unobservable(extreme, model):
     neighbour[7] = extreme
 
     def fit(vals):
-        return TensorCompletion(2, model=model, privacy="gradient_dpsgd", epsilon=1.0, delta=1e-5,
+        return TensorCompletion(2, model=model, privacy="gradient_dpsgd", neighbouring="entry-value",
+                                epsilon=1.0, delta=1e-5,
                                 n_epochs=3, batch_size=64, random_state=0).fit(indices, vals, shape)
 
     first, second = observe(fit, values), observe(fit, neighbour)
@@ -98,7 +99,8 @@ def test_output_clipped_reads_values_only_inside_the_declared_range(extreme):
     neighbour[5] = extreme
 
     def fit(vals):
-        return TensorCompletion(2, privacy="output_clipped", epsilon=1.0, value_range=(1.0, 5.0),
+        return TensorCompletion(2, privacy="output_clipped", neighbouring="entry-value",
+                                epsilon=1.0, value_range=(1.0, 5.0),
                                 n_epochs=3, output_epochs=3, random_state=0).fit(indices, vals, shape)
 
     first, second = observe(fit, values), observe(fit, neighbour)
@@ -117,7 +119,8 @@ def test_input_perturbation_releases_nothing_data_derived():
     neighbour[0] = 40.0  # changes the data's max
 
     def fit(vals, **extra):
-        return TensorCompletion(2, privacy="input", epsilon=1.0, n_epochs=2, random_state=0,
+        return TensorCompletion(2, privacy="input", neighbouring="entry-value",
+                                epsilon=1.0, n_epochs=2, random_state=0,
                                 **extra).fit(indices, vals, shape)
 
     # the paper's data-derived range is refused for both neighbours alike
@@ -140,7 +143,7 @@ def test_input_perturbation_releases_nothing_data_derived():
 def test_unproven_modes_refused_without_opt_in_before_any_work():
     indices, values, shape = _ratings()
     for mode in ("gradient", "output"):
-        model = TensorCompletion(2, privacy=mode, epsilon=1.0, n_epochs=1)
+        model = TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=1.0, n_epochs=1)
         with pytest.raises(UnprovenPrivacyError, match="does not hold"):
             model.fit(indices, values, shape)
         assert not hasattr(model, "factors_")
@@ -167,7 +170,8 @@ def test_complete_command_is_indistinguishable_on_neighbours(privacy, tmp_path, 
         monkeypatch.chdir(work)  # the same relative paths for both runs
         _write_entries(work / "train.csv", indices, vals)
         argv = ["complete", "train.csv", "--shape", *map(str, shape), "--rank", "2",
-                "--privacy", privacy, "--epsilon", "1", "--value-range", "1", "5", "--epochs", "2",
+                "--privacy", privacy, "--neighbouring", "entry-value", "--epsilon", "1",
+                "--value-range", "1", "5", "--epochs", "2",
                 "--seed", "0", "--out", "out/pred.csv", "--json", "out/fit.json"]
         observations.append(observe_command(argv, work))
     first, second = observations

@@ -9,12 +9,13 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import SpectralLDA, TensorCompletion
+from dptensor.models import DPVariationalLDA, SingleTopicModel, SpectralLDA, TensorCompletion
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DPVariationalLDA",
     "NotFittedError",
     "OnlineTensorPower",
     "PowerMethodResult",
@@ -24,6 +25,7 @@ __all__ = [
     "input_perturbation",
     "power_method",
     "private_power_method",
+    "SingleTopicModel",
     "SpectralLDA",
     "TensorCompletion",
 ]

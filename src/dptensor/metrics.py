@@ -68,13 +68,9 @@ def match_components(
     -------
     ComponentMatch
     """
-    true_factors = _unit_columns(true_factors, "true_factors")
-    est_factors = _unit_columns(est_factors, "est_factors")
-    if true_factors.shape[0] != est_factors.shape[0]:
-        raise ValueError(
-            f"true_factors and est_factors must have the same number of rows, got "
-            f"{true_factors.shape[0]} and {est_factors.shape[0]}"
-        )
+    true_factors, est_factors = _column_pair(true_factors, est_factors, "true_factors", "est_factors")
+    true_factors = true_factors / _column_norms(true_factors, "true_factors")
+    est_factors = est_factors / _column_norms(est_factors, "est_factors")
     cosine = true_factors.T @ est_factors
     rows, cols = linear_sum_assignment(-np.abs(cosine))
     inner = np.abs(cosine[rows, cols])
@@ -89,13 +85,88 @@ def match_components(
     return ComponentMatch(rows, cols, np.minimum(inner, 1.0), distance, weight_error)
 
 
-def _unit_columns(factors: np.ndarray, name: str) -> np.ndarray:
-    factors = check_finite_array(factors, name)
-    if factors.ndim == 1:
-        factors = factors[:, None]
-    if factors.ndim != 2:
-        raise ValueError(f"{name} must be a (d, k) matrix, got shape {factors.shape}")
+def _column_norms(factors: np.ndarray, name: str) -> np.ndarray:
     norms = np.linalg.norm(factors, axis=0)
     if np.any(norms == 0):
         raise ValueError(f"{name} has a zero column")
-    return factors / norms
+    return norms
+
+
+def _column_pair(
+    first: object, second: object, first_name: str, second_name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two ``(d, k)`` component matrices (a vector is one column) with the same number of rows."""
+    first, second = _columns(first, first_name), _columns(second, second_name)
+    if first.shape[0] != second.shape[0]:
+        raise ValueError(
+            f"{first_name} and {second_name} must have the same number of rows, got "
+            f"{first.shape[0]} and {second.shape[0]}"
+        )
+    return first, second
+
+
+def component_distances(true_components: np.ndarray, est_components: np.ndarray) -> np.ndarray:
+    """``||a_hat_j - a_i||_2`` for every true component ``i`` and estimate ``j`` (no sign flip, no scaling).
+
+    Parameters
+    ----------
+    true_components : ndarray of shape (d, k_true)
+    est_components : ndarray of shape (d, k_est)
+        Components as columns, as in :func:`match_components`.
+
+    Returns
+    -------
+    ndarray of shape (k_true, k_est)
+    """
+    true_components, est_components = _column_pair(
+        true_components, est_components, "true_components", "est_components"
+    )
+    diff = true_components[:, :, None] - est_components[:, None, :]
+    return np.sqrt(np.sum(diff * diff, axis=0))
+
+
+def e_comp(true_components: np.ndarray, est_components: np.ndarray, *, matching: str = "min") -> float:
+    """Component recovery error ``e_comp`` (Imtiaz & Sarwate 2018, slide "Dataset and performance measure").
+
+    ``matching="min"`` is the slides' metric, ``e_comp = (1/K) sum_k min_{k'} ||a_hat_k - a_{k'}||_2``:
+    each *estimate* is charged its distance to the nearest true component, so two estimates of
+    the same component are not penalised. ``matching="hungarian"`` pairs estimates and true
+    components one to one (:func:`scipy.optimize.linear_sum_assignment` on the same raw l2
+    distances) and averages over the pairs, so a missed component counts. Distances are between
+    the vectors as given (neither normalised nor sign-flipped: topics are probability vectors).
+
+    Parameters
+    ----------
+    true_components : ndarray of shape (d, K)
+    est_components : ndarray of shape (d, K_est)
+        Components as columns (transpose a ``components_`` array of shape ``(K, d)``).
+    matching : {"min", "hungarian"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> truth = np.eye(3)[:, :2]
+    >>> twice_first = truth[:, [0, 0]]
+    >>> e_comp(truth, twice_first), round(e_comp(truth, twice_first, matching="hungarian"), 4)
+    (0.0, 0.7071)
+    """
+    distances = component_distances(true_components, est_components)
+    if matching == "min":
+        return float(np.mean(np.min(distances, axis=0)))
+    if matching == "hungarian":
+        rows, cols = linear_sum_assignment(distances)
+        return float(np.mean(distances[rows, cols]))
+    raise ValueError(f"matching must be 'min' or 'hungarian', got {matching!r}")
+
+
+def _columns(components: np.ndarray, name: str) -> np.ndarray:
+    components = check_finite_array(components, name)
+    if components.ndim == 1:
+        components = components[:, None]
+    if components.ndim != 2:
+        raise ValueError(f"{name} must be a (d, k) matrix, got shape {components.shape}")
+    return components

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from dptensor import __version__
-from dptensor.cli import budget, complete, decompose, experiment, lda
+from dptensor.cli import budget, complete, decompose, experiment, lda, single_topic
 
-COMMANDS = (decompose, lda, complete, experiment, budget)
+COMMANDS = (decompose, lda, single_topic, complete, experiment, budget)
 
 
 def build_parser() -> argparse.ArgumentParser:

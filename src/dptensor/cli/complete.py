@@ -11,8 +11,9 @@ import numpy as np
 
 from dptensor.cli._io import write_json
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
-from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens
-from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
+from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens, read_recbole_inter
+from dptensor.models._completion_dpals import RELATIONS
+from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 
@@ -22,40 +23,67 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="complete a partially observed three-way tensor (CP or Tucker), optionally with DP",
         description=(
             "Fit objective (6) (CP) or (7) (Tucker) of Wei, Li, Mao & Wang, 'Applying Differential "
-            "Privacy to Tensor Completion', by SGD over the observed entries, with input (Alg. 1), "
-            "gradient (Alg. 2) or output (Alg. 3) perturbation as in the paper, or the variants whose "
-            "guarantees hold (gradient_dpsgd, output_clipped). Entries are 'i j k value' rows "
-            "(CSV, TSV or whitespace; a header row is skipped) or MovieLens u.data (--movielens). "
-            "Privacy protects the value of one observed entry; the shape and the observed indices "
-            "are public."
+            "Privacy to Tensor Completion', with a global mean and per-mode biases, by ALS (default) or "
+            "the paper's SGD, with input (Alg. 1), gradient (Alg. 2) or output (Alg. 3) perturbation as "
+            "in the paper, or the modes whose guarantees hold (gradient_dpsgd, output_clipped, als). "
+            "Entries are 'i j k value' rows (CSV, TSV or whitespace; a header row is skipped) or "
+            "MovieLens ratings (--movielens: u.data or RecBole's ml-100k.inter). A private fit names its "
+            "relation: --neighbouring entry-value (one rating's value; the observed indices are public) "
+            "or user (all ratings of one user; --privacy als)."
         ),
     )
     parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
     parser.add_argument("--shape", type=int, nargs=3, metavar=("I", "J", "K"),
                         help="tensor shape (default: largest index + 1 in each mode, over all files)")
     parser.add_argument("--rank", "-r", type=int, required=True, help="CP rank / Tucker core size")
+    parser.add_argument("--no-factors", action="store_true",
+                        help="fit the offsets alone (global mean and biases: the bias baseline)")
     parser.add_argument("--model", choices=("cp", "tucker"), default="cp")
     parser.add_argument("--privacy", choices=[m for m in PRIVACY_MODES if m], default=None,
                         help="perturbation (default: none)")
+    parser.add_argument("--neighbouring", choices=RELATIONS, default=None,
+                        help="neighbouring relation, required with --privacy: entry-value or user (als only)")
     parser.add_argument("--epsilon", type=float, help="privacy budget (required with --privacy)")
-    parser.add_argument("--delta", type=float, help="delta for gradient_dpsgd (default min(1e-5, 1/n))")
-    parser.add_argument("--lr", type=float, default=0.005, help="per-entry learning rate (default 0.005)")
-    parser.add_argument("--reg", type=float, default=0.01, help="lambda / lambda_o (default 0.01)")
-    parser.add_argument("--reg-core", type=float, help="lambda_g for Tucker (default reg / 10)")
-    parser.add_argument("--epochs", type=int, default=100, help="passes over the entries (default 100)")
-    parser.add_argument("--batch-size", type=int, default=256,
-                        help="entries per vectorised step (default 256)")
-    parser.add_argument("--clip", type=float, default=1.0,
-                        help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) (default 1)")
+    parser.add_argument("--delta", type=float,
+                        help="delta for gradient_dpsgd and als (default min(1e-5, 1/n); 1e-6 for user)")
+    parser.add_argument("--solver", choices=SOLVERS, default="auto",
+                        help="als (default without privacy and for --privacy als) or the paper's sgd")
+    parser.add_argument("--offsets", choices=OFFSETS, default="auto",
+                        help="global mean and biases (auto: biases for als/gradient_dpsgd), or bi-scaling")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="SGD learning rate (default 0.005; 0.5 for gradient_dpsgd)")
+    parser.add_argument("--reg", default=None,
+                        help="lambda / lambda_o: a number, or 'auto' (non-private ALS default: chosen on a "
+                             "validation split); SGD default 0.01")
+    parser.add_argument("--reg-core", type=float,
+                        help="lambda_g for Tucker (default reg / 10 for SGD, reg for ALS)")
+    parser.add_argument("--reg-bias", type=float, help="penalty of the biases (default: reg)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="SGD passes over the entries (default 100; 10 for gradient_dpsgd)")
+    parser.add_argument("--max-iter", type=int, default=None,
+                        help="ALS sweeps (default: up to 100 until converged; exactly 2 for --privacy als)")
+    parser.add_argument("--early-stopping", action="store_true",
+                        help="non-private ALS with a fixed --reg: stop on a validation split")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="SGD entries per vectorised step (default 256; all for gradient_dpsgd)")
+    parser.add_argument("--clip", type=float, default=None,
+                        help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
+                             "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
+    parser.add_argument("--max-ratings", type=int, default=100,
+                        help="--neighbouring user: bound a user's contribution as if they had this many "
+                             "ratings")
     parser.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
-                        help="declared value range (input perturbation's Delta = MAX - MIN)")
+                        help="declared value range: values are clipped into it, predictions clamped to it "
+                             "(input perturbation's Delta = MAX - MIN)")
     parser.add_argument("--test", metavar="ENTRIES", help="held-out entries: predict them and report RMSE")
     parser.add_argument("--movielens", action="store_true",
-                        help="files are MovieLens u.data (user item rating timestamp)")
+                        help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
+                             ".inter file")
     parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
     parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the public randomness (initialisation, shuffles); the privacy noise "
-                             "is always fresh")
+                        help="seed of the public randomness (initialisation, shuffles, validation split); "
+                             "the "
+                             "privacy noise is always fresh")
     parser.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
                         help="sampler of the privacy noise: numpy (default) or opendp (floating-point "
                              "safe; needs pip install 'dptensor[opendp]')")
@@ -63,6 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run the paper's modes whose privacy claim does not hold (gradient, output, "
                              "input without --value-range), to reproduce the paper")
     add_ledger_argument(parser)
+    parser.add_argument("--progress", action="store_true", help="show a progress bar")
     parser.add_argument("--out", metavar="FILE", help="write predictions as CSV (i,j,k,prediction[,value])")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
     parser.set_defaults(func=run)
@@ -70,12 +99,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEntries:
     if args.movielens:
+        with open(path) as handle:
+            recbole = ":" in handle.readline()  # RecBole's header of name:type fields
+        reader = read_recbole_inter if recbole else read_movielens
         if shape is not None:
-            entries = read_movielens(path, n_users=shape[0], n_items=shape[1])
+            entries = reader(path, n_users=shape[0], n_items=shape[1])
             if entries.shape[2] > shape[2]:
                 raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
-        return read_movielens(path)
+        return reader(path)
     return read_entries(path, shape=shape, one_based=args.one_based)
 
 
@@ -85,6 +117,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
+    if args.privacy is not None and args.neighbouring == "user":
+        # stated up front: under the user relation the shape is public, the ratings are not
+        if args.shape is None:
+            raise ValueError("--neighbouring user needs --shape: inferring the shape from the ratings would "
+                             "reveal the largest user, item and day")
+        if args.out and not args.test:
+            raise ValueError("--neighbouring user: --out needs --test (predictions at the training entries "
+                             "would reveal which ratings exist)")
     shape = tuple(args.shape) if args.shape else None
     train = _read(args.entries, args, shape)
     test = _read(args.test, args, shape) if args.test else None
@@ -94,27 +134,44 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         test = TensorEntries(test.indices, test.values, shape)
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
+    reg = args.reg
+    if reg is not None and reg != "auto":
+        try:
+            reg = float(reg)
+        except ValueError:
+            raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
     model = TensorCompletion(
-        args.rank, model=args.model, privacy=args.privacy, epsilon=args.epsilon, delta=args.delta,
-        learning_rate=args.lr, reg=args.reg, reg_core=args.reg_core, n_epochs=args.epochs,
-        batch_size=args.batch_size, clip=args.clip,
-        value_range=tuple(args.value_range) if args.value_range else None, random_state=args.seed,
-        noise=args.noise, ledger=ledger,
+        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
+        neighbouring=args.neighbouring,
+        epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
+        learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
+        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
+        clip=args.clip,
+        max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
+        random_state=args.seed, noise=args.noise if args.privacy else None, ledger=ledger,
+        verbose=args.progress,
     )
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):
         model.fit(train.indices, train.values, train.shape)
     seconds = time.perf_counter() - start
     # the training error is computed from the private values without noise: shown only without --privacy
-    train_rmse = model.history_[-1] if args.privacy is None else None
-    print(f"{args.model.upper()} completion, rank {args.rank}, shape {train.shape}, {len(train)} observed "
-          f"entries, {args.epochs} epochs: {seconds:.2f} s"
-          + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
+    train_rmse = model.history_[-1] if args.privacy is None and model.history_ else None
+    user = args.neighbouring == "user" and args.privacy is not None
+    # under the user relation even the number of ratings is private: it is not printed
+    observed = "" if user else f", {len(train)} observed entries"
+    steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
+    print(f"{args.model.upper()} completion, rank {args.rank}, shape {train.shape}{observed}, {steps}: "
+          f"{seconds:.2f} s" + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
     guarantee = model.guarantee_
     if guarantee is not None:
         print("privacy: " + guarantee.describe())
-    payload: dict = {"shape": train.shape, "n_observed": len(train), "model": args.model, "rank": args.rank,
-                     "privacy": args.privacy, "seconds": seconds, "train_rmse": train_rmse,
+    if user:
+        print("joint DP: the predictions for user i use user i's own ratings -- give them to user i only")
+    payload: dict = {"shape": train.shape, "n_observed": None if user else len(train), "model": args.model,
+                     "rank": args.rank, "privacy": args.privacy, "neighbouring": args.neighbouring,
+                     "solver": model.solver_, "offsets": model.offsets_, "reg": model.reg_,
+                     "n_iter": model.n_iter_, "seconds": seconds, "train_rmse": train_rmse,
                      "guarantee": None if guarantee is None else guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)

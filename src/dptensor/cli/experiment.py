@@ -29,6 +29,12 @@ EXPERIMENTS = {
         "input perturbation, non-private (Wang & Anandkumar, Section 4)",
         "n_trials",
     ),
+    "single-topic": (
+        "single_topic",
+        "e_comp against epsilon and N: AGN, AVN, DP-TPM and non-private single-topic models, at D = 10, 50 "
+        "and 10^4 (Imtiaz & Sarwate, slides)",
+        "n_trials",
+    ),
     "private-lda": (
         "private_lda",
         "private spectral LDA: error against epsilon for Configurations 1-4 (Figure 2), sigma_k and "

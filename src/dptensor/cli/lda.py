@@ -1,4 +1,11 @@
-"""``dptensor lda``: spectral LDA topic models (``fit``) and document-topic proportions (``transform``)."""
+"""``dptensor lda``: LDA topic models (``fit``) and document-topic proportions (``transform``).
+
+``fit --method spectral`` (default) is the method of moments (:class:`SpectralLDA`), private with
+``--epsilon/--delta`` (:class:`PrivateSpectralLDA`, DeCarolis et al.); ``fit --method vi`` is online
+variational Bayes (:class:`DPVariationalLDA`), private with ``--epsilon/--delta`` (Park, Foulds,
+Chaudhuri & Welling). Both private fits protect one document; the number of documents and the
+vocabulary are public.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -15,19 +23,23 @@ from dptensor.cli._io import write_json
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
+from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
 from dptensor.parallel import public_shape
-from dptensor.privacy import BudgetLedger, enable_features
+from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lda",
-        help="spectral LDA topic models by the method of moments",
+        help="LDA topic models: spectral (method of moments) or variational, optionally private",
         description=(
             "Latent Dirichlet Allocation by the method of moments (DeCarolis et al., Section 4): "
-            "unbiased moments, whitening, simultaneous tensor power iteration, un-whitening."
+            "unbiased moments, whitening, simultaneous tensor power iteration, un-whitening; or by "
+            "online variational Bayes (--method vi). With --epsilon/--delta either fit is "
+            "document-level differentially private (one document is protected; the number of "
+            "documents and the vocabulary are public)."
         ),
     )
     actions = parser.add_subparsers(dest="lda_command", metavar="ACTION", required=True)
@@ -48,11 +60,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
         help="eigensolver for M2 (default auto)",
     )  # fmt: skip
+    fit.add_argument(
+        "--method", choices=("spectral", "vi"), default="spectral",
+        help="spectral (method of moments, default) or vi (online variational Bayes)",
+    )  # fmt: skip
     fit.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
-    fit.add_argument("--seed", type=int, default=None, help="random seed")
+    fit.add_argument("--seed", type=int, default=None,
+                     help="seed of the public randomness (the privacy noise is always fresh)")
     fit.add_argument("--quiet", action="store_true", help="no progress messages")
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
     _private_arguments(fit)
+    _vi_arguments(fit)
     add_parallel_arguments(fit)
     fit.set_defaults(func=run_fit)
 
@@ -75,28 +93,45 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _private_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the private spectral fit (``PrivateSpectralLDA``); active with ``--epsilon``."""
+    """Privacy options of both methods, and those of the private spectral fit (``PrivateSpectralLDA``)."""
     group = parser.add_argument_group(
-        "differential privacy (spectral)",
-        "With --epsilon the fit is document-level (epsilon, delta)-DP (PrivateSpectralLDA; replace one "
-        "document, N and the vocabulary public). Every document must have at least 3 tokens, and a "
-        "plain-text corpus needs a public --vocab (a vocabulary built from the documents would leak).",
+        "differential privacy",
+        "With --epsilon the fit is document-level (epsilon, delta)-DP (replace one document; N and the "
+        "vocabulary public). Every document must have at least 3 tokens, and a plain-text corpus needs a "
+        "public --vocab (a vocabulary built from the documents would leak).",
     )
     group.add_argument("--epsilon", type=float, default=None, help="total privacy budget epsilon")
     group.add_argument("--delta", type=float, default=None, help="total delta (required with --epsilon)")
-    group.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
-                       help="configuration of DeCarolis et al. (default 1; 2-4 need --allow-unproven)")
-    group.add_argument("--sensitivity", choices=("derived", "paper"), default="derived",
-                       help="'paper' reproduces the printed noise levels (unproven)")
-    group.add_argument("--calibration", choices=("analytic", "classic"), default="analytic",
-                       help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
-    group.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
-                       help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
-    group.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
-                       default="auto", help="release of M2: Analyze Gauss or the noisy power method")
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
+    group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
+                       help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
     add_ledger_argument(group)
+    spectral = parser.add_argument_group("private spectral fit (--method spectral --epsilon)")
+    spectral.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
+                          help="configuration of DeCarolis et al. (default 1; 2-4 need --allow-unproven)")
+    spectral.add_argument("--sensitivity", choices=("derived", "paper"), default="derived",
+                          help="'paper' reproduces the printed noise levels (unproven)")
+    spectral.add_argument("--calibration", choices=("analytic", "classic"), default="analytic",
+                          help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
+    spectral.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
+                          help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
+    spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
+                          default="auto", help="release of M2: Analyze Gauss or the noisy power method")
+
+
+def _vi_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
+    vi = parser.add_argument_group("variational inference (--method vi)")
+    vi.add_argument("--batch-size", type=int, default=128, help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--passes", type=int, default=10, help="passes over the corpus (default 10)")
+    vi.add_argument("--clip", type=float, default=None,
+                    help="clipping norm C of each document's statistics (default 0.1 x max document length)")
+    vi.add_argument("--max-doc-length", type=int, default=None,
+                    help="declared maximum document length; longer documents are truncated (default C: 500)")
+    vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
+                    help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
+                         "--allow-unproven)")
 
 
 def _parse_split(text: str | None) -> dict[str, float] | None:
@@ -120,8 +155,15 @@ def _progress(message: str, quiet: bool = False) -> None:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    if args.method == "vi":
+        if args.jobs is not None or args.scheduler is not None:
+            raise ValueError("--jobs and --scheduler apply to --method spectral, not to --method vi")
+        with opened_ledger(args) if args.epsilon is not None else nullcontext() as ledger:
+            if args.epsilon is None:
+                open_ledger(args, private=False)  # --ledger without --epsilon is an error
+            return run_fit_vi(args, ledger)
     with parallel_session(args) as session:
-        if getattr(args, "epsilon", None) is not None:
+        if args.epsilon is not None:
             with opened_ledger(args) as ledger:
                 return run_private_fit(args, ledger, session)
         open_ledger(args, private=False)  # --ledger without --epsilon is an error
@@ -165,12 +207,7 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
         _print_topics(args, model, corpus)
         return 0
     _progress(f"reading {args.corpus} ...", args.quiet)
-    min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
-    max_df = int(args.max_df) if args.max_df > 1 else args.max_df
-    corpus = load_corpus(
-        args.corpus, vocabulary=args.vocab, stop_words=args.stop_words, min_df=min_df, max_df=max_df,
-        max_features=args.max_features,
-    )  # fmt: skip
+    corpus = _load_fit_corpus(args, private=False)
     _progress(
         f"{corpus.n_documents} documents, {corpus.n_words} words, {corpus.counts.sum()} tokens "
         f"({time.perf_counter() - start:.1f} s)",
@@ -198,23 +235,38 @@ def _print_topics(args: argparse.Namespace, model: TopicModelInference, corpus: 
         print(f"wrote {args.out}")
 
 
-def _load_private_corpus(args: argparse.Namespace) -> Corpus:
-    """A corpus whose vocabulary does not depend on the documents (it is public in the guarantee)."""
-    if args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None:
-        raise ValueError(
-            "--stop-words, --min-df, --max-df and --max-features choose the vocabulary from the documents, "
-            "which would leak them; a private fit needs a public vocabulary (--vocab, or a count matrix)"
-        )
+def _is_plain_text(path: Path) -> bool:
+    return path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
+
+
+def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
+    """The corpus of a fit; a private fit's vocabulary must be public (never chosen from the data)."""
     path = Path(args.corpus)
-    plain_text = path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
-    if plain_text:
-        if args.vocab is None:
+    plain_text = _is_plain_text(path)
+    if private:
+        options = (
+            ("--max-features", args.max_features is not None), ("--min-df", float(args.min_df) != 1),
+            ("--max-df", float(args.max_df) != 1), ("--stop-words", args.stop_words is not None),
+        )  # fmt: skip
+        chosen = [flag for flag, on in options if on]
+        if chosen:
             raise ValueError(
-                "a private fit of a plain-text corpus needs a public vocabulary file (--vocab): a "
-                "vocabulary built from the documents would reveal their words"
+                f"{', '.join(chosen)} would choose the vocabulary from the private documents; a private "
+                "fit needs a public vocabulary (pass it with --vocab, or a count matrix)"
             )
+        if plain_text and args.vocab is None:
+            raise ValueError(
+                "a private fit of plain text needs a public vocabulary file (--vocab): building it from "
+                "the documents would reveal which words they contain"
+            )
+    if plain_text and args.vocab is not None:
         return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab))
-    return load_corpus(path, vocabulary=args.vocab)
+    min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
+    max_df = int(args.max_df) if args.max_df > 1 else args.max_df
+    return load_corpus(
+        path, vocabulary=args.vocab, stop_words=args.stop_words, min_df=min_df, max_df=max_df,
+        max_features=args.max_features,
+    )  # fmt: skip
 
 
 def run_private_fit(
@@ -231,7 +283,7 @@ def run_private_fit(
     if parts is not None:
         corpus, records = parts
     else:
-        corpus = _load_private_corpus(args)
+        corpus = _load_fit_corpus(args, private=True)
         records = session.records(corpus.counts)
     n_documents, n_words = public_shape(records)
     _progress(f"{n_documents} documents, {n_words} words (public)", args.quiet)
@@ -241,62 +293,89 @@ def run_private_fit(
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
         decomposition=args.decomposition, verbose=not args.quiet,
-        random_state=args.seed, ledger=ledger, n_jobs=session.n_jobs,
+        random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
     )  # fmt: skip
-    if args.allow_unproven:
-        with enable_features("unproven"):
-            model.fit(records)
-    else:
+    with enable_features("unproven") if args.allow_unproven else nullcontext():
         model.fit(records)
     print(f"guarantee: {model.guarantee_.describe()}")
     _print_topics(args, model, corpus)
     return 0
 
 
-def save_model(path: str | Path, model: TopicModelInference, corpus: Corpus) -> None:
+def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> int:
+    """``lda fit --method vi``: online VB LDA, differentially private with ``--epsilon``.
+
+    Everything printed or written depends on the documents only through the noised model: the
+    corpus line gives the public sizes (no token count), there are no timings, and the model
+    file holds the topics, the public parameters and the guarantee.
+    """
+    if args.topics is None or args.topics < 1:
+        raise ValueError(f"--topics must be a positive integer, got {args.topics}")
+    private = args.epsilon is not None
+    _progress(f"reading {args.corpus} ...", args.quiet)
+    corpus = _load_fit_corpus(args, private=private)
+    _progress(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
+    model = DPVariationalLDA(
+        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
+        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=args.epsilon,
+        delta=args.delta, accountant=args.accountant, random_state=args.seed,
+        noise=args.noise if private else None, ledger=ledger, verbose=not args.quiet,
+    )  # fmt: skip
+    with enable_features("unproven") if args.allow_unproven else nullcontext():
+        model.fit(corpus.counts)
+    top = model.top_words(corpus.vocabulary, args.top)
+    print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")
+    for i, words in enumerate(top, start=1):
+        print(f"topic {i:>3}  {' '.join(words)}")
+    print("privacy: " + (model.guarantee_.describe() if private else "none (no --epsilon)"))
+    if args.out:
+        save_model(args.out, model, corpus)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def save_model(path: str | Path, model: TopicModelInference | DPVariationalLDA, corpus: Corpus) -> None:
     """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies).
 
-    A private model records its guarantee and omits the timings (wall-clock time is not covered
-    by the guarantee).
+    A private model records its guarantee and omits everything computed from the documents without
+    noise (token counts, dropped documents, timings: wall-clock time is not covered by the guarantee).
+    A :class:`DPVariationalLDA` file holds ``lambda`` (``components``).
     """
     path = Path(path)
-    private = isinstance(model, PrivateSpectralLDA)
-    skip = {"random_state", "noise", "ledger"}
+    skip = {"random_state", "noise", "ledger", "verbose"}
     meta = {
         "model": type(model).__name__,
         "params": {k: v for k, v in model.get_params().items() if k not in skip},
-        "alpha0": model.alpha0,
         "n_documents": model.n_documents_,
         "source": corpus.source,
     }
-    if private:
-        meta["guarantee"] = model.guarantee_.to_dict()
+    arrays = {"components": model.components_}
+    layout = "n_topics x n_words, rows on the probability simplex"
+    if isinstance(model, DPVariationalLDA):
+        guarantee = model.guarantee_
+        meta["guarantee"] = None if guarantee is None else guarantee.to_dict()
+        layout = "n_topics x n_words variational Dirichlet parameters lambda (normalise rows for topics)"
     else:
-        meta["n_dropped_documents"] = model.n_dropped_documents_
-        meta["timings"] = model.timings_
+        meta["alpha0"] = model.alpha0
+        arrays["alpha"] = model.alpha_
+        if isinstance(model, PrivateSpectralLDA):
+            meta["guarantee"] = model.guarantee_.to_dict()
+        else:
+            meta["n_dropped_documents"] = model.n_dropped_documents_
+            meta["timings"] = model.timings_
     if path.suffix == ".npz":
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
             path,
-            components=model.components_,
-            alpha=model.alpha_,
+            **arrays,
             vocabulary=np.array(corpus.vocabulary if corpus.vocabulary is not None else [], dtype=str),
             meta=np.array(json.dumps(meta)),
         )
         return
-    write_json(
-        path,
-        {
-            **meta,
-            "alpha": model.alpha_,
-            "vocabulary": corpus.vocabulary,
-            "components": model.components_,
-            "components_layout": "n_topics x n_words, rows on the probability simplex",
-        },
-    )
+    write_json(path, {**meta, **arrays, "vocabulary": corpus.vocabulary, "components_layout": layout})
 
 
-def load_model(path: str | Path) -> tuple[TopicModelInference, list[str] | None]:
+def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA, list[str] | None]:
     """Read a model written by :func:`save_model`; returns the model and its vocabulary."""
     path = Path(path)
     if not path.exists():
@@ -304,15 +383,19 @@ def load_model(path: str | Path) -> tuple[TopicModelInference, list[str] | None]
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"]))
-            components, alpha = f["components"], f["alpha"]
+            components = f["components"]
+            alpha = f["alpha"] if "alpha" in f.files else None
             vocabulary = [str(w) for w in f["vocabulary"]] or None
     else:
         meta = json.loads(path.read_text())
-        components, alpha = np.asarray(meta["components"]), np.asarray(meta["alpha"])
+        components = np.asarray(meta["components"])
+        alpha = np.asarray(meta["alpha"]) if "alpha" in meta else None
         vocabulary = meta.get("vocabulary")
+    if meta.get("model") == "DPVariationalLDA":
+        return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary
     classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
     if meta.get("model") not in classes:
-        raise ValueError(f"{path} is not a SpectralLDA or PrivateSpectralLDA model file")
+        raise ValueError(f"{path} is not a SpectralLDA, PrivateSpectralLDA or DPVariationalLDA model file")
     model = classes[meta["model"]](**meta["params"])
     model.components_ = np.asarray(components, dtype=np.float64)
     model.alpha_ = np.asarray(alpha, dtype=np.float64)
@@ -323,8 +406,7 @@ def load_model(path: str | Path) -> tuple[TopicModelInference, list[str] | None]
 def run_transform(args: argparse.Namespace) -> int:
     model, vocabulary = load_model(args.model)
     path = Path(args.corpus)
-    plain_text = path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
-    if plain_text and vocabulary is not None:
+    if _is_plain_text(path) and vocabulary is not None:
         corpus = load_text_corpus(path, fixed_vocabulary=vocabulary)
     else:
         corpus = load_corpus(path, vocabulary=args.vocab)

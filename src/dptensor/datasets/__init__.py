@@ -15,15 +15,18 @@ from dptensor.datasets.entries import (
     TensorEntries,
     check_entries,
     entries_from_dense,
+    holdout_per_user,
     make_low_rank_completion,
     read_entries,
     read_movielens,
+    read_recbole_inter,
     train_test_split_entries,
     write_entries,
 )
 from dptensor.datasets.lda import LDACorpus, make_lda_corpus
 from dptensor.datasets.moment_stream import OrthogonalMomentStream, make_orthogonal_moment_stream
 from dptensor.datasets.orthogonal import NOISE_MODELS, OrthogonalTensor, make_orthogonal_tensor
+from dptensor.datasets.single_topic import SingleTopicCorpus, make_single_topic_corpus
 
 __all__ = [
     "Corpus",
@@ -40,14 +43,18 @@ __all__ = [
     "NOISE_MODELS",
     "OrthogonalMomentStream",
     "OrthogonalTensor",
+    "SingleTopicCorpus",
     "TensorEntries",
     "check_entries",
     "entries_from_dense",
+    "holdout_per_user",
     "make_orthogonal_moment_stream",
     "make_low_rank_completion",
     "make_orthogonal_tensor",
+    "make_single_topic_corpus",
     "read_entries",
     "read_movielens",
+    "read_recbole_inter",
     "train_test_split_entries",
     "write_entries",
 ]

@@ -83,6 +83,24 @@ def _check_vocabulary(vocabulary: list[str] | None, n_words: int, source: str) -
     return vocabulary
 
 
+def read_text_documents(path: str | Path) -> list[str]:
+    """The documents of a plain-text corpus: non-blank lines of a file, or the ``.txt`` files of a folder."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+        if not files:
+            raise ValueError(f"folder {path} holds no .txt files")
+        documents = [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    elif path.exists():
+        with _open_text(path) as f:
+            documents = [line for line in f if line.strip()]
+    else:
+        raise FileNotFoundError(f"no such corpus: {path}")
+    if not documents:
+        raise ValueError(f"{path} is an empty corpus (no non-blank documents)")
+    return documents
+
+
 def load_text_corpus(
     path: str | Path,
     *,
@@ -105,18 +123,7 @@ def load_text_corpus(
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("reading plain-text corpora needs scikit-learn (pip install scikit-learn)") from exc
     path = Path(path)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
-        if not files:
-            raise ValueError(f"folder {path} holds no .txt files")
-        documents = [p.read_text(encoding="utf-8", errors="replace") for p in files]
-    elif path.exists():
-        with _open_text(path) as f:
-            documents = [line for line in f if line.strip()]
-    else:
-        raise FileNotFoundError(f"no such corpus: {path}")
-    if not documents:
-        raise ValueError(f"{path} is an empty corpus (no non-blank documents)")
+    documents = read_text_documents(path)
     if fixed_vocabulary is not None:
         vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase)
     else:

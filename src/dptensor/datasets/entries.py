@@ -10,6 +10,8 @@ the dense tensor unless asked to (:meth:`TensorEntries.to_dense`), so a MovieLen
 :func:`check_entries`                        validate ``(indices, values, shape)``
 :func:`read_entries`                         ``i j k value`` text files (CSV, TSV, whitespace)
 :func:`read_movielens`                       MovieLens ``u.data`` as user x item x day (Wei et al., Sec. 5.2)
+:func:`read_recbole_inter`                   RecBole ``.inter`` files (``ml-100k.inter``) as that tensor
+:func:`holdout_per_user`                     every user's ``k``-th to ``l``-th ratings held out (ua/ub)
 :func:`entries_from_dense`                   a dense array with NaN for the missing cells
 :func:`train_test_split_entries`             random split of the observed entries
 :func:`make_low_rank_completion`             synthetic CP / Tucker tensors, SNR and missing ratio (Sec. 5.1)
@@ -200,8 +202,16 @@ def read_movielens(
         table = np.array(rows, dtype=np.int64)
     except ValueError:
         raise ValueError(f"{path}: u.data cells must be integers") from None
-    day_seconds = check_positive_int(day_seconds, "day_seconds")
     users, items, ratings, stamps = table.T
+    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, path)
+
+
+def _ratings_tensor(
+    users: np.ndarray, items: np.ndarray, ratings: np.ndarray, stamps: np.ndarray, n_users: int | None,
+    n_items: int | None, day_seconds: int, path: Path,
+) -> TensorEntries:
+    """User x item x day entries from one-based ids, ratings and Unix timestamps (shared by the readers)."""
+    day_seconds = check_positive_int(day_seconds, "day_seconds")
     if users.min() < 1 or items.min() < 1:
         raise ValueError(f"{path}: user and item ids must start at 1")
     days = (stamps - stamps.min()) // day_seconds
@@ -212,6 +222,86 @@ def read_movielens(
     )
     indices = np.column_stack([users - 1, items - 1, days])
     return TensorEntries(indices, ratings.astype(np.float64), shape)
+
+
+#: The columns :func:`read_recbole_inter` needs, by RecBole field name.
+INTER_FIELDS = ("user_id", "item_id", "rating", "timestamp")
+
+
+def read_recbole_inter(
+    path: str | Path,
+    *,
+    n_users: int | None = None,
+    n_items: int | None = None,
+    day_seconds: int = SECONDS_PER_DAY,
+) -> TensorEntries:
+    """Read a RecBole atomic interaction file (``ml-100k.inter``) as a user x item x day tensor.
+
+    The format (RecBole's "atomic files"): a tab-separated header of ``name:type`` fields, e.g.
+    ``user_id:token  item_id:token  rating:float  timestamp:float``, then one interaction per line.
+    The fields may come in any order and others may be present. User and item tokens must be
+    positive integers (as in the MovieLens files RecBole ships); they become zero-based indices
+    exactly as :func:`read_movielens` makes them, and the rows keep the file's order (which
+    :func:`holdout_per_user` relies on). Days as in :func:`read_movielens`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: empty file")
+    header = [field.split(":")[0].strip() for field in lines[0].split("\t")]
+    missing = [name for name in INTER_FIELDS if name not in header]
+    if missing or not all(":" in field for field in lines[0].split("\t")):
+        raise ValueError(
+            f"{path}: not a RecBole .inter file (the header must be tab-separated name:type fields "
+            f"with {', '.join(INTER_FIELDS)}); missing {missing or 'types'}"
+        )
+    rows = [line.split("\t") for line in lines[1:]]
+    if not rows:
+        raise ValueError(f"{path}: no interactions")
+    bad = [n for n, row in enumerate(rows) if len(row) != len(header)]
+    if bad:
+        raise ValueError(f"{path}: expected {len(header)} tab-separated fields, row {bad[0] + 2} has "
+                         f"{len(rows[bad[0]])}")
+    cols = {name: header.index(name) for name in INTER_FIELDS}
+    try:
+        users, items = (np.array([int(row[cols[f]]) for row in rows], dtype=np.int64)
+                        for f in ("user_id", "item_id"))
+        ratings = np.array([float(row[cols["rating"]]) for row in rows])
+        stamps = np.array([int(float(row[cols["timestamp"]])) for row in rows], dtype=np.int64)
+    except ValueError:
+        raise ValueError(
+            f"{path}: user and item tokens must be integers, rating and timestamp numbers"
+        ) from None
+    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, path)
+
+
+def holdout_per_user(entries: TensorEntries, start: int, stop: int) -> tuple[TensorEntries, TensorEntries]:
+    """Hold out each user's ``start``-th to ``stop``-th ratings (1-based, in the entries' order).
+
+    This is the rule by which MovieLens-100K's ``mku.sh`` builds its canonical splits with
+    ``allbut.pl``: ``ua`` holds out every user's 1st-10th ratings in ``u.data``'s order
+    (``start=1, stop=10``), ``ub`` the 11th-20th (``start=11, stop=20``); both test sets have
+    exactly 10 ratings per user (every ML-100K user has at least 20) and are disjoint.
+
+    Returns
+    -------
+    train, test : TensorEntries
+    """
+    start = check_positive_int(start, "start")
+    stop = check_positive_int(stop, "stop")
+    if stop < start:
+        raise ValueError(f"stop must be >= start, got start={start}, stop={stop}")
+    users = entries.indices[:, 0]
+    order = np.argsort(users, kind="stable")
+    sorted_users = users[order]
+    first = np.flatnonzero(np.r_[True, sorted_users[1:] != sorted_users[:-1]])
+    counts = np.diff(np.r_[first, sorted_users.shape[0]])
+    position = np.empty_like(users)
+    position[order] = np.arange(users.shape[0]) - np.repeat(first, counts) + 1
+    test = (position >= start) & (position <= stop)
+    return entries.subset(~test), entries.subset(test)
 
 
 def entries_from_dense(array: object) -> TensorEntries:

@@ -93,7 +93,7 @@ def default_private_n_iter(dim: int) -> int:
 
 def prepare_private_input(
     tensor: np.ndarray | sp.spmatrix | SymmetricTensor,
-    neighbouring: str | None,
+    neighbouring: str | NeighbouringRelation | None,
     record_bound: float | None,
 ) -> tuple[SymmetricTensor, NeighbouringRelation]:
     """Validate the input against the neighbouring relation; clip records for ``"record"``.
@@ -101,11 +101,19 @@ def prepare_private_input(
     ``neighbouring=None`` takes the one relation the input admits: ``"record"`` for the records
     themselves (a data matrix or a :class:`~dptensor.tensor.SampleMoment`), ``"entry"`` for a
     tensor. Records above the bound are clipped silently (see
-    :func:`~dptensor.privacy.clip_records`). Everything here depends on the parameters, the
+    :func:`~dptensor.privacy.clip_records`). A :class:`~dptensor.privacy.NeighbouringRelation`
+    instance is used as given, with the tensor as it is. Everything here depends on the parameters, the
     input's type and its public shape only.
 
     Returns the operator to decompose and the relation.
     """
+    if isinstance(neighbouring, NeighbouringRelation):
+        if record_bound is not None:
+            raise ValueError(
+                "record_bound only applies to neighbouring='record'; an explicit NeighbouringRelation "
+                "carries its own parameters"
+            )
+        return as_tensor(tensor), neighbouring
     is_records = isinstance(tensor, SampleMoment) or sp.issparse(tensor) or is_distributed(tensor) or (
         isinstance(tensor, np.ndarray | list) and np.ndim(tensor) == 2
     )
@@ -201,7 +209,7 @@ def private_power_method(
     n_restarts: int | None = None,
     n_iter: int | None = None,
     accountant: Literal["exact", "advanced"] = "exact",
-    neighbouring: Neighbouring | None = None,
+    neighbouring: Neighbouring | NeighbouringRelation | None = None,
     record_bound: float | None = None,
     random_state: RandomStateLike = None,
     noise: NoiseLike | NoiseSource = None,
@@ -244,7 +252,10 @@ def private_power_method(
         (exact in l2, see :mod:`dptensor.privacy.sensitivity`). ``"record"``: one record
         replaced, sensitivities ``2 B^3 ||u||_2^2 / n`` and ``2 B^3 ||u||_2^3 / n``; **the
         number of records n is public.** By default, the one relation the input admits:
-        ``"record"`` for a data matrix or sample moment, ``"entry"`` for a tensor.
+        ``"record"`` for a data matrix or sample moment, ``"entry"`` for a tensor. A
+        :class:`~dptensor.privacy.NeighbouringRelation` instance (e.g.
+        :class:`~dptensor.privacy.WhitenedDocumentNeighbouring`) supplies its own sensitivities;
+        the caller vouches that ``tensor`` is of the form that relation describes.
     record_bound : float, optional
         ``B``, required for ``"record"`` and refused for ``"entry"``. Declare it from domain
         knowledge, not from the data. Records above it are clipped to norm ``B``, silently:

@@ -50,17 +50,20 @@ MODEL_PARAMS = {
 #: are ours: the clipping constants, the declared value range [0, 1] of the min-max scaled data,
 #: and the DP-SGD schedule).
 METHODS: dict[str, dict[str, Any]] = {
-    "baseline": {"privacy": None},
+    "baseline": {"privacy": None, "solver": "sgd"},
     "IP (Alg. 1)": {"privacy": "input", "value_range": (0.0, 1.0)},
     "GP (Alg. 2, paper's claim)": {"privacy": "gradient", "clip": 0.05},
     "OP (Alg. 3, paper's claim)": {"privacy": "output", "clip": 0.1},
     "DP-SGD (holds)": {
         "privacy": "gradient_dpsgd", "clip": 0.1, "batch_size": 3200, "n_epochs": 20, "delta": 1e-5,
+        "offsets": "none", "init_scale": 0.5,
     },
     "clipped OP (holds)": {
         "privacy": "output_clipped", "value_range": (0.0, 1.0), "clip": 0.1, "output_epochs": 10,
     },
 }
+#: Every private method protects one entry's value (the paper's setting).
+NEIGHBOURING = "entry-value"
 SETTINGS = {
     "shape": SHAPE, "rank": RANK, "snr": SNR, "snr_definition": "variance of x_tilde / noise variance",
     "test_fraction": TEST_FRACTION, "model_params": MODEL_PARAMS,
@@ -96,6 +99,7 @@ def _fit_one(model: str, method: str, epsilon: float, train, test, truth_test, s
     kwargs.setdefault("batch_size", SETTINGS["batch_size"])
     if kwargs["privacy"] is not None:
         kwargs["epsilon"] = epsilon
+        kwargs["neighbouring"] = NEIGHBOURING
     start = time.perf_counter()
     try:
         # the paper's gradient and output perturbations are reproduced, so they are opted into

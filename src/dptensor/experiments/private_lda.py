@@ -10,8 +10,8 @@
   Configuration 1 with the budget split chosen by the true error over a grid (**oracle**: looks at
   the ground truth, not private -- the paper's grid search), Configuration 1 as printed (two
   ``M2_hat`` copies, ``1/N`` noise, classic calibration; unproven), Configurations 2--4 as printed
-  (unproven), DP variational inference and its non-private version (``DPVariationalLDA``, when
-  installed) and non-private spectral LDA. Error: mean L1 distance between true and estimated
+  (unproven), DP variational inference and its non-private version (``DPVariationalLDA``) and
+  non-private spectral LDA. Error: mean L1 distance between true and estimated
   topics after Hungarian matching on the L1 cost (at most 2).
 * **Figure 3** -- (a) ``sigma_k(M2_hat)`` against ``alpha_0`` (``k = 3``, ``N = 10^5``); (b) the
   smallest eigengap of the whitened tensor against ``k`` at ``alpha_0 = 1000``. Non-private
@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, write_csv, write_json
 from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, decompose_whitened_tensor, top_eigenpairs
 from dptensor.privacy import enable_features
@@ -63,17 +64,6 @@ METHODS: dict[str, dict | None] = {
     "config 4 (paper)": {"config": 4, "sensitivity": "paper", "calibration": "classic"},
     "unnoised": None,
 }
-
-
-def dp_vi_class():
-    """``DPVariationalLDA`` (issue 12) if it is installed, else ``None``.
-
-    TODO(issue 12): the DP-VI and VI-u curves switch on by themselves once
-    ``dptensor.models.DPVariationalLDA`` exists; nothing else needs to change.
-    """
-    import dptensor.models
-
-    return getattr(dptensor.models, "DPVariationalLDA", None)
 
 
 @dataclass(frozen=True)
@@ -103,10 +93,10 @@ def _fit_spectral(options: dict | None, counts, k, alpha0, epsilon, seed) -> np.
         return model.fit(counts).components_
 
 
-def _fit_vi(cls, counts, k, alpha0, epsilon, seed, n_passes) -> np.ndarray:
+def _fit_vi(counts, k, alpha0, epsilon, seed, n_passes) -> np.ndarray:
     private = {} if epsilon is None else {"epsilon": epsilon, "delta": DELTA}
-    model = cls(k, doc_topic_prior=alpha0 / k, batch_size=min(1000, counts.shape[0]), n_passes=n_passes,
-                clip=None, random_state=seed, **private)  # fmt: skip
+    model = DPVariationalLDA(k, doc_topic_prior=alpha0 / k, batch_size=min(1000, counts.shape[0]),
+                             n_passes=n_passes, clip=None, random_state=seed, **private)  # fmt: skip
     return model.fit(counts).components_
 
 
@@ -115,7 +105,6 @@ def figure2(
 ) -> list[dict]:
     """Rows ``(panel, method, epsilon, trial, error, seconds)`` of Figure 2."""
     k, d = 3, (30 if quick else 100)
-    vi = dp_vi_class()
     rows = []
     panels = [dict(p) for p in PANELS]
     if quick:
@@ -141,10 +130,9 @@ def figure2(
             start = time.perf_counter()
             error = topic_error(corpus.topics, _fit_spectral(None, corpus.counts, k, alpha0, None, trial))
             record("unnoised", math.nan, error, time.perf_counter() - start)
-            if vi is not None:
-                start = time.perf_counter()
-                est = _fit_vi(vi, corpus.counts, k, alpha0, None, trial, 1 if quick else 3)
-                record("vi-u", math.nan, topic_error(corpus.topics, est), time.perf_counter() - start)
+            start = time.perf_counter()
+            est = _fit_vi(corpus.counts, k, alpha0, None, trial, 1 if quick else 3)
+            record("vi-u", math.nan, topic_error(corpus.topics, est), time.perf_counter() - start)
             for eps in epsilons:
                 for method, options in METHODS.items():
                     if options is None:
@@ -159,10 +147,9 @@ def figure2(
                     for s in (ORACLE_SHARES[1::2] if quick else ORACLE_SHARES)
                 )  # fmt: skip
                 record("config 1 (oracle split)", eps, oracle, math.nan)
-                if vi is not None:
-                    start = time.perf_counter()
-                    est = _fit_vi(vi, corpus.counts, k, alpha0, eps, trial, 1 if quick else 3)
-                    record("vi", eps, topic_error(corpus.topics, est), time.perf_counter() - start)
+                start = time.perf_counter()
+                est = _fit_vi(corpus.counts, k, alpha0, eps, trial, 1 if quick else 3)
+                record("vi", eps, topic_error(corpus.topics, est), time.perf_counter() - start)
             bar.update()
     bar.close()
     return rows
@@ -311,8 +298,6 @@ def run(
                      "error": "mean L1 distance of Hungarian-matched topics (max 2)",
                      "oracle_shares_of_e3": list(ORACLE_SHARES)},  # fmt: skip
         "mean_error": table,
-        "dp_vi": "included" if dp_vi_class() is not None else (
-            "not available: dptensor.models.DPVariationalLDA (issue 12) has not landed; its curves are off"),
         "figure3": fig3,
         "real_corpus": real_info,
     }

@@ -1,7 +1,9 @@
 """Estimators users fit (DESIGN.md, layer 4), with scikit-learn conventions."""
 
 from dptensor.models.completion import TensorCompletion
+from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+from dptensor.models.single_topic import SingleTopicModel
 from dptensor.models.spectral_lda import SpectralLDA
 
-__all__ = ["PrivateSpectralLDA", "SpectralLDA", "TensorCompletion"]
+__all__ = ["DPVariationalLDA", "PrivateSpectralLDA", "SingleTopicModel", "SpectralLDA", "TensorCompletion"]

@@ -13,6 +13,7 @@ from dptensor.privacy.accounting import (
     make_accountant,
     reduce_event,
 )
+from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
 from dptensor.privacy.calibration import (
     ACCOUNTANTS,
     advanced_composition_epsilon,
@@ -22,6 +23,7 @@ from dptensor.privacy.calibration import (
     composed_noise_multiplier,
     gaussian_delta,
     gaussian_epsilon,
+    gaussian_pure_epsilon,
     gaussian_sigma_analytic,
     gaussian_sigma_classic,
     laplace_scale,
@@ -37,8 +39,11 @@ from dptensor.privacy.mechanisms import (
     gaussian_noise,
     laplace_noise,
     orbit_sizes,
+    symmetric_from_unique,
     symmetric_gaussian_matrix,
     symmetric_gaussian_tensor,
+    unique_entries,
+    unique_indices,
 )
 from dptensor.privacy.noise import (
     NOISE_BACKENDS,
@@ -52,11 +57,13 @@ from dptensor.privacy.sensitivity import (
     EntryNeighbouring,
     NeighbouringRelation,
     RecordNeighbouring,
+    WhitenedDocumentNeighbouring,
     clip_records,
     entry_neighbour_difference,
     record_bound_violations,
     record_norms,
 )
+from dptensor.privacy.whitened_noise import WhitenedNoiseLaw, whitened_noise_gram
 
 __all__ = [
     "ACCOUNTANTS",
@@ -74,7 +81,10 @@ __all__ = [
     "PrivacyGuarantee",
     "PrivacyWarning",
     "RecordNeighbouring",
+    "SymmetricGaussianOperator",
     "UnprovenPrivacyError",
+    "WhitenedDocumentNeighbouring",
+    "WhitenedNoiseLaw",
     "advanced_composition_epsilon",
     "advanced_step_parameters",
     "begin_release",
@@ -91,6 +101,7 @@ __all__ = [
     "feature_enabled",
     "gaussian_delta",
     "gaussian_epsilon",
+    "gaussian_pure_epsilon",
     "gaussian_noise",
     "gaussian_sigma_analytic",
     "gaussian_sigma_classic",
@@ -106,6 +117,10 @@ __all__ = [
     "reduce_event",
     "require_unproven",
     "resolve_noise",
+    "symmetric_from_unique",
     "symmetric_gaussian_matrix",
     "symmetric_gaussian_tensor",
+    "unique_entries",
+    "unique_indices",
+    "whitened_noise_gram",
 ]

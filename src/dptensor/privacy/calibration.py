@@ -261,6 +261,48 @@ def composed_gaussian_epsilon(noise_multiplier: float, n_releases: int, delta: f
     return gaussian_epsilon(noise_multiplier / math.sqrt(n_releases), delta)
 
 
+def gaussian_pure_epsilon(noise_multiplier: float, pure_epsilon: float, delta: float) -> float:
+    """Exact ``epsilon`` at ``delta`` of one Gaussian release composed with one pure ``epsilon_p``-DP release.
+
+    Nothing is known of the pure release but its ``epsilon_p``, so its worst case is the two-point
+    (randomised-response) pair, whose privacy loss is ``+epsilon_p`` with probability
+    ``p = e^{epsilon_p} / (1 + e^{epsilon_p})`` and ``-epsilon_p`` otherwise (Kairouz, Oh & Viswanath
+    2015). Privacy losses of composed releases add, so with ``delta_G(x)`` the Gaussian's curve of
+    Balle & Wang (2018, Theorem 8), valid for every real ``x``,
+
+    ``delta(epsilon) = p delta_G(epsilon - epsilon_p) + (1 - p) delta_G(epsilon + epsilon_p)``,
+
+    which is decreasing in ``epsilon``; solved by bisection on the safe side. Exact where
+    dp-accounting's PLD accountant (which :func:`dptensor.privacy.compose` uses) discretises, and
+    usable for any ``epsilon_p`` (the PLD of a very large pure epsilon overflows).
+    """
+    noise_multiplier = check_real(noise_multiplier, "noise_multiplier")
+    pure_epsilon = check_real(pure_epsilon, "pure_epsilon", strict=False)
+    check_epsilon_delta(1.0, delta)
+    log_p = -math.log1p(math.exp(-pure_epsilon))
+    log_q = -pure_epsilon + log_p
+
+    def log_delta(epsilon: float) -> float:
+        return float(np.logaddexp(log_p + _gaussian_log_delta(noise_multiplier, epsilon - pure_epsilon),
+                                  log_q + _gaussian_log_delta(noise_multiplier, epsilon + pure_epsilon)))
+
+    target = math.log(delta)
+    low, high = 0.0, pure_epsilon + max(gaussian_epsilon(noise_multiplier, delta), 1e-12)
+    while log_delta(high) > target:  # pragma: no cover - the bracket above always holds
+        high *= 2.0
+    if log_delta(low) <= target:
+        return 0.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        if log_delta(middle) <= target:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def pld_composed_epsilon(
     noise_multiplier: float,
     n_releases: int,

@@ -230,6 +230,59 @@ def symmetric_gaussian_tensor(
     return _symmetric_noise(dim, 3, scale, convention, size, noise)
 
 
+def unique_indices(dim: int, order: int = 3) -> np.ndarray:
+    """The sorted index tuples ``i <= j (<= k)`` of a symmetric array's unique entries, as rows.
+
+    Row ``o`` names the orbit ``o``; the order is lexicographic, the order in which
+    :func:`unique_entries` lists the entries and :func:`symmetric_from_unique` reads them.
+    There are ``dim (dim + 1) / 2`` rows for ``order=2`` and ``dim (dim + 1) (dim + 2) / 6`` for
+    ``order=3``.
+
+    Returns
+    -------
+    ndarray of int, shape (n_unique, order)
+    """
+    dim = check_positive_int(dim, "dim")
+    if order not in (2, 3):
+        raise ValueError(f"order must be 2 or 3, got {order!r}")
+    idx = np.indices((dim,) * order).reshape(order, -1)
+    keep = np.all(idx[:-1] <= idx[1:], axis=0)
+    return np.ascontiguousarray(idx[:, keep].T)
+
+
+def unique_entries(array: np.ndarray, order: int = 3) -> np.ndarray:
+    """The unique entries of symmetric arrays of shape ``(..., d, d)`` (``order=2``) or ``(..., d, d, d)``.
+
+    Listed in the orbit order of :func:`unique_indices`; the inverse of
+    :func:`symmetric_from_unique`. The sensitivity of a release under the ``"unique"`` convention
+    is the l2 norm of the change of this vector.
+    """
+    array = np.asarray(array)
+    index = unique_indices(array.shape[-1], order)
+    return array[(...,) + tuple(index.T)]
+
+
+def symmetric_from_unique(values: np.ndarray, dim: int, order: int = 3) -> np.ndarray:
+    """Scatter unique entries (last axis, orbit order of :func:`unique_indices`) to their orbits.
+
+    ``values[..., o]`` is copied to every entry whose sorted indices are row ``o`` of
+    ``unique_indices(dim, order)``: the symmetric array whose unique entries are ``values``.
+
+    Returns
+    -------
+    ndarray of shape ``values.shape[:-1] + (dim,) * order``
+    """
+    values = np.asarray(values, dtype=np.float64)
+    flat, _ = _sorted_index_map(check_positive_int(dim, "dim"), order)
+    representatives, inverse = np.unique(flat, return_inverse=True)
+    if values.shape[-1] != representatives.size:
+        raise ValueError(
+            f"values must have {representatives.size} unique entries on its last axis for dim={dim}, "
+            f"order={order}; got {values.shape[-1]}"
+        )
+    return values[..., inverse].reshape(values.shape[:-1] + (dim,) * order)
+
+
 def orbit_sizes(dim: int) -> np.ndarray:
     """``|O|`` for every entry of a ``dim x dim x dim`` array (1, 3 or 6)."""
     dim = check_positive_int(dim, "dim")

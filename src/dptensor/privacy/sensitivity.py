@@ -36,6 +36,12 @@ Both are attained by ``x' = B u/||u||``, ``x = -B u/||u||``; for unit ``u`` both
 perturbation). Nothing here forms a ``d^3`` array. The bound must hold for every input, so
 records above ``B`` are clipped to it -- silently, since any signal that clipping happened
 would tell a record above the bound from one below it (:func:`clip_records`).
+
+Whitened-document relation (the single-topic model's DP-TPM baseline)
+--------------------------------------------------------------------
+``T = (1/N) sum_n X_n`` with each ``X_n`` a convex combination of ``Sym(y_a (x) y_b (x) y_c)``
+over rows ``y`` of a public whitening matrix, ``||y|| <= rho``; neighbours replace one document.
+The record formulas hold with ``B = rho`` and ``n = N`` (:class:`WhitenedDocumentNeighbouring`).
 """
 
 from __future__ import annotations
@@ -145,6 +151,43 @@ class RecordNeighbouring(NeighbouringRelation):
 
     def details(self) -> dict[str, Any]:
         return {"record_bound": self.record_bound, "n_records": self.n_records}
+
+
+class WhitenedDocumentNeighbouring(RecordNeighbouring):
+    """Replace one of ``N`` documents of a whitened moment ``T = (1/N) sum_n X_n``, ``N`` public.
+
+    Each document's term ``X_n`` is a convex combination of ``Sym(y_a (x) y_b (x) y_c)`` with every
+    ``y`` a row of a public ``d x k`` whitening matrix ``W``, so ``||y|| <= rho``, the largest row
+    norm of ``W``. This covers the single-topic moments whitened by ``W``: the faithful one
+    (``X_n = Sym(y_{t1} (x) y_{t2} (x) y_{t3})`` for the first three words) and the U-statistic one
+    (the average of that over ordered triples of distinct positions). Since
+    ``||Sym(y_a y_b y_c)(I, u, u)|| <= (1/3) sum |<y, u>|^2 ||y|| <= rho^3 ||u||^2`` and
+    ``|Sym(y_a y_b y_c)(u, u, u)| <= rho^3 ||u||^3``, and both are preserved by convex combinations,
+    replacing one document moves the two queries by at most ``2 rho^3 ||u||^2 / N`` and
+    ``2 rho^3 ||u||^3 / N``: the formulas of :class:`RecordNeighbouring` with ``B = rho`` and
+    ``n = N``. ``W`` must itself be public (e.g. computed from a private release of ``M2``).
+
+    Parameters
+    ----------
+    row_norm_bound : float
+        ``rho >= max_v ||W[v]||``, taken over *every* word of the vocabulary.
+    n_documents : int
+        ``N``.
+    """
+
+    name = "document"
+
+    def __init__(self, row_norm_bound: float, n_documents: int) -> None:
+        super().__init__(row_norm_bound, n_documents)
+
+    protected = "one document replaced by any other document over the same vocabulary"
+    public = (
+        "the number of documents N, the vocabulary size d, the whitening matrix W (a private release "
+        "itself) and the algorithm's parameters"
+    )
+
+    def details(self) -> dict[str, Any]:
+        return {"row_norm_bound": self.record_bound, "n_documents": self.n_records}
 
 
 def check_record_bound(record_bound: object) -> float:

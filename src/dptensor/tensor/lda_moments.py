@@ -465,6 +465,15 @@ class LDASecondMoment:
         return dense
 
 
+@dataclass(frozen=True)
+class DocumentTermWeights:
+    """Per-document weights of the three aggregate terms of the whitened third moment."""
+
+    cube: np.ndarray  # for sum_n w u_n^{(x)3}
+    pair: np.ndarray  # for sym3(sum_n w P_n (x) u_n), P_n = W^T diag(c_n) W
+    diag: np.ndarray  # for sum_n w sum_v c_nv w_v^{(x)3}
+
+
 def _sym3(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``X (x) v + 2 perms`` for a symmetric ``X``: ``T_abc = X_ab v_c + X_ac v_b + X_bc v_a``."""
     outer = matrix[:, :, None] * vector[None, None, :]
@@ -507,6 +516,26 @@ def _vocabulary_cubes(pair: np.ndarray, diag: np.ndarray, W: np.ndarray) -> np.n
     # sym3 of X[a,b,c] = sum_v z_va w_vb w_vc (symmetric in b, c): X_abc + X_bac + X_cab.
     tensor -= pair_term + pair_term.transpose(1, 0, 2) + pair_term.transpose(1, 2, 0)
     return tensor
+
+
+def whitened_document_sum(
+    counts: sp.csr_matrix, whitening: np.ndarray, projected: np.ndarray, weights: DocumentTermWeights
+) -> np.ndarray:
+    """``sum_n w^A_n u_n^{(x)3} - sym3(sum_n w^B_n P_n (x) u_n) + sum_v s_v w_v^{(x)3}``, ``k x k x k``.
+
+    The per-document part of :func:`whitened_third_moment` (see its derivation) for explicit
+    per-document weights, with ``U = C W`` given as ``projected``, ``P_n = W^T diag(c_n) W`` and
+    ``s = C^T w^D``. With ``w^A = w^B = 1/(N l3)`` and ``w^D = 2/(N l3)`` it is
+    ``(1/N) sum_n G_n(W, W, W) / l3_n``, the whitened average of the per-document unbiased
+    estimators of ``E[x1 (x) x2 (x) x3]`` (used by the single-topic model).
+    """
+    W = whitening
+    k = W.shape[1]
+    rows, cols = np.triu_indices(k)
+    cube = _unpack(_packed_cubes(weights.cube[:, None] * projected, projected, rows, cols), k, rows, cols)
+    pair = np.asarray(counts.T @ (weights.pair[:, None] * projected))  # d x k
+    diag = np.asarray(counts.T @ weights.diag).ravel()
+    return cube + _vocabulary_cubes(pair, diag, W)
 
 
 def _u_statistic_constants(n: float, alpha0: float) -> tuple[float, float, float, float]:

@@ -1,0 +1,160 @@
+"""``dptensor single-topic fit``: the single-topic model, non-private or with AGN, AVN or DP-TPM.
+
+Input (``CORPUS``):
+
+* a ``.npy`` integer array ``(N, L)`` of word ids, one document per row in order (``--n-words``
+  gives the vocabulary size);
+* plain text (one document per line, or a folder of ``.txt`` files) with ``--vocab``: each
+  document becomes the sequence of its in-vocabulary tokens, in order;
+* a count matrix (UCI ``docword.*.txt[.gz]``, Matrix Market ``.mtx``, SciPy ``.npz``): no word
+  order, so ``--moments all``.
+
+A private fit prints and records only what its guarantee covers: the guarantee, the public sizes
+(``N``, ``d``, ``K``) and the released topics. The vocabulary must then be public: plain text needs
+``--vocab`` (a vocabulary learned from the documents would reveal their words).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dptensor.cli._io import write_json
+from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
+from dptensor.models.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
+from dptensor.privacy import NOISE_BACKENDS
+from dptensor.tensor.single_topic_moments import MOMENTS
+
+COUNT_SUFFIXES = (".mtx", ".npz")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "single-topic",
+        help="single-topic model by tensor decomposition, optionally private (AGN, AVN, DP-TPM)",
+        description=(
+            "One topic per document, recovered by whitening and orthogonal tensor decomposition; "
+            "privately with the AGN or AVN mechanism of Imtiaz & Sarwate (2018) or their DP-TPM baseline "
+            "(replace-one-document relation; N, d and K public)."
+        ),
+    )
+    actions = parser.add_subparsers(dest="single_topic_command", metavar="ACTION", required=True)
+    fit = actions.add_parser("fit", help="fit topics to a corpus; print the guarantee and the top words")
+    fit.add_argument(
+        "corpus",
+        help="word ids (.npy, N x L), plain text with --vocab, or counts (UCI docword, .mtx, .npz)",
+    )
+    fit.add_argument("--topics", "-k", type=int, required=True, help="number of topics K")
+    fit.add_argument("--mechanism", choices=MECHANISMS, help="privacy mechanism (default: not private)")
+    fit.add_argument("--epsilon", type=float, help="total epsilon of the fit")
+    fit.add_argument("--delta", type=float, help="total delta of the fit")
+    fit.add_argument("--budget-split", type=float, default=0.5,
+                     help="share of the budget for M2 (default 0.5)")
+    fit.add_argument("--calibration", choices=CALIBRATIONS, default="analytic",
+                     help="Gaussian calibration (classic: the slides', only for per-release epsilon < 1)")
+    fit.add_argument("--moments", choices=MOMENTS,
+                     help="first3 (the slides') or all (U-statistics); default: first3 for word ids and "
+                     "text, all for counts")
+    fit.add_argument("--n-words", type=int, help="vocabulary size d (for .npy word ids)")
+    fit.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
+    fit.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
+                     help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
+    fit.add_argument("--noise", choices=NOISE_BACKENDS, default=None,
+                     help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
+    add_ledger_argument(fit)
+    fit.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
+    fit.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
+    fit.add_argument("--seed", type=int, default=None, help="public random seed (restarts)")
+    fit.add_argument("--quiet", action="store_true", help="no progress messages")
+    fit.add_argument("--out", metavar="FILE", help="write the model and its guarantee as JSON")
+    fit.set_defaults(func=run_fit)
+
+
+def _progress(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def read_documents(
+    path: str | Path, *, vocabulary: str | None, n_words: int | None, private: bool
+) -> tuple[object, str, int | None, list[str] | None]:
+    """Read ``CORPUS``: returns ``(documents, input form, n_words, vocabulary)``."""
+    path = Path(path)
+    if path.suffix == ".npy":
+        if not path.exists():
+            raise FileNotFoundError(f"no such file: {path}")
+        tokens = np.load(path, allow_pickle=False)
+        vocab = load_vocabulary(vocabulary) if vocabulary else None
+        if n_words is None and vocab is not None:
+            n_words = len(vocab)
+        return tokens, "tokens", n_words, vocab
+    counts_file = path.suffix in COUNT_SUFFIXES or path.name.startswith("docword.")
+    if counts_file:
+        corpus = load_corpus(path, vocabulary=vocabulary)
+        return corpus.counts, "counts", None, corpus.vocabulary
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    if vocabulary is None and private:
+        raise ValueError(
+            "a private fit on plain text needs a public vocabulary (--vocab FILE): a vocabulary learned from "
+            "the documents would reveal which words they contain"
+        )
+    documents = read_text_documents(path)
+    # With a fixed vocabulary, fit only validates it; without one it learns it (non-private fits only).
+    fixed = None if vocabulary is None else load_vocabulary(vocabulary)
+    vectorizer = CountVectorizer(vocabulary=fixed).fit(documents)
+    analyzer = vectorizer.build_analyzer()
+    index = vectorizer.vocabulary_
+    words = [""] * len(index)
+    for word, column in index.items():
+        words[column] = word
+    tokens = [np.array([index[t] for t in analyzer(doc) if t in index], dtype=np.int64)
+              for doc in documents]
+    return tokens, "tokens", len(words), words
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    private = args.mechanism is not None
+    _progress(f"reading {args.corpus} ...", args.quiet)
+    documents, form, n_words, vocabulary = read_documents(
+        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private
+    )
+    moments = args.moments or ("first3" if form == "tokens" else "all")
+    _progress(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",
+              args.quiet)
+    with opened_ledger(args, private=private) as ledger:  # charged by fit, before the documents are read
+        model = SingleTopicModel(
+            args.topics, mechanism=args.mechanism, epsilon=args.epsilon, delta=args.delta,
+            budget_split=args.budget_split, calibration=args.calibration, moments=moments, input=form,
+            n_words=n_words, noise_sampler=args.noise_sampler, simplex=args.simplex,
+            random_state=args.seed, noise=args.noise, ledger=ledger,
+        ).fit(documents)  # fmt: skip
+    print(f"single-topic model: K={args.topics} topics, d={model.n_features_in_} words, "
+          f"N={model.n_documents_} documents, moments {moments}")  # fmt: skip
+    if private:
+        print(model.guarantee_.describe())
+    else:
+        print("not private: no --mechanism given, so no privacy guarantee")
+    top = np.argsort(-model.components_, axis=1, kind="stable")[:, : max(args.top, 1)]
+    for i, (weight, row) in enumerate(zip(model.weights_, top, strict=True), start=1):
+        words = [vocabulary[j] if vocabulary else str(j) for j in row]
+        print(f"topic {i:>3}  weight={weight:.4f}  {' '.join(words)}")
+    if args.out:
+        write_json(args.out, {
+            "model": "SingleTopicModel",
+            "params": {k: v for k, v in model.get_params().items() if k not in ("noise", "ledger")},
+            "n_documents": model.n_documents_,
+            "n_words": model.n_features_in_,
+            "source": str(args.corpus),
+            "guarantee": model.guarantee_.to_dict() if private else None,
+            "weights": model.weights_,
+            "components": model.components_,
+            "components_layout": "n_topics x n_words, rows are the recovered topics a_k (raw unless simplex)",
+            "vocabulary": vocabulary,
+        })  # fmt: skip
+        print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,614 @@
+"""DP-ALS: completion offsets and factors from noisy per-row sufficient statistics.
+
+ALS (:mod:`dptensor.models._completion_als`) reads the data only through per-row sufficient
+statistics: for row ``r`` of a mode, the Gram matrix ``sum_{e in r} w_e w_e^T`` and the right-hand
+side ``sum_{e in r} w_e y_e`` of its ridge regression (``w_e`` the design: the derivative of the
+model with respect to the row, extended by a 1 for the row's bias; ``y_e`` the value minus the
+offsets of the other modes). The global mean is the same with the one-row design ``w_e = 1``, the
+Tucker core with ``w_e = a_i (x) b_j (x) c_k``. DP-ALS releases these statistics with Gaussian
+noise, one release per mode and sweep, and solves each row's regression from the noisy ones --
+post-processing, so the solve may use any prior (below). This is the sufficient-statistics
+perturbation of McSherry & Mironov (2009) and of private ALS (Chien et al. 2021, "Private
+Alternating Least Squares"), written for CP and Tucker with offsets.
+
+Two neighbouring relations
+--------------------------
+``"entry-value"`` -- the value of one observed entry changes within the declared range
+``[lo, hi]``; the shape and the set Omega of observed indices are public.
+    Every Gram matrix is then a function of public quantities (Omega and the already released
+    parameters) and is used exactly. Only the right-hand sides are noised. One entry enters one
+    row's right-hand side, as ``w_e y_e`` with ``|y_e - y'_e| <= hi - lo``, so the release's l2
+    sensitivity is ``(hi - lo) max_e ||w_e||`` -- a public number.
+``"user"`` -- all ratings of one user (one row of mode 0) may change arbitrarily: their number,
+their items and days, their values. The shape (number of users, items, days) is public; Omega,
+the counts and the number of ratings are not.
+    The model is released under *joint* differential privacy (Kearns et al. 2014; Jain, Thakkar &
+    Thakurta 2018; Chien et al. 2021, the "billboard" model): the global mean, the item and day
+    factors and biases (and the core) are (epsilon, delta)-DP with respect to one user's ratings;
+    each user's own row of the user factor and bias is then computed from that user's ratings
+    and the released model only. Anything computed for user ``u`` (their row, their predictions)
+    therefore reveals nothing about any *other* user beyond the DP release -- but it does depend
+    on ``u``'s own ratings, so it must be given to ``u`` alone. Statistics of modes 1 and 2 (and
+    the core and the mean) are released with noise on the Gram matrices (upper triangle) *and*
+    the right-hand sides. To bound one user's influence, each entry's design ``w_e`` (without the
+    bias coordinate) is clipped to norm ``B``, ``y_e`` to ``[-(hi - lo), hi - lo]``, and the
+    user's whole contribution to a release (the concatenation over rows of the user's summed
+    ``upper(w w^T)`` and ``w y``) is scaled to norm at most ``C`` -- silently, by a factor that
+    no output reveals. Replacing a user's ratings then moves the release by at most ``2 C``.
+    ``C = sqrt(max_ratings) kappa`` for per-row modes and ``max_ratings kappa`` for one-row
+    releases, with ``kappa`` the largest norm of one entry's contribution, so a user with at most
+    ``max_ratings`` ratings, each in its own row, is never scaled down.
+
+Noise and accounting
+--------------------
+Release ``t`` adds ``N(0, (z_t s_t)^2)`` to each released coordinate, ``s_t`` its sensitivity; the
+releases are adaptively composed Gaussian mechanisms, so the whole fit is ``mu``-GDP with
+``mu^2 = sum_t 1 / z_t^2`` (Dong, Roth & Su 2022, Corollary 3.3), which is exactly
+``(epsilon, delta)``-DP for ``mu = 1 / sigma_analytic(epsilon, delta)`` (Balle & Wang 2018). The
+budget ``mu^2`` is shared: ``budget_split`` of it to the mean and offsets of the first sweep,
+the rest equally to the other releases.
+
+The solve from noisy statistics
+-------------------------------
+Each row's parameters get the posterior mean under the prior ``theta ~ N(p, diag(tau^2))`` (``p``
+the ridge's anchor, ``tau^2 = sigma_e^2 / lambda``) and the model ``rhs = G theta + e + n``,
+``e ~ N(0, sigma_e^2 G)`` (residuals of standard deviation ``sigma_e = (hi - lo) / 4``) and ``n``
+the privacy noise: ``theta = p + (G W^-1 G + diag(tau^-2))^-1 G W^-1 (rhs - G p)`` with ``W =
+sigma_e^2 G + sigma_n^2 I``. Without privacy noise this is the ridge solution; with it, rows
+whose statistics are dominated by the noise shrink to the prior instead of amplifying the noise
+(for a bias: ``sum / (n + lambda + sigma_n^2 / (n tau^2))``). A noisy Gram matrix is first projected
+onto the positive semi-definite cone, and its noise is counted into ``sigma_n``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dptensor.models._completion_als import (
+    CompletionParameters,
+    ModeIndex,
+    anchor_rows,
+    assign_mode,
+    mode_problem,
+    mode_ridge,
+    ridge_solve,
+)
+from dptensor.models._completion_kernels import mode_design
+from dptensor.privacy import NoiseSource, gaussian_sigma_analytic
+
+RELATIONS = ("entry-value", "user")
+
+#: Share of the Gaussian budget ``mu^2`` of the one-row mean release within ``budget_split``.
+MEAN_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class DpAlsPlan:
+    """The releases of a DP-ALS fit, fixed before the data are read.
+
+    Attributes
+    ----------
+    steps : tuple of str
+        In order: ``"mean"`` (the global mean), ``"sums0"``... (``"entry-value"``: each mode's
+        row sums, released once for the biases), ``"0"``, ``"1"``, ``"2"`` (a mode's row
+        statistics in one ALS sweep; under ``"user"`` mode 0 is never released), ``"core"``.
+    multipliers : tuple of float
+        The noise multiplier ``z_t`` of each release (noise std / sensitivity).
+    mu : float
+        The Gaussian-DP parameter of the whole fit, ``sqrt(sum 1 / z_t^2)``.
+    """
+
+    steps: tuple
+    multipliers: tuple
+    mu: float
+
+
+def plan_releases(
+    relation: str,
+    *,
+    has_factors: bool,
+    offsets: str,
+    tucker: bool,
+    n_iter: int,
+    epsilon: float,
+    delta: float,
+    budget_split: float,
+) -> DpAlsPlan:
+    """The release schedule and its noise multipliers (from parameters only, never the data).
+
+    The offsets (the mean, and under ``"entry-value"`` the row sums) get ``budget_split`` of the
+    Gaussian budget ``mu^2`` when factors follow (all of it otherwise), the mean a
+    :data:`MEAN_SHARE` of that; the other releases share the rest equally.
+    """
+    biases = offsets == "biases"
+    first: list[str] = ["mean"] if offsets in ("mean", "biases") else []
+    if relation == "entry-value":
+        first += [f"sums{m}" for m in range(3)] if biases else []
+        sweep = ([str(m) for m in range(3)] + (["core"] if tucker else [])) if has_factors else []
+    else:
+        sweep = (["1", "2"] + (["core"] if tucker and has_factors else [])) if (has_factors or biases) else []
+    later = sweep * n_iter
+    steps = first + later
+    if not steps:
+        raise ValueError("nothing to release: no factors and offsets='none'")
+    shares = np.zeros(len(steps))
+    if first and later:
+        split = (budget_split, 1.0 - budget_split)
+    else:
+        split = (1.0, 0.0) if first else (0.0, 1.0)
+    if first:
+        mean_share = MEAN_SHARE if len(first) > 1 else 1.0
+        shares[0] = split[0] * (mean_share if len(first) > 1 or later else 1.0)
+        if len(first) > 1:
+            shares[1 : len(first)] = split[0] * (1.0 - mean_share) / (len(first) - 1)
+        elif later:
+            shares[0] = split[0]
+    if later:
+        shares[len(first) :] = split[1] / len(later)
+    mu = 1.0 / gaussian_sigma_analytic(epsilon, delta)
+    multipliers = [1.0 / (mu * math.sqrt(share)) for share in shares]
+    total = math.sqrt(sum(1.0 / z**2 for z in multipliers))
+    if total > mu:  # rounding: never spend more than the budget
+        multipliers = [z * total / mu * (1.0 + 1e-12) for z in multipliers]
+        total = math.sqrt(sum(1.0 / z**2 for z in multipliers))
+    return DpAlsPlan(tuple(steps), tuple(float(z) for z in multipliers), total)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics of one release and their sensitivity
+# ---------------------------------------------------------------------------------------------
+
+
+def entry_contributions(design: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per entry ``(upper(w w^T), w y)``: what one entry adds to its row's statistics."""
+    iu = np.triu_indices(design.shape[1])
+    return np.hstack([design[:, iu[0]] * design[:, iu[1]], design * target[:, None]])
+
+
+def unpack_statistics(stats: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(n_rows, d(d+1)/2 + d)`` released vectors to symmetric Gram matrices and right-hand sides."""
+    iu = np.triu_indices(d)
+    k = iu[0].shape[0]
+    gram = np.zeros((stats.shape[0], d, d))
+    gram[:, iu[0], iu[1]] = stats[:, :k]
+    gram[:, iu[1], iu[0]] = stats[:, :k]
+    return gram, stats[:, k:]
+
+
+def user_contribution_scales(
+    contributions: np.ndarray, users: np.ndarray, rows: np.ndarray, n_rows: int, bound: float
+) -> np.ndarray:
+    """Per entry, the factor ``min(1, C / ||V_u||)`` of its user ``u``.
+
+    ``V_u`` is the user's whole contribution to the release: for every row the sum of the
+    user's entries' contributions in that row, concatenated over rows; its norm is
+    ``sqrt(sum_rows ||sum_{e in (u, row)} contribution_e||^2)``, computed by grouping the entries
+    by ``(user, row)``.
+    """
+    keys = users.astype(np.int64) * n_rows + rows
+    uniq, group = np.unique(keys, return_inverse=True)
+    n = contributions.shape[0]
+    grouping = sp.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(uniq.shape[0], n))
+    sums = np.asarray(grouping @ contributions)
+    norms = np.sqrt(
+        np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums), minlength=int(users.max()) + 1)
+    )
+    scale = np.ones_like(norms)
+    over = norms > bound
+    scale[over] = bound / norms[over]
+    return scale[users]
+
+
+#: Under ``"entry-value"`` an entry's weight in its row's regression is ``min(1, C / ||w_e||)`` with
+#: ``C`` this quantile of ``||w_e||`` over the entries (a public number: ``w`` is public), so that a
+#: few entries with large designs do not set the noise of every row.
+DESIGN_QUANTILE = 0.9
+
+
+def entry_value_weights(design: np.ndarray) -> tuple[np.ndarray, float]:
+    """Weights ``u_e = min(1, C / ||w_e||)`` and ``C`` (:data:`DESIGN_QUANTILE` of the norms)."""
+    norms = np.sqrt(np.einsum("nd,nd->n", design, design))
+    bound = float(np.quantile(norms, DESIGN_QUANTILE)) if norms.size else 0.0
+    weights = np.ones_like(norms)
+    over = norms > bound
+    weights[over] = bound / norms[over]
+    return weights, bound
+
+
+def entry_value_rhs(
+    index: ModeIndex, design: np.ndarray, values: np.ndarray, weights: np.ndarray, bound: float, width: float
+) -> tuple[np.ndarray, float]:
+    """Weighted right-hand sides ``sum_{e in row} u_e w_e x_e`` and their sensitivity ``width C``.
+
+    Under ``"entry-value"`` one entry's value moves by at most ``width`` and enters exactly one
+    row, as ``u_e w_e x_e`` with ``||u_e w_e|| <= C``; ``w`` and ``u`` are public (Omega and
+    released parameters).
+    """
+    return index.sums(design * (weights * values)[:, None]), width * bound
+
+
+def user_statistics(
+    index: ModeIndex,
+    design: np.ndarray,
+    target: np.ndarray,
+    users: np.ndarray,
+    *,
+    width: float,
+    design_bound: float,
+    user_bound: float,
+    bias_column: bool,
+) -> tuple[np.ndarray, float]:
+    """``(upper(Gram), rhs)`` per row with each user's contribution bounded; sensitivity ``2 C``.
+
+    The design without its bias coordinate is clipped to norm ``B = design_bound``, the target to
+    ``[-width / 2, width / 2]``, and each user's contribution to norm ``C = user_bound``
+    (:func:`user_contribution_scales`). Replacing all of one user's entries moves the sum by at
+    most ``||V_u|| + ||V'_u|| <= 2 C``.
+    """
+    factor_part = slice(0, design.shape[1] - 1) if bias_column else slice(0, design.shape[1])
+    clipped = design.copy()
+    norms = np.sqrt(np.einsum("nd,nd->n", clipped[:, factor_part], clipped[:, factor_part]))
+    over = norms > design_bound
+    clipped[over, factor_part] *= (design_bound / norms[over])[:, None]
+    contributions = entry_contributions(clipped, np.clip(target, -width / 2, width / 2))
+    scale = user_contribution_scales(contributions, users, index.rows, index.n_rows, user_bound)
+    return index.sums(contributions * scale[:, None]), 2.0 * user_bound
+
+
+def entry_scale(d_factors: int, bias_column: bool, design_bound: float, residual: float) -> float:
+    """``kappa``: the norm of one entry's ``(upper(w w^T), w y)`` at the largest design, ``|y| = residual``.
+
+    ``||upper(w w^T)|| <= ||w w^T||_F = ||w||^2`` and ``||w y|| = ||w|| |y|``, with
+    ``||w||^2 <= B^2 (+ 1 for the bias coordinate)``. The user bound ``C`` is a multiple of it
+    for a typical residual; the guarantee rests on the clipping to ``C``, not on this value.
+    """
+    w2 = (design_bound**2 if d_factors else 0.0) + (1.0 if bias_column else 0.0)
+    return math.sqrt(w2 * w2 + w2 * residual**2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Solving rows from noisy statistics
+# ---------------------------------------------------------------------------------------------
+
+
+def posterior_rows(
+    gram: np.ndarray,
+    rhs: np.ndarray,
+    ridge: np.ndarray,
+    prior: np.ndarray,
+    residual_var: float,
+    noise_var: np.ndarray | float,
+) -> np.ndarray:
+    """Posterior mean of every row's ``theta`` from (noisy) statistics (module docstring).
+
+    ``noise_var`` is the variance of the privacy noise on each right-hand-side coordinate (a
+    number or one per coordinate); with zero noise this is the ridge solution.
+    """
+    d = gram.shape[-1]
+    noise_var = np.broadcast_to(np.asarray(noise_var, dtype=float), (d,))
+    if not np.any(noise_var > 0):
+        return ridge_solve(gram, rhs, ridge, prior)
+    w = residual_var * gram + np.diag(noise_var)
+    w_inv_g = np.linalg.solve(w, gram)  # W^-1 G
+    system = gram @ w_inv_g + np.diag(ridge / residual_var)
+    prior = np.broadcast_to(prior, rhs.shape)
+    centred = rhs - np.einsum("rij,rj->ri", gram, prior)
+    vector = np.einsum("rji,rj->ri", w_inv_g, centred)  # G W^-1 = (W^-1 G)^T
+    return prior + np.linalg.solve(system, vector[..., None])[..., 0]
+
+
+def psd_projection(gram: np.ndarray) -> np.ndarray:
+    """Nearest positive semi-definite matrices (negative eigenvalues set to zero)."""
+    vals, vecs = np.linalg.eigh(gram)
+    return np.einsum("rij,rj,rkj->rik", vecs, np.maximum(vals, 0.0), vecs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fit
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DpAlsSettings:
+    """Hyper-parameters of :func:`dp_als` (see :class:`~dptensor.models.TensorCompletion`)."""
+
+    relation: str
+    value_range: tuple[float, float]
+    reg: float
+    reg_bias: float
+    reg_core: float
+    context_modes: tuple[int, ...]
+    offsets: str = "biases"
+    max_ratings: int = 100
+    design_bound: float = 1.0
+    bias_iterations: int = 20
+
+
+class DpAlsFit:
+    """State shared by the steps of one DP-ALS fit."""
+
+    def __init__(self, params, indices, values, shape, settings, source) -> None:
+        self.params = params
+        self.indices = indices
+        self.values = values
+        self.settings = settings
+        self.source = source
+        low, high = settings.value_range
+        self.width = high - low
+        self.centre = 0.5 * (low + high) if settings.offsets != "none" else 0.0
+        self.residual_var = (self.width / 4.0) ** 2
+        self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
+        self.anchors = anchor_rows(params)
+        self.ridge_view = _RidgeView(settings.reg, settings.reg_bias)
+        self.sums: dict[int, tuple[np.ndarray, float]] = {}
+        self.total: tuple[float, float] | None = None
+        self.noise_stds: list[float] = []
+
+    # -- helpers ---------------------------------------------------------------------------
+    def offsets_except(self, mode: int | None) -> np.ndarray:
+        """``mu + biases`` of the modes other than ``mode`` at every entry."""
+        out = np.full(self.values.shape[0], self.params.mean)
+        if self.params.biases is not None:
+            for m in range(3):
+                if m != mode:
+                    out += np.take(self.params.biases[m], self.indices[:, m])
+        return out
+
+    def noise(self, stats: np.ndarray, sigma: float) -> np.ndarray:
+        self.noise_stds.append(sigma)
+        return self.source.add_gaussian(stats, sigma)
+
+    def one_row_ridge(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([self.settings.reg_bias]), np.zeros(1)
+
+
+@dataclass
+class _RidgeView:
+    reg: float
+    reg_bias: float
+
+
+def dp_als(
+    params: CompletionParameters,
+    indices: np.ndarray,
+    values: np.ndarray,
+    shape: tuple[int, int, int],
+    plan: DpAlsPlan,
+    settings: DpAlsSettings,
+    source: NoiseSource,
+) -> list[float]:
+    """Run the releases of ``plan`` from ``params`` (updated in place); return each release's noise std.
+
+    ``values`` must already be clipped into ``settings.value_range``; ``params.mean`` is the
+    starting mean (the range's centre when there are offsets). Under ``"user"`` the user rows are
+    computed locally before every sweep and at the end.
+    """
+    fit = DpAlsFit(params, indices, values, shape, settings, source)
+    params.mean = fit.centre
+    user = settings.relation == "user"
+    for step, z in zip(plan.steps, plan.multipliers, strict=True):
+        if step == "mean":
+            (user_mean if user else entry_mean)(fit, z)
+        elif step.startswith("sums"):
+            entry_sums(fit, int(step[4:]), z)
+            if len(fit.sums) == 3:
+                entry_bias_als(fit)
+        elif step == "core":
+            core_release(fit, z, user)
+        else:
+            mode = int(step)
+            if user and mode == 1:
+                local_user_rows(fit)
+            (user_mode if user else entry_mode)(fit, mode, z)
+    if user:
+        local_user_rows(fit)
+    return fit.noise_stds
+
+
+# -- entry-value --------------------------------------------------------------------------------
+
+
+def entry_mean(fit: DpAlsFit, z: float) -> None:
+    """The total ``sum (x - c)`` (sensitivity ``width``); ``mu`` from it (``n`` is public)."""
+    n = fit.values.shape[0]
+    total = fit.noise(np.array([np.sum(fit.values - fit.centre)]), z * fit.width)[0]
+    fit.total = (total, fit.noise_stds[-1] ** 2)
+    fit.params.mean = fit.centre + total / n
+
+
+def entry_sums(fit: DpAlsFit, mode: int, z: float) -> None:
+    """Each row's ``sum (x - c)`` of one mode (sensitivity ``width``), kept for every later sweep."""
+    index = fit.index[mode]
+    stats = index.sums((fit.values - fit.centre)[:, None])[:, 0]
+    fit.sums[mode] = (fit.noise(stats, z * fit.width), fit.noise_stds[-1] ** 2)
+
+
+def entry_bias_als(fit: DpAlsFit) -> None:
+    """Biases (and the mean) from the released sums alone: ALS on the biases, by post-processing.
+
+    The biases' normal equations read the data only through the row sums ``sum (x - c)`` and the
+    total; everything else (Omega, the other biases) is public, so any number of iterations is
+    free.
+    """
+    params = fit.params
+    n = fit.values.shape[0]
+    for _ in range(fit.settings.bias_iterations):
+        for mode in range(3):
+            index = fit.index[mode]
+            noisy, var = fit.sums[mode]
+            others = index.sums((fit.offsets_except(mode) - fit.centre)[:, None])[:, 0]
+            rhs = (noisy - others)[:, None]
+            gram = index.counts.astype(float)[:, None, None]
+            params.biases[mode] = posterior_rows(
+                gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1), fit.residual_var, var
+            )[:, 0]
+        if fit.total is not None:
+            explained = sum(
+                float(np.dot(b, idx.counts)) for b, idx in zip(params.biases, fit.index, strict=True)
+            )
+            params.mean = fit.centre + (fit.total[0] - explained) / n
+
+
+def entry_mode(fit: DpAlsFit, mode: int, z: float) -> None:
+    """One mode's factor rows from noisy weighted right-hand sides, then its biases from the kept sums."""
+    params = fit.params
+    index = fit.index[mode]
+    design = mode_design(params.model, mode, params.core, params.factors, fit.indices)
+    weights, bound = entry_value_weights(design)
+    noisy_part, sensitivity = entry_value_rhs(
+        index, design, fit.values - fit.centre, weights, bound, fit.width
+    )
+    rhs = fit.noise(noisy_part, z * sensitivity)
+    known = fit.offsets_except(None) - fit.centre  # public: released offsets at public entries
+    rhs = rhs - index.sums(design * (weights * known)[:, None])
+    gram = index.gram(design, weights)
+    ridge = np.full(design.shape[1], fit.settings.reg)
+    prior = fit.anchors[mode]
+    params.factors[mode] = posterior_rows(gram, rhs, ridge, prior, fit.residual_var, fit.noise_stds[-1] ** 2)
+    if params.biases is not None:
+        entry_biases_given_factors(fit, mode)
+    if fit.total is not None and mode == 2:
+        without = CompletionParameters(params.model, params.factors, params.core, 0.0, params.biases)
+        explained = float(np.sum(without.predict(fit.indices)))
+        params.mean = fit.centre + (fit.total[0] - explained) / fit.values.shape[0]
+
+
+def entry_biases_given_factors(fit: DpAlsFit, mode: int) -> None:
+    """One mode's biases from its released row sums, the factors and the other offsets (post-processing)."""
+    params = fit.params
+    index = fit.index[mode]
+    fitted = CompletionParameters(params.model, params.factors, params.core, 0.0, None).predict(fit.indices)
+    known = fit.offsets_except(mode) - fit.centre + fitted
+    noisy, var = fit.sums[mode]
+    rhs = (noisy - index.sums(known[:, None])[:, 0])[:, None]
+    gram = index.counts.astype(float)[:, None, None]
+    params.biases[mode] = posterior_rows(
+        gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1), fit.residual_var, var
+    )[:, 0]
+
+
+# -- user ---------------------------------------------------------------------------------------
+
+
+def _user_bound(fit: DpAlsFit, d_factors: int, bias_column: bool, one_row: bool) -> float:
+    kappa = entry_scale(d_factors, bias_column, fit.settings.design_bound, fit.width / 4.0)
+    m = fit.settings.max_ratings
+    return kappa * (m if one_row else math.sqrt(m))
+
+
+def _solve_noisy(fit, stats, d, sigma, ridge, prior) -> np.ndarray:
+    """Unpack noisy ``(upper(Gram), rhs)``, project the Grams to PSD, solve every row."""
+    gram, rhs = unpack_statistics(stats, d)
+    largest_prior = float(np.max(np.sum(np.atleast_2d(prior) ** 2, axis=-1)))
+    spread = float(np.sum(fit.residual_var / ridge)) + largest_prior
+    return posterior_rows(
+        psd_projection(gram), rhs, ridge, prior, fit.residual_var, sigma * sigma * (1.0 + spread)
+    )
+
+
+def user_mean(fit: DpAlsFit, z: float) -> None:
+    """Noisy ``(count, sum (x - c))`` with each user's pair bounded; ``mu`` from their ratio."""
+    n = fit.values.shape[0]
+    index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
+    bound = _user_bound(fit, 0, True, True)
+    stats, sensitivity = user_statistics(
+        index,
+        np.ones((n, 1)),
+        fit.values - fit.centre,
+        fit.indices[:, 0],
+        width=fit.width,
+        design_bound=fit.settings.design_bound,
+        user_bound=bound,
+        bias_column=True,
+    )
+    sigma = z * sensitivity
+    ridge, prior = fit.one_row_ridge()
+    theta = _solve_noisy(fit, fit.noise(stats, sigma), 1, sigma, ridge, prior)
+    fit.params.mean = fit.centre + float(theta[0, 0])
+
+
+def user_mode(fit: DpAlsFit, mode: int, z: float) -> None:
+    """One item-side mode's rows (factor and bias) from noisy Gram matrices and right-hand sides."""
+    params = fit.params
+    design, target = mode_problem(params, mode, fit.indices, fit.values)
+    bias_column = params.biases is not None
+    d_factors = design.shape[1] - (1 if bias_column else 0)
+    bound = _user_bound(fit, d_factors, bias_column, False)
+    stats, sensitivity = user_statistics(
+        fit.index[mode],
+        design,
+        target,
+        fit.indices[:, 0],
+        width=fit.width,
+        design_bound=fit.settings.design_bound,
+        user_bound=bound,
+        bias_column=bias_column,
+    )
+    sigma = z * sensitivity
+    ridge, prior = mode_ridge(params, mode, fit.ridge_view, fit.anchors)
+    assign_mode(
+        params, mode, _solve_noisy(fit, fit.noise(stats, sigma), design.shape[1], sigma, ridge, prior)
+    )
+
+
+def local_user_rows(fit: DpAlsFit) -> None:
+    """Each user's row and bias from their own ratings and the released model (joint DP)."""
+    params = fit.params
+    if params.factors is None and params.biases is None:
+        return
+    design, target = mode_problem(params, 0, fit.indices, fit.values)
+    index = fit.index[0]
+    ridge, prior = mode_ridge(params, 0, fit.ridge_view, fit.anchors)
+    assign_mode(
+        params, 0, ridge_solve(index.gram(design), index.sums(design * target[:, None]), ridge, prior)
+    )
+
+
+# -- Tucker core ----------------------------------------------------------------------------------
+
+
+def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
+    """The core's ridge regression from noisy statistics (a one-row release with ``w_e = a (x) b (x) c``)."""
+    params = fit.params
+    n = fit.values.shape[0]
+    rows = [np.take(f, fit.indices[:, m], axis=0) for m, f in enumerate(params.factors)]
+    p, q, t = params.core.shape
+    design = (rows[0][:, :, None, None] * rows[1][:, None, :, None] * rows[2][:, None, None, :]).reshape(
+        n, -1
+    )
+    index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
+    ridge, prior = np.full(p * q * t, fit.settings.reg_core), np.zeros(p * q * t)
+    known = fit.offsets_except(None)
+    if user:
+        bound = _user_bound(fit, p * q * t, False, True)
+        stats, sensitivity = user_statistics(
+            index,
+            design,
+            fit.values - known,
+            fit.indices[:, 0],
+            width=fit.width,
+            design_bound=fit.settings.design_bound,
+            user_bound=bound,
+            bias_column=False,
+        )
+        sigma = z * sensitivity
+        theta = _solve_noisy(fit, fit.noise(stats, sigma), p * q * t, sigma, ridge, prior)
+    else:
+        weights, bound = entry_value_weights(design)
+        noisy_part, sensitivity = entry_value_rhs(
+            index, design, fit.values - fit.centre, weights, bound, fit.width
+        )
+        rhs = fit.noise(noisy_part, z * sensitivity) - index.sums(
+            design * (weights * (known - fit.centre))[:, None]
+        )
+        theta = posterior_rows(
+            index.gram(design, weights), rhs, ridge, prior, fit.residual_var, fit.noise_stds[-1] ** 2
+        )
+    params.core = theta[0].reshape(p, q, t)
+
+
+__all__ = ["RELATIONS", "DpAlsPlan", "DpAlsSettings", "dp_als", "plan_releases"]

@@ -1,0 +1,903 @@
+"""Differentially private variational inference for LDA (Park, Foulds, Chaudhuri & Welling 2016).
+
+The baseline private topic model of DeCarolis et al. (paper 004, Section 7, "DP VI"): online
+variational Bayes for Latent Dirichlet Allocation (Hoffman, Blei & Bach 2010, Algorithm 2)
+whose per-minibatch expected sufficient statistics are clipped and released through the
+Gaussian mechanism (Park et al., *Private topic modeling*, arXiv:1609.04120; the algorithm as
+their public code ``PPVI_LDA/onlineldavb.py`` runs it is written out in
+``shared/specs/private-topic-models.md``, section B.8).
+
+Algorithm (one step ``t = 1..T``; ``K`` topics, ``V`` words, ``N`` documents)
+-----------------------------------------------------------------------------
+1. Draw a minibatch ``B_t``: each document independently with probability ``q = S / N``
+   (Poisson sampling, ``accountant="exact"``) or exactly ``S`` documents uniformly without
+   replacement (the authors' code, ``accountant="paper"``). The draw comes from the *secret*
+   noise source: amplification by subsampling needs the sample hidden.
+2. E-step for every ``d`` in ``B_t``, vectorised over the minibatch: with
+   ``E log beta_kw = psi(lambda_kw) - psi(sum_w lambda_kw)`` and ``gamma_d ~ Gamma(100, 1/100)``
+   initially, iterate
+   ``gamma_d <- alpha + exp(E log theta_d) * ((n_d / phinorm_d) exp(E log beta)^T)`` until the
+   mean absolute change is below ``mean_change_tol`` (at most ``max_doc_update_iter`` times),
+   where ``phinorm_dw = sum_k exp(E log theta_dk + E log beta_kw)``.
+3. Expected sufficient statistics of each document,
+   ``s_d[k, w] = n_dw exp(E log theta_dk + E log beta_kw) / phinorm_dw`` (``K x V``, entries
+   ``>= 0``, summing to the document length), **clipped** to Frobenius norm ``C``:
+   ``s_d <- s_d min(1, C / ||s_d||_F)``.
+4. Release ``s_bar = (1/S) sum_{d in B_t} s_d + N(0, sigma^2 I)`` and zero its negative entries
+   (post-processing).
+5. ``lambda <- (1 - rho_t) lambda + rho_t (eta + N s_bar)`` with ``rho_t = (tau_0 + t)^-kappa``.
+
+Neighbouring relation and sensitivity
+-------------------------------------
+**Replace one document** (its whole count vector, by any other); ``N``, the vocabulary and
+every parameter are public. ``lambda`` before step ``t`` is a function of earlier releases only,
+so each release is a Gaussian mechanism on a public function of the data (adaptive
+composition).
+
+*Proposition (sensitivity of the minibatch mean).* For a fixed minibatch, replacing document
+``x`` by ``x'`` changes ``s_bar``'s mean by ``(s_x - s_x') / S`` and
+``||s_x - s_x'||_F <= sqrt(2) C``, so the sensitivity is ``sqrt(2) C / S`` (not ``2 C / S``).
+*Proof.* ``||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>``; both clipped statistics have norm at
+most ``C`` and non-negative entries, so ``<a, b> >= 0`` and ``||a - b||^2 <= 2 C^2``. Equality
+holds for two documents with no word in common, each clipped (``<a, b> = 0``). []
+(:func:`replace_one_sensitivity`; checked by brute force in ``tests/test_dp_vi_lda.py``.)
+
+Accounting (``accountant="exact"``, the default)
+------------------------------------------------
+*Full batch* (``S >= N``, so ``q = 1``): ``T`` adaptively composed Gaussian releases of
+sensitivity ``sqrt(2) C / N``, calibrated exactly by Gaussian differential privacy
+(:func:`~dptensor.privacy.composed_noise_multiplier`); the ``dp_event`` is
+``SelfComposedDpEvent(GaussianDpEvent(z), T)`` in dptensor's units (``z = sigma / (sqrt(2) C / N)``).
+
+*Poisson subsampling* (``q < 1``): condition on the other documents' draws; the replaced
+document's slot is drawn with probability ``q`` on both sides, so one step's outputs are
+``P = (1-q) N(m, s^2) + q N(m + a, s^2)`` and ``Q = (1-q) N(m, s^2) + q N(m + b, s^2)`` with
+``a = s_x / S``, ``b = s_x' / S``, ``||a||, ||b|| <= C / S``. The non-negativity bounds
+``||a - b||`` by ``sqrt(2) C / S``, but under subsampling it does **not** give the one-dimensional
+pair at distance ``sqrt(2) C / S``: the common offset of ``a`` and ``b`` away from the
+"not sampled" component reveals whether the slot was drawn (for ``a, b`` orthogonal the
+hockey-stick divergence exceeds that pair's; the test suite shows it numerically). We therefore
+use the dominating pair for contributions in a ball of radius ``C / S`` under substitution,
+``((1-q) N(0, z^2) + q N(-1, z^2), (1-q) N(0, z^2) + q N(1, z^2))`` (Lebeda, Regehr, Kamath &
+Steinke 2024, *Avoiding pitfalls for privacy accounting of subsampled mechanisms under
+composition*), which is exactly what dp-accounting's PLD accountant composes for
+``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` under ``NeighboringRelation.REPLACE_ONE``
+(``z = sigma / (C / S)``). ``z`` is the smallest (to relative ``1e-4``) for which the PLD
+accountant (pessimistic discretisation) reports ``epsilon <= target`` over ``T`` steps. That
+accountant reads the event in REPLACE_ONE units, not in dptensor's add-or-remove units
+(:mod:`dptensor.privacy.accounting`), so the guarantee exposes the whole run as
+``EpsilonDeltaDpEvent(epsilon_exact, delta)`` (valid for composition, pessimistic) and records
+the REPLACE_ONE event in ``details``.
+
+``accountant="paper"`` (unproven, opt-in)
+-----------------------------------------
+The authors' code: fixed-size minibatches of ``S`` documents, noise ``sigma = z C / S`` with ``z``
+from the moments accountant (Abadi et al. 2016) for *Poisson* sampling at rate ``S/N`` under
+*add/remove* (computed here with dp-accounting's RDP accountant, which implements that bound).
+Under the replace-one relation a fixed-size minibatch moves the mean by up to ``sqrt(2) C / S``,
+and sampling without replacement is not Poisson sampling; the valid epsilon of that noise
+(Wang, Balle & Kasiviswanathan 2019, dp-accounting's ``SampledWithoutReplacementDpEvent`` under
+REPLACE_ONE) is recorded in the guarantee's details and is several times larger.
+
+What the estimator never exposes: the minibatches, their sizes, the training documents' topic
+proportions, the number of clipped documents, or any bound computed on the training data.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from numbers import Integral, Real
+
+import dp_accounting
+import numpy as np
+import scipy.sparse as sp
+from dp_accounting import pld, rdp
+from scipy.special import gammaln, logsumexp, psi
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from tqdm.auto import tqdm
+
+from dptensor._validation import NotFittedError, check_random_state
+from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models.spectral_lda import _chunks
+from dptensor.privacy import (
+    EpsilonDeltaDpEvent,
+    NoiseSource,
+    PrivacyGuarantee,
+    composed_gaussian_epsilon,
+    composed_noise_multiplier,
+    require_unproven,
+)
+from dptensor.tensor.lda_moments import check_count_matrix
+
+__all__ = [
+    "DEFAULT_MAX_DOC_LENGTH",
+    "DPVariationalLDA",
+    "dp_vi_epsilon",
+    "dp_vi_noise_multiplier",
+    "document_statistics",
+    "pld_discretization",
+    "replace_one_sensitivity",
+]
+
+#: The authors' ``maxLen``: the default declared maximum document length.
+DEFAULT_MAX_DOC_LENGTH = 500
+#: The authors' ``clippingProportion``: ``C = 0.1 * max_doc_length``.
+CLIP_PROPORTION = 0.1
+#: PLD discretisation of the exact accountant (pessimistic, so the epsilon is an upper bound).
+PLD_DISCRETIZATION = 1e-3
+_EPS = np.finfo(np.float64).eps
+
+NEIGHBOURING = "document"
+PROTECTED = "the whole word-count vector of one document (replace one document by any other)"
+PUBLIC = (
+    "the number of documents N, the vocabulary, the clipping norm C (and the declared maximum "
+    "document length), the minibatch size S, the number of steps and every other parameter"
+)
+PAPER_REASON = (
+    "the authors calibrate with the moments accountant for Poisson sampling under add/remove with "
+    "sensitivity C/S, but draw fixed-size minibatches and the replace-one relation moves the "
+    "minibatch mean by up to sqrt(2) C/S; the valid epsilon of the same noise (sampling without "
+    "replacement, Wang, Balle & Kasiviswanathan 2019) is in details['epsilon_valid']"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# accounting
+# ---------------------------------------------------------------------------------------------
+def _poisson_gaussian_event(noise_multiplier: float, q: float, n_steps: int) -> dp_accounting.DpEvent:
+    """``n_steps`` Poisson-subsampled Gaussian releases (read in the accountant's own units)."""
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(noise_multiplier)), n_steps
+    )
+
+
+@contextmanager
+def _quiet_absl() -> Iterator[None]:
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@lru_cache(maxsize=256)
+def dp_vi_epsilon(
+    noise_multiplier: float,
+    delta: float,
+    sampling_probability: float,
+    n_steps: int,
+    accountant: str = "exact",
+    discretization: float = PLD_DISCRETIZATION,
+) -> float:
+    """``epsilon`` at ``delta`` of ``n_steps`` DP-VI releases with noise multiplier ``z``.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        ``"exact"`` with ``q < 1``: ``sigma / (C / S)`` (dp-accounting's REPLACE_ONE units);
+        ``"exact"`` with ``q = 1``: ``sigma / (sqrt(2) C / S)`` (the replace-one sensitivity);
+        ``"paper"``: ``sigma / (C / S)`` as the authors' moments accountant reads it.
+    delta : float
+    sampling_probability : float
+        ``q = S / N`` (``1`` for a full batch).
+    n_steps : int
+    accountant : {"exact", "paper"}
+        ``"exact"``: PLD accountant, Poisson sampling, REPLACE_ONE (full batch: Gaussian DP);
+        ``"paper"``: the authors' claim, RDP (moments) accountant for Poisson sampling under
+        ADD_OR_REMOVE_ONE.
+    discretization : float
+        The PLD's value discretisation interval (pessimistic rounding: any interval gives an
+        upper bound; smaller is tighter and slower).
+
+    See the module docstring for why these are the right events.
+    """
+    q = float(sampling_probability)
+    if accountant == "exact" and q >= 1.0:
+        return composed_gaussian_epsilon(noise_multiplier, n_steps, delta)
+    if accountant == "exact":
+        acc = pld.PLDAccountant(
+            dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=discretization
+        )
+        acc.compose(_poisson_gaussian_event(noise_multiplier, q, n_steps))
+        return float(acc.get_epsilon(delta))
+    if accountant == "paper":
+        acc = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        with _quiet_absl():  # dp-accounting logs orders it drops at small noise; they are excluded safely
+            acc.compose(_poisson_gaussian_event(noise_multiplier, q, n_steps))
+            return float(acc.get_epsilon(delta))
+    raise ValueError(f"accountant must be 'exact' or 'paper', got {accountant!r}")
+
+
+@lru_cache(maxsize=256)
+def _valid_epsilon_without_replacement(
+    sigma_over_sensitivity: float, delta: float, n_documents: int, batch_size: int, n_steps: int
+) -> float:
+    """Valid epsilon of fixed-size minibatches (paper mode) under replace-one: WBK RDP bound.
+
+    ``sigma_over_sensitivity = sigma / (sqrt(2) C / S)``; dp-accounting's RDP accountant reads a
+    ``SampledWithoutReplacementDpEvent`` under REPLACE_ONE in units of the replace-one
+    sensitivity (its base Gaussian has RDP ``alpha / (2 z^2)``).
+    """
+    if batch_size >= n_documents:
+        return composed_gaussian_epsilon(sigma_over_sensitivity, n_steps, delta)
+    acc = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    with _quiet_absl():
+        acc.compose(
+            dp_accounting.SampledWithoutReplacementDpEvent(
+                n_documents, batch_size, dp_accounting.GaussianDpEvent(sigma_over_sensitivity)
+            ),
+            n_steps,
+        )
+        return float(acc.get_epsilon(delta))
+
+
+@lru_cache(maxsize=256)
+def dp_vi_noise_multiplier(
+    epsilon: float, delta: float, sampling_probability: float, n_steps: int, accountant: str = "exact"
+) -> float:
+    """Smallest noise multiplier (to relative ``1e-4``) with :func:`dp_vi_epsilon` ``<= epsilon``.
+
+    Bisection on the monotone map ``z -> epsilon(z)``; the value returned is always on the
+    private side (its epsilon, recomputed by the same accountant, is at most the target). The
+    PLD is discretised at :func:`pld_discretization` ``(epsilon)``. The full-batch exact case is
+    the closed-form Gaussian-DP calibration.
+    """
+    if accountant == "exact" and sampling_probability >= 1.0:
+        return composed_noise_multiplier(epsilon, delta, n_steps, "exact")
+    interval = pld_discretization(epsilon)
+
+    def eps(z: float) -> float:
+        return dp_vi_epsilon(z, delta, sampling_probability, n_steps, accountant, interval)
+
+    hi = 1.0
+    while eps(hi) > epsilon:
+        hi *= 2.0
+        if hi > 1e6:  # pragma: no cover - only for absurd budgets
+            raise ValueError(f"no noise multiplier below 1e6 reaches epsilon={epsilon} at delta={delta}")
+    lo = hi / 2.0
+    while lo > 0.05 and eps(lo) <= epsilon:
+        hi, lo = lo, lo / 2.0
+    if lo <= 0.05:
+        return hi
+    while (hi - lo) > 1e-4 * hi:
+        mid = 0.5 * (lo + hi)
+        if eps(mid) <= epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def pld_discretization(epsilon: float) -> float:
+    """PLD interval used for a target ``epsilon``: ``1e-3``, relaxed to ``1e-3 epsilon`` above 1.
+
+    Large budgets mean small noise and long privacy-loss supports; a proportional interval keeps
+    their calibration fast at the same relative precision (pessimistic either way).
+    """
+    return PLD_DISCRETIZATION * max(1.0, float(epsilon))
+
+
+def replace_one_sensitivity(clip: float, batch_size: int) -> float:
+    """``sqrt(2) C / S``: largest change of the clipped minibatch mean when one document is replaced.
+
+    See the proposition in the module docstring (non-negative statistics of norm at most ``C``).
+    """
+    return math.sqrt(2.0) * float(clip) / int(batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# the E-step, vectorised over documents
+# ---------------------------------------------------------------------------------------------
+def _dirichlet_expectation(alpha: np.ndarray) -> np.ndarray:
+    """``E[log theta]`` for ``theta ~ Dirichlet(alpha)``, row-wise."""
+    return psi(alpha) - psi(alpha.sum(axis=1, keepdims=True))
+
+
+def _e_step(
+    X: sp.csr_matrix,
+    exp_elog_beta: np.ndarray,
+    alpha: float,
+    gamma: np.ndarray,
+    max_iter: int,
+    tol: float,
+    clip: float | None,
+    with_stats: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Variational E-step of Hoffman et al. (2010), Algorithm 2, for all documents of ``X`` at once.
+
+    Every document runs its own fixed-point iteration and stops when its mean absolute change
+    of ``gamma`` falls below ``tol`` (as the per-document loops of Hoffman's code and
+    scikit-learn do); the active documents are processed together, as arrays over their stored
+    entries (``O(nnz K)`` per iteration, no Python loop over documents).
+
+    Returns
+    -------
+    gamma : ndarray of shape (n_documents, K)
+    sstats : ndarray of shape (K, V) or None
+        ``sum_d s_d`` with each ``s_d`` clipped to Frobenius norm ``clip`` (``None``: unclipped).
+    """
+    lengths = np.diff(X.indptr)
+    cols, counts = X.indices, X.data
+    beta_t = np.ascontiguousarray(exp_elog_beta.T)  # V x K
+    gamma = np.array(gamma, dtype=np.float64, copy=True)
+    exp_elog_theta = np.exp(_dirichlet_expectation(gamma))
+
+    # documents still iterating; empty documents are done (gamma = alpha after one update)
+    active = np.flatnonzero(lengths > 0)
+    gamma[lengths == 0] = alpha
+    exp_elog_theta[lengths == 0] = np.exp(_dirichlet_expectation(gamma[lengths == 0]))
+    # stored entries of the active documents (all stored entries belong to non-empty ones)
+    a_counts, a_beta = counts, beta_t[cols]
+    a_local = np.repeat(np.arange(active.size), lengths[active])
+    starts = np.concatenate([[0], np.cumsum(lengths[active])[:-1]]) if active.size else np.zeros(0, int)
+    g, t = gamma[active], exp_elog_theta[active]
+    norm = np.einsum("ij,ij->i", t[a_local], a_beta) + _EPS
+    for _ in range(max_iter):
+        if active.size == 0:
+            break
+        weighted = a_beta * (a_counts / norm)[:, None]
+        new = alpha + t * np.add.reduceat(weighted, starts, axis=0)
+        t = np.exp(_dirichlet_expectation(new))
+        norm = np.einsum("ij,ij->i", t[a_local], a_beta) + _EPS
+        change = np.abs(new - g).mean(axis=1)
+        g = new
+        done = change < tol
+        if done.any():
+            gamma[active[done]], exp_elog_theta[active[done]] = g[done], t[done]
+            keep = ~done
+            keep_entries = keep[a_local]
+            active, g, t = active[keep], g[keep], t[keep]
+            a_counts, a_beta, norm = a_counts[keep_entries], a_beta[keep_entries], norm[keep_entries]
+            a_local = np.repeat(np.arange(active.size), lengths[active])
+            starts = (
+                np.concatenate([[0], np.cumsum(lengths[active])[:-1]]) if active.size else np.zeros(0, int)
+            )
+    gamma[active], exp_elog_theta[active] = g, t
+    if not with_stats:
+        return gamma, None
+    return gamma, document_statistics(X, exp_elog_theta, exp_elog_beta, clip)
+
+
+def document_statistics(
+    X: sp.csr_matrix, exp_elog_theta: np.ndarray, exp_elog_beta: np.ndarray, clip: float | None
+) -> np.ndarray:
+    """``sum_d s_d`` with ``s_d[k, w] = n_dw e^{E log theta_dk + E log beta_kw} / phinorm_dw``, clipped.
+
+    Each document's ``K x V`` statistic is scaled by ``min(1, clip / ||s_d||_F)`` before the sum
+    (Park et al.; no scaling when ``clip`` is None). Its entries are non-negative and sum to the
+    document's length.
+    """
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    beta_nnz = exp_elog_beta.T[X.indices]  # nnz x K
+    resp = exp_elog_theta[rows] * beta_nnz  # nnz x K, unnormalised responsibilities
+    ratio = X.data / (resp.sum(axis=1) + _EPS)  # n_dw / phinorm_dw
+    weights = exp_elog_theta
+    if clip is not None:
+        norms = np.sqrt(np.bincount(rows, ratio**2 * np.einsum("ij,ij->i", resp, resp), minlength=X.shape[0]))
+        scale = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+        weights = exp_elog_theta * scale[:, None]
+    ratio_matrix = sp.csr_matrix((ratio, X.indices, X.indptr), shape=X.shape)
+    return np.asarray(ratio_matrix.T @ weights).T * exp_elog_beta
+
+
+# ---------------------------------------------------------------------------------------------
+# sampling from the secret source
+# ---------------------------------------------------------------------------------------------
+def _poisson_sample(source: NoiseSource, n: int, q: float) -> np.ndarray:
+    """Indices of a Poisson sample (each of ``0..n-1`` independently with probability ``q``).
+
+    Drawn as geometric gaps ``floor(log(1 - U) / log(1 - q)) + 1`` (the memoryless skip between
+    successes), so the cost is ``O(q n)`` uniforms from the secret source, not ``O(n)``.
+    """
+    if q >= 1.0:
+        return np.arange(n)
+    log_miss = math.log1p(-q)
+    picks: list[np.ndarray] = []
+    position = -1
+    expected = n * q
+    while True:
+        m = int(expected + 6.0 * math.sqrt(expected + 1.0) + 16)
+        gaps = np.floor(np.log1p(-source.random(m)) / log_miss).astype(np.int64) + 1
+        idx = position + np.cumsum(gaps)
+        inside = idx[idx < n]
+        picks.append(inside)
+        if inside.size < idx.size:
+            return np.concatenate(picks)
+        position = int(idx[-1])
+
+
+def _fixed_size_sample(source: NoiseSource, n: int, size: int) -> np.ndarray:
+    """``size`` of ``0..n-1`` uniformly without replacement (the authors' random permutation)."""
+    if size >= n:
+        return np.arange(n)
+    return np.sort(np.argsort(source.random(n), kind="stable")[:size])
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator
+# ---------------------------------------------------------------------------------------------
+class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
+    """Online variational Bayes LDA with differentially private sufficient statistics.
+
+    Park, Foulds, Chaudhuri & Welling (2016), *Private topic modeling* (arXiv:1609.04120), on
+    top of Hoffman, Blei & Bach (2010), *Online learning for Latent Dirichlet Allocation*. See
+    the module docstring for the algorithm, the neighbouring relation (replace one document),
+    the sensitivity proof and the accountants. ``epsilon=None`` fits the non-private online VB
+    of Hoffman et al. (scikit-learn's ``LatentDirichletAllocation(learning_method="online")``
+    with the same options), without clipping unless ``clip`` is given.
+
+    Parameters
+    ----------
+    n_components : int
+        Number of topics ``K``.
+    doc_topic_prior, topic_word_prior : float, optional
+        ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn).
+    batch_size : int, default 128
+        ``S``: the expected (``"exact"``) or exact (``"paper"``, non-private) minibatch size.
+    n_passes : int, default 10
+        Passes over the corpus: ``T = n_passes * ceil(N / S)`` steps.
+    clip : float, optional
+        ``C``, the Frobenius norm each document's statistics are clipped to. Default (private):
+        ``0.1 * max_doc_length`` (the authors' rule). It is a public parameter: it is never
+        derived from the data.
+    max_doc_length : int, optional
+        A declared, public maximum document length ``L``. Documents with more tokens are
+        truncated to ``L`` tokens (their counts scaled by ``L / length``, a per-document map), so
+        the declaration holds. Private fits default to ``L = 500`` for the default ``clip`` only
+        and truncate only when ``max_doc_length`` is given.
+    learning_offset, learning_decay : float, default 1024 and 0.7
+        ``tau_0`` and ``kappa`` of ``rho_t = (tau_0 + t)^-kappa``, ``t = 1, 2, ...``.
+    max_doc_update_iter : int, default 100
+    mean_change_tol : float, default 1e-3
+        E-step stopping rule (per document).
+    epsilon, delta : float, optional
+        Total budget over all ``T`` steps; ``epsilon=None`` is non-private.
+    accountant : {"exact", "paper"}, default "exact"
+        ``"exact"``: Poisson sampling and dp-accounting's PLD accountant under replace-one (a
+        proved guarantee). ``"paper"``: the authors' fixed-size minibatches and moments
+        accountant (unproven: needs ``dptensor.privacy.enable_features("unproven")``).
+    random_state : None, int or numpy.random.Generator
+        Public randomness: the initial ``lambda`` and, when not private, the E-step
+        initialisation and the shuffles. The minibatches and noise of a private fit come from
+        the secret noise source.
+    noise : None, "numpy", "opendp" or insecure_test_noise(seed)
+    ledger : object with ``charge(guarantee, description=...)``, optional
+    verbose : bool, default False
+        A progress bar over the steps.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (K, V)
+        Variational Dirichlet parameters ``lambda`` of the topics (as scikit-learn's).
+    exp_dirichlet_component_ : ndarray of shape (K, V)
+        ``exp(E[log beta])``.
+    doc_topic_prior_, topic_word_prior_ : float
+    clip_ : float or None
+        The clipping norm used.
+    noise_std_ : float
+        Standard deviation of the noise added to each released mean (0 when not private).
+    n_batch_iter_ : int
+        Steps taken so far (public: fixed by ``N``, ``S`` and ``n_passes``).
+    n_iter_ : int
+        Passes made by the last ``fit``.
+    n_documents_ : int
+    n_features_in_ : int
+    guarantee_ : PrivacyGuarantee or None
+        Of the last ``fit``/``partial_fit`` (``None`` when not private).
+    random_state_ : numpy.random.Generator
+        The public generator (continued by ``partial_fit``).
+
+    Examples
+    --------
+    >>> from dptensor import DPVariationalLDA
+    >>> from dptensor.datasets.lda import make_lda_corpus
+    >>> corpus = make_lda_corpus(2000, 30, 3, alpha=0.3, doc_length=40, random_state=0)
+    >>> model = DPVariationalLDA(3, batch_size=200, n_passes=3, epsilon=2.0, delta=1e-6,
+    ...                          random_state=0).fit(corpus.counts)
+    >>> model.components_.shape
+    (3, 30)
+    >>> print(model.guarantee_.neighbouring, model.guarantee_.holds)
+    document True
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_passes": [Interval(Integral, 1, None, closed="left")],
+        "clip": [None, Interval(Real, 0, None, closed="neither")],
+        "max_doc_length": [None, Interval(Integral, 1, None, closed="left")],
+        "learning_offset": [Interval(Real, 0, None, closed="left")],
+        "learning_decay": [Interval(Real, 0, 1, closed="both")],
+        "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
+        "mean_change_tol": [Interval(Real, 0, None, closed="left")],
+        "accountant": [StrOptions({"exact", "paper"})],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "verbose": ["boolean"],
+        **PrivateEstimatorMixin._privacy_parameter_constraints,
+    }
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        doc_topic_prior: float | None = None,
+        topic_word_prior: float | None = None,
+        batch_size: int = 128,
+        n_passes: int = 10,
+        clip: float | None = None,
+        max_doc_length: int | None = None,
+        learning_offset: float = 1024.0,
+        learning_decay: float = 0.7,
+        max_doc_update_iter: int = 100,
+        mean_change_tol: float = 1e-3,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        accountant: str = "exact",
+        random_state: int | np.random.Generator | None = None,
+        noise: object = None,
+        ledger: object = None,
+        verbose: bool = False,
+    ) -> None:
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.batch_size = batch_size
+        self.n_passes = n_passes
+        self.clip = clip
+        self.max_doc_length = max_doc_length
+        self.learning_offset = learning_offset
+        self.learning_decay = learning_decay
+        self.max_doc_update_iter = max_doc_update_iter
+        self.mean_change_tol = mean_change_tol
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+        self.random_state = random_state
+        self.noise = noise
+        self.ledger = ledger
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ planning (public only)
+    def _clip_norm(self) -> float | None:
+        if self.clip is not None:
+            return float(self.clip)
+        if self._is_private:
+            length = self.max_doc_length if self.max_doc_length is not None else DEFAULT_MAX_DOC_LENGTH
+            return CLIP_PROPORTION * float(length)
+        return None
+
+    def _plan_guarantee(self, n_documents: int, n_steps: int) -> tuple[PrivacyGuarantee, float]:
+        """The guarantee and the noise standard deviation, from parameters and ``N`` only."""
+        eps, delta = float(self.epsilon), float(self.delta)
+        S = int(self.batch_size)
+        clip = self._clip_norm()
+        assert clip is not None
+        q = min(1.0, S / n_documents)
+        common = {
+            "algorithm": "Park, Foulds, Chaudhuri & Welling (2016): online VB for LDA (Hoffman et al. "
+            "2010) with clipped, Gaussian-noised expected sufficient statistics",
+            "n_documents": n_documents,
+            "batch_size": S,
+            "sampling_probability": q,
+            "n_steps": n_steps,
+            "clip": clip,
+            "max_doc_length": self.max_doc_length,
+            "replace_one_sensitivity": replace_one_sensitivity(clip, S),
+        }
+        shared = {"neighbouring": NEIGHBOURING, "protected": PROTECTED, "public": PUBLIC}
+        if self.accountant == "paper":
+            z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "paper")
+            sigma = z * clip / S
+            valid = _valid_epsilon_without_replacement(
+                sigma / replace_one_sensitivity(clip, S), delta, n_documents, S, n_steps
+            )
+            details = {
+                **common,
+                "sampling": "fixed size S without replacement, every step (the authors' code)",
+                "noise_std": sigma,
+                "paper_sensitivity": clip / S,
+                "paper_accountant": "moments accountant (RDP), Poisson sampling, add/remove",
+                "epsilon_valid": valid,
+                "epsilon_valid_accountant": "RDP, sampling without replacement, replace-one (WBK 2019)",
+            }
+            guarantee = PrivacyGuarantee(
+                epsilon=eps, delta=delta, accountant="paper (moments accountant)", n_releases=n_steps,
+                mechanism="subsampled gaussian", noise_multiplier=z, epsilon_exact=math.inf, details=details,
+                holds=False, claim="paper", reason=PAPER_REASON, **shared,
+            )  # fmt: skip
+            return guarantee, sigma
+        z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "exact")
+        exact = min(eps, dp_vi_epsilon(z, delta, q, n_steps, "exact", pld_discretization(eps)))
+        if q >= 1.0:
+            unit = replace_one_sensitivity(clip, S)
+            event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), n_steps)
+            details = {**common, "sampling": "full batch", "noise_std": z * unit, "sensitivity": unit}
+            accountant = "exact (Gaussian DP, full batch)"
+        else:
+            unit = clip / S
+            native = _poisson_gaussian_event(z, q, n_steps)
+            event = EpsilonDeltaDpEvent(exact, delta)
+            details = {
+                **common,
+                "sampling": "poisson (secret)",
+                "noise_std": z * unit,
+                "contribution_radius": unit,
+                "dp_accounting_event": repr(native),
+                "dp_accounting_relation": "REPLACE_ONE",
+                "pld_value_discretization": pld_discretization(eps),
+            }
+            accountant = "exact (dp-accounting PLD, Poisson sampling, replace-one)"
+        guarantee = PrivacyGuarantee(
+            epsilon=eps, delta=delta, accountant=accountant, n_releases=n_steps,
+            mechanism="subsampled gaussian" if q < 1 else "gaussian", noise_multiplier=z,
+            epsilon_exact=exact, details=details, dp_event=event, **shared,
+        )  # fmt: skip
+        return guarantee, z * unit
+
+    # ------------------------------------------------------------------ fitting
+    def _initial_topics(self, n_words: int, rng: np.random.Generator) -> np.ndarray:
+        """``lambda ~ Gamma(100, 1/100)`` entrywise (Hoffman et al.; public randomness)."""
+        return rng.gamma(100.0, 0.01, (int(self.n_components), n_words))
+
+    def _check_counts(self, X: object) -> sp.csr_matrix:
+        """Read the counts (after the release has begun), truncating to ``max_doc_length``."""
+        matrix = check_count_matrix(X, allow_no_tokens=True)
+        if self.max_doc_length is not None:
+            lengths = np.asarray(matrix.sum(axis=1)).ravel()
+            scale = np.minimum(1.0, float(self.max_doc_length) / np.maximum(lengths, 1.0))
+            matrix = sp.csr_matrix(sp.diags(scale) @ matrix)
+        return matrix
+
+    @staticmethod
+    def _public_shape(X: object) -> tuple[int, int]:
+        shape = getattr(X, "shape", None)
+        if shape is None:
+            X = np.asarray(X)
+            shape = X.shape
+        if len(shape) != 2:
+            raise ValueError(f"X must be a 2-D (documents x words) count matrix, got shape {tuple(shape)}")
+        n, v = int(shape[0]), int(shape[1])
+        if n == 0 or v == 0:
+            raise ValueError(f"X is an empty corpus (shape {(n, v)})")
+        return n, v
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: object, y: object = None) -> DPVariationalLDA:
+        """Learn the topics from a documents x words count matrix (``n_passes`` passes).
+
+        Parameters
+        ----------
+        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
+            Non-negative integer word counts. ``N`` and the vocabulary size are public.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._check_privacy_parameters()
+        n_docs, n_words = self._public_shape(X)
+        rng = check_random_state(self.random_state)
+        self._run(X, n_docs, int(self.n_passes), "fit", self._initial_topics(n_words, rng), 1, rng)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X: object, y: object = None) -> DPVariationalLDA:
+        """One pass (``ceil(N / S)`` steps) over ``X``, continuing the current topics and step count.
+
+        ``X`` is treated as the corpus of this call (its ``N`` scales the statistics). A private
+        call is its own release with its own guarantee (charged to the ledger); several calls on
+        the same documents compose (:func:`dptensor.privacy.compose`).
+        """
+        self._check_privacy_parameters()
+        n_docs, n_words = self._public_shape(X)
+        if not hasattr(self, "components_"):
+            rng = check_random_state(self.random_state)
+            self._run(X, n_docs, 1, "partial_fit", self._initial_topics(n_words, rng), 1, rng)
+            return self
+        if n_words != self.n_features_in_:
+            raise ValueError(
+                f"X has {n_words} words (columns) but the model was fitted on {self.n_features_in_}"
+            )
+        self._run(X, n_docs, 1, "partial_fit", self.components_, self.n_batch_iter_, self.random_state_)
+        return self
+
+    def _run(
+        self,
+        X: object,
+        n_docs: int,
+        n_passes: int,
+        what: str,
+        lam: np.ndarray,
+        n_batch_iter: int,
+        rng: np.random.Generator,
+    ) -> None:
+        """Plan and charge the release, then read ``X`` and take the steps; commit the state at the end.
+
+        The fitted attributes change only when every step has run (a rejected input leaves a
+        previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
+        release had begun).
+        """
+        S = int(self.batch_size)
+        n_steps = n_passes * math.ceil(n_docs / S)
+        clip = self._clip_norm()
+        k = int(self.n_components)
+        alpha = 1.0 / k if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        eta = 1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior)
+        source: NoiseSource | None = None
+        sigma = 0.0
+        if self._is_private:
+            if self.accountant == "paper":
+                require_unproven(
+                    "accountant='paper' (Park et al.'s fixed-size minibatches and moments accountant)",
+                    PAPER_REASON,
+                )
+            guarantee, sigma = self._plan_guarantee(n_docs, n_steps)
+            source = self._begin_release(
+                guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases"
+            )
+        matrix = self._check_counts(X)  # the private data is read only from here on
+        exp_elog_beta = np.exp(_dirichlet_expectation(lam))
+        order = np.arange(0)
+        per_pass = math.ceil(n_docs / S)
+        # refreshed every ``miniters`` steps, never on a timer, and without times or rates: what
+        # is printed must not depend on how long the (data-dependent) E-steps took
+        steps = tqdm(
+            range(n_steps), desc="DP-VI steps" if source else "VI steps", disable=not self.verbose,
+            mininterval=0.0, maxinterval=math.inf, miniters=max(1, n_steps // 50),
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}",
+        )  # fmt: skip
+        for step in steps:
+            if source is None:  # non-private: shuffled passes, batches of S (the last may be smaller)
+                if step % per_pass == 0:
+                    order = rng.permutation(n_docs)
+                j = step % per_pass
+                batch = np.sort(order[j * S : (j + 1) * S])
+                init = rng.gamma(100.0, 0.01, (batch.size, k))
+            else:
+                batch = (
+                    _fixed_size_sample(source, n_docs, S)
+                    if self.accountant == "paper"
+                    else _poisson_sample(source, n_docs, min(1.0, S / n_docs))
+                )
+                init = source.gamma(100.0, 0.01, (batch.size, k))
+            _, sstats = _e_step(
+                matrix[batch], exp_elog_beta, alpha, init, int(self.max_doc_update_iter),
+                float(self.mean_change_tol), clip, True,
+            )  # fmt: skip
+            if source is None:
+                scaled = sstats * (n_docs / max(batch.size, 1))
+            else:
+                released = source.add_gaussian(sstats / S, sigma)
+                np.maximum(released, 0.0, out=released)  # post-processing
+                scaled = n_docs * released
+            rho = (float(self.learning_offset) + n_batch_iter) ** (-float(self.learning_decay))
+            lam = (1.0 - rho) * lam + rho * (eta + scaled)
+            exp_elog_beta = np.exp(_dirichlet_expectation(lam))
+            n_batch_iter += 1
+        if source is None:
+            self.guarantee_ = None
+        self.components_, self.exp_dirichlet_component_ = lam, exp_elog_beta
+        self.doc_topic_prior_, self.topic_word_prior_ = alpha, eta
+        self.n_batch_iter_, self.n_iter_ = n_batch_iter, n_passes
+        self.n_features_in_, self.n_documents_ = int(lam.shape[1]), n_docs
+        self.clip_, self.noise_std_, self.random_state_ = clip, sigma, rng
+
+    @classmethod
+    def from_components(cls, components: object, **params: object) -> DPVariationalLDA:
+        """A fitted model from saved variational parameters ``lambda`` (``K x V``) and parameters.
+
+        For inference only (``transform``, ``score``, ``perplexity``, ``top_words``); the
+        guarantee of the fit that produced ``lambda`` is not restored.
+        """
+        lam = np.asarray(components, dtype=np.float64)
+        if lam.ndim != 2 or not np.all(np.isfinite(lam)) or np.any(lam <= 0):
+            raise ValueError("components must be a 2-D array of positive, finite variational parameters")
+        model = cls(**{"n_components": lam.shape[0], **params})
+        if int(model.n_components) != lam.shape[0]:
+            raise ValueError(f"components has {lam.shape[0]} rows but n_components={model.n_components}")
+        k = lam.shape[0]
+        model.components_ = lam
+        model.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(lam))
+        model.doc_topic_prior_ = 1.0 / k if model.doc_topic_prior is None else float(model.doc_topic_prior)
+        model.topic_word_prior_ = 1.0 / k if model.topic_word_prior is None else float(model.topic_word_prior)
+        model.n_features_in_ = lam.shape[1]
+        return model
+
+    # ------------------------------------------------------------------ inference
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise NotFittedError(f"this {type(self).__name__} instance is not fitted yet; call fit(X) first")
+
+    def _check_transform_input(self, X: object) -> sp.csr_matrix:
+        self._check_fitted()
+        matrix = check_count_matrix(X, allow_no_tokens=True)
+        if matrix.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {matrix.shape[1]} words (columns) but the model was fitted on {self.n_features_in_}"
+            )
+        return matrix
+
+    def _unnormalized_doc_topic(self, matrix: sp.csr_matrix) -> np.ndarray:
+        """``gamma`` for every document (E-step from ``gamma = 1``, as scikit-learn's transform)."""
+        k = int(self.n_components)
+        gamma = np.ones((matrix.shape[0], k))
+        for start, stop in _chunks(matrix, 2_000_000 // max(k, 1)):
+            gamma[start:stop], _ = _e_step(
+                matrix[start:stop], self.exp_dirichlet_component_, self.doc_topic_prior_,
+                gamma[start:stop], int(self.max_doc_update_iter), float(self.mean_change_tol), None, False,
+            )  # fmt: skip
+        return gamma
+
+    def transform(self, X: object) -> np.ndarray:
+        """Document-topic proportions: the variational ``gamma`` of each document, normalised.
+
+        The output is about the documents passed (it is not a private release of them).
+
+        Returns
+        -------
+        ndarray of shape (n_documents, n_components), rows on the simplex
+        """
+        matrix = self._check_transform_input(X)
+        gamma = self._unnormalized_doc_topic(matrix)
+        return gamma / gamma.sum(axis=1, keepdims=True)
+
+    def _approx_bound(self, matrix: sp.csr_matrix, gamma: np.ndarray) -> float:
+        """The evidence lower bound of Hoffman et al. (2010), eq. (3), as scikit-learn computes it."""
+        elog_theta = _dirichlet_expectation(gamma)
+        lam = self.components_
+        elog_beta = _dirichlet_expectation(lam)
+        alpha, eta = self.doc_topic_prior_, self.topic_word_prior_
+        k, v = lam.shape
+        score = 0.0
+        elog_beta_t = np.ascontiguousarray(elog_beta.T)
+        for start, stop in _chunks(matrix, 2_000_000 // max(k, 1)):
+            block = matrix[start:stop]
+            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
+            temp = elog_theta[start:stop][rows] + elog_beta_t[block.indices]
+            score += float(block.data @ logsumexp(temp, axis=1))
+        # E[log p(theta | alpha) - log q(theta | gamma)]
+        score += float(np.sum((alpha - gamma) * elog_theta) + np.sum(gammaln(gamma) - gammaln(alpha)))
+        score += float(np.sum(gammaln(alpha * k) - gammaln(gamma.sum(axis=1))))
+        # E[log p(beta | eta) - log q(beta | lambda)]
+        score += float(np.sum((eta - lam) * elog_beta) + np.sum(gammaln(lam) - gammaln(eta)))
+        score += float(np.sum(gammaln(eta * v) - gammaln(lam.sum(axis=1))))
+        return score
+
+    def score(self, X: object, y: object = None) -> float:
+        """Approximate log-likelihood (variational bound) of ``X``; greater is better (as scikit-learn)."""
+        matrix = self._check_transform_input(X)
+        return self._approx_bound(matrix, self._unnormalized_doc_topic(matrix))
+
+    def perplexity(self, X: object) -> float:
+        """``exp(-score(X) / tokens of X)``, per-word perplexity (lower is better; as scikit-learn)."""
+        matrix = self._check_transform_input(X)
+        tokens = float(matrix.sum())
+        if tokens == 0:
+            raise ValueError("X has no tokens; perplexity is undefined")
+        return math.exp(-self._approx_bound(matrix, self._unnormalized_doc_topic(matrix)) / tokens)
+
+    def topic_word_distribution(self) -> np.ndarray:
+        """The topics' mean word distributions: rows of ``components_`` normalised to sum to one."""
+        self._check_fitted()
+        return self.components_ / self.components_.sum(axis=1, keepdims=True)
+
+    def top_words(self, vocabulary: list[str] | None = None, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
+        self._check_fitted()
+        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
+            raise ValueError(
+                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
+            )
+        n = max(1, min(int(n), self.n_features_in_))
+        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        return [[str(i) if vocabulary is None else str(vocabulary[i]) for i in row] for row in top]

@@ -1,0 +1,241 @@
+"""ALS for tensor completion: exact recovery, agreement with SGD and with dense algebra, offsets, defaults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
+from dptensor.models import TensorCompletion
+from dptensor.models._completion_als import (
+    AlsSettings,
+    CompletionParameters,
+    EntryStatistics,
+    anchor_rows,
+    fit_als,
+    initial_parameters,
+    mode_ridge,
+    ridge_solve,
+)
+from dptensor.models._completion_biscale import fit_biscaling
+from dptensor.models._completion_dense import DenseStatistics
+from dptensor.models.completion import rmse
+
+
+def _exact(model: str, missing: float = 0.5, seed: int = 0, shape=(15, 14, 13), rank: int = 3):
+    prob = make_low_rank_completion(
+        shape, rank, model=model, snr=1e12, missing_ratio=missing, min_max=False, random_state=seed
+    )
+    train, test = train_test_split_entries(prob.observed, 0.2, random_state=seed + 1)
+    return prob, train, test
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+@pytest.mark.parametrize("offsets", ["none", "biases"])
+def test_als_reaches_the_noiseless_optimum(model, offsets):
+    """Exactly low-rank data, no penalty: the optimum is zero error, on held-out cells too."""
+    prob, train, test = _exact(model)
+    fit = TensorCompletion(
+        3,
+        model=model,
+        reg=0.0,
+        reg_bias=0.0,
+        offsets=offsets,
+        context_modes=(),
+        max_iter=300,
+        tol=1e-14,
+        random_state=0,
+    ).fit(train.indices, train.values, train.shape)
+    assert fit.solver_ == "als"
+    assert fit.history_[-1] < 1e-6  # training RMSE of a unit-RMS tensor
+    assert rmse(prob.truth_at(test.indices), fit.predict(test.indices)) < 1e-5
+    assert np.max(np.abs(fit.to_dense() - prob.truth_tensor)) < 1e-4
+
+
+def test_als_objective_never_increases():
+    prob, train, _ = _exact("tucker", missing=0.6)
+    noisy = train.values + 0.3 * np.random.default_rng(0).standard_normal(len(train))
+    params = initial_parameters(
+        "tucker",
+        train.shape,
+        (3, 3, 3),
+        "biases",
+        (2,),
+        0.8,
+        np.random.default_rng(1),
+        mean=float(noisy.mean()),
+    )
+    result = fit_als(
+        params, train.indices, noisy, train.shape, AlsSettings(0.5, 0.5, 0.5, (2,), 40, 0.0), fit_mean=True
+    )
+    obj = np.array(result.objective)
+    assert np.all(np.diff(obj) <= 1e-10 * obj[:-1])
+    assert obj[-1] < 0.5 * obj[0]
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_dense_and_entry_statistics_agree(model):
+    """The dense-mask normal equations are the per-entry ones (Gram, right-hand sides, core, residuals)."""
+    rng = np.random.default_rng(3)
+    shape = (6, 5, 4)
+    indices = np.argwhere(rng.random(shape) < 0.6)
+    values = rng.standard_normal(len(indices))
+    params = initial_parameters(
+        model, shape, (2, 3, 2) if model == "tucker" else (3, 3, 3), "biases", (2,), 0.7, rng, mean=0.3
+    )
+    params.biases = [rng.standard_normal(s) for s in shape]
+    dense, entries = DenseStatistics(indices, values, shape), EntryStatistics(indices, values, shape)
+    for mode in range(3):
+        for got, want in zip(dense.mode_system(params, mode), entries.mode_system(params, mode), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        np.sort(dense.residuals(params)), np.sort(entries.residuals(params)), atol=1e-12
+    )
+    if model == "tucker":
+        for got, want in zip(dense.core_system(params), entries.core_system(params), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+        v = rng.standard_normal(params.core.shape)
+        np.testing.assert_allclose(dense.core_apply(params, v), entries.core_apply(params, v), atol=1e-10)
+        np.testing.assert_allclose(dense.core_rhs(params), entries.core_rhs(params), atol=1e-10)
+
+
+def test_als_and_sgd_agree_on_the_convex_subproblem():
+    """A and B fixed: C's ridge problem is convex; one ALS step and SGD on C alone reach the same C."""
+    rng = np.random.default_rng(4)
+    shape = (8, 7, 5)
+    indices = np.argwhere(rng.random(shape) < 0.7)
+    values = rng.standard_normal(len(indices))
+    reg = 0.3
+    model = TensorCompletion(
+        2, solver="sgd", reg=reg, n_epochs=1, batch_size=1, learning_rate=0.01, random_state=0
+    )
+    p = model._check_params(shape, len(values))
+    factors = [0.8 + 0.3 * rng.standard_normal((s, 2)) for s in shape]
+    # ALS: the exact minimiser of sum (x - <a_i * b_j, c_k>)^2 + reg ||C||^2 over C
+    params = CompletionParameters("cp", [f.copy() for f in factors], None)
+    gram, rhs = EntryStatistics(indices, values, shape).mode_system(params, 2)
+    ridge, prior = mode_ridge(params, 2, AlsSettings(reg, 0.0, 0.0, (), 1, 0.0), anchor_rows(params))
+    exact = ridge_solve(gram, rhs, ridge, prior)
+    # the paper's SGD on C alone: per-entry steps first, then its full-batch (Jacobi) form to converge
+    sgd = [f.copy() for f in factors]
+    model.history_ = []
+    p["eta"], p["n_epochs"] = 0.01, 20
+    model._sgd(indices, values, sgd, None, p, np.random.default_rng(1), mode=None, frozen=(0, 1))
+    p["batch_size"], p["n_epochs"], p["eta"] = len(values), 400, 0.05
+    model._sgd(indices, values, sgd, None, p, np.random.default_rng(2), mode=None, frozen=(0, 1))
+    np.testing.assert_array_equal(sgd[0], factors[0])  # frozen
+    np.testing.assert_allclose(sgd[2], exact, atol=1e-8)
+
+
+def test_offsets_alone_recover_additive_biases():
+    rng = np.random.default_rng(5)
+    shape = (30, 25, 6)
+    truth = [rng.normal(0, 0.5, s) for s in shape]
+    indices = np.argwhere(rng.random(shape) < 0.5)
+    values = (
+        3.0 + sum(t[indices[:, m]] for m, t in enumerate(truth)) + 0.05 * rng.standard_normal(len(indices))
+    )
+    fit = TensorCompletion(None, reg=0.0, reg_bias=1e-6, tol=1e-12, max_iter=500).fit(indices, values, shape)
+    assert fit.factors_ is None and fit.offsets_ == "biases"
+    # biases are identified up to constants shifted into the mean: compare centred
+    for got, want in zip(fit.biases_, truth, strict=True):
+        np.testing.assert_allclose(got - got.mean(), want - want.mean(), atol=0.03)
+    cells = np.argwhere(np.ones(shape, bool))
+    full = 3.0 + sum(t[cells[:, m]] for m, t in enumerate(truth))
+    assert rmse(full, fit.predict(cells)) < 0.03
+    mean_only = TensorCompletion(None, offsets="mean").fit(indices, values, shape)
+    assert mean_only.biases_ is None and mean_only.mean_ == pytest.approx(values.mean())
+    # the paper's SGD learns the same offsets when asked to
+    sgd = TensorCompletion(1, solver="sgd", offsets="biases", learning_rate=0.05, n_epochs=60,
+                           random_state=0).fit(indices, values, shape)
+    plain = TensorCompletion(1, solver="sgd", learning_rate=0.05, n_epochs=60, random_state=0).fit(
+        indices, values, shape)
+    assert rmse(full, sgd.predict(cells)) < 0.1 < rmse(full, plain.predict(cells))
+
+
+def test_biscaling_standardises_rows_and_columns_of_each_slice():
+    rng = np.random.default_rng(6)
+    shape = (12, 10, 3)
+    indices = np.argwhere(rng.random(shape) < 0.8)
+    values = rng.normal(3, 1, len(indices)) * (1 + indices[:, 0] / 6) + indices[:, 1]
+    scaling = fit_biscaling(indices, values, shape)
+    z = scaling.transform(indices, values)
+    np.testing.assert_allclose(scaling.inverse(indices, z), values, atol=1e-12)
+    for k in range(3):
+        sel = indices[:, 2] == k
+        for axis in (0, 1):
+            keys = indices[sel, axis]
+            counts = np.bincount(keys)
+            ok = counts >= 2
+            means = np.bincount(keys, z[sel])[ok] / counts[ok]
+            sds = np.sqrt(np.bincount(keys, z[sel] ** 2)[ok] / counts[ok] - means**2)
+            assert np.max(np.abs(means)) < 0.02 and np.all(np.abs(sds - 1) < 0.05)
+    fit = TensorCompletion(2, offsets="biscale", solver="sgd", n_epochs=5).fit(indices, values, shape)
+    assert fit.biscaling_ is not None and np.all(np.isfinite(fit.predict(indices)))
+
+
+def test_reg_auto_uses_a_public_validation_split_and_prefers_less_penalty_on_clean_data():
+    prob = make_low_rank_completion(
+        (16, 15, 14), 2, snr=100.0, missing_ratio=0.5, min_max=False, random_state=2
+    )
+    o = prob.observed
+    one = TensorCompletion(2, random_state=3).fit(o.indices, o.values, o.shape)
+    two = TensorCompletion(2, random_state=3).fit(o.indices, o.values, o.shape)
+    assert one.reg_path_ == two.reg_path_ and one.reg_ == two.reg_  # same public split, same choice
+    scores = [step["validation_rmse"] for step in one.reg_path_]
+    assert one.reg_ == min(one.reg_path_, key=lambda step: step["validation_rmse"])["reg"]
+    scale = float(np.std(o.values)) ** (4 / 3)
+    assert one.reg_ <= 0.3 * scale and min(scores) < 0.2  # clean data: little penalty, good fit
+    assert len(scores) >= 3
+    early = TensorCompletion(2, reg=0.1, early_stopping=True, random_state=3).fit(
+        o.indices, o.values, o.shape
+    )
+    assert early.validation_rmse_ and early.n_iter_ <= 100
+
+
+def test_estimator_conventions_score_and_clamped_predictions():
+    rng = np.random.default_rng(7)
+    shape = (10, 9, 3)
+    indices = np.argwhere(rng.random(shape) < 0.6)
+    values = np.clip(np.round(3 + rng.normal(0, 1.5, len(indices))), 1, 5)
+    model = TensorCompletion(2, value_range=(1, 5), random_state=0)
+    fitted = model.fit(indices, values, shape)
+    assert clone(model).get_params() == model.get_params()
+    assert fitted.score(indices, values) == pytest.approx(-rmse(values, fitted.predict(indices)))
+    # huge factors: unclamped predictions would leave the range
+    fitted.factors_ = [10 * f for f in fitted.factors_]
+    cells = np.argwhere(np.ones(shape, bool))
+    pred = fitted.predict(cells)
+    assert pred.min() >= 1 and pred.max() <= 5 and np.ptp(pred) > 0
+    assert TensorCompletion(2).fit(indices, values, shape).prediction_range_ is None
+
+
+def test_parameter_errors():
+    idx, vals, shape = np.array([[0, 0, 0], [1, 1, 1]]), np.array([1.0, 2.0]), (2, 2, 2)
+    with pytest.raises(ValueError, match="epsilon given without privacy"):
+        TensorCompletion(2, epsilon=1.0).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="neighbouring is required"):
+        TensorCompletion(1, privacy="als", epsilon=1.0, value_range=(0, 3)).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="for neighbouring='user' use privacy='als'"):
+        TensorCompletion(1, privacy="gradient_dpsgd", neighbouring="user", epsilon=1.0).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="value_range is required"):
+        TensorCompletion(1, privacy="als", neighbouring="user", epsilon=1.0).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="void"):
+        TensorCompletion(
+            1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3), offsets="biscale"
+        ).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="reg='auto'"):
+        TensorCompletion(
+            1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3), reg="auto"
+        ).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="SGD algorithm"):
+        TensorCompletion(
+            1, solver="als", privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=1.0
+        ).fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="needs offsets"):
+        TensorCompletion(None, offsets="none").fit(idx, vals, shape)
+    with pytest.raises(ValueError, match="neighbouring"):
+        TensorCompletion(1, privacy="als", neighbouring="record", epsilon=1.0, value_range=(0, 3)).fit(
+            idx, vals, shape
+        )

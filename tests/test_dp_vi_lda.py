@@ -1,0 +1,533 @@
+"""DPVariationalLDA: scikit-learn agreement, E-step, sensitivity, accounting, audit, side channels."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import dp_accounting
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dp_accounting import pld, rdp
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from scipy.optimize import linear_sum_assignment
+from scipy.special import psi
+from scipy.stats import norm
+from sklearn.base import clone
+from sklearn.decomposition import LatentDirichletAllocation
+
+from dptensor import DPVariationalLDA, NotFittedError
+from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models import dp_vi_lda
+from dptensor.models.dp_vi_lda import (
+    _e_step,
+    _poisson_sample,
+    document_statistics,
+    dp_vi_epsilon,
+    dp_vi_noise_multiplier,
+    replace_one_sensitivity,
+)
+from dptensor.privacy import (
+    PrivacyWarning,
+    UnprovenPrivacyError,
+    compose,
+    enable_features,
+    event_epsilon,
+    insecure_test_noise,
+    resolve_noise,
+)
+from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
+
+REPLACE = dp_accounting.NeighboringRelation.REPLACE_ONE
+ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_lda_corpus(3000, 200, 5, alpha=0.2, doc_length=60, topic_concentration=0.1, random_state=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# non-private: as good as scikit-learn's online LDA, and close to the true topics
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("learning_offset", [1024.0, pytest.param(10.0, marks=pytest.mark.slow)])
+def test_heldout_perplexity_matches_sklearn(corpus, learning_offset):
+    train, test = corpus.counts[:2500], corpus.counts[2500:]
+    ours = DPVariationalLDA(5, batch_size=100, n_passes=5, learning_offset=learning_offset, random_state=0)
+    ours.fit(train)
+    theirs = LatentDirichletAllocation(
+        5, learning_method="online", batch_size=100, max_iter=5, learning_offset=learning_offset,
+        learning_decay=0.7, doc_topic_prior=0.2, topic_word_prior=0.2, total_samples=2500, random_state=0,
+    ).fit(train)  # fmt: skip
+    p_ours, p_theirs = ours.perplexity(test), theirs.perplexity(test)
+    assert abs(p_ours - p_theirs) <= 0.05 * p_theirs, (p_ours, p_theirs)
+
+
+class _SklearnStream:
+    """scikit-learn's random stream (``RandomState(seed)``, batches in order, no shuffle)."""
+
+    def __init__(self, seed: int):
+        self._rng = np.random.RandomState(seed)
+
+    def gamma(self, shape, scale, size):
+        return self._rng.gamma(shape, scale, size)
+
+    def permutation(self, n):
+        return np.arange(n)
+
+
+def test_same_random_stream_gives_sklearns_topics(corpus):
+    """Fed scikit-learn's random draws, the vectorised fit reproduces its lambda (to rounding)."""
+    train = corpus.counts[:1500]
+    sk = LatentDirichletAllocation(5, learning_method="online", learning_offset=64.0, batch_size=128,
+                                   max_iter=2, total_samples=1500, random_state=3).fit(train)  # fmt: skip
+    ours = DPVariationalLDA(5, batch_size=128, learning_offset=64.0)
+    stream = _SklearnStream(3)
+    ours._run(train, 1500, 2, "fit", ours._initial_topics(200, stream), 1, stream)
+    np.testing.assert_allclose(ours.components_, sk.components_, rtol=1e-6)
+
+
+def test_bound_is_sklearns(corpus):
+    """score/perplexity compute scikit-learn's variational bound exactly (same model, same data)."""
+    train, test = corpus.counts[:1000], corpus.counts[2500:]
+    sk = LatentDirichletAllocation(5, learning_method="online", max_iter=2, total_samples=1000,
+                                   random_state=0).fit(train)  # fmt: skip
+    ours = DPVariationalLDA.from_components(sk.components_)  # priors 1/K = 0.2, as scikit-learn's
+    assert ours.score(test) == pytest.approx(sk.score(test), rel=1e-9)
+    assert ours.perplexity(test) == pytest.approx(sk.perplexity(test), rel=1e-9)
+    np.testing.assert_allclose(ours.transform(test), sk.transform(test), atol=1e-6)
+
+
+def _topic_error(true: np.ndarray, model: DPVariationalLDA) -> float:
+    est = model.topic_word_distribution()
+    cost = np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].mean())
+
+
+def test_recovers_true_topics(corpus):
+    model = DPVariationalLDA(5, batch_size=100, n_passes=5, learning_offset=10.0, random_state=0)
+    model.fit(corpus.counts)
+    assert _topic_error(corpus.topics, model) < 0.25  # l1 distance per topic, out of 2
+    theta = model.transform(corpus.counts[:10])
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+
+
+def test_private_error_falls_with_epsilon():
+    """With a generous budget the private topics approach the true ones; a tiny budget does not."""
+    small = make_lda_corpus(4000, 30, 3, alpha=0.2, doc_length=80, topic_concentration=0.2, random_state=0)
+    kw = dict(batch_size=400, n_passes=3, learning_offset=10.0, random_state=0, delta=1e-6)
+    loose = _topic_error(small.topics, DPVariationalLDA(3, epsilon=100.0, **kw).fit(small.counts))
+    tight = _topic_error(small.topics, DPVariationalLDA(3, epsilon=0.1, **kw).fit(small.counts))
+    assert loose < 0.15 < 0.5 < tight
+
+
+# ------------------------------------------------------------------------------------------------
+# the vectorised E-step against a per-document loop (Hoffman et al.'s code, written plainly)
+# ------------------------------------------------------------------------------------------------
+def _reference_e_step(X, exp_elog_beta, alpha, gamma0, max_iter, tol, clip):
+    X = sp.csr_matrix(X)
+    gamma = gamma0.copy()
+    sstats = np.zeros_like(exp_elog_beta)
+    eps = np.finfo(float).eps
+    for d in range(X.shape[0]):
+        ids, cts = X.indices[X.indptr[d]:X.indptr[d + 1]], X.data[X.indptr[d]:X.indptr[d + 1]]
+        g = gamma[d]
+        t = np.exp(psi(g) - psi(g.sum()))
+        b = exp_elog_beta[:, ids]
+        phinorm = t @ b + eps
+        for _ in range(max_iter):
+            last = g
+            g = alpha + t * ((cts / phinorm) @ b.T)
+            t = np.exp(psi(g) - psi(g.sum()))
+            phinorm = t @ b + eps
+            if np.mean(np.abs(g - last)) < tol:
+                break
+        gamma[d] = g
+        s = np.outer(t, cts / phinorm) * b
+        if clip is not None:
+            s *= min(1.0, clip / max(np.linalg.norm(s), 1e-300))
+        sstats[:, ids] += s
+    return gamma, sstats
+
+
+@pytest.mark.parametrize("clip", [None, 3.0])
+def test_e_step_matches_per_document_loop(clip):
+    rng = np.random.default_rng(1)
+    X = sp.random(40, 25, density=0.2, random_state=2, data_rvs=lambda n: rng.integers(1, 6, n)).tocsr()
+    X[5] = 0  # an empty document
+    X.eliminate_zeros()
+    lam = rng.gamma(100.0, 0.01, (4, 25)) * rng.uniform(0.5, 3, (4, 25))
+    exp_elog_beta = np.exp(psi(lam) - psi(lam.sum(axis=1, keepdims=True)))
+    gamma0 = rng.gamma(100.0, 0.01, (40, 4))
+    for max_iter, tol in [(100, 1e-3), (7, 1e-9)]:
+        g_ref, s_ref = _reference_e_step(X, exp_elog_beta, 0.25, gamma0, max_iter, tol, clip)
+        g, s = _e_step(X, exp_elog_beta, 0.25, gamma0, max_iter, tol, clip, True)
+        np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(s, s_ref, rtol=1e-11, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------
+# sensitivity of the clipped minibatch mean under replace-one: brute force
+# ------------------------------------------------------------------------------------------------
+def test_replace_one_sensitivity_brute_force():
+    """Every pair of documents of length <= 4 over 3 words: ||s_x - s_x'|| <= sqrt(2) C, attained."""
+    rng = np.random.default_rng(3)
+    lam = rng.gamma(2.0, 1.0, (2, 3))
+    exp_elog_beta = np.exp(psi(lam) - psi(lam.sum(axis=1, keepdims=True)))
+    docs = [c for c in itertools.product(range(5), repeat=3) if 0 < sum(c) <= 4]
+    X = sp.csr_matrix(np.array(docs, dtype=float))
+    exp_elog_theta = rng.uniform(0.2, 1.0, (len(docs), 2))  # any E-step state: the bound holds for all
+    base = sp.csr_matrix(np.array([[1, 2, 0], [0, 1, 3]], dtype=float))
+    base_theta = rng.uniform(0.2, 1.0, (2, 2))
+    for clip in (0.5, 1.5, 100.0):
+        per_doc = np.stack([
+            document_statistics(X[i], exp_elog_theta[i:i + 1], exp_elog_beta, clip) for i in range(len(docs))
+        ])  # fmt: skip
+        assert per_doc.min() >= 0.0
+        norms = np.linalg.norm(per_doc.reshape(len(docs), -1), axis=1)
+        assert norms.max() <= clip * (1 + 1e-12)
+        flat = per_doc.reshape(len(docs), -1)
+        gram = flat @ flat.T
+        dist2 = norms[:, None] ** 2 + norms[None, :] ** 2 - 2 * gram
+        worst = math.sqrt(max(dist2.max(), 0.0))
+        assert worst <= math.sqrt(2) * clip * (1 + 1e-9)
+        if clip <= 1.5:  # every document is clipped and some pairs share no word: the bound is attained
+            assert worst >= math.sqrt(2) * clip * (1 - 1e-9)
+            assert worst < 2 * clip * 0.75  # the signed bound 2C is never approached
+        # the minibatch mean of S = 3 documents moves by at most sqrt(2) C / S
+        rest = document_statistics(base, base_theta, exp_elog_beta, clip)
+        i, j = np.unravel_index(np.argmax(dist2), dist2.shape)
+        mean_i, mean_j = (rest + per_doc[i]) / 3, (rest + per_doc[j]) / 3
+        change = np.linalg.norm(mean_i - mean_j)
+        assert change <= replace_one_sensitivity(clip, 3) * (1 + 1e-9)
+        assert change == pytest.approx(worst / 3)
+
+
+# ------------------------------------------------------------------------------------------------
+# accounting, checked against dp-accounting directly
+# ------------------------------------------------------------------------------------------------
+def _fit_private(X, **kw):
+    params = dict(batch_size=100, n_passes=2, epsilon=1.0, delta=1e-6, random_state=0)
+    params.update(kw)
+    return DPVariationalLDA(3, **params).fit(X)
+
+
+def test_accounting_poisson_replace_one_against_dp_accounting(corpus):
+    X = corpus.counts[:1000]
+    g = _fit_private(X).guarantee_
+    q, steps, z = 0.1, 20, g.noise_multiplier
+    assert g.holds and g.details["sampling_probability"] == q and g.n_releases == steps
+
+    def eps(z_, interval):
+        acc = pld.PLDAccountant(REPLACE, value_discretization_interval=interval)
+        acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z_)), steps)
+        return acc.get_epsilon(1e-6)
+
+    assert eps(z, 1e-3) <= 1.0 and eps(z, 1e-4) <= 1.0  # pessimistic PLDs: upper bounds
+    assert eps(z * (1 - 3e-4), 1e-3) > 1.0  # and z is the smallest (to 1e-4)
+    assert g.epsilon_exact <= 1.0
+    # noise: sigma = z C / S, C = 0.1 * 500 by default
+    assert g.details["clip"] == 50.0
+    assert g.details["noise_std"] == pytest.approx(z * 50.0 / 100)
+    # exposed in dptensor's units as an (epsilon, delta) event: compose() accepts it
+    assert event_epsilon(g.to_dp_event(), 1e-6) <= 1.0 + 1e-3
+    total = compose(g, g, delta=2e-6)
+    assert total.holds and 1.0 < total.epsilon <= 2.0 + 1e-3
+
+
+def test_accounting_full_batch_uses_sqrt2_sensitivity(corpus):
+    X = corpus.counts[:200]
+    g = _fit_private(X, batch_size=200, n_passes=3, clip=4.0).guarantee_
+    assert g.details["sampling"] == "full batch" and g.n_releases == 3
+    assert g.details["sensitivity"] == pytest.approx(math.sqrt(2) * 4.0 / 200)
+    acc = pld.PLDAccountant(ADD_REMOVE, value_discretization_interval=1e-4)
+    acc.compose(g.to_dp_event())  # a Gaussian event in dptensor's (unit-sensitivity) units
+    assert acc.get_epsilon(1e-6) == pytest.approx(1.0, abs=5e-3)
+    assert event_epsilon(g.to_dp_event(), 1e-6) <= 1.0 + 5e-3
+
+
+def test_paper_mode_is_opt_in_and_its_claim_does_not_hold(corpus):
+    X = corpus.counts[:1000]
+    with pytest.raises(UnprovenPrivacyError, match="accountant='paper'"):
+        _fit_private(X, accountant="paper")
+    with enable_features("unproven"):
+        model = _fit_private(X, accountant="paper")
+    g = model.guarantee_
+    assert not g.holds and g.claim == "paper" and math.isinf(g.epsilon) and g.nominal_epsilon == 1.0
+    # the authors' moments accountant: Poisson sampling, add/remove, sensitivity C/S
+    acc = rdp.RdpAccountant(neighboring_relation=ADD_REMOVE)
+    step = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(g.noise_multiplier))
+    acc.compose(step, 20)
+    assert acc.get_epsilon(1e-6) <= 1.0
+    assert g.details["noise_std"] == pytest.approx(g.noise_multiplier * 50.0 / 100)
+    # the same noise under replace-one with fixed-size minibatches (WBK 2019): larger than claimed
+    valid = rdp.RdpAccountant(neighboring_relation=REPLACE)
+    valid.compose(dp_accounting.SampledWithoutReplacementDpEvent(
+        1000, 100, dp_accounting.GaussianDpEvent(g.noise_multiplier / math.sqrt(2))), 20)  # fmt: skip
+    assert g.details["epsilon_valid"] == pytest.approx(valid.get_epsilon(1e-6))
+    assert g.details["epsilon_valid"] > 1.5
+
+
+def _hockey_stick_2d(q, sigma, a, b, epsilon, half_width=9.0, n=451):
+    """``sup`` of ``P - e^eps Q`` for ``P, Q = (1-q) N(0, s^2 I) + q N(a or b, s^2 I)`` in 2-D."""
+    x = np.linspace(-half_width, half_width + 1, n) * sigma
+    h = (x[1] - x[0]) ** 2
+    gx, gy = np.meshgrid(x, x, indexing="ij")
+
+    def gauss(c):
+        return norm.pdf(gx, c[0], sigma) * norm.pdf(gy, c[1], sigma)
+
+    p = (1 - q) * gauss((0, 0)) + q * gauss(a)
+    r = (1 - q) * gauss((0, 0)) + q * gauss(b)
+    return float(np.maximum(p - math.exp(epsilon) * r, 0).sum() * h)
+
+
+def test_replace_one_pair_dominates_non_negative_geometries():
+    """One step: the mechanism's divergence for the extreme non-negative pairs is below dp-accounting's.
+
+    Contributions ``a = s_x / S`` and ``b = s_x' / S`` are non-negative with norm at most ``C / S``
+    (``= 1`` here); dp-accounting's REPLACE_ONE Poisson pair (radius 1) must dominate them all. The
+    one-dimensional pair at the full-batch distance ``sqrt(2)`` does not (the orthogonal case
+    exceeds it), which is why the subsampled accountant does not use the sqrt(2) sensitivity.
+    """
+    q, z = 0.3, 1.0
+    pl = pld_lib.from_gaussian_mechanism(z, sampling_prob=q, neighboring_relation=REPLACE,
+                                     value_discretization_interval=1e-4)  # fmt: skip
+    narrow = pld_lib.from_gaussian_mechanism(z, sensitivity=1 / math.sqrt(2), sampling_prob=q,
+                                         neighboring_relation=REPLACE, value_discretization_interval=1e-4)
+    c45 = 1 / math.sqrt(2)
+    geometries = [((1, 0), (0, 1)), ((1, 0), (0, 0)), ((0, 0), (1, 0)), ((1, 0), (c45, c45)),
+                  ((1, 0), (0.5, 0))]
+    beats_narrow = False
+    for eps in (0.0, 0.5, 1.0, 1.5):
+        bound = pl.get_delta_for_epsilon(eps)
+        for a, b in geometries:
+            assert _hockey_stick_2d(q, z, a, b, eps) <= bound + 1e-6, (a, b, eps)
+        beats_narrow |= _hockey_stick_2d(q, z, (1, 0), (0, 1), eps) > narrow.get_delta_for_epsilon(eps) + 1e-4
+    assert beats_narrow
+
+
+def test_calibration_is_monotone_and_on_the_private_side():
+    for q, steps in [(0.05, 60), (0.5, 2)]:
+        z1 = dp_vi_noise_multiplier(1.0, 1e-6, q, steps)
+        z2 = dp_vi_noise_multiplier(2.0, 1e-6, q, steps)
+        assert z2 < z1
+        assert dp_vi_epsilon(z1, 1e-6, q, steps) <= 1.0 and dp_vi_epsilon(z2, 1e-6, q, steps) <= 2.0
+
+
+def test_poisson_sampler_is_poisson():
+    source = resolve_noise(None)
+    n, q, runs = 50, 0.2, 4000
+    counts = np.zeros(n)
+    sizes = np.empty(runs)
+    for r in range(runs):
+        idx = _poisson_sample(source, n, q)
+        assert np.all(np.diff(idx) > 0) and (idx.size == 0 or (idx[0] >= 0 and idx[-1] < n))
+        counts[idx] += 1
+        sizes[r] = idx.size
+    # every index included with probability q; the size is Binomial(n, q)
+    assert np.abs(counts / runs - q).max() < 5 * math.sqrt(q * (1 - q) / runs)
+    assert sizes.mean() == pytest.approx(n * q, abs=0.2)
+    assert sizes.var() == pytest.approx(n * q * (1 - q), rel=0.1)
+
+
+# ------------------------------------------------------------------------------------------------
+# empirical privacy audit on a tiny corpus
+# ------------------------------------------------------------------------------------------------
+EPSILON, DELTA = 1.0, 1e-5
+
+
+def _audit_samples(pair, runs, **kw):
+    """``lambda[0, 0] - lambda[0, 1]`` after a fit of one topic on each corpus of the pair."""
+    out = []
+    for X in pair:
+        stats = np.empty(runs)
+        for r in range(runs):
+            model = DPVariationalLDA(1, n_passes=1, clip=5.0, epsilon=EPSILON, delta=DELTA, random_state=0,
+                                     **kw)
+            lam = model.fit(X).components_
+            stats[r] = lam[0, 0] - lam[0, 1]
+        out.append(stats)
+    return out
+
+
+# the replaced document puts all its (clipped) tokens on word 0 in one corpus and on word 1 in the other;
+# the others are symmetric, so the statistic moves only with the replaced document
+AUDIT_BASE = [[20, 20]] * 15  # enough documents that the noisy means are rarely zeroed
+AUDIT_PAIR = (np.array([[0, 40], *AUDIT_BASE]), np.array([[40, 0], *AUDIT_BASE]))
+
+
+def _under_noised(monkeypatch, factor=20.0):
+    real = dp_vi_lda.dp_vi_noise_multiplier
+
+    def calibrated_for_more(epsilon, delta, q, steps, accountant="exact"):
+        return real(factor * epsilon, delta, q, steps, accountant)
+
+    monkeypatch.setattr(dp_vi_lda, "dp_vi_noise_multiplier", calibrated_for_more)
+
+
+def _audit(monkeypatch, runs: int, batch_size: int) -> None:
+    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+    _under_noised(monkeypatch)
+    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+    assert honest <= EPSILON
+    assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
+
+
+def test_audit_poisson_subsampled(monkeypatch):
+    """Default mode (q = 3/4, two steps): honest bound <= epsilon; a 20x under-noised variant is caught."""
+    _audit(monkeypatch, runs=500, batch_size=12)
+
+
+@pytest.mark.slow
+def test_audit_full_batch(monkeypatch):
+    """Full batch: the statistic sees the whole sqrt(2) C / S shift (the sqrt(2) sensitivity is tight)."""
+    _audit(monkeypatch, runs=2500, batch_size=16)
+
+
+# ------------------------------------------------------------------------------------------------
+# side channels, secret noise, ledger order
+# ------------------------------------------------------------------------------------------------
+class _Ledger:
+    def __init__(self):
+        self.charges = []
+
+    def charge(self, guarantee, *, description=""):
+        self.charges.append((guarantee, description))
+
+
+def _neighbours(corpus):
+    X = corpus.counts[:300].toarray()
+    Y = X.copy()
+    Y[7] = 0
+    Y[7, :3] = [400, 250, 0]  # a very long document (clipped) in place of an ordinary one
+    return X, Y
+
+
+@pytest.mark.parametrize("accountant", ["exact", "paper"])
+def test_neighbouring_runs_look_alike(corpus, accountant):
+    X, Y = _neighbours(corpus)
+
+    def run(data):
+        model = DPVariationalLDA(3, batch_size=50, n_passes=2, epsilon=1.0, delta=1e-6, accountant=accountant,
+                                 random_state=0, ledger=_Ledger(), verbose=True)  # fmt: skip
+        model.fit(data)
+        model.partial_fit(data)
+        return model
+
+    with enable_features("unproven"):
+        first, second = observe(run, X), observe(run, Y)
+    assert first.exception is None
+    assert observable_differences(first, second) == []
+    assert first.result.guarantee_.to_dict() == second.result.guarantee_.to_dict()
+
+
+def test_same_random_state_different_private_outputs(corpus):
+    X = corpus.counts[:300]
+    a = _fit_private(X, batch_size=50).components_
+    b = _fit_private(X, batch_size=50).components_
+    assert not np.allclose(a, b)
+    with pytest.warns(PrivacyWarning):
+        c = _fit_private(X, batch_size=50, noise=insecure_test_noise(3))
+    with pytest.warns(PrivacyWarning):
+        d = _fit_private(X, batch_size=50, noise=insecure_test_noise(3))
+    np.testing.assert_array_equal(c.components_, d.components_)
+    assert not c.guarantee_.holds and math.isinf(c.guarantee_.epsilon)
+    # non-private fits repeat with the same random_state
+    e = DPVariationalLDA(3, batch_size=50, n_passes=1, random_state=4).fit(X).components_
+    f = DPVariationalLDA(3, batch_size=50, n_passes=1, random_state=4).fit(X).components_
+    np.testing.assert_array_equal(e, f)
+
+
+def test_ledger_charged_before_the_data_is_read(corpus):
+    ledger = _Ledger()
+    bad = corpus.counts[:100].toarray().astype(float)
+    bad[3, 3] = -1
+    model = DPVariationalLDA(3, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6, ledger=ledger)
+    with pytest.raises(ValueError, match="negative"):
+        model.fit(bad)
+    assert len(ledger.charges) == 1 and ledger.charges[0][0].holds
+
+
+def test_partial_fit_continues(corpus):
+    X = corpus.counts[:400]
+    model = DPVariationalLDA(3, batch_size=100, random_state=0)
+    model.partial_fit(X)
+    assert model.n_batch_iter_ == 5 and model.guarantee_ is None
+    model.partial_fit(X)
+    assert model.n_batch_iter_ == 9
+    ledger = _Ledger()
+    private = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6, ledger=ledger)
+    private.partial_fit(X).partial_fit(X)
+    assert len(ledger.charges) == 2 and private.guarantee_.n_releases == 4
+    with pytest.raises(ValueError, match="words"):
+        private.partial_fit(X[:, :50])
+
+
+def test_truncation_to_declared_length(corpus):
+    X = corpus.counts[:200].toarray()
+    X[0, 0] = 10_000
+    model = DPVariationalLDA(3, max_doc_length=80, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6)
+    assert model._clip_norm() == pytest.approx(8.0)
+    truncated = model._check_counts(X)
+    assert truncated.sum(axis=1).max() <= 80 + 1e-9
+    model.fit(X)
+    assert model.guarantee_.details["clip"] == pytest.approx(8.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# conventions and bad input
+# ------------------------------------------------------------------------------------------------
+def test_estimator_conventions(corpus):
+    model = DPVariationalLDA(4, batch_size=64, epsilon=1.0, delta=1e-6)
+    assert clone(model).get_params() == model.get_params()
+    assert DPVariationalLDA(3).set_params(batch_size=7).batch_size == 7
+    fitted = DPVariationalLDA(3, n_passes=1, batch_size=200, random_state=0).fit(corpus.counts[:400])
+    assert fitted.components_.shape == (3, 200) and fitted.doc_topic_prior_ == pytest.approx(1 / 3)
+    assert len(fitted.top_words(n=4)[0]) == 4
+    assert fitted.score(corpus.counts[400:450]) < 0 < fitted.perplexity(corpus.counts[400:450])
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        ({"n_components": 0}, ValueError, "n_components"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"clip": -1.0}, ValueError, "clip"),
+        ({"accountant": "moments"}, ValueError, "accountant"),
+        ({"learning_decay": 2.0}, ValueError, "learning_decay"),
+        ({"epsilon": 1.0}, ValueError, "delta is required"),
+        ({"delta": 1e-6}, ValueError, "without epsilon"),
+        ({"epsilon": 1.0, "delta": 1e-6, "noise": 7}, ValueError, "noise"),
+        ({"random_state": "seed"}, ValueError, "random_state"),
+    ],
+)
+def test_bad_parameters(corpus, params, error, match):
+    with pytest.raises(error, match=match):
+        DPVariationalLDA(**{"n_components": 3, **params}).fit(corpus.counts[:100])
+
+
+def test_bad_input(corpus):
+    model = DPVariationalLDA(3, n_passes=1)
+    with pytest.raises(ValueError, match="2-D"):
+        model.fit(np.ones(5))
+    with pytest.raises(ValueError, match="empty corpus"):
+        model.fit(np.zeros((0, 4)))
+    with pytest.raises(ValueError, match="NaN"):
+        model.fit(np.array([[1.0, np.nan], [2.0, 3.0]]))
+    with pytest.raises(NotFittedError):
+        model.transform(corpus.counts[:3])
+    model.fit(corpus.counts[:100])
+    with pytest.raises(ValueError, match="words"):
+        model.transform(corpus.counts[:3, :20])
+    with pytest.raises(ValueError, match="no tokens"):
+        model.perplexity(np.zeros((2, 200)))
+    with pytest.raises(ValueError, match="vocabulary"):
+        model.top_words(["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        theta = model.transform(np.zeros((2, 200)))  # empty documents get the prior
+    np.testing.assert_allclose(theta, 1 / 3)
