@@ -12,6 +12,7 @@ too large for memory, holding one batch at a time:
                           is streamed the same way
 :class:`GeneratorStream`  any Python iterable / generator of rows or batches, re-chunked
 :class:`ArrayStream`      an in-memory dense or sparse matrix, in row slices
+:class:`DaskArrayStream`  a ``dask.array``, in lazy row slices summed on the workers
 ======================  =============================================================
 
 Every reader is a :class:`BatchStream`: iterating it yields batches of exactly ``batch_size``
@@ -95,6 +96,34 @@ class ArrayStream(BatchStream):
     def _iter_from(self, start: int) -> Iterator[Batch]:
         for lo in range(start, self.n_samples, self.batch_size):
             yield self.data[lo : lo + self.batch_size]
+
+
+class DaskArrayStream(ArrayStream):
+    """Row slices of a 2-D ``dask.array``, left lazy: each batch is computed where it is summed.
+
+    The online power method gives each batch to :mod:`dptensor.parallel`, which computes its
+    row blocks on the workers of the active Dask scheduler and brings back only their sums, so
+    the records never reach the client. Needs known chunk sizes.
+    """
+
+    def __init__(self, data: object, batch_size: int) -> None:
+        BatchStream.__init__(self, batch_size)
+        self.data = check_lazy_matrix(data, "data")
+
+
+def check_lazy_matrix(data: object, name: str = "X") -> object:
+    """Check the shape of a lazy (Dask) data matrix: 2-D, known sizes, at least one row and column.
+
+    The values are checked block by block where they are computed.
+    """
+    shape = getattr(data, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D (records x features) array, got shape {shape}")
+    if any(isinstance(s, float) and np.isnan(s) for s in shape):
+        raise ValueError(f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(shape)})")
+    return data
 
 
 class NpyStream(BatchStream):
@@ -435,6 +464,41 @@ def open_stream(path: str | Path, batch_size: int, **options: object) -> BatchSt
     if suffix in (".csv", ".tsv", ".tab", ".txt"):
         return CsvStream(path, batch_size, **options)
     raise ValueError(f"{path}: cannot stream a '{suffix}' file; expected .npy, .npz, .csv, .tsv or .txt")
+
+
+def load_matrix(path: str | Path) -> np.ndarray | sp.csr_matrix:
+    """Load a whole data matrix: a dense ``.npy`` array or a SciPy sparse ``.npz`` matrix (as CSR).
+
+    A ``.npz`` file is read with :func:`scipy.sparse.load_npz`; one written by :func:`numpy.savez`
+    with a single array is accepted too. (The CLI's input files, and the blocks that
+    :func:`dptensor.parallel.from_files` reads on the workers.)
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if path.suffix == ".npz":
+        try:
+            return sp.load_npz(path).tocsr()
+        except (ValueError, KeyError):
+            with np.load(path, allow_pickle=False) as archive:
+                if len(archive.files) != 1:
+                    raise ValueError(
+                        f"{path} holds {len(archive.files)} arrays; expected a scipy.sparse matrix "
+                        "or a single array"
+                    ) from None
+                return archive[archive.files[0]]
+    raise ValueError(f"{path}: expected a .npy or .npz file")
+
+
+def matrix_shape(path: str | Path) -> tuple[int, int]:
+    """``(rows, columns)`` of a ``.npy`` or ``.npz`` data matrix, read from its header only."""
+    path = _existing(path)
+    if path.suffix.lower() not in (".npy", ".npz"):
+        raise ValueError(f"{path}: expected a .npy or .npz file")
+    stream = open_stream(path, 1)
+    return int(stream.n_samples), int(stream.n_features)
 
 
 def _existing(path: str | Path) -> Path:

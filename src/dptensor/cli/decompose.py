@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from dptensor.cli._io import load_array, write_json
+from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition import power_method
 from dptensor.decomposition.online import OnlineTensorPower
@@ -41,8 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("tensor", nargs="?", help="dense symmetric tensor, .npy of shape (d, d, d)")
     source.add_argument(
-        "--moment-of", metavar="X", help="data matrix (.npy dense or .npz sparse, rows are records)"
-    )
+        "--moment-of", metavar="X",
+        help="data matrix (.npy dense or .npz sparse, rows are records), or a directory of such parts "
+        "(row blocks; read by the workers with --scheduler)",
+    )  # fmt: skip
     source.add_argument(
         "--example",
         action="store_true",
@@ -82,12 +85,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="relative accuracy eps/lambda_max that sets the default R = ceil(log2(d/eps)) + 10",
     )
     online.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_parallel_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.online:
-        return run_online(args)
+    if (args.jobs is not None or args.scheduler is not None) and not (args.moment_of or args.online):
+        raise ValueError("--jobs and --scheduler apply to the passes over records: --moment-of or --online")
+    with parallel_session(args) as session:
+        if args.online:
+            if session.distributed:
+                raise ValueError(
+                    "--scheduler does not apply to --online, which reads the file here once; use --jobs"
+                )
+            return run_online(args, session.n_jobs)
+        return run_batch(args, session)
+
+
+def run_batch(args: argparse.Namespace, session: ParallelSession) -> int:
+    """A dense tensor, the example, or the moment of a data matrix (``--moment-of``)."""
     truth = None
     # Independent streams for the example's data and the restarts (one seed, no overlap).
     data_seed, method_seed = np.random.SeedSequence(args.seed).spawn(2)
@@ -100,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
         rank = args.rank or EXAMPLE_RANK
         source = f"example: orthogonal tensor d={EXAMPLE_DIM}, k={EXAMPLE_RANK}, gaussian noise"
     elif args.moment_of:
-        operator = SampleMoment(load_array(args.moment_of))
+        path = Path(args.moment_of)
+        records = session.parts(path) if path.is_dir() else session.records(load_array(path))
+        operator = SampleMoment(records, n_jobs=session.n_jobs)
         rank = _require_rank(args)
         source = f"third moment of {args.moment_of} ({operator.n_samples} records, d={operator.dim})"
     else:
@@ -116,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
 
     print(f"{source}\nrank {rank}, {elapsed:.3f} s")
+    if args.moment_of:
+        print(f"passes over the records: {session.describe()}")
     print(f"{'#':>3}  {'weight':>12}  {'steps':>5}  converged")
     for i, (weight, steps, done) in enumerate(
         zip(result.weights, result.n_iter, result.converged, strict=True), start=1
@@ -150,7 +170,7 @@ def _require_rank(args: argparse.Namespace) -> int:
     return args.rank
 
 
-def run_online(args: argparse.Namespace) -> int:
+def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
     """``--online``: Algorithm 2 on a data file, with progress bar and checkpoint/resume."""
     rank = _require_rank(args)
     if args.batch_size is None:
@@ -159,6 +179,7 @@ def run_online(args: argparse.Namespace) -> int:
     if checkpoint is not None and checkpoint.exists():
         model = OnlineTensorPower.load_checkpoint(checkpoint)
         _check_resumable(model, args, checkpoint)
+        model.n_jobs = n_jobs
         resumed = True
     else:
         model = OnlineTensorPower(
@@ -168,6 +189,7 @@ def run_online(args: argparse.Namespace) -> int:
             n_iter=args.iters,
             target_error=args.target_error,
             random_state=args.seed,
+            n_jobs=n_jobs,
         )
         resumed = False
     if args.chunk_size is not None:

@@ -17,13 +17,16 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from dptensor.cli._io import write_json
+from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
+from dptensor.parallel import public_shape
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 
@@ -68,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
     _private_arguments(fit)
     _vi_arguments(fit)
+    add_parallel_arguments(fit)
     fit.set_defaults(func=run_fit)
 
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model")
@@ -152,15 +156,56 @@ def _progress(message: str, quiet: bool = False) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     if args.method == "vi":
+        if args.jobs is not None or args.scheduler is not None:
+            raise ValueError("--jobs and --scheduler apply to --method spectral, not to --method vi")
         with opened_ledger(args) if args.epsilon is not None else nullcontext() as ledger:
             if args.epsilon is None:
                 open_ledger(args, private=False)  # --ledger without --epsilon is an error
             return run_fit_vi(args, ledger)
-    if args.epsilon is not None:
-        with opened_ledger(args) as ledger:
-            return run_private_fit(args, ledger)
-    open_ledger(args, private=False)  # --ledger without --epsilon is an error
+    with parallel_session(args) as session:
+        if args.epsilon is not None:
+            with opened_ledger(args) as ledger:
+                return run_private_fit(args, ledger, session)
+        open_ledger(args, private=False)  # --ledger without --epsilon is an error
+        return run_spectral_fit(args, session)
+
+
+def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[Corpus, object] | None:
+    """A directory of ``.npz`` count-matrix parts (row blocks, read by the workers with --scheduler)."""
+    path = Path(args.corpus)
+    if not (path.is_dir() and any(path.glob("*.npz")) and not any(path.glob("*.txt"))):
+        return None
+    if args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None:
+        raise ValueError(
+            "--stop-words, --min-df, --max-df and --max-features apply to plain-text corpora, not to "
+            "count-matrix parts (their columns are the vocabulary)"
+        )
+    records = session.parts(path)
+    vocabulary = load_vocabulary(args.vocab) if args.vocab else None
+    if vocabulary is not None and len(vocabulary) != records.n_cols:
+        raise ValueError(
+            f"--vocab has {len(vocabulary)} words but the parts in {path} have {records.n_cols} columns"
+        )
+    empty = sp.csr_matrix((0, records.n_cols))
+    return Corpus(counts=empty, vocabulary=vocabulary, source=f"{path} ({records.n_blocks} parts)"), records
+
+
+def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None = None) -> int:
+    """``dptensor lda fit``: SpectralLDA (passes on ``--jobs`` threads or the ``--scheduler`` cluster)."""
+    session = session or ParallelSession(None)
     start = time.perf_counter()
+    parts = _corpus_parts(args, session)
+    if parts is not None:
+        corpus, records = parts
+        _progress(f"{records.n_blocks} parts of {records.n_cols} words: {corpus.source}", args.quiet)
+        model = SpectralLDA(
+            args.topics, args.alpha0, decomposition=args.decomposition, whitening=args.whitening,
+            verbose=not args.quiet, random_state=args.seed, n_jobs=session.n_jobs,
+        )  # fmt: skip
+        model.fit(records)
+        _progress(f"{model.n_documents_} documents; passes over them: {session.describe()}", args.quiet)
+        _print_topics(args, model, corpus)
+        return 0
     _progress(f"reading {args.corpus} ...", args.quiet)
     corpus = _load_fit_corpus(args, private=False)
     _progress(
@@ -170,9 +215,10 @@ def run_fit(args: argparse.Namespace) -> int:
     )
     model = SpectralLDA(
         args.topics, args.alpha0, decomposition=args.decomposition, whitening=args.whitening,
-        verbose=not args.quiet, random_state=args.seed,
+        verbose=not args.quiet, random_state=args.seed, n_jobs=session.n_jobs,
     )  # fmt: skip
-    model.fit(corpus.counts)
+    model.fit(session.records(corpus.counts))
+    _progress(f"passes over the documents: {session.describe()}", args.quiet)
     if model.n_dropped_documents_:
         _progress(f"left out {model.n_dropped_documents_} document(s) with fewer than 3 tokens", args.quiet)
     _print_topics(args, model, corpus)
@@ -223,23 +269,34 @@ def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     )  # fmt: skip
 
 
-def run_private_fit(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> int:
+def run_private_fit(
+    args: argparse.Namespace, ledger: BudgetLedger | None = None, session: ParallelSession | None = None
+) -> int:
     """``dptensor lda fit --epsilon E --delta D``: PrivateSpectralLDA; prints the guarantee.
 
     Nothing printed or written depends on the documents except through the release: no token
     counts, no dropped documents (short ones are an input error), no timings in the model file.
+    With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
-    corpus = _load_fit_corpus(args, private=True)
-    _progress(f"{corpus.n_documents} documents, {corpus.n_words} words (public)", args.quiet)
+    session = session or ParallelSession(None)
+    parts = _corpus_parts(args, session)
+    if parts is not None:
+        corpus, records = parts
+    else:
+        corpus = _load_fit_corpus(args, private=True)
+        records = session.records(corpus.counts)
+    n_documents, n_words = public_shape(records)
+    _progress(f"{n_documents} documents, {n_words} words (public)", args.quiet)
+    _progress(f"passes over the documents: {session.describe()}", args.quiet)
     model = PrivateSpectralLDA(
         args.topics, args.alpha0, epsilon=args.epsilon, delta=args.delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
         decomposition=args.decomposition, verbose=not args.quiet,
-        random_state=args.seed, noise=args.noise, ledger=ledger,
+        random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
     )  # fmt: skip
     with enable_features("unproven") if args.allow_unproven else nullcontext():
-        model.fit(corpus.counts)
+        model.fit(records)
     print(f"guarantee: {model.guarantee_.describe()}")
     _print_topics(args, model, corpus)
     return 0

@@ -66,7 +66,9 @@ from dptensor.decomposition.power_method import (
     default_n_restarts,
     select_restart,
 )
-from dptensor.streams import ArrayStream, BatchStream
+from dptensor.parallel import as_row_blocks, effective_n_jobs, is_distributed
+from dptensor.streams import ArrayStream, BatchStream, DaskArrayStream, check_lazy_matrix
+from dptensor.tensor.operators import moment_contractions
 from dptensor.tensor.sphere import random_unit_vectors
 
 #: ``progress(n_samples_seen, n_samples_needed)``, called after each batch read by ``fit``.
@@ -118,6 +120,10 @@ class OnlineTensorPower:
         Seeds the restarts. The generator is created at the first batch (or by ``fit``) and
         its state is part of a checkpoint. With the same seed and ``L``, the restarts are the
         ones :func:`~dptensor.decomposition.power_method` draws.
+    n_jobs : int, optional
+        Threads for the batch sums of steps 5-6 (``None``: one; ``-1``: every core): each batch
+        is cut into row blocks summed in a thread pool (:mod:`dptensor.parallel`). A Dask array
+        given to :meth:`fit` or :meth:`partial_fit` is summed on the active Dask scheduler.
 
     Attributes
     ----------
@@ -161,6 +167,7 @@ class OnlineTensorPower:
         n_iter: int | None = None,
         target_error: float = 1e-2,
         random_state: RandomStateLike = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.rank = check_positive_int(rank, "rank")
         self.batch_size = check_positive_int(batch_size, "batch_size")
@@ -172,6 +179,8 @@ class OnlineTensorPower:
         if not (random_state is None or isinstance(random_state, np.random.Generator)):
             check_random_state(random_state)  # type and sign check only
         self.random_state = random_state
+        effective_n_jobs(n_jobs)
+        self.n_jobs = n_jobs
         self._reset()
 
     # ------------------------------------------------------------------ state
@@ -234,13 +243,17 @@ class OnlineTensorPower:
     def _associate(self, batch: np.ndarray | sp.csr_matrix) -> None:
         """Algorithm 2, steps 5-6 (data association) for all restarts on one batch.
 
-        ``P = X U`` (rows x L); ``u~ += X^T P^2`` and ``lambda~ += sum_rows P^3``. The factor
-        ``1/n`` is applied once at the end of the round.
+        ``P = X U`` (rows x L); ``u~ += X^T P^2`` and ``lambda~ += sum_rows P^3``
+        (:func:`~dptensor.tensor.operators.moment_contractions`, summed over the batch's row
+        blocks). The factor ``1/n`` is applied once at the end of the round.
         """
-        proj = np.asarray(batch @ self._vectors)
-        squared = proj * proj
-        self._images += np.asarray(batch.T @ squared)
-        self._values += np.einsum("ij,ij->j", squared, proj)
+        lazy = is_distributed(batch)
+        blocks = as_row_blocks(batch, n_jobs=self.n_jobs)
+        images, values = blocks.map_sum(
+            moment_contractions, self._vectors, 1.0, "both", None, lazy, label="online-batch"
+        )
+        self._images += images
+        self._values += values
 
     def _finish_round(self) -> None:
         """Algorithm 2, steps 7-8 (deflation, normalisation), and step 10 after round ``R``."""
@@ -305,7 +318,10 @@ class OnlineTensorPower:
         return start
 
     def _validated(self, batch: object, name: str) -> np.ndarray | sp.csr_matrix:
-        data = check_data_matrix(batch, name)
+        if is_distributed(batch):
+            data = check_lazy_matrix(batch, name)  # the values are checked where they are summed
+        else:
+            data = check_data_matrix(batch, name)
         if self._dim is None:
             self._initialise(data.shape[1])
         elif data.shape[1] != self._dim:
@@ -359,11 +375,13 @@ class OnlineTensorPower:
 
         Parameters
         ----------
-        stream : array_like, scipy.sparse matrix, BatchStream or iterable of batches
+        stream : array_like, scipy.sparse matrix, dask.array.Array, BatchStream or iterable of batches
             A finite data set (rows are points), a reader from
             :mod:`dptensor.streams`, or any iterable yielding batches (dense or
             sparse, of any size). Reading stops as soon as the fit is complete, so infinite
-            generators are fine.
+            generators are fine. A ``dask.array`` is read round by round on the active Dask
+            scheduler: each round's rows are computed and summed on the workers, never
+            gathered on the client.
         cycle : bool, default False
             If the data run out before ``k R n`` points, start again from their beginning.
             Points are then reused across rounds, so the fit decomposes the *empirical*
@@ -394,6 +412,8 @@ class OnlineTensorPower:
             return self
         if isinstance(stream, np.ndarray) or sp.issparse(stream):
             stream = self._array_stream(stream)
+        elif is_distributed(stream):
+            stream = DaskArrayStream(stream, self.batch_size)
         elif not isinstance(stream, Iterable):
             raise TypeError(
                 "stream must be an array, a scipy.sparse matrix, a BatchStream or an iterable of "

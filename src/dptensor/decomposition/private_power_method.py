@@ -40,6 +40,7 @@ from dptensor.decomposition.power_method import (
     default_n_restarts,
     deflation_power_method,
 )
+from dptensor.parallel import is_distributed
 from dptensor.privacy.calibration import (
     check_accountant,
     composed_gaussian_epsilon,
@@ -113,7 +114,7 @@ def prepare_private_input(
                 "carries its own parameters"
             )
         return as_tensor(tensor), neighbouring
-    is_records = isinstance(tensor, SampleMoment) or sp.issparse(tensor) or (
+    is_records = isinstance(tensor, SampleMoment) or sp.issparse(tensor) or is_distributed(tensor) or (
         isinstance(tensor, np.ndarray | list) and np.ndim(tensor) == 2
     )
     if neighbouring is None:
@@ -136,20 +137,23 @@ def prepare_private_input(
     bound = check_record_bound(record_bound)
     if isinstance(tensor, SampleMoment):
         n = tensor.n_samples
-        if not np.allclose(tensor.weights, 1.0 / n, rtol=1e-12, atol=0.0):
+        if tensor.weights is not None and not np.allclose(tensor.weights, 1.0 / n, rtol=1e-12, atol=0.0):
             raise ValueError(
                 "neighbouring='record' needs the plain sample moment (1/n) sum_r x_r^(x)3; this "
                 "SampleMoment has custom weights, whose sensitivity is not 2 B^3 / n"
             )
-        data = tensor.data
+        records = tensor
     elif is_records:
-        data = tensor
+        records = SampleMoment(tensor)
     else:
         raise TypeError(
             "neighbouring='record' needs the records: pass SampleMoment(X) or the n x d data "
             f"matrix X itself, got {type(tensor).__name__}"
         )
-    moment = SampleMoment(clip_records(SampleMoment(data).data, bound))
+    if records.data is not None:
+        moment = SampleMoment(clip_records(records.data, bound))
+    else:  # records on a Dask cluster: clipped there, block by block (noise is added on the client)
+        moment = SampleMoment(records.blocks.map(clip_records, bound, label="clip-records"))
     return moment, RecordNeighbouring(bound, moment.n_samples)
 
 

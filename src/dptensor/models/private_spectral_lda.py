@@ -54,7 +54,6 @@ from numbers import Integral, Real
 
 import dp_accounting
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
@@ -75,6 +74,14 @@ from dptensor.models.spectral_lda import (
     top_eigenpairs,
     unwhiten_topics,
 )
+from dptensor.parallel import (
+    BlockPosition,
+    RowBlocks,
+    as_row_blocks,
+    effective_n_jobs,
+    is_distributed,
+    public_shape,
+)
 from dptensor.privacy import require_unproven
 from dptensor.privacy.calibration import gaussian_epsilon, gaussian_sigma_analytic
 from dptensor.privacy.guarantee import PrivacyGuarantee
@@ -91,7 +98,9 @@ from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
 from dptensor.privacy.noise import NoiseSource
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
+    DocumentBlocks,
     DocumentCounts,
+    Documents,
     LDASecondMoment,
     check_count_matrix,
     whitened_third_moment,
@@ -260,6 +269,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         Inference, as in ``SpectralLDA``.
     verbose : bool, default False
         Print each step (names and durations only) to standard error.
+    n_jobs : int, optional
+        Threads for the passes over the documents of an in-memory ``X`` (``None``: one; ``-1``:
+        every core). A Dask ``X`` runs on the active Dask scheduler instead. Either way the
+        passes only add up sums over documents; the noise is drawn here, on the client, once per
+        release, after the sum (:mod:`dptensor.parallel`).
     random_state : None, int or numpy.random.Generator
         Public randomness only (starts of the power methods); never the noise.
     noise : None, "numpy", "opendp" or insecure_test_noise(seed)
@@ -314,6 +328,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "transform_tol": [Interval(Real, 0, None, closed="left")],
         "smoothing": [Interval(Real, 0, 1, closed="neither")],
         "verbose": ["verbose"],
+        "n_jobs": [Integral, None],
         "random_state": ["random_state"],
     }
 
@@ -341,6 +356,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         transform_tol: float = 1e-4,
         smoothing: float = 1e-6,
         verbose: bool = False,
+        n_jobs: int | None = None,
         random_state: object = None,
         noise: object = None,
         ledger: object = None,
@@ -366,6 +382,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.transform_tol = transform_tol
         self.smoothing = smoothing
         self.verbose = verbose
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.noise = noise
         self.ledger = ledger
@@ -536,8 +553,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
         Parameters
         ----------
-        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
-            Word counts; every document must have at least three tokens.
+        X : array_like, scipy.sparse matrix, dask.array.Array or RowBlocks, shape (n_documents, n_words)
+            Word counts; every document must have at least three tokens. Dask input is validated
+            and summed on the workers; only sums come back, and the noise is added here.
         y : ignored
 
         Returns
@@ -545,7 +563,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self
         """
         self._check_privacy_parameters()
-        n_documents, n_words = _public_shape(X)
+        effective_n_jobs(self.n_jobs)
+        n_documents, n_words = public_shape(X, layout="documents x words")
         k = int(self.n_components)
         if n_documents < 3:
             raise ValueError(f"X has {n_documents} document(s); the moment estimators need at least 3")
@@ -559,7 +578,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 f"calibration={self.calibration!r})",
                 plan.guarantee.reason,
             )
-        docs = check_private_counts(X)
+        docs = check_private_counts(X, n_jobs=self.n_jobs)
         source = self._begin_release(plan.guarantee, f"PrivateSpectralLDA config {self.config} fit")
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
@@ -584,7 +603,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return lambda mu: m2_sensitivity(self.alpha0, n)
 
     def _release_m2(
-        self, docs: DocumentCounts, multiplier: float, source: NoiseSource, rng: np.random.Generator,
+        self, docs: Documents, multiplier: float, source: NoiseSource, rng: np.random.Generator,
         label: str, timings: dict,
     ) -> PrivateEigenpairs:  # fmt: skip
         """One private release of ``M2_hat``'s top eigenpairs (Analyze Gauss or noisy power)."""
@@ -609,7 +628,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return result
 
     def _fit_config1(
-        self, docs: DocumentCounts, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
+        self, docs: Documents, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
         timings: dict,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         n = docs.n_documents
@@ -652,7 +671,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     # -- Configurations 2-4, as printed (unproven) -----------------------------------------------
     def _fit_paper_config(
-        self, docs: DocumentCounts, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
+        self, docs: Documents, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
         timings: dict,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         k, d, n = int(self.n_components), docs.n_words, docs.n_documents
@@ -733,7 +752,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
 
 def release_projected_m3(
-    docs: DocumentCounts, alpha0: float, basis: np.ndarray, scale: float, source: NoiseSource
+    docs: Documents, alpha0: float, basis: np.ndarray, scale: float, source: NoiseSource
 ) -> np.ndarray:
     """``M3_hat(U, U, U) + scale * Sym(H)``: the ``e3`` release of Configuration 1 in a public basis.
 
@@ -764,25 +783,16 @@ def _positive_weights(result: PowerMethodResult) -> PowerMethodResult:
     )
 
 
-def _public_shape(X: object) -> tuple[int, int]:
-    """``(N, d)`` of the input, without reading its values."""
-    shape = X.shape if sp.issparse(X) or isinstance(X, np.ndarray) else np.shape(X)
-    if len(shape) != 2:
-        raise ValueError(f"X must be a 2-D (documents x words) count matrix, got shape {tuple(shape)}")
-    return int(shape[0]), int(shape[1])
-
-
-def check_private_counts(X: object, name: str = "X") -> DocumentCounts:
-    """Validate counts for a private fit: every document must have at least three tokens.
-
-    Documents with fewer tokens are an input error, not dropped: the guarantee treats ``N`` as
-    public, and dropping would change it between neighbouring corpora. The error names the rows.
-    """
-    matrix = check_count_matrix(X, name)
+def _private_block(block: object, position: BlockPosition, name: str) -> DocumentCounts:
+    """One block of :func:`check_private_counts`; the error names global rows where they are known."""
+    matrix = check_count_matrix(block, name)
     lengths = np.asarray(matrix.sum(axis=1)).ravel()
     short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
     if short.size:
-        shown = ", ".join(str(int(i)) for i in short[:10]) + (", ..." if short.size > 10 else "")
+        first = short[:10] + (position.offset or 0)
+        shown = ", ".join(str(int(i)) for i in first) + (", ..." if short.size > 10 else "")
+        if position.offset is None:
+            shown += f" of block {position.index}"
         raise ValueError(
             f"{name} has {short.size} document(s) with fewer than {MIN_DOCUMENT_LENGTH} tokens (rows "
             f"{shown}); a private fit needs at least {MIN_DOCUMENT_LENGTH} tokens in every document "
@@ -791,3 +801,18 @@ def check_private_counts(X: object, name: str = "X") -> DocumentCounts:
     return DocumentCounts(
         counts=matrix, lengths=lengths, kept=np.arange(matrix.shape[0]), n_input_documents=matrix.shape[0]
     )
+
+
+def check_private_counts(X: object, name: str = "X", *, n_jobs: int | None = None) -> Documents:
+    """Validate counts for a private fit: every document must have at least three tokens.
+
+    Documents with fewer tokens are an input error, not dropped: the guarantee treats ``N`` as
+    public, and dropping would change it between neighbouring corpora. The error names the rows
+    (for blocks, those of the first block found to have one). Threads (``n_jobs``) or Dask input
+    give :class:`~dptensor.tensor.lda_moments.DocumentBlocks`, checked where the blocks are.
+    """
+    if isinstance(X, RowBlocks) or is_distributed(X) or effective_n_jobs(n_jobs) > 1:
+        blocks = as_row_blocks(X, n_jobs=n_jobs)
+        blocks = blocks.map(_private_block, name, position=True, label="private-counts")
+        return DocumentBlocks(blocks, blocks.n_rows)
+    return _private_block(X, BlockPosition(0, 0), name)

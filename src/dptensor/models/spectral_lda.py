@@ -50,13 +50,14 @@ from dptensor._validation import (
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
+from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
-    DocumentCounts,
+    Documents,
     LDAMomentAccumulator,
     LDASecondMoment,
     check_alpha0,
     check_count_matrix,
-    prepare_counts,
+    prepare_documents,
     whitened_third_moment,
 )
 from dptensor.tensor.operators import DenseTensor
@@ -429,6 +430,10 @@ class SpectralLDA(TopicModelInference):
         ``(0, 1)``.
     verbose : bool, default False
         Print each step and its duration to standard error.
+    n_jobs : int, optional
+        Threads for the passes over the documents of an in-memory ``X`` (``None``: one; ``-1``:
+        every core); the documents are cut into row blocks whose sums run in a thread pool
+        (:mod:`dptensor.parallel`). A Dask ``X`` runs on the active Dask scheduler instead.
     random_state : None, int or numpy.random.Generator
 
     Attributes
@@ -477,6 +482,7 @@ class SpectralLDA(TopicModelInference):
         transform_tol: float = 1e-4,
         smoothing: float = 1e-6,
         verbose: bool = False,
+        n_jobs: int | None = None,
         random_state: RandomStateLike = None,
     ) -> None:
         self.n_components = n_components
@@ -492,6 +498,7 @@ class SpectralLDA(TopicModelInference):
         self.transform_tol = transform_tol
         self.smoothing = smoothing
         self.verbose = verbose
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     # -- scikit-learn parameter protocol -------------------------------------------------
@@ -528,9 +535,13 @@ class SpectralLDA(TopicModelInference):
 
         Parameters
         ----------
-        X : array_like or scipy.sparse matrix of shape (n_documents, n_words)
+        X : array_like, scipy.sparse matrix, dask.array.Array or RowBlocks, shape (n_documents, n_words)
             Non-negative integer word counts. Documents with fewer than three tokens are left
-            out of the moments (see :mod:`dptensor.tensor.lda_moments`).
+            out of the moments (see :mod:`dptensor.tensor.lda_moments`). A ``dask.array`` (row
+            chunks of SciPy sparse or dense counts) or :class:`~dptensor.parallel.RowBlocks` (e.g.
+            :func:`~dptensor.parallel.from_files`) is fitted on the active Dask scheduler: the
+            documents are validated and kept on the workers, every pass is a sum computed there,
+            and the result equals the in-memory fit up to rounding.
         y : ignored
 
         Returns
@@ -541,7 +552,7 @@ class SpectralLDA(TopicModelInference):
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
         with _Step("validate counts", timings, self.verbose):
-            docs = prepare_counts(X)
+            docs = prepare_documents(X, n_jobs=self.n_jobs)
         if k > docs.n_words:
             raise ValueError(
                 f"n_components={k} exceeds the vocabulary size {docs.n_words}; k must be at most d"
@@ -561,6 +572,7 @@ class SpectralLDA(TopicModelInference):
                 f"whitening must be 'auto', 'dense', 'randomized' or 'eigsh', got {self.whitening!r}"
             )
         self._check_smoothing()
+        effective_n_jobs(self.n_jobs)
         return k, alpha0
 
     def partial_fit(self, X: object, y: object = None) -> SpectralLDA:
@@ -584,7 +596,7 @@ class SpectralLDA(TopicModelInference):
         timings: dict[str, float] = {}
         first = not hasattr(self, "_accumulator")
         with _Step("validate counts", timings, self.verbose):
-            docs = prepare_counts(X, min_documents=3 if first else 0)
+            docs = prepare_documents(X, min_documents=3 if first else 0, n_jobs=self.n_jobs)
         if first:
             if k > docs.n_words:
                 raise ValueError(
@@ -641,7 +653,7 @@ class SpectralLDA(TopicModelInference):
         return self
 
     def _fit_documents(
-        self, docs: DocumentCounts, k: int, alpha0: float, rng: np.random.Generator, timings: dict
+        self, docs: Documents, k: int, alpha0: float, rng: np.random.Generator, timings: dict
     ) -> None:
         with _Step(f"whitening: top-{k} eigenpairs of M2 (d={docs.n_words})", timings, self.verbose):
             whitening = lda_whitening(

@@ -59,6 +59,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dptensor._validation import check_finite_array, check_real
+from dptensor.parallel import LocalRowBlocks, RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
 
 #: The shortest document that enters the moments (the third-order estimator needs 3 tokens).
 MIN_DOCUMENT_LENGTH = 3
@@ -71,6 +72,8 @@ _CHUNK_ELEMENTS = 500_000
 class DocumentCounts:
     """A validated document-term count matrix restricted to documents with ``>= 3`` tokens.
 
+    Also one row block of a corpus cut into blocks (:class:`DocumentBlocks`).
+
     Attributes
     ----------
     counts : scipy.sparse.csr_matrix of shape (N, d)
@@ -78,7 +81,7 @@ class DocumentCounts:
     lengths : ndarray of shape (N,)
         Document lengths ``l_n >= 3``.
     kept : ndarray of int, shape (N,)
-        Row indices of the kept documents in the input matrix.
+        Row indices of the kept documents in the input matrix (the block).
     n_input_documents : int
         Rows of the input matrix (kept plus dropped).
     """
@@ -102,6 +105,62 @@ class DocumentCounts:
     def n_dropped(self) -> int:
         """Documents left out because they have fewer than three tokens."""
         return self.n_input_documents - self.n_documents
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(N, d)``: rows are the kept documents (the row-block protocol of :mod:`dptensor.parallel`)."""
+        return (self.n_documents, self.n_words)
+
+    def take_rows(self, rows: np.ndarray) -> DocumentCounts:
+        """The kept documents at positions ``rows`` (for reductions over a subset of documents)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return DocumentCounts(self.counts[rows], self.lengths[rows], self.kept[rows], int(rows.size))
+
+
+@dataclass(frozen=True)
+class DocumentBlocks:
+    """A corpus as row blocks of :class:`DocumentCounts` on a backend (:mod:`dptensor.parallel`).
+
+    Built by :func:`prepare_documents` for ``n_jobs > 1`` or Dask input; every moment in this
+    module accepts it wherever it accepts a :class:`DocumentCounts`.
+
+    Attributes
+    ----------
+    blocks : dptensor.parallel.RowBlocks
+        Blocks whose payloads are :class:`DocumentCounts` (on the workers for Dask).
+    n_input_documents : int
+        Rows of the input (kept plus dropped).
+    """
+
+    blocks: RowBlocks
+    n_input_documents: int
+
+    @property
+    def n_documents(self) -> int:
+        """Number ``N`` of documents that enter the moments."""
+        return self.blocks.n_rows
+
+    @property
+    def n_words(self) -> int:
+        """Vocabulary size ``d``."""
+        return self.blocks.n_cols
+
+    @property
+    def n_dropped(self) -> int:
+        """Documents left out because they have fewer than three tokens."""
+        return self.n_input_documents - self.n_documents
+
+
+Documents = DocumentCounts | DocumentBlocks
+
+
+def document_blocks(docs: Documents) -> RowBlocks:
+    """The blocks of ``docs`` (one in-process block for a :class:`DocumentCounts`: no copy)."""
+    if isinstance(docs, DocumentBlocks):
+        return docs.blocks
+    if isinstance(docs, DocumentCounts):
+        return LocalRowBlocks([docs], docs.n_words)
+    raise TypeError(f"docs must be DocumentCounts or DocumentBlocks, got {type(docs).__name__}")
 
 
 def check_count_matrix(X: object, name: str = "X", *, allow_no_tokens: bool = False) -> sp.csr_matrix:
@@ -141,6 +200,21 @@ def check_count_matrix(X: object, name: str = "X", *, allow_no_tokens: bool = Fa
     return matrix
 
 
+def _keep_long(matrix: sp.csr_matrix) -> DocumentCounts:
+    lengths = np.asarray(matrix.sum(axis=1)).ravel()
+    kept = np.flatnonzero(lengths >= MIN_DOCUMENT_LENGTH)
+    counts = matrix if kept.size == matrix.shape[0] else matrix[kept]
+    return DocumentCounts(counts=counts, lengths=lengths[kept], kept=kept, n_input_documents=matrix.shape[0])
+
+
+def _check_enough_documents(n_kept: int, name: str, min_documents: int) -> None:
+    if n_kept < min_documents:
+        raise ValueError(
+            f"{name} has {n_kept} document(s) with at least {MIN_DOCUMENT_LENGTH} tokens; the moment "
+            f"estimators need at least {min_documents}"
+        )
+
+
 def prepare_counts(X: object, name: str = "X", *, min_documents: int = 3) -> DocumentCounts:
     """Validate counts and keep the documents with at least three tokens.
 
@@ -157,16 +231,38 @@ def prepare_counts(X: object, name: str = "X", *, min_documents: int = 3) -> Doc
     -------
     DocumentCounts
     """
-    matrix = check_count_matrix(X, name)
-    lengths = np.asarray(matrix.sum(axis=1)).ravel()
-    kept = np.flatnonzero(lengths >= MIN_DOCUMENT_LENGTH)
-    if kept.size < min_documents:
-        raise ValueError(
-            f"{name} has {kept.size} document(s) with at least {MIN_DOCUMENT_LENGTH} tokens; the moment "
-            f"estimators need at least {min_documents}"
-        )
-    counts = matrix if kept.size == matrix.shape[0] else matrix[kept]
-    return DocumentCounts(counts=counts, lengths=lengths[kept], kept=kept, n_input_documents=matrix.shape[0])
+    docs = _keep_long(check_count_matrix(X, name))
+    _check_enough_documents(docs.n_documents, name, min_documents)
+    return docs
+
+
+def _prepare_block(block: object, name: str) -> DocumentCounts:
+    return _keep_long(check_count_matrix(block, name, allow_no_tokens=True))
+
+
+def _input_documents(block: DocumentCounts) -> int:
+    return block.n_input_documents
+
+
+def prepare_documents(
+    X: object, name: str = "X", *, min_documents: int = 3, n_jobs: int | None = None
+) -> Documents:
+    """:func:`prepare_counts` on any input of :func:`dptensor.parallel.as_row_blocks`.
+
+    In-memory input with one thread gives a :class:`DocumentCounts` (exactly
+    :func:`prepare_counts`); ``n_jobs > 1``, a Dask array or :class:`~dptensor.parallel.RowBlocks`
+    give :class:`DocumentBlocks`, validated block by block where the blocks are (on the workers
+    for Dask, where they are then kept).
+    """
+    if not isinstance(X, RowBlocks) and not is_distributed(X) and effective_n_jobs(n_jobs) == 1:
+        return prepare_counts(X, name, min_documents=min_documents)
+    source = as_row_blocks(X, n_jobs=n_jobs)
+    blocks = source.map(_prepare_block, name, label="prepare-counts")
+    # The input's rows are metadata of arrays; blocks read from files or a bag are counted.
+    n_input = source.n_rows if source.rows_known else blocks.map_sum(_input_documents, label="count-input")
+    docs = DocumentBlocks(blocks, int(n_input))
+    _check_enough_documents(docs.n_documents, name, min_documents)
+    return docs
 
 
 def check_alpha0(alpha0: object) -> float:
@@ -174,9 +270,125 @@ def check_alpha0(alpha0: object) -> float:
     return check_real(alpha0, "alpha0")
 
 
-def first_moment(docs: DocumentCounts) -> np.ndarray:
+# -- per-block sums: every moment below is a sum over documents of these ----------------------------
+#: The functions of the document length ``l`` that weight per-document terms, in this order
+#: (``l2 = l(l-1)``, ``l3 = l(l-1)(l-2)``); weights are linear combinations of them.
+LENGTH_FUNCTIONS = ("1/l3", "1/(l2 l)", "1/l^3", "1/l2", "1/l^2", "1/l")
+_L3, _L2L, _LCUBE, _L2, _LSQ, _L1 = range(6)
+
+
+def _length_basis(lengths: np.ndarray) -> np.ndarray:
+    """``N x 6`` values of :data:`LENGTH_FUNCTIONS` per document."""
+    l2 = lengths * (lengths - 1.0)
+    l3 = l2 * (lengths - 2.0)
+    return np.column_stack(
+        [1.0 / l3, 1.0 / (l2 * lengths), lengths**-3.0, 1.0 / l2, lengths**-2.0, 1.0 / lengths]
+    )
+
+
+def _weights(*terms: dict[int, float]) -> np.ndarray:
+    """Coefficient rows over :data:`LENGTH_FUNCTIONS`: ``_weights({_L2: 1/n, _LSQ: c})``."""
+    out = np.zeros((len(terms), len(LENGTH_FUNCTIONS)))
+    for row, term in enumerate(terms):
+        for column, value in term.items():
+            out[row, column] = value
+    return out
+
+
+@dataclass(frozen=True)
+class StatisticsRequest:
+    """Which weighted document sums :func:`document_statistics` returns.
+
+    Each field is a ``q x 6`` matrix of coefficients over :data:`LENGTH_FUNCTIONS` (one weight
+    ``w_n = sum_j coef_j f_j(l_n)`` per row) or ``None``. With ``U = C P`` (``P`` the ``d x m``
+    projection) the sums are:
+
+    * ``cube``: ``sum_n w_n u_n (x) u_n (x) u_n`` packed over ``b <= c`` -- ``(q m) x m(m+1)/2``;
+    * ``pair``: ``C^T (w (.) U)`` -- ``d x (q m)`` (``M2_hat V``; the ``Z`` of the whitened ``M3_hat``);
+    * ``vocab``: ``C^T w`` -- ``d x q``;
+    * ``gram``: ``U^T diag(w) U`` -- ``q x m x m``;
+    * ``sums``: ``U^T w`` -- ``q x m``.
+
+    ``single_precision`` runs the ``pair`` products in float32 (range finding only).
+    """
+
+    cube: np.ndarray | None = None
+    pair: np.ndarray | None = None
+    vocab: np.ndarray | None = None
+    gram: np.ndarray | None = None
+    sums: np.ndarray | None = None
+    single_precision: bool = False
+
+
+def document_statistics(
+    docs: DocumentCounts, projection: np.ndarray | None, request: StatisticsRequest
+) -> dict[str, np.ndarray]:
+    """The weighted sums of :class:`StatisticsRequest` over the documents of one block.
+
+    The block function of every pass in this module (run by :meth:`~dptensor.parallel.RowBlocks.map_sum`
+    in process, in threads or on Dask workers): ``M1_hat``, ``M2_hat V``, the whitened ``M3_hat``
+    (Lemma 21, eqs. (5)-(7), in the unbiased U-statistic form) and the running sums of
+    :class:`LDAMomentAccumulator` are all built from these sums, which add over blocks exactly.
+    Cost: ``O(nnz m)`` per ``pair`` row and for ``U``; ``O(N m^3 / 2)`` per ``cube`` row.
+    """
+    C, basis = docs.counts, _length_basis(docs.lengths)
+    out: dict[str, np.ndarray] = {}
+    U = None
+    if any(x is not None for x in (request.cube, request.gram, request.sums)) or (
+        request.pair is not None and not request.single_precision
+    ):
+        U = np.asarray(C @ projection)
+    if request.cube is not None:
+        m = U.shape[1]
+        rows, cols = np.triu_indices(m)
+        w = basis @ request.cube.T
+        left = (w[:, :, None] * U[:, None, :]).reshape(U.shape[0], -1)
+        out["cube"] = _packed_cubes(left, U, rows, cols)
+    if request.pair is not None:
+        w = basis @ request.pair.T
+        if request.single_precision:
+            C32 = C.astype(np.float32)
+            CV = np.asarray(C32 @ np.asarray(projection, dtype=np.float32))
+            weighted = (w[:, :, None] * CV[:, None, :]).reshape(CV.shape[0], -1).astype(np.float32)
+            out["pair"] = np.asarray(C32.T @ weighted, dtype=np.float64)
+        else:
+            out["pair"] = np.asarray(C.T @ (w[:, :, None] * U[:, None, :]).reshape(U.shape[0], -1))
+    if request.vocab is not None:
+        out["vocab"] = np.asarray(C.T @ (basis @ request.vocab.T))
+    if request.gram is not None:
+        w = basis @ request.gram.T
+        out["gram"] = np.stack([(U.T * w[:, j]) @ U for j in range(w.shape[1])])
+    if request.sums is not None:
+        out["sums"] = (basis @ request.sums.T).T @ U
+    return out
+
+
+def _weighted_gram(docs: DocumentCounts, coefficients: np.ndarray) -> np.ndarray:
+    """``C^T diag(w) C`` (``d x d``) for one block, by the cheaper of a sparse or a dense product.
+
+    A sparse Gram product costs ``sum_n nnz_n^2`` sparse operations, dense GEMMs on row chunks
+    ``N d^2`` BLAS flops (about 50 times faster each).
+    """
+    C = docs.counts
+    w = _length_basis(docs.lengths) @ coefficients
+    n, d = C.shape
+    per_row = np.diff(C.indptr).astype(np.float64)
+    if 50.0 * float(per_row @ per_row) < float(n) * d * d:
+        return np.asarray((C.T @ sp.diags(w) @ C).todense())
+    dense = np.zeros((d, d))
+    step = max(1, 4_000_000 // d)
+    for start in range(0, n, step):
+        block = C[start : start + step].toarray()
+        dense += block.T @ (w[start : start + step, None] * block)
+    return dense
+
+
+def first_moment(docs: Documents) -> np.ndarray:
     """``M1_hat = (1/N) sum_n c_n / l_n`` (Lemma 21, eq. (5)): the mean word distribution."""
-    return np.asarray(docs.counts.T @ (1.0 / docs.lengths)).ravel() / docs.n_documents
+    request = StatisticsRequest(vocab=_weights({_L1: 1.0}))
+    return document_blocks(docs).map_sum(document_statistics, None, request, label="m1")["vocab"][:, 0] / (
+        docs.n_documents
+    )
 
 
 class LDASecondMoment:
@@ -190,27 +402,27 @@ class LDASecondMoment:
 
     where ``w2_n = 1/(l_n(l_n-1))`` and ``A = diag(1/l) C``; the two ``C^T`` products merge into
     one, ``C^T ((w2/N + a/(N(N-1)) / l^2) * (C V))``, so each application is two sparse passes:
-    ``O(nnz m)`` work, no ``d x d`` array.
+    ``O(nnz m)`` work, no ``d x d`` array. The passes are sums over documents
+    (:func:`document_statistics`), run on the blocks of ``docs`` (in process, threads or Dask).
 
     Parameters
     ----------
-    docs : DocumentCounts
+    docs : DocumentCounts or DocumentBlocks
     alpha0 : float
     """
 
-    def __init__(self, docs: DocumentCounts, alpha0: float) -> None:
+    def __init__(self, docs: Documents, alpha0: float) -> None:
         self.docs = docs
         self.alpha0 = check_alpha0(alpha0)
-        lengths = docs.lengths
-        self._w2 = 1.0 / (lengths * (lengths - 1.0))
-        self._inv_len = 1.0 / lengths
-        self._diag = np.asarray(docs.counts.T @ self._w2).ravel()
-        self._s1 = np.asarray(docs.counts.T @ self._inv_len).ravel()
+        self._blocks = document_blocks(docs)
+        request = StatisticsRequest(vocab=_weights({_L2: 1.0}, {_L1: 1.0}))
+        vocab = self._blocks.map_sum(document_statistics, None, request, label="m2-diagonal")["vocab"]
+        self._diag, self._s1 = vocab[:, 0].copy(), vocab[:, 1].copy()
         n = docs.n_documents
         self._cross_scale = self.coefficient / (n * (n - 1.0))
-        self._row_weight = self._w2 / n + self._cross_scale * self._inv_len**2
+        # Per-document weight of the merged C^T pass: w2/N + a/(N(N-1)) / l^2.
+        self._row_weights = _weights({_L2: 1.0 / n, _LSQ: self._cross_scale})
         self._diag_weight = self._diag / n
-        self._counts32: sp.csr_matrix | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -232,18 +444,10 @@ class LDASecondMoment:
         single = V.ndim == 1
         if single:
             V = V[:, None]
-        if single_precision:
-            if self._counts32 is None:
-                self._counts32 = self.docs.counts.astype(np.float32)
-            C = self._counts32
-            CV = np.asarray(C @ V.astype(np.float32))
-            weighted = (self._row_weight[:, None] * CV).astype(np.float32)
-            out = np.asarray(C.T @ weighted, dtype=np.float64)
-        else:
-            C = self.docs.counts
-            CV = np.asarray(C @ V)
-            # The two C^T products share one sparse pass: weights w2/N + a/(N(N-1)) / l^2.
-            out = np.asarray(C.T @ (self._row_weight[:, None] * CV))
+        request = StatisticsRequest(pair=self._row_weights, single_precision=single_precision)
+        # In single precision the block is sent (to threads or workers) as float32 once, not per block.
+        shared = V.astype(np.float32) if single_precision else V
+        out = self._blocks.map_sum(document_statistics, shared, request, label="m2-product")["pair"]
         out -= self._diag_weight[:, None] * V
         out -= np.outer(self._cross_scale * self._s1, self._s1 @ V)
         return out[:, 0] if single else out
@@ -254,22 +458,8 @@ class LDASecondMoment:
         return spla.LinearOperator((d, d), matvec=self.matmat, matmat=self.matmat, dtype=np.float64)
 
     def to_dense(self) -> np.ndarray:
-        """The ``d x d`` matrix (small ``d`` only).
-
-        ``C^T diag(w) C`` by whichever is cheaper: a sparse Gram product (``sum_n nnz_n^2`` sparse
-        operations) or dense GEMMs on row chunks (``N d^2`` BLAS flops, about 50 times faster each).
-        """
-        C = self.docs.counts
-        n, d = C.shape
-        per_row = np.diff(C.indptr).astype(np.float64)
-        if 50.0 * float(per_row @ per_row) < float(n) * d * d:
-            dense = np.asarray((C.T @ sp.diags(self._row_weight) @ C).todense())
-        else:
-            dense = np.zeros((d, d))
-            step = max(1, 4_000_000 // d)
-            for start in range(0, n, step):
-                block = C[start : start + step].toarray()
-                dense += block.T @ (self._row_weight[start : start + step, None] * block)
+        """The ``d x d`` matrix (small ``d`` only): ``C^T diag(w) C`` summed over blocks, then corrected."""
+        dense = self._blocks.map_sum(_weighted_gram, self._row_weights[0], label="m2-dense")
         dense[np.diag_indices_from(dense)] -= self._diag_weight
         dense -= np.outer(self._cross_scale * self._s1, self._s1)
         return dense
@@ -282,22 +472,6 @@ class DocumentTermWeights:
     cube: np.ndarray  # for sum_n w u_n^{(x)3}
     pair: np.ndarray  # for sym3(sum_n w P_n (x) u_n), P_n = W^T diag(c_n) W
     diag: np.ndarray  # for sum_n w sum_v c_nv w_v^{(x)3}
-
-
-def _third_moment_weights(lengths: np.ndarray, alpha0: float) -> tuple[DocumentTermWeights, float, float]:
-    n = float(lengths.shape[0])
-    n2, n3 = n * (n - 1.0), n * (n - 1.0) * (n - 2.0)
-    b = alpha0 / (alpha0 + 2.0)
-    c = 2.0 * alpha0**2 / ((alpha0 + 1.0) * (alpha0 + 2.0))
-    l1 = lengths
-    l2 = l1 * (l1 - 1.0)
-    l3 = l2 * (l1 - 2.0)
-    weights = DocumentTermWeights(
-        cube=1.0 / (n * l3) + 3.0 * b / (n2 * l2 * l1) + 2.0 * c / (n3 * l1**3),
-        pair=1.0 / (n * l3) + b / (n2 * l2 * l1),
-        diag=2.0 / (n * l3),
-    )
-    return weights, b / n2, c / n3
 
 
 def _sym3(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -328,34 +502,58 @@ def _packed_cubes(left: np.ndarray, right: np.ndarray, rows: np.ndarray, cols: n
     return out
 
 
-def whitened_document_sum(
-    counts: sp.csr_matrix, whitening: np.ndarray, projected: np.ndarray, weights: DocumentTermWeights
-) -> np.ndarray:
-    """``sum_n w^A_n u_n^{(x)3} - sym3(sum_n w^B_n P_n (x) u_n) + sum_v s_v w_v^{(x)3}``, ``k x k x k``.
+def _vocabulary_cubes(pair: np.ndarray, diag: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``sum_v w_v (x) w_v (x) z_v`` symmetrised, subtracted from ``sum_v s_v w_v^{(x)3}`` (``k^3``).
 
-    The per-document part of :func:`whitened_third_moment` (see its derivation), with
-    ``U = C W`` given as ``projected``, ``P_n = W^T diag(c_n) W`` and ``s = C^T w^D``. With
-    ``w^A = w^B = 1/(N l3)`` and ``w^D = 2/(N l3)`` it is ``(1/N) sum_n G_n(W, W, W) / l3_n``, the
-    whitened average of the per-document unbiased estimators of ``E[x1 (x) x2 (x) x3]``.
+    ``pair`` is ``Z`` (``d x k``), ``diag`` is ``s`` (``d``); the vocabulary terms of
+    :func:`whitened_third_moment`, formed once after the sums over documents, ``O(d k^3)``.
     """
-    W = whitening
     k = W.shape[1]
     rows, cols = np.triu_indices(k)
-    # Per-document cube term: sum_n w^A_n u_n^{(x)3}.
-    cube = _unpack(_packed_cubes(weights.cube[:, None] * projected, projected, rows, cols), k, rows, cols)
-    # Vocabulary terms: sum_v w_v (x) w_v (x) z_v (to be symmetrised) and sum_v s_v w_v^{(x)3}.
-    Z = np.asarray(counts.T @ (weights.pair[:, None] * projected))  # d x k
-    s = np.asarray(counts.T @ weights.diag).ravel()
-    vocab = _packed_cubes(np.hstack([Z, s[:, None] * W]), W, rows, cols)
+    vocab = _packed_cubes(np.hstack([pair, diag[:, None] * W]), W, rows, cols)
     pair_term = _unpack(vocab[:k], k, rows, cols)  # [a, b, c] = sum_v z_va w_vb w_vc
-    diag_term = _unpack(vocab[k:], k, rows, cols)
-    tensor = cube + diag_term
+    tensor = _unpack(vocab[k:], k, rows, cols)
     # sym3 of X[a,b,c] = sum_v z_va w_vb w_vc (symmetric in b, c): X_abc + X_bac + X_cab.
     tensor -= pair_term + pair_term.transpose(1, 0, 2) + pair_term.transpose(1, 2, 0)
     return tensor
 
 
-def whitened_third_moment(docs: DocumentCounts, alpha0: float, whitening: np.ndarray) -> np.ndarray:
+def whitened_document_sum(
+    counts: sp.csr_matrix, whitening: np.ndarray, projected: np.ndarray, weights: DocumentTermWeights
+) -> np.ndarray:
+    """``sum_n w^A_n u_n^{(x)3} - sym3(sum_n w^B_n P_n (x) u_n) + sum_v s_v w_v^{(x)3}``, ``k x k x k``.
+
+    The per-document part of :func:`whitened_third_moment` (see its derivation) for explicit
+    per-document weights, with ``U = C W`` given as ``projected``, ``P_n = W^T diag(c_n) W`` and
+    ``s = C^T w^D``. With ``w^A = w^B = 1/(N l3)`` and ``w^D = 2/(N l3)`` it is
+    ``(1/N) sum_n G_n(W, W, W) / l3_n``, the whitened average of the per-document unbiased
+    estimators of ``E[x1 (x) x2 (x) x3]`` (used by the single-topic model).
+    """
+    W = whitening
+    k = W.shape[1]
+    rows, cols = np.triu_indices(k)
+    cube = _unpack(_packed_cubes(weights.cube[:, None] * projected, projected, rows, cols), k, rows, cols)
+    pair = np.asarray(counts.T @ (weights.pair[:, None] * projected))  # d x k
+    diag = np.asarray(counts.T @ weights.diag).ravel()
+    return cube + _vocabulary_cubes(pair, diag, W)
+
+
+def _u_statistic_constants(n: float, alpha0: float) -> tuple[float, float, float, float]:
+    """``(N(N-1), N(N-1)(N-2), b, c)`` with ``b = a0/(a0+2)`` and ``c = 2 a0^2/((a0+1)(a0+2))``."""
+    b = alpha0 / (alpha0 + 2.0)
+    c = 2.0 * alpha0**2 / ((alpha0 + 1.0) * (alpha0 + 2.0))
+    return n * (n - 1.0), n * (n - 1.0) * (n - 2.0), b, c
+
+
+def _cross_terms(
+    pairs: np.ndarray, q: np.ndarray, s1: np.ndarray, n: float, alpha0: float
+) -> np.ndarray:
+    """``- (b/N(N-1)) sym3(B (x) s1) + (c/N(N-1)(N-2)) (s1^{(x)3} - sym3(Q (x) s1))``."""
+    n2, n3, b, c = _u_statistic_constants(n, alpha0)
+    return -b / n2 * _sym3(pairs, s1) + c / n3 * (np.einsum("a,b,c->abc", s1, s1, s1) - _sym3(q, s1))
+
+
+def whitened_third_moment(docs: Documents, alpha0: float, whitening: np.ndarray) -> np.ndarray:
     """The ``k x k x k`` whitened tensor ``T_hat = M3_hat(W, W, W)`` from counts, without ``M3_hat``.
 
     Implements Lemma 21, eq. (7) of DeCarolis et al. (with the exactly unbiased U-statistic
@@ -385,10 +583,14 @@ def whitened_third_moment(docs: DocumentCounts, alpha0: float, whitening: np.nda
     product. Cost: ``U = C W`` and ``Z`` in ``O(nnz k)``; the cube sums as chunked GEMMs against
     the packed Khatri-Rao products ``(u_b u_c)_{b<=c}``, ``O((N + d) k^3 / 2)``.
 
+    Every sum over documents is one pass of :func:`document_statistics` over the blocks of
+    ``docs`` (in process, in threads or on Dask workers); the ``O(d k^3)`` vocabulary terms and
+    the ``k^3`` corrections are formed once from the summed statistics.
+
     Parameters
     ----------
-    docs : DocumentCounts
-        From :func:`prepare_counts`.
+    docs : DocumentCounts or DocumentBlocks
+        From :func:`prepare_counts` or :func:`prepare_documents`.
     alpha0 : float
         Dirichlet concentration ``alpha_0 > 0``.
     whitening : ndarray of shape (d, k)
@@ -402,18 +604,21 @@ def whitened_third_moment(docs: DocumentCounts, alpha0: float, whitening: np.nda
     W = check_finite_array(whitening, "whitening", ndim=2)
     if W.shape[0] != docs.n_words:
         raise ValueError(f"whitening must have {docs.n_words} rows (the vocabulary size), got {W.shape}")
-    C = docs.counts
-    lengths = docs.lengths
-    weights, cross_scale, triple_scale = _third_moment_weights(lengths, alpha0)
-    U = np.asarray(C @ W)  # N x k, u_n = W^T c_n
-    tensor = whitened_document_sum(C, W, U, weights)
-
-    inv_l2 = 1.0 / (lengths * (lengths - 1.0))
-    s1 = U.T @ (1.0 / lengths)
-    pair_sum = (U.T * inv_l2) @ U - (W.T * np.asarray(C.T @ inv_l2).ravel()) @ W
-    Q = (U.T * lengths**-2.0) @ U
-    tensor -= cross_scale * _sym3(pair_sum, s1)
-    tensor += triple_scale * (np.einsum("a,b,c->abc", s1, s1, s1) - _sym3(Q, s1))
+    k = W.shape[1]
+    n = float(docs.n_documents)
+    n2, n3, b, c = _u_statistic_constants(n, alpha0)
+    request = StatisticsRequest(
+        cube=_weights({_L3: 1.0 / n, _L2L: 3.0 * b / n2, _LCUBE: 2.0 * c / n3}),
+        pair=_weights({_L3: 1.0 / n, _L2L: b / n2}),
+        vocab=_weights({_L3: 2.0 / n}, {_L2: 1.0}),
+        gram=_weights({_L2: 1.0}, {_LSQ: 1.0}),
+        sums=_weights({_L1: 1.0}),
+    )
+    stats = document_blocks(docs).map_sum(document_statistics, W, request, label="whitened-m3")
+    rows, cols = np.triu_indices(k)
+    tensor = _unpack(stats["cube"], k, rows, cols) + _vocabulary_cubes(stats["pair"], stats["vocab"][:, 0], W)
+    pairs = stats["gram"][0] - (W.T * stats["vocab"][:, 1]) @ W
+    tensor += _cross_terms(pairs, stats["gram"][1], stats["sums"][0], n, alpha0)
     return tensor
 
 
@@ -423,10 +628,11 @@ class LDAMomentAccumulator:
     For corpora read in batches (``SpectralLDA.partial_fit``): every statistic of
     :func:`whitened_third_moment` and :class:`LDASecondMoment` is a sum over documents of a term
     that depends only on that document, with the corpus size ``N`` entering only through the
-    scalars ``1/N``, ``1/(N(N-1))`` and ``1/(N(N-1)(N-2))``. Keeping the sums apart and applying
-    the scalars at the end gives, after any sequence of :meth:`update` calls, exactly the
-    estimators computed on the concatenated corpus (Lemma 21 in the unbiased U-statistic form),
-    projected on ``B``. Memory ``O(d r + r^3)``; each update costs ``O(nnz r + n r^3 + d r^3)``.
+    scalars ``1/N``, ``1/(N(N-1))`` and ``1/(N(N-1)(N-2))``. Keeping the sums apart (one per
+    length function, :func:`document_statistics`) and applying the scalars at the end gives,
+    after any sequence of :meth:`update` calls, exactly the estimators computed on the
+    concatenated corpus (Lemma 21 in the unbiased U-statistic form), projected on ``B``. Memory
+    ``O(d r + r^3)``; each update costs ``O(nnz r + n r^3)``, each :meth:`third_moment` ``O(d r^3)``.
 
     Parameters
     ----------
@@ -434,47 +640,31 @@ class LDAMomentAccumulator:
     alpha0 : float
     """
 
+    #: The sums kept: cubes for 1/l3, 1/(l2 l), 1/l^3; Z for 1/l3, 1/(l2 l), 1/l2, 1/l^2;
+    #: C^T f for 1/l3, 1/l2, 1/l; Gram matrices for 1/l2, 1/l^2; U^T (1/l).
+    _REQUEST = StatisticsRequest(
+        cube=_weights({_L3: 1.0}, {_L2L: 1.0}, {_LCUBE: 1.0}),
+        pair=_weights({_L3: 1.0}, {_L2L: 1.0}, {_L2: 1.0}, {_LSQ: 1.0}),
+        vocab=_weights({_L3: 1.0}, {_L2: 1.0}, {_L1: 1.0}),
+        gram=_weights({_L2: 1.0}, {_LSQ: 1.0}),
+        sums=_weights({_L1: 1.0}),
+    )
+
     def __init__(self, basis: np.ndarray, alpha0: float) -> None:
         self.basis = check_finite_array(basis, "basis", ndim=2)
         self.alpha0 = check_alpha0(alpha0)
-        d, r = self.basis.shape
-        self._rows, self._cols = np.triu_indices(r)
-        npairs = self._rows.size
         self.n_documents = 0
-        self._cube = np.zeros((3 * r, npairs))  # sum u^(x)3 with weights 1/l3, 1/(l2 l), 1/l^3
-        self._vocab = np.zeros((3 * r, npairs))  # sum_v w_v w_v z_v for 1/l3, 1/(l2 l); sum_v s_v w_v^3
-        self._pairs = np.zeros((r, r))  # B = U^T diag(1/l2) U - W^T diag(C^T 1/l2) W
-        self._q = np.zeros((r, r))  # Q = U^T diag(1/l^2) U
-        self._s1 = np.zeros(r)  # sum_n u_n / l_n
-        self._m2_pair = np.zeros((d, r))  # C^T diag(w2) C B - diag(C^T w2) B
-        self._m2_cross = np.zeros((d, r))  # C^T diag(1/l^2) C B
-        self._m1 = np.zeros(d)  # S1 = sum_n c_n / l_n
+        self._sums: dict[str, np.ndarray] | None = None
 
-    def update(self, docs: DocumentCounts) -> LDAMomentAccumulator:
-        """Add a batch of documents (from :func:`prepare_counts`); returns ``self``."""
+    def update(self, docs: Documents) -> LDAMomentAccumulator:
+        """Add a batch (from :func:`prepare_counts` or :func:`prepare_documents`); returns ``self``."""
         if docs.n_words != self.basis.shape[0]:
             raise ValueError(f"the batch has {docs.n_words} words but the basis has {self.basis.shape[0]}")
         if docs.n_documents == 0:
             return self
-        W, C, lengths = self.basis, docs.counts, docs.lengths
-        r = W.shape[1]
-        l2 = lengths * (lengths - 1.0)
-        l3 = l2 * (lengths - 2.0)
-        weights = np.column_stack([1.0 / l3, 1.0 / (l2 * lengths), lengths**-3.0])
-        U = np.asarray(C @ W)
-        self._cube += _packed_cubes(
-            (weights[:, :, None] * U[:, None, :]).reshape(-1, 3 * r), U, self._rows, self._cols
-        )
-        Z = np.asarray(C.T @ (weights[:, :2, None] * U[:, None, :]).reshape(-1, 2 * r))
-        s = np.asarray(C.T @ weights[:, 0]).ravel()
-        self._vocab += _packed_cubes(np.hstack([Z, s[:, None] * W]), W, self._rows, self._cols)
-        self._pairs += (U.T / l2) @ U - (W.T * np.asarray(C.T @ (1.0 / l2)).ravel()) @ W
-        self._q += (U.T * lengths**-2.0) @ U
-        self._s1 += U.T @ (1.0 / lengths)
-        w2 = 1.0 / l2
-        self._m2_pair += np.asarray(C.T @ (w2[:, None] * U)) - np.asarray(C.T @ w2).ravel()[:, None] * W
-        self._m2_cross += np.asarray(C.T @ (lengths[:, None] ** -2.0 * U))
-        self._m1 += np.asarray(C.T @ (1.0 / lengths)).ravel()
+        blocks = document_blocks(docs)
+        sums = blocks.map_sum(document_statistics, self.basis, self._REQUEST, label="lda-batch")
+        self._sums = sums if self._sums is None else {key: self._sums[key] + sums[key] for key in sums}
         self.n_documents += docs.n_documents
         return self
 
@@ -488,26 +678,27 @@ class LDAMomentAccumulator:
     def second_moment_basis(self) -> np.ndarray:
         """``M2_hat B`` (``d x r``) over all documents added so far."""
         n = self._check_enough()
+        B, sums = self.basis, self._sums
+        r = B.shape[1]
         a = self.alpha0 / (self.alpha0 + 1.0)
-        cross = np.outer(self._m1, self._m1 @ self.basis) - self._m2_cross
-        return self._m2_pair / n - a / (n * (n - 1.0)) * cross
+        pair = sums["pair"][:, 2 * r : 3 * r] - sums["vocab"][:, 1:2] * B  # C^T diag(w2) C B - diag(C^T w2) B
+        m1 = sums["vocab"][:, 2]
+        cross = np.outer(m1, m1 @ B) - sums["pair"][:, 3 * r :]
+        return pair / n - a / (n * (n - 1.0)) * cross
 
     def third_moment(self) -> np.ndarray:
         """``M3_hat(B, B, B)`` (``r x r x r``) over all documents added so far."""
         n = self._check_enough()
-        r = self.basis.shape[1]
-        n2, n3 = n * (n - 1.0), n * (n - 1.0) * (n - 2.0)
-        b = self.alpha0 / (self.alpha0 + 2.0)
-        c = 2.0 * self.alpha0**2 / ((self.alpha0 + 1.0) * (self.alpha0 + 2.0))
-        rows, cols = self._rows, self._cols
-        cube = self._cube[:r] / n + 3.0 * b / n2 * self._cube[r : 2 * r] + 2.0 * c / n3 * self._cube[2 * r :]
-        pair = self._vocab[:r] / n + b / n2 * self._vocab[r : 2 * r]
-        tensor = _unpack(cube, r, rows, cols) + 2.0 / n * _unpack(self._vocab[2 * r :], r, rows, cols)
-        pair_term = _unpack(pair, r, rows, cols)
-        tensor -= pair_term + pair_term.transpose(1, 0, 2) + pair_term.transpose(1, 2, 0)
-        s1 = self._s1
-        tensor -= b / n2 * _sym3(self._pairs, s1)
-        tensor += c / n3 * (np.einsum("a,b,c->abc", s1, s1, s1) - _sym3(self._q, s1))
+        B, sums = self.basis, self._sums
+        r = B.shape[1]
+        n2, n3, b, c = _u_statistic_constants(n, self.alpha0)
+        rows, cols = np.triu_indices(r)
+        cube = sums["cube"]
+        cube = cube[:r] / n + 3.0 * b / n2 * cube[r : 2 * r] + 2.0 * c / n3 * cube[2 * r :]
+        z = sums["pair"][:, :r] / n + b / n2 * sums["pair"][:, r : 2 * r]
+        tensor = _unpack(cube, r, rows, cols) + _vocabulary_cubes(z, 2.0 / n * sums["vocab"][:, 0], B)
+        pairs = sums["gram"][0] - (B.T * sums["vocab"][:, 1]) @ B
+        tensor += _cross_terms(pairs, sums["gram"][1], sums["sums"][0], n, self.alpha0)
         return tensor
 
 

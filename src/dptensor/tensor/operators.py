@@ -13,7 +13,7 @@ Multilinear notation follows Wang & Anandkumar (2016), Section 2:
 
 =======================  ==========================================================
 :class:`DenseTensor`      an ndarray ``d x d x d``; one BLAS product per batch
-:class:`SampleMoment`     ``(1/n) sum_i x_i (x) x_i (x) x_i`` of a data matrix, never formed
+:class:`SampleMoment`     ``(1/n) sum_i x_i (x) x_i (x) x_i`` of a data matrix (or Dask array), never formed
 :class:`LowRankTensor`    ``sum_j w_j v_j (x) v_j (x) v_j`` from weights and factors
 :class:`SumTensor`        a linear combination of operators of the same dimension
 :class:`DeflatedTensor`   ``T - sum_j lambda_j v_j^{(x)3}`` (Algorithm 1, step 6), implicit
@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor._validation import check_data_matrix, check_finite_array
+from dptensor.parallel import RowBlocks, as_row_blocks, is_distributed
 
 #: Relative tolerance used to decide whether a dense array is symmetric.
 SYMMETRY_RTOL = 1e-8
@@ -214,6 +215,61 @@ def symmetrize(tensor: np.ndarray) -> np.ndarray:
     return sum(tensor.transpose(p) for p in perms) / 6.0
 
 
+def moment_contractions(
+    block: np.ndarray | sp.csr_matrix,
+    vectors: np.ndarray,
+    scale: float,
+    what: str,
+    weights: np.ndarray | None = None,
+    validate: bool = False,
+) -> tuple[np.ndarray, ...]:
+    """One block's terms of the third-moment contractions: a block function of :mod:`dptensor.parallel`.
+
+    With ``P = X U`` for the block's records ``X`` and ``w`` the per-record ``weights`` (or the
+    constant ``scale``): ``what="pair"`` gives ``(X^T (w * P^2),)``, ``"triple"`` gives
+    ``(w^T P^3,)`` and ``"both"`` gives both -- the sums that :class:`SampleMoment` (``T(I, u, u)``,
+    ``T(u, u, u)``) and the online power method (Wang & Anandkumar 2016, Algorithm 2, steps 5-6)
+    add over blocks. ``validate`` checks the records first (blocks read straight from a source).
+    """
+    if validate:
+        block = check_data_matrix(block, "data block")
+    proj = np.asarray(block @ vectors)
+    squared = proj * proj
+    if weights is not None:
+        weighted = weights[:, None] * squared
+    elif scale != 1.0:
+        weighted = scale * squared
+    else:
+        weighted = squared
+    out = []
+    if what in ("pair", "both"):
+        out.append(np.asarray(block.T @ weighted))
+    if what in ("triple", "both"):
+        out.append(np.einsum("ij,ij->j", weighted, proj))
+    if not out:
+        raise ValueError(f"what must be 'pair', 'triple' or 'both', got {what!r}")
+    return tuple(out)
+
+
+def _dense_moment_block(
+    block: np.ndarray | sp.csr_matrix, chunk_size: int, scale: float, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """``X^T diag(w) (X (.) X)`` (``d x d^2``) for one block, over row chunks of ``chunk_size``."""
+    d = block.shape[1]
+    out = np.zeros((d, d * d))
+    for start in range(0, block.shape[0], chunk_size):
+        rows = block[start : start + chunk_size]
+        rows = rows.toarray() if sp.issparse(rows) else rows
+        pairs = (rows[:, :, None] * rows[:, None, :]).reshape(rows.shape[0], d * d)
+        w = scale if weights is None else weights[start : start + chunk_size, None]
+        out += (rows * w).T @ pairs
+    return out
+
+
+def _checked_block(block: object) -> np.ndarray | sp.csr_matrix:
+    return check_data_matrix(block, "data block")
+
+
 class SampleMoment(SymmetricTensor):
     """The empirical third moment ``(1/n) sum_i x_i (x) x_i (x) x_i`` of a data matrix.
 
@@ -223,19 +279,46 @@ class SampleMoment(SymmetricTensor):
     * ``T(I, U, U) = X^T ((X U) * (X U)) / n`` -- two matrix products, ``O(nnz(X) m)``;
     * ``T(U, U, U) = sum_i (X U)_i^3 / n``.
 
+    Both are sums over records (:func:`moment_contractions`), computed by
+    :meth:`dptensor.parallel.RowBlocks.map_sum`: in process (the default), on ``n_jobs``
+    threads over row blocks, or on a Dask cluster when ``data`` is a ``dask.array`` (then the
+    validated blocks stay on the workers and each contraction is one pass there).
+
     Parameters
     ----------
-    data : array_like or scipy.sparse matrix of shape (n, d)
+    data : array_like, scipy.sparse matrix, dask.array.Array or RowBlocks, shape (n, d)
         Records as rows; dense arrays and any SciPy sparse format are accepted.
     weights : array_like of shape (n,), optional
         Per-record weights replacing ``1/n``: ``T = sum_i w_i x_i^{(x)3}``.
+    n_jobs : int, optional
+        Threads for in-memory ``data`` (``None``: one, ``-1``: every core).
+
+    Attributes
+    ----------
+    data : ndarray or scipy.sparse.csr_matrix, or None
+        The validated records when they are in memory (``None`` for Dask input).
+    blocks : dptensor.parallel.RowBlocks
+        The records as row blocks.
     """
 
-    def __init__(self, data: np.ndarray | sp.spmatrix, *, weights: np.ndarray | None = None) -> None:
-        self.data = check_data_matrix(data, "data")
-        n = self.data.shape[0]
+    def __init__(
+        self,
+        data: np.ndarray | sp.spmatrix | object,
+        *,
+        weights: np.ndarray | None = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        if isinstance(data, RowBlocks) or is_distributed(data):
+            self.data = None
+            self.blocks = as_row_blocks(data).map(_checked_block, label="moment-records")
+        else:
+            self.data = check_data_matrix(data, "data")
+            self.blocks = as_row_blocks(self.data, n_jobs=n_jobs)
+        n = self.blocks.n_rows
+        self._custom_weights = weights is not None
         if weights is None:
-            self.weights = np.full(n, 1.0 / n)
+            # Kept as an array only in memory: Dask input may have more records than the client holds.
+            self.weights = np.full(n, 1.0 / n) if self.data is not None else None
         else:
             self.weights = check_finite_array(weights, "weights", ndim=1)
             if self.weights.shape[0] != n:
@@ -245,37 +328,45 @@ class SampleMoment(SymmetricTensor):
 
     @property
     def dim(self) -> int:
-        return self.data.shape[1]
+        return self.blocks.n_cols
 
     @property
     def n_samples(self) -> int:
         """Number of records ``n``."""
-        return self.data.shape[0]
+        return self.blocks.n_rows
 
-    def _projections(self, vectors: np.ndarray) -> np.ndarray:
-        return np.asarray(self.data @ vectors)
+    @property
+    def has_uniform_weights(self) -> bool:
+        """Whether this is the plain sample moment ``(1/n) sum_i x_i^{(x)3}``."""
+        return not self._custom_weights
+
+    def _sum(self, func: object, *args: object, label: str) -> object:
+        if self._custom_weights:
+            return self.blocks.map_sum(func, *args, 1.0, row_args=(self.weights,), label=label)
+        return self.blocks.map_sum(func, *args, 1.0 / self.n_samples, label=label)
 
     def _contract_pair(self, vectors: np.ndarray) -> np.ndarray:
-        proj = self._projections(vectors)
-        return np.asarray(self.data.T @ (self.weights[:, None] * proj * proj))
+        return self._sum(_moment_part, vectors, "pair", label="moment-pair")
 
     def _contract_triple(self, vectors: np.ndarray) -> np.ndarray:
-        proj = self._projections(vectors)
-        return self.weights @ (proj * proj * proj)
+        return self._sum(_moment_part, vectors, "triple", label="moment-triple")
 
     def to_dense(self, chunk_size: int = 512) -> np.ndarray:
         """Form ``sum_i w_i x_i^{(x)3}`` as ``X^T diag(w) (X (.) X)`` over row chunks (small ``d`` only).
 
-        One BLAS product per chunk of ``chunk_size`` records; memory ``O(d^3 + chunk_size d^2)``.
+        One BLAS product per chunk of ``chunk_size`` records; memory ``O(d^3 + chunk_size d^2)``
+        (per block).
         """
         d = self.dim
-        out = np.zeros((d, d * d))
-        for start in range(0, self.n_samples, chunk_size):
-            block = self.data[start : start + chunk_size]
-            block = block.toarray() if sp.issparse(block) else block
-            pairs = (block[:, :, None] * block[:, None, :]).reshape(block.shape[0], d * d)
-            out += (block * self.weights[start : start + chunk_size, None]).T @ pairs
-        return out.reshape(d, d, d)
+        return self._sum(_dense_moment_block, chunk_size, label="moment-dense").reshape(d, d, d)
+
+
+def _moment_part(
+    block: np.ndarray | sp.csr_matrix, vectors: np.ndarray, what: str, scale: float,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The one contraction ``what`` of :func:`moment_contractions` (argument order of ``_sum``)."""
+    return moment_contractions(block, vectors, scale, what, weights)[0]
 
 
 class LowRankTensor(SymmetricTensor):
