@@ -58,7 +58,6 @@ from dptensor._validation import (
     NotFittedError,
     RandomStateLike,
     check_data_matrix,
-    check_positive_int,
     check_random_state,
     check_rank,
 )

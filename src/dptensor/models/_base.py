@@ -30,6 +30,7 @@ from numbers import Real
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
+from dptensor.privacy.warnings import check_privacy_parameters
 
 __all__ = ["PrivateEstimatorMixin"]
 
@@ -69,8 +70,22 @@ class PrivateEstimatorMixin:
                 + ("them" if len(stray) > 1 else "it")
             )
 
-    def _begin_release(self, guarantee: PrivacyGuarantee, description: str) -> NoiseSource:
-        """Resolve the noise, finalise and store ``guarantee_``, charge the ledger; return the source."""
+    def _begin_release(
+        self, guarantee: PrivacyGuarantee, description: str, *, n_public: int | None = None,
+        unit: str = "documents",
+    ) -> NoiseSource:
+        """Warn about weak parameters, resolve the noise, store ``guarantee_``, charge the ledger.
+
+        ``n_public`` is the number of protected units (``unit``) when it is public under the
+        estimator's neighbouring relation (``None`` otherwise): ``delta >= 1/n_public`` and
+        ``epsilon`` above :data:`~dptensor.privacy.warnings.EPSILON_WARNING_THRESHOLD` draw a
+        :class:`~dptensor.privacy.PrivacyWarning`
+        (:func:`~dptensor.privacy.warnings.check_privacy_parameters`).
+        """
+        check_privacy_parameters(
+            getattr(self, "epsilon", None), getattr(self, "delta", None), n_public=n_public, unit=unit,
+            who=type(self).__name__, stacklevel=4,
+        )
         self.guarantee_, source = begin_release(
             guarantee, getattr(self, "noise", None), ledger=getattr(self, "ledger", None),
             description=description,

@@ -743,7 +743,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
                 )
             guarantee, sigma = self._plan_guarantee(n_docs, n_steps)
             source = self._begin_release(
-                guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases"
+                guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases",
+                n_public=n_docs,
             )
         matrix = self._check_counts(X)  # the private data is read only from here on
         exp_elog_beta = np.exp(_dirichlet_expectation(lam))

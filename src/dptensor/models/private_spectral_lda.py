@@ -579,7 +579,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 plan.guarantee.reason,
             )
         docs = check_private_counts(X, n_jobs=self.n_jobs)
-        source = self._begin_release(plan.guarantee, f"PrivateSpectralLDA config {self.config} fit")
+        source = self._begin_release(
+            plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
+        )
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
         self.noise_scales_ = {}

@@ -473,7 +473,8 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
                 n_restarts=self.n_restarts, n_iter=self.n_iter,
             )  # fmt: skip
             source = self._begin_release(
-                guarantee, f"SingleTopicModel fit ({self.mechanism}, K={k}; Imtiaz & Sarwate 2018)"
+                guarantee, f"SingleTopicModel fit ({self.mechanism}, K={k}; Imtiaz & Sarwate 2018)",
+                n_public=docs.n_documents,
             )
         dense = self.noise_sampler == "dense" or (
             self.noise_sampler == "auto" and docs.n_words <= DENSE_SAMPLER_MAX_WORDS
