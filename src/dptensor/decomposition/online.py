@@ -353,12 +353,18 @@ class OnlineTensorPower(BaseEstimator):
             self._initialise(data.shape[1])
         elif data.shape[1] != self._dim:
             raise ValueError(
-                f"{name} must have {self._dim} columns (the dimension of the earlier data), "
-                f"got shape {data.shape}"
+                f"X has {data.shape[1]} features, but OnlineTensorPower is expecting {self._dim} "
+                f"features as input: {name} must have {self._dim} columns (the dimension of the "
+                f"earlier data), got shape {data.shape}"
             )
         return data
 
     # ------------------------------------------------------------ public API
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def __sklearn_is_fitted__(self) -> bool:
         return self.is_complete
 

@@ -670,6 +670,15 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"X is an empty corpus (shape {(n, v)})")
         return n, v
 
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        # Word counts: non-negative whole numbers, dense or sparse (``categorical`` makes
+        # scikit-learn's estimator checks feed such matrices; see SpectralLDA).
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True
+        return tags
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> DPVariationalLDA:
         """Learn the topics from a documents x words count matrix (``n_passes`` passes).

@@ -435,6 +435,15 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
             )
         self._check_privacy_parameters()
 
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        # Word counts: non-negative whole numbers, dense or sparse (``categorical`` makes
+        # scikit-learn's estimator checks feed such matrices; see SpectralLDA).
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True
+        return tags
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> SingleTopicModel:
         """Fit topics and weights to documents.
