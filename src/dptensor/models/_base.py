@@ -21,6 +21,21 @@ order; :func:`dptensor.privacy.begin_release`)::
             source = self._begin_release(guarantee, "MyPrivateModel fit")
             ...                                       # now read X; draw noise from source
             return self
+
+The rest of the pattern (checked for every estimator by ``tests/test_sklearn_api.py``, which runs
+scikit-learn's ``check_estimator``; a new estimator is added there, with any check that cannot
+apply listed in ``EXPECTED_FAILED_CHECKS`` with its reason):
+
+* ``__init__`` only stores its arguments; every check happens in ``fit``/``partial_fit``
+  (``_parameter_constraints``, then the estimator's own checks), before the data are read;
+* ``score`` is greater-is-better (a log-likelihood, or ``-RMSE``), so ``GridSearchCV`` and
+  ``cross_val_score`` pick the right model;
+* transformers mix in ``TransformerMixin`` and ``ClassNamePrefixFeaturesOutMixin`` (define
+  ``_n_features_out``); ``__sklearn_tags__`` declares what ``X`` may be (sparse, non-negative);
+* private estimators pass ``n_public`` to :meth:`PrivateEstimatorMixin._begin_release` when the
+  number of protected units is public under their neighbouring relation (``PrivacyWarning`` for
+  ``delta >= 1/n`` and ``epsilon > 10``; :func:`dptensor.privacy.warnings.check_privacy_parameters`),
+  never a count that is private.
 """
 
 from __future__ import annotations
