@@ -47,7 +47,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
 from dptensor.privacy.warnings import check_privacy_parameters
 
-__all__ = ["PrivateEstimatorMixin"]
+__all__ = ["PrivateEstimatorMixin", "declare_count_input"]
 
 
 class PrivateEstimatorMixin:
@@ -106,3 +106,15 @@ class PrivateEstimatorMixin:
             description=description,
         )
         return source
+
+
+def declare_count_input(tags):  # noqa: ANN001, ANN201 - sklearn.utils.Tags
+    """Tags of an estimator whose ``X`` is word counts: non-negative whole numbers, dense or sparse.
+
+    ``categorical`` is the tag with which scikit-learn's estimator checks feed non-negative
+    integer matrices (they round their test data); ``positive_only`` says counts are >= 0.
+    """
+    tags.input_tags.sparse = True
+    tags.input_tags.positive_only = True
+    tags.input_tags.categorical = True
+    return tags

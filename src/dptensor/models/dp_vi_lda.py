@@ -102,7 +102,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from tqdm.auto import tqdm
 
 from dptensor._validation import NotFittedError, check_random_state
-from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.spectral_lda import _chunks
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
@@ -671,13 +671,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
         return n, v
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
-        tags = super().__sklearn_tags__()
-        # Word counts: non-negative whole numbers, dense or sparse (``categorical`` makes
-        # scikit-learn's estimator checks feed such matrices; see SpectralLDA).
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        tags.input_tags.categorical = True
-        return tags
+        return declare_count_input(super().__sklearn_tags__())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> DPVariationalLDA:

@@ -49,7 +49,7 @@ from dptensor._validation import check_random_state, check_rank
 from dptensor.decomposition.power_method import PowerMethodResult, default_n_restarts, power_method
 from dptensor.decomposition.private_power_method import default_private_n_iter, private_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
-from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.spectral_lda import project_rows_to_simplex, top_eigenpairs
 from dptensor.privacy.accounting import EpsilonDeltaDpEvent
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
@@ -436,13 +436,7 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         self._check_privacy_parameters()
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
-        tags = super().__sklearn_tags__()
-        # Word counts: non-negative whole numbers, dense or sparse (``categorical`` makes
-        # scikit-learn's estimator checks feed such matrices; see SpectralLDA).
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        tags.input_tags.categorical = True
-        return tags
+        return declare_count_input(super().__sklearn_tags__())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> SingleTopicModel:

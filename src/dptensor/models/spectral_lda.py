@@ -53,6 +53,7 @@ from dptensor._validation import (
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
+from dptensor.models._base import declare_count_input
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -254,6 +255,20 @@ def unwhiten_topics(
     return project_rows_to_simplex(raw[order]), alpha[order], raw[order]
 
 
+#: Constraints of the parameters SpectralLDA and PrivateSpectralLDA share (decomposition, transform).
+SPECTRAL_PARAMETER_CONSTRAINTS: dict = {
+    "decomposition": [StrOptions({"simultaneous", "robust"})],
+    "n_restarts": [Interval(Integral, 1, None, closed="left"), None],
+    "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+    "tol": [Interval(Real, 0, None, closed="left")],
+    "transform_max_iter": [Interval(Integral, 1, None, closed="left")],
+    "transform_tol": [Interval(Real, 0, None, closed="left")],
+    "smoothing": [Interval(Real, 0, 1, closed="neither")],
+    "verbose": ["verbose"],
+    "n_jobs": [Integral, None],
+}
+
+
 class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     """Inference with fitted topics, shared by :class:`SpectralLDA` and the private estimator.
 
@@ -275,12 +290,7 @@ class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        # Word counts: non-negative whole numbers. ``categorical`` is the tag with which
-        # scikit-learn's estimator checks feed non-negative integer matrices (they round their
-        # test data); the features are counts, so ``positive_only`` is declared too.
-        tags.input_tags.positive_only = True
-        tags.input_tags.categorical = True
+        declare_count_input(tags)
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
 
@@ -506,18 +516,10 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "alpha0": [Interval(Real, 0, None, closed="neither")],
-        "decomposition": [StrOptions({"simultaneous", "robust"})],
         "whitening": [StrOptions({"auto", "dense", "randomized", "eigsh"})],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "n_power_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_restarts": [Interval(Integral, 1, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "transform_max_iter": [Interval(Integral, 1, None, closed="left")],
-        "transform_tol": [Interval(Real, 0, None, closed="left")],
-        "smoothing": [Interval(Real, 0, 1, closed="neither")],
-        "verbose": ["verbose"],
-        "n_jobs": [Integral, None],
+        **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
     }
 
