@@ -77,7 +77,7 @@ def test_estimator_conventions(corpus):
     params = model.get_params()
     assert params["n_components"] == 4 and params["alpha0"] == 2.0 and params["whitening"] == "dense"
     assert model.set_params(alpha0=corpus.alpha0) is model and model.alpha0 == corpus.alpha0
-    with pytest.raises(ValueError, match="invalid parameter"):
+    with pytest.raises(ValueError, match="Invalid parameter 'n_topics'"):
         model.set_params(n_topics=3)
     assert "n_components=4" in repr(model)
     assert not hasattr(model, "components_")
@@ -113,9 +113,12 @@ def test_transform_score_perplexity(corpus):
     unigram = np.asarray(held_out.counts.sum(axis=0)).ravel()
     unigram_perplexity = np.exp(-(unigram @ np.log(unigram / unigram.sum())) / unigram.sum())
     assert 1 < perplexity < unigram_perplexity
-    # An empty document gets the prior mean.
-    empty = sp.csr_matrix((1, 60))
-    np.testing.assert_allclose(model.transform(empty)[0], model.alpha_ / model.alpha_.sum())
+    # An empty document gets the prior mean, and transform says so (issue 17).
+    empty = sp.vstack([sp.csr_matrix((1, 60)), held_out.counts[:2], sp.csr_matrix((1, 60))]).tocsr()
+    with pytest.warns(UserWarning, match="2 of 4 document"):
+        theta = model.transform(empty)
+    np.testing.assert_allclose(theta[[0, 3]], np.tile(model.alpha_ / model.alpha_.sum(), (2, 1)))
+    assert not np.allclose(theta[1], model.alpha_ / model.alpha_.sum())
 
 
 def test_top_words(corpus):

@@ -231,18 +231,22 @@ def test_bad_batches_raise_clear_errors():
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        (dict(rank=0, batch_size=5), ValueError, "rank must be >= 1"),
-        (dict(rank=2.0, batch_size=5), TypeError, "rank must be an integer"),
-        (dict(rank=2, batch_size=0), ValueError, "batch_size must be >= 1"),
-        (dict(rank=2, batch_size=5, n_restarts=0), ValueError, "n_restarts must be >= 1"),
-        (dict(rank=2, batch_size=5, n_iter=-1), ValueError, "n_iter must be >= 1"),
-        (dict(rank=2, batch_size=5, target_error=0.0), ValueError, "target_error"),
-        (dict(rank=2, batch_size=5, random_state="x"), TypeError, "random_state"),
+        (dict(rank=0, batch_size=5), ValueError, "'rank' parameter .* range \\[1, inf\\)"),
+        (dict(rank=2.0, batch_size=5), TypeError, "'rank' parameter .* must be an int"),
+        (dict(rank=2, batch_size=0), ValueError, "'batch_size' parameter"),
+        (dict(rank=2, batch_size=5, n_restarts=0), ValueError, "'n_restarts' parameter"),
+        (dict(rank=2, batch_size=5, n_iter=-1), ValueError, "'n_iter' parameter"),
+        (dict(rank=2, batch_size=5, target_error=0.0), ValueError, "'target_error' parameter"),
+        (dict(rank=2, batch_size=5, target_error=float("inf")), ValueError, "target_error.*inf"),
+        (dict(rank=2, batch_size=5, random_state="x"), TypeError, "'random_state' parameter"),
     ],
 )
 def test_bad_parameters(kwargs, error, message):
-    with pytest.raises(error, match=message):
-        OnlineTensorPower(**kwargs)
+    # scikit-learn convention: __init__ stores, fit and partial_fit validate (before reading data)
+    model = OnlineTensorPower(**kwargs)
+    for method in (model.fit, model.partial_fit):
+        with pytest.raises(error, match=message):
+            method(np.ones((10, 4)))
 
 
 def test_short_data_without_cycle_says_how_many_points_were_needed():

@@ -25,6 +25,7 @@ from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
 from dptensor.privacy.noise import NoiseLike, NoiseSource
 from dptensor.privacy.release import Ledger, begin_release
 from dptensor.privacy.sensitivity import RecordNeighbouring
+from dptensor.privacy.warnings import check_privacy_parameters
 from dptensor.tensor.operators import DenseTensor, SampleMoment, SymmetricTensor
 
 INPUT_ACCOUNTANTS: tuple[str, ...] = ("exact", "classic")
@@ -94,6 +95,11 @@ def input_perturbation(
         z = gaussian_sigma_analytic(epsilon, delta)
     else:
         z = gaussian_sigma_classic(epsilon, delta)
+    # the number of records is public under the record relation only (the entry relation has none)
+    check_privacy_parameters(
+        epsilon, delta, n_public=getattr(relation, "n_records", None), unit="records",
+        who="input_perturbation",
+    )
     guarantee, source = begin_release(
         make_guarantee(
             epsilon=epsilon,

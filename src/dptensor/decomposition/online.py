@@ -39,8 +39,8 @@ Two notes on reading the paper:
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
 import numbers
 import os
 import tempfile
@@ -51,12 +51,13 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import Interval
 
 from dptensor._validation import (
     NotFittedError,
     RandomStateLike,
     check_data_matrix,
-    check_positive_int,
     check_random_state,
     check_rank,
 )
@@ -75,13 +76,16 @@ from dptensor.tensor.sphere import random_unit_vectors
 ProgressCallback = Callable[[int, int], None]
 
 CHECKPOINT_FORMAT = "dptensor.OnlineTensorPower"
-CHECKPOINT_VERSION = 1
+#: Version 2 adds the data fingerprint (version 1 files still load, without one).
+CHECKPOINT_VERSION = 2
+#: Bytes of a file (or of an in-memory array's first rows) hashed into the data fingerprint.
+FINGERPRINT_HEAD_BYTES = 1 << 20
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 #: Rows per slice when ``fit`` reads an in-memory matrix (bounds the ``rows x L`` work array).
 _ARRAY_CHUNK_ELEMENTS = 1 << 21
 
 
-class OnlineTensorPower:
+class OnlineTensorPower(BaseEstimator):
     """Online robust tensor power method (Wang & Anandkumar 2016, Algorithm 2).
 
     Decomposes the third moment ``E[x (x) x (x) x] ~ sum_i lambda_i v_i^{(x)3}`` of a data
@@ -158,6 +162,16 @@ class OnlineTensorPower:
     32000
     """
 
+    _parameter_constraints: dict = {
+        "rank": [Interval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_restarts": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "target_error": [Interval(numbers.Real, 0, None, closed="neither")],  # excludes inf
+        "random_state": [None, Interval(numbers.Integral, 0, None, closed="left"), np.random.Generator],
+        "n_jobs": [numbers.Integral, None],
+    }
+
     def __init__(
         self,
         rank: int,
@@ -169,19 +183,21 @@ class OnlineTensorPower:
         random_state: RandomStateLike = None,
         n_jobs: int | None = None,
     ) -> None:
-        self.rank = check_positive_int(rank, "rank")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.n_restarts = None if n_restarts is None else check_positive_int(n_restarts, "n_restarts")
-        self.n_iter = None if n_iter is None else check_positive_int(n_iter, "n_iter")
-        if not (isinstance(target_error, numbers.Real) and math.isfinite(target_error) and 0 < target_error):
-            raise ValueError(f"target_error must be a finite number > 0, got {target_error!r}")
-        self.target_error = float(target_error)
-        if not (random_state is None or isinstance(random_state, np.random.Generator)):
-            check_random_state(random_state)  # type and sign check only
+        self.rank = rank
+        self.batch_size = batch_size
+        self.n_restarts = n_restarts
+        self.n_iter = n_iter
+        self.target_error = target_error
         self.random_state = random_state
-        effective_n_jobs(n_jobs)
         self.n_jobs = n_jobs
-        self._reset()
+
+    def _check_parameters(self) -> None:
+        """Declared constraints plus ``n_jobs``; called before any data is read."""
+        self._validate_params()
+        effective_n_jobs(self.n_jobs)
+
+    def _state(self, name: str, default: Any = None) -> Any:
+        return self.__dict__.get(name, default)
 
     # ------------------------------------------------------------------ state
     def _reset(self) -> None:
@@ -195,6 +211,8 @@ class OnlineTensorPower:
         self._values = np.zeros(0)
         self._found_weights = np.zeros(0)
         self._found_factors = np.zeros((0, 0))
+        self._data_fingerprint: dict | None = None
+        self._checkpoint_path: Path | None = None
         self.n_samples_seen_ = 0
         for name in ("weights_", "factors_", "extraction_order_", "n_features_in_", "n_restarts_", "n_iter_"):
             self.__dict__.pop(name, None)
@@ -202,12 +220,21 @@ class OnlineTensorPower:
     @property
     def is_complete(self) -> bool:
         """Whether all ``k`` components have been found (``k R n`` points read)."""
-        return self._dim is not None and self._component >= self.rank
+        return self._state("_dim") is not None and self._component >= self.rank
+
+    @property
+    def n_samples_seen_(self) -> int:
+        """Points read (used) so far (0 before the first batch)."""
+        return self.__dict__.get("_n_samples_seen", 0)
+
+    @n_samples_seen_.setter
+    def n_samples_seen_(self, value: int) -> None:
+        self._n_samples_seen = value
 
     @property
     def n_components_found_(self) -> int:
         """Components extracted so far."""
-        return self._component
+        return self._state("_component", 0)
 
     @property
     def n_samples_needed_(self) -> int | None:
@@ -222,7 +249,7 @@ class OnlineTensorPower:
         self.n_features_in_ = dim
         self.n_restarts_ = self.n_restarts if self.n_restarts is not None else default_n_restarts(self.rank)
         self.n_iter_ = self.n_iter if self.n_iter is not None else default_n_iter(dim, self.target_error)
-        if self._rng is None:
+        if self._state("_rng") is None:
             self._rng = check_random_state(self.random_state)
         self._found_weights = np.zeros(0)
         self._found_factors = np.zeros((dim, 0))
@@ -326,21 +353,32 @@ class OnlineTensorPower:
             self._initialise(data.shape[1])
         elif data.shape[1] != self._dim:
             raise ValueError(
-                f"{name} must have {self._dim} columns (the dimension of the earlier data), "
-                f"got shape {data.shape}"
+                f"X has {data.shape[1]} features, but OnlineTensorPower is expecting {self._dim} "
+                f"features as input: {name} must have {self._dim} columns (the dimension of the "
+                f"earlier data), got shape {data.shape}"
             )
         return data
 
     # ------------------------------------------------------------ public API
-    def partial_fit(self, X_batch: np.ndarray | sp.spmatrix) -> OnlineTensorPower:
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.is_complete
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X: np.ndarray | sp.spmatrix, y: object = None) -> OnlineTensorPower:
         """Read the next batch of the stream (Algorithm 2, steps 5-10 as rounds complete).
 
         Parameters
         ----------
-        X_batch : array_like or scipy.sparse matrix of shape (m, d)
+        X : array_like or scipy.sparse matrix of shape (m, d)
             The next ``m >= 1`` points as rows, any ``m``: a batch that straddles a round
             boundary is split so that every round reads exactly ``batch_size`` points.
-            Dense and sparse batches may be mixed.
+            Dense and sparse batches may be mixed. (Error messages call it ``X_batch``.)
+        y : ignored
 
         Returns
         -------
@@ -352,7 +390,10 @@ class OnlineTensorPower:
             When the fit is already complete, or completes within this batch, the points
             beyond the ``k R n`` the algorithm reads are not used.
         """
-        data = self._validated(X_batch, "X_batch")
+        self._check_parameters()
+        if "_dim" not in self.__dict__:
+            self._reset()
+        data = self._validated(X, "X_batch")
         used = self._consume(data)
         if used < data.shape[0]:
             warnings.warn(
@@ -363,9 +404,11 @@ class OnlineTensorPower:
             )
         return self
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(
         self,
-        stream: np.ndarray | sp.spmatrix | BatchStream | Iterable,
+        X: np.ndarray | sp.spmatrix | BatchStream | Iterable,
+        y: object = None,
         *,
         cycle: bool = False,
         resume: bool = False,
@@ -375,13 +418,14 @@ class OnlineTensorPower:
 
         Parameters
         ----------
-        stream : array_like, scipy.sparse matrix, dask.array.Array, BatchStream or iterable of batches
+        X : array_like, scipy.sparse matrix, dask.array.Array, BatchStream or iterable of batches
             A finite data set (rows are points), a reader from
             :mod:`dptensor.streams`, or any iterable yielding batches (dense or
             sparse, of any size). Reading stops as soon as the fit is complete, so infinite
             generators are fine. A ``dask.array`` is read round by round on the active Dask
             scheduler: each round's rows are computed and summed on the workers, never
-            gathered on the client.
+            gathered on the client. (Error messages call it ``stream``.)
+        y : ignored
         cycle : bool, default False
             If the data run out before ``k R n`` points, start again from their beginning.
             Points are then reused across rounds, so the fit decomposes the *empirical*
@@ -396,9 +440,13 @@ class OnlineTensorPower:
             were needed (for an in-memory matrix before any work is done).
         resume : bool, default False
             Keep the current state (e.g. from :meth:`load_checkpoint`) and continue:
-            ``stream`` is the *whole* stream from its beginning and its first
+            ``X`` is the *whole* stream from its beginning and its first
             :attr:`n_samples_seen_` points are skipped (readers jump to the position; other
-            iterables are read through). Without ``resume`` the fit starts afresh.
+            iterables are read through). Without ``resume`` the fit starts afresh. The stream
+            must be the one the state was computed on: its fingerprint (:func:`data_fingerprint`:
+            source name, shape and a hash of its first bytes, read once and cheaply) is compared
+            with the one recorded in the state and a mismatch is a ``ValueError`` naming the
+            checkpoint, before anything is read.
         progress : callable, optional
             ``progress(n_samples_seen, n_samples_needed)`` after every batch.
 
@@ -406,10 +454,10 @@ class OnlineTensorPower:
         -------
         self
         """
-        if not resume:
+        self._check_parameters()
+        stream = X
+        if not resume or "_dim" not in self.__dict__:
             self._reset()
-        if self.is_complete:
-            return self
         if isinstance(stream, np.ndarray) or sp.issparse(stream):
             stream = self._array_stream(stream)
         elif is_distributed(stream):
@@ -419,6 +467,9 @@ class OnlineTensorPower:
                 "stream must be an array, a scipy.sparse matrix, a BatchStream or an iterable of "
                 f"batches, got {type(stream).__name__}"
             )
+        self._check_fingerprint(data_fingerprint(stream), resume)
+        if self.is_complete:
+            return self
         if cycle and not isinstance(stream, BatchStream) and iter(stream) is stream:
             raise TypeError(
                 "cycle=True needs a re-iterable stream (an array, a list of batches or a dptensor "
@@ -450,6 +501,29 @@ class OnlineTensorPower:
             if self.is_complete:
                 return self
         raise ValueError(self._short_message(self.n_samples_seen_, finite=False))
+
+    def _check_fingerprint(self, fingerprint: dict | None, resume: bool) -> None:
+        """Record the data's fingerprint on a fresh fit; on a resumed one, refuse other data."""
+        recorded = self._state("_data_fingerprint")
+        if not resume or self.n_samples_seen_ == 0 or recorded is None:
+            if self.n_samples_seen_ == 0 or recorded is None:
+                self._data_fingerprint = fingerprint
+            return
+        if fingerprint is None:
+            return  # a plain iterable: nothing to compare it by
+        differs = [
+            f"{key} {recorded[key]!r} vs {fingerprint[key]!r}"
+            for key in ("source", "n_samples", "n_features", "head_sha256")
+            if recorded.get(key) is not None and fingerprint.get(key) is not None
+            and recorded[key] != fingerprint[key]
+        ]
+        if differs:
+            where = self._state("_checkpoint_path")
+            what = f"the checkpoint {where}" if where is not None else "this OnlineTensorPower state"
+            raise ValueError(
+                f"{what} was computed on other data ({'; '.join(differs)}); resume it with the data it "
+                "was written for, or start afresh with another checkpoint file"
+            )
 
     def _array_stream(self, data: np.ndarray | sp.spmatrix) -> ArrayStream:
         if self.n_restarts is not None:
@@ -546,6 +620,8 @@ class OnlineTensorPower:
         save never leaves a corrupt checkpoint.
         """
         path = Path(path)
+        if "_dim" not in self.__dict__:
+            self._reset()
         rng = self._rng
         if rng is None and isinstance(self.random_state, np.random.Generator):
             rng = self.random_state  # not drawn from yet: its current state is where the fit starts
@@ -572,6 +648,7 @@ class OnlineTensorPower:
                 "n_samples_seen": self.n_samples_seen_,
                 "rng": None if rng is None else _encode_state(rng.bit_generator.state),
             },
+            "data": self._data_fingerprint,
         }
         arrays = {
             "vectors": self._vectors,
@@ -597,7 +674,8 @@ class OnlineTensorPower:
         """Restore an estimator saved by :meth:`save_checkpoint` (read with ``allow_pickle=False``).
 
         Continue with :meth:`partial_fit` on the rest of the stream, or with
-        ``fit(stream, resume=True)`` on the whole stream.
+        ``fit(stream, resume=True)`` on the whole stream; the latter refuses a stream whose
+        fingerprint differs from the one saved (checkpoints of version 1 have none).
         """
         path = Path(path)
         if not path.is_file():
@@ -613,7 +691,7 @@ class OnlineTensorPower:
             raise ValueError(f"{path} is not an OnlineTensorPower checkpoint (no metadata)") from None
         if metadata.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{path} is not an OnlineTensorPower checkpoint")
-        if metadata.get("version") != CHECKPOINT_VERSION:
+        if metadata.get("version") not in (1, CHECKPOINT_VERSION):
             raise ValueError(f"{path}: unsupported checkpoint version {metadata.get('version')}")
         params, state = metadata["params"], metadata["state"]
         model = cls(
@@ -624,6 +702,10 @@ class OnlineTensorPower:
             target_error=params["target_error"],
             random_state=params["random_state"],
         )
+        model._check_parameters()
+        model._reset()
+        model._data_fingerprint = metadata.get("data")
+        model._checkpoint_path = path
         if state["rng"] is not None:
             model._rng = _decode_generator(state["rng"])
         model.n_samples_seen_ = int(state["n_samples_seen"])
@@ -688,3 +770,51 @@ def _decode_generator(encoded: dict) -> np.random.Generator:
     bit_generator = getattr(np.random, name)()
     bit_generator.state = _decode_state(encoded)
     return np.random.Generator(bit_generator)
+
+
+def data_fingerprint(stream: object) -> dict | None:
+    """A cheap fingerprint of a data source: name, shape and a hash of its first bytes.
+
+    Read without a pass over the data: a file reader (``.npy``, ``.csv``, ``.npz``) hashes the
+    first :data:`FINGERPRINT_HEAD_BYTES` bytes of its file, an in-memory matrix its first rows
+    (as many as fit in that many bytes); a Dask array is named and sized only. Plain
+    iterables of batches have no fingerprint (``None``): nothing can be compared.
+
+    Returns
+    -------
+    dict or None
+        ``{"source", "n_samples", "n_features", "head_sha256"}`` (unknown entries ``None``).
+    """
+    if not isinstance(stream, BatchStream):
+        return None
+    n_samples = stream.n_samples
+    n_features = getattr(stream, "n_features", None)
+    digest = hashlib.sha256()
+    path = getattr(stream, "path", None)
+    if path is not None:
+        source = Path(path).name
+        with open(path, "rb") as handle:
+            digest.update(handle.read(FINGERPRINT_HEAD_BYTES))
+        head: str | None = digest.hexdigest()
+    elif isinstance(stream, DaskArrayStream):
+        source, head = "dask array", None
+    elif isinstance(stream, ArrayStream):
+        source = "sparse matrix" if sp.issparse(stream.data) else "array"
+        data = stream.data
+        rows = max(1, FINGERPRINT_HEAD_BYTES // max(8 * int(n_features or 1), 1))
+        block = data[:rows]
+        if sp.issparse(block):
+            block = sp.csr_matrix(block)
+            for part in (np.diff(block.indptr), block.indices, block.data):
+                digest.update(np.ascontiguousarray(part, dtype=np.float64).tobytes())
+        else:
+            digest.update(np.ascontiguousarray(block, dtype=np.float64).tobytes())
+        head = digest.hexdigest()
+    else:
+        source, head = type(stream).__name__, None
+    return {
+        "source": source,
+        "n_samples": None if n_samples is None else int(n_samples),
+        "n_features": None if n_features is None else int(n_features),
+        "head_sha256": head,
+    }

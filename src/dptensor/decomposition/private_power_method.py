@@ -57,6 +57,7 @@ from dptensor.privacy.sensitivity import (
     check_record_bound,
     clip_records,
 )
+from dptensor.privacy.warnings import check_privacy_parameters
 from dptensor.tensor.operators import SampleMoment, SymmetricTensor, as_tensor
 
 Neighbouring = Literal["entry", "record"]
@@ -313,6 +314,11 @@ def private_power_method(
     # Algorithm 3, step 2: K = kL(R+1) releases; charge them all before releasing anything.
     n_releases = rank * n_restarts * (n_iter + 1)
     z = composed_noise_multiplier(epsilon, delta, n_releases, accountant)
+    # the number of records is public under the record relation only (the entry relation has none)
+    check_privacy_parameters(
+        epsilon, delta, n_public=getattr(relation, "n_records", None), unit="records",
+        who="private_power_method",
+    )
     guarantee, source = begin_release(
         make_guarantee(
             epsilon=epsilon,

@@ -21,6 +21,21 @@ order; :func:`dptensor.privacy.begin_release`)::
             source = self._begin_release(guarantee, "MyPrivateModel fit")
             ...                                       # now read X; draw noise from source
             return self
+
+The rest of the pattern (checked for every estimator by ``tests/test_sklearn_api.py``, which runs
+scikit-learn's ``check_estimator``; a new estimator is added there, with any check that cannot
+apply listed in ``EXPECTED_FAILED_CHECKS`` with its reason):
+
+* ``__init__`` only stores its arguments; every check happens in ``fit``/``partial_fit``
+  (``_parameter_constraints``, then the estimator's own checks), before the data are read;
+* ``score`` is greater-is-better (a log-likelihood, or ``-RMSE``), so ``GridSearchCV`` and
+  ``cross_val_score`` pick the right model;
+* transformers mix in ``TransformerMixin`` and ``ClassNamePrefixFeaturesOutMixin`` (define
+  ``_n_features_out``); ``__sklearn_tags__`` declares what ``X`` may be (sparse, non-negative);
+* private estimators pass ``n_public`` to :meth:`PrivateEstimatorMixin._begin_release` when the
+  number of protected units is public under their neighbouring relation (``PrivacyWarning`` for
+  ``delta >= 1/n`` and ``epsilon > 10``; :func:`dptensor.privacy.warnings.check_privacy_parameters`),
+  never a count that is private.
 """
 
 from __future__ import annotations
@@ -30,8 +45,9 @@ from numbers import Real
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
+from dptensor.privacy.warnings import check_privacy_parameters
 
-__all__ = ["PrivateEstimatorMixin"]
+__all__ = ["PrivateEstimatorMixin", "declare_count_input"]
 
 
 class PrivateEstimatorMixin:
@@ -69,10 +85,36 @@ class PrivateEstimatorMixin:
                 + ("them" if len(stray) > 1 else "it")
             )
 
-    def _begin_release(self, guarantee: PrivacyGuarantee, description: str) -> NoiseSource:
-        """Resolve the noise, finalise and store ``guarantee_``, charge the ledger; return the source."""
+    def _begin_release(
+        self, guarantee: PrivacyGuarantee, description: str, *, n_public: int | None = None,
+        unit: str = "documents",
+    ) -> NoiseSource:
+        """Warn about weak parameters, resolve the noise, store ``guarantee_``, charge the ledger.
+
+        ``n_public`` is the number of protected units (``unit``) when it is public under the
+        estimator's neighbouring relation (``None`` otherwise): ``delta >= 1/n_public`` and
+        ``epsilon`` above :data:`~dptensor.privacy.warnings.EPSILON_WARNING_THRESHOLD` draw a
+        :class:`~dptensor.privacy.PrivacyWarning`
+        (:func:`~dptensor.privacy.warnings.check_privacy_parameters`).
+        """
+        check_privacy_parameters(
+            getattr(self, "epsilon", None), getattr(self, "delta", None), n_public=n_public, unit=unit,
+            who=type(self).__name__, stacklevel=4,
+        )
         self.guarantee_, source = begin_release(
             guarantee, getattr(self, "noise", None), ledger=getattr(self, "ledger", None),
             description=description,
         )
         return source
+
+
+def declare_count_input(tags):  # noqa: ANN001, ANN201 - sklearn.utils.Tags
+    """Tags of an estimator whose ``X`` is word counts: non-negative whole numbers, dense or sparse.
+
+    ``categorical`` is the tag with which scikit-learn's estimator checks feed non-negative
+    integer matrices (they round their test data); ``positive_only`` says counts are >= 0.
+    """
+    tags.input_tags.sparse = True
+    tags.input_tags.positive_only = True
+    tags.input_tags.categorical = True
+    return tags

@@ -175,6 +175,7 @@ from dptensor.privacy import (
 )
 from dptensor.privacy.noise import NoiseLike, check_noise
 from dptensor.privacy.release import Ledger
+from dptensor.privacy.warnings import check_privacy_parameters
 
 MODELS = ("cp", "tucker")
 PRIVACY_MODES = (None, "input", "gradient", "output", "gradient_dpsgd", "output_clipped", "als")
@@ -502,6 +503,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         else:
             stray = [name for name in ("epsilon", "delta", "neighbouring", "ledger")
                      if getattr(self, name) is not None]
+            if self.noise not in (None, "numpy"):
+                stray.append("noise")
             if stray:
                 raise ValueError(
                     f"{', '.join(stray)} given without privacy: TensorCompletion would train a non-private "
@@ -836,6 +839,12 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         guarantee = self._plan_guarantee(p, values)
         source: NoiseSource | None = None
         if guarantee is not None:
+            # public sizes only: n observed entries under "entry-value", the users (shape[0]) under "user"
+            user = p["relation"] == "user"
+            check_privacy_parameters(  # the delta given (the default is min(1e-5, 1/n))
+                self.epsilon, self.delta, n_public=shape[0] if user else n,
+                unit="users" if user else "observed entries", who="TensorCompletion",
+            )
             # charged before anything is fitted: a refused charge leaves the model unfitted
             guarantee, source = begin_release(
                 guarantee, self.noise, ledger=self.ledger,

@@ -102,7 +102,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from tqdm.auto import tqdm
 
 from dptensor._validation import NotFittedError, check_random_state
-from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.spectral_lda import _chunks
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
@@ -670,6 +670,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"X is an empty corpus (shape {(n, v)})")
         return n, v
 
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        return declare_count_input(super().__sklearn_tags__())
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> DPVariationalLDA:
         """Learn the topics from a documents x words count matrix (``n_passes`` passes).
@@ -743,7 +746,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
                 )
             guarantee, sigma = self._plan_guarantee(n_docs, n_steps)
             source = self._begin_release(
-                guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases"
+                guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases",
+                n_public=n_docs,
             )
         matrix = self._check_counts(X)  # the private data is read only from here on
         exp_elog_beta = np.exp(_dirichlet_expectation(lam))

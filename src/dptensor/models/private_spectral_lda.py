@@ -67,6 +67,7 @@ from dptensor.decomposition.private_whitening import (
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.models.spectral_lda import (
+    SPECTRAL_PARAMETER_CONSTRAINTS,
     TopicModelInference,
     _Step,
     decompose_whitened_tensor,
@@ -320,15 +321,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
-        "decomposition": [StrOptions({"simultaneous", "robust"})],
-        "n_restarts": [Interval(Integral, 1, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "transform_max_iter": [Interval(Integral, 1, None, closed="left")],
-        "transform_tol": [Interval(Real, 0, None, closed="left")],
-        "smoothing": [Interval(Real, 0, 1, closed="neither")],
-        "verbose": ["verbose"],
-        "n_jobs": [Integral, None],
+        **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": ["random_state"],
     }
 
@@ -579,7 +572,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 plan.guarantee.reason,
             )
         docs = check_private_counts(X, n_jobs=self.n_jobs)
-        source = self._begin_release(plan.guarantee, f"PrivateSpectralLDA config {self.config} fit")
+        source = self._begin_release(
+            plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
+        )
         rng = check_random_state(self.random_state)
         timings: dict[str, float] = {}
         self.noise_scales_ = {}

@@ -49,7 +49,7 @@ from dptensor._validation import check_random_state, check_rank
 from dptensor.decomposition.power_method import PowerMethodResult, default_n_restarts, power_method
 from dptensor.decomposition.private_power_method import default_private_n_iter, private_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
-from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.spectral_lda import project_rows_to_simplex, top_eigenpairs
 from dptensor.privacy.accounting import EpsilonDeltaDpEvent
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
@@ -435,6 +435,9 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
             )
         self._check_privacy_parameters()
 
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        return declare_count_input(super().__sklearn_tags__())
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> SingleTopicModel:
         """Fit topics and weights to documents.
@@ -473,7 +476,8 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
                 n_restarts=self.n_restarts, n_iter=self.n_iter,
             )  # fmt: skip
             source = self._begin_release(
-                guarantee, f"SingleTopicModel fit ({self.mechanism}, K={k}; Imtiaz & Sarwate 2018)"
+                guarantee, f"SingleTopicModel fit ({self.mechanism}, K={k}; Imtiaz & Sarwate 2018)",
+                n_public=docs.n_documents,
             )
         dense = self.noise_sampler == "dense" or (
             self.noise_sampler == "auto" and docs.n_words <= DENSE_SAMPLER_MAX_WORDS

@@ -31,15 +31,18 @@ probability simplex (Duchi et al. 2008), which zeroes small noisy entries and re
 
 from __future__ import annotations
 
-import inspect
 import math
 import sys
 import time
+import warnings
 from collections.abc import Sequence
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dptensor._validation import (
     NotFittedError,
@@ -50,6 +53,7 @@ from dptensor._validation import (
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
+from dptensor.models._base import declare_count_input
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -251,13 +255,44 @@ def unwhiten_topics(
     return project_rows_to_simplex(raw[order]), alpha[order], raw[order]
 
 
-class TopicModelInference:
+#: Constraints of the parameters SpectralLDA and PrivateSpectralLDA share (decomposition, transform).
+SPECTRAL_PARAMETER_CONSTRAINTS: dict = {
+    "decomposition": [StrOptions({"simultaneous", "robust"})],
+    "n_restarts": [Interval(Integral, 1, None, closed="left"), None],
+    "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+    "tol": [Interval(Real, 0, None, closed="left")],
+    "transform_max_iter": [Interval(Integral, 1, None, closed="left")],
+    "transform_tol": [Interval(Real, 0, None, closed="left")],
+    "smoothing": [Interval(Real, 0, 1, closed="neither")],
+    "verbose": ["verbose"],
+    "n_jobs": [Integral, None],
+}
+
+
+class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     """Inference with fitted topics, shared by :class:`SpectralLDA` and the private estimator.
 
     Needs ``components_`` (``k x d``, rows on the simplex), ``alpha_``, ``n_features_in_`` and the
     parameters ``n_components``, ``smoothing``, ``transform_max_iter`` and ``transform_tol``.
-    Everything here reads only the fitted topics (post-processing of a private release).
+    Everything here reads only the fitted topics (post-processing of a private release) and the
+    documents passed to it: :meth:`transform`'s output, its warning and :meth:`score` are computed
+    from *those* documents without noise, so they are not covered by a private model's guarantee
+    (pass only data you may see; the private fit itself never calls them).
+
+    scikit-learn integration: :class:`~sklearn.base.TransformerMixin` gives ``fit_transform``
+    and ``set_output``, :class:`~sklearn.base.ClassNamePrefixFeaturesOutMixin` names the output
+    columns ``<classname>0 .. <classname>{k-1}`` (``get_feature_names_out``).
     """
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        declare_count_input(tags)
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
 
     def _check_smoothing(self) -> float:
         # Projection onto the simplex zeroes words; smoothing > 0 keeps every word possible so
@@ -278,7 +313,8 @@ class TopicModelInference:
         matrix = check_count_matrix(X, allow_no_tokens=True)
         if matrix.shape[1] != self.n_features_in_:
             raise ValueError(
-                f"X has {matrix.shape[1]} words (columns) but the model was fitted on {self.n_features_in_}"
+                f"X has {matrix.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input (words, columns, of the fitted vocabulary)"
             )
         return matrix
 
@@ -297,8 +333,14 @@ class TopicModelInference:
         i.e. expected topic counts of the document's tokens plus the Dirichlet pseudo-counts
         (the posterior-mean update of collapsed/variational LDA with ``digamma`` replaced by
         the plain mean), starting from ``theta_n = alpha / alpha_0``. Costs ``O(nnz k)`` per step;
-        documents are processed in chunks so memory stays ``O(chunk nnz * k)``. Empty
-        documents get the prior mean.
+        documents are processed in chunks so memory stays ``O(chunk nnz * k)``.
+
+        A document with no word of the fitted vocabulary (an all-zero row, e.g. a text whose
+        words ``CountVectorizer`` did not keep) carries no evidence: it gets the prior mean
+        ``alpha_ / sum(alpha_)``, and a ``UserWarning`` says how many documents did. For a
+        private model this is post-processing of the release applied to the documents *you*
+        pass: the output and the warning depend on them without noise (the fit never calls
+        :meth:`transform`).
 
         Parameters
         ----------
@@ -310,6 +352,14 @@ class TopicModelInference:
             Rows on the simplex.
         """
         matrix = self._check_transform_input(X)
+        empty = int(np.count_nonzero(np.diff(matrix.indptr) == 0))
+        if empty:
+            warnings.warn(
+                f"{empty} of {matrix.shape[0]} document(s) have no word of the fitted vocabulary; "
+                "they get the prior topic proportions alpha_ / sum(alpha_)",
+                UserWarning,
+                stacklevel=2,
+            )
         return self._infer(matrix, self._smoothed_topics())
 
     def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray) -> np.ndarray:
@@ -336,10 +386,6 @@ class TopicModelInference:
                     break
             theta[start:stop] = th
         return theta
-
-    def fit_transform(self, X: object, y: object = None) -> np.ndarray:
-        """``fit(X)`` then ``transform(X)``."""
-        return self.fit(X).transform(X)
 
     def score(self, X: object, y: object = None) -> float:
         """Plug-in log-likelihood ``sum_n sum_v c_nv log((theta_n^T mu)_v)`` of held-out documents.
@@ -384,7 +430,7 @@ class TopicModelInference:
         return [[str(vocabulary[i]) for i in row] for row in top]
 
 
-class SpectralLDA(TopicModelInference):
+class SpectralLDA(TopicModelInference, BaseEstimator):
     """Latent Dirichlet Allocation fitted by the method of moments (spectral LDA).
 
     Implements the end-to-end spectral algorithm of DeCarolis et al. (Section 4, Figure 1)
@@ -395,9 +441,10 @@ class SpectralLDA(TopicModelInference):
     ``d x d x d`` array is formed, so 10^5-word vocabularies are routine. :meth:`partial_fit`
     accumulates the moments over batches of documents.
 
-    Follows scikit-learn's estimator conventions (parameters stored unchanged by ``__init__``,
-    ``fit`` returning ``self``, fitted attributes ending in ``_``, ``get_params``/``set_params``
-    so that :func:`sklearn.base.clone` and grid search work) without importing scikit-learn.
+    A scikit-learn estimator and transformer (:mod:`dptensor.models._base`): parameters are
+    validated at ``fit`` from ``_parameter_constraints``; ``clone``, pipelines (e.g. after
+    ``CountVectorizer``), ``GridSearchCV`` over ``alpha0`` and ``cross_val_score`` (with
+    :meth:`score`, greater is better) work.
 
     Parameters
     ----------
@@ -466,6 +513,16 @@ class SpectralLDA(TopicModelInference):
     (3, 50)
     """
 
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "alpha0": [Interval(Real, 0, None, closed="neither")],
+        "whitening": [StrOptions({"auto", "dense", "randomized", "eigsh"})],
+        "n_oversamples": [Interval(Integral, 0, None, closed="left")],
+        "n_power_iter": [Interval(Integral, 0, None, closed="left")],
+        **SPECTRAL_PARAMETER_CONSTRAINTS,
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+    }
+
     def __init__(
         self,
         n_components: int = 10,
@@ -501,35 +558,8 @@ class SpectralLDA(TopicModelInference):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    # -- scikit-learn parameter protocol -------------------------------------------------
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        signature = inspect.signature(cls.__init__)
-        return sorted(name for name in signature.parameters if name != "self")
-
-    def get_params(self, deep: bool = True) -> dict:
-        """Parameters of this estimator (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self._get_param_names()}
-
-    def set_params(self, **params: object) -> SpectralLDA:
-        """Set parameters by name; unknown names raise ``ValueError``."""
-        valid = set(self._get_param_names())
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(f"invalid parameter {name!r} for SpectralLDA; valid: {sorted(valid)}")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
-        changed = [
-            f"{name}={value!r}"
-            for name, value in self.get_params().items()
-            if not (defaults.get(name) is value or _equal(defaults.get(name), value))
-        ]
-        return f"SpectralLDA({', '.join(changed)})"
-
     # -- fitting ---------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> SpectralLDA:
         """Fit topics and Dirichlet parameters to a document-term count matrix.
 
@@ -575,6 +605,7 @@ class SpectralLDA(TopicModelInference):
         effective_n_jobs(self.n_jobs)
         return k, alpha0
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X: object, y: object = None) -> SpectralLDA:
         """Add a batch of documents to the accumulated moments and refit (corpora read in batches).
 
@@ -699,13 +730,6 @@ class SpectralLDA(TopicModelInference):
         self.whitened_tensor_ = tensor
         self.decomposition_ = result
         self.timings_ = timings
-
-def _equal(a: object, b: object) -> bool:
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):
-        return False
-
 
 def _chunks(matrix: sp.csr_matrix, nnz_per_chunk: int) -> list[tuple[int, int]]:
     """Row ranges of a CSR matrix holding about ``nnz_per_chunk`` stored entries each."""
