@@ -276,8 +276,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     epsilon : float, optional
         Privacy budget, required (``> 0``) when ``privacy`` is set; an error without it.
     delta : float, optional
-        For ``"gradient_dpsgd"`` and ``"als"``; default ``min(1e-5, 1 / n)`` under
-        ``"entry-value"`` (``n`` is public there) and ``1e-6`` under ``"user"``.
+        For ``"gradient_dpsgd"`` and ``"als"``; default ``min(1e-5, 1 / (10 n))`` under
+        ``"entry-value"`` (``n`` observed entries, public there) and ``min(1e-6, 1 / (10 u))``
+        under ``"user"`` (``u = shape[0]`` users, public there): well below ``1 / n``.
     solver : {"auto", "als", "sgd"}, default "auto"
         ``"auto"``: ALS without privacy and for ``"als"``, SGD for the paper's modes.
     offsets : {"auto", "none", "mean", "biases", "biscale"}, default "auto"
@@ -551,7 +552,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         if self.delta is not None:
             check_epsilon_delta(1.0, self.delta)
         check_noise(self.noise)
-        self._check_relation(p, n)
+        self._check_relation(p, n, n_users=shape[0])
         self._resolve_regularisation(p)
         unproven = self.privacy if self.privacy in ("gradient", "output") else (
             "input" if self.privacy == "input" and p["value_range"] is None else None
@@ -670,7 +671,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         p["max_iter"] = (default_iter if self.max_iter is None
                          else check_positive_int(self.max_iter, "max_iter"))
 
-    def _check_relation(self, p: dict, n: int) -> None:
+    def _check_relation(self, p: dict, n: int, *, n_users: int) -> None:
         """``neighbouring`` is required with privacy; ``"user"`` only for DP-ALS; delta's default."""
         if self.privacy is None:
             p["relation"] = None
@@ -692,8 +693,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         if self.delta is not None:
             p["delta"] = float(self.delta)
         else:
-            # n is public under "entry-value" only
-            p["delta"] = min(1e-5, 1.0 / n) if self.neighbouring == "entry-value" else 1e-6
+            # the public count of each relation: observed entries ("entry-value"), users ("user")
+            entry = self.neighbouring == "entry-value"
+            p["delta"] = min(1e-5, 0.1 / n) if entry else min(1e-6, 0.1 / n_users)
 
     # ------------------------------------------------------------------ guarantees
     def _plan_guarantee(self, p: dict, values: np.ndarray) -> PrivacyGuarantee | None:
@@ -841,7 +843,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         if guarantee is not None:
             # public sizes only: n observed entries under "entry-value", the users (shape[0]) under "user"
             user = p["relation"] == "user"
-            check_privacy_parameters(  # the delta given (the default is min(1e-5, 1/n))
+            check_privacy_parameters(  # the delta given (the defaults are 1/10 of 1/n or less)
                 self.epsilon, self.delta, n_public=shape[0] if user else n,
                 unit="users" if user else "observed entries", who="TensorCompletion",
             )
