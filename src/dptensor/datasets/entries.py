@@ -136,10 +136,16 @@ def read_entries(
     indices = table[:, :3]
     if np.any(indices != np.round(indices)):
         raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
-    indices = indices.astype(np.int64) - (1 if one_based else 0)
+    indices = indices.astype(np.int64)
+    if np.any(indices < 0):
+        raise ValueError(f"{path}: negative index {int(indices.min())} (indices are counted from 0, or from 1 "
+                         "with one_based=True / --one-based)")
+    if one_based:
+        if np.any(indices == 0):
+            raise ValueError(f"{path}: index 0 found, so the indices are zero-based; leave out one_based=True "
+                             "(the --one-based flag)")
+        indices -= 1
     if shape is None:
-        if np.any(indices < 0):
-            raise ValueError(f"{path}: negative index (are the indices one-based? pass one_based=True)")
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
     return TensorEntries(indices, table[:, 3], shape)
 
