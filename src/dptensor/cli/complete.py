@@ -30,7 +30,7 @@ from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
 DELTA_MODES = ("gradient_dpsgd", "als")
 #: Options that configure a private fit (refused without --privacy).
-PRIVACY_OPTIONS = ("neighbouring", "epsilon", "delta", "noise", "allow_unproven", "ledger", "max_ratings")
+PRIVACY_OPTIONS = ("neighbouring", "epsilon", "delta", "noise", "allow_unproven", "max_ratings")
 #: Options of the SGD solver (refused when the fit runs ALS).
 SGD_OPTIONS = ("lr", "epochs", "batch_size")
 #: Options of the ALS solver (refused when the fit runs SGD).
