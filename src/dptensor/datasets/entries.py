@@ -1,4 +1,4 @@
-"""Partially observed three-way tensors as lists of entries (DESIGN.md, layer 5).
+"""Partially observed three-way tensors as lists of entries (docs/design.md, layer 5).
 
 A tensor completion problem is the shape of the tensor and its observed entries: ``n`` index
 triples ``(i, j, k)`` (an ``n x 3`` integer array, zero-based) and ``n`` values. Nothing here forms
