@@ -114,10 +114,13 @@ def check_binary(path: str | Path, kind: str) -> Path:
     with open(path, "rb") as handle:
         head = handle.read(len(magic))
     if head != magic:
-        found = "a NumPy .npy file" if head.startswith(NPY_MAGIC[:4]) else (
-            "a zip archive (.npz)" if head == ZIP_MAGIC else "not a binary NumPy file (text, or another format)"
-        )
-        what = "a NumPy .npy array (numpy.save)" if kind == "npy" else "a .npz archive (scipy.sparse.save_npz)"
+        if head.startswith(NPY_MAGIC[:4]):
+            found = "a NumPy .npy file"
+        elif head == ZIP_MAGIC:
+            found = "a zip archive (.npz)"
+        else:
+            found = "not a binary NumPy file (text, or another format)"
+        what = "a NumPy .npy array (numpy.save)" if kind == "npy" else "a .npz archive (save_npz)"
         raise ValueError(
             f"{path} is named .{kind} but is {found}; expected {what}"
             + ("; text data belongs in a .csv/.tsv/.txt file" if kind == "npy" else "")

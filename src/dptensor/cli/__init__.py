@@ -56,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # reported by the subcommand's parser, which names the command
+            args._parser.error(f"unrecognized arguments: {' '.join(extras)}")
     except KeyboardInterrupt:
         print("dptensor: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -115,7 +115,9 @@ def add_quiet_argument(parser: argparse.ArgumentParser, *, old_spellings: Iterab
         parser.add_argument(spelling, dest="quiet", action="store_true", help=argparse.SUPPRESS)
 
 
-def output_path(path: str | Path | None, flag: str = "--out", *, suffixes: Iterable[str] | None = None) -> None:
+def output_path(
+    path: str | Path | None, flag: str = "--out", *, suffixes: Iterable[str] | None = None
+) -> None:
     """Check an output file before any work: not a directory, its folder exists, a known suffix.
 
     Raises

@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "nothing written) if the exact composition (PLD, dp-accounting) of all charges would exceed "
             "the budget. Safe for many processes at once on one machine's disk."
         ),
-        epilog="examples:\n  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n"
+        epilog="examples:\n"
+        "  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n"
         "  dptensor complete train.csv --rank 3 --privacy gradient_dpsgd --neighbouring entry-value \\\n"
         "      --epsilon 0.8 --ledger ratings.ledger\n  dptensor budget show ratings.ledger\n",
     )
@@ -34,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "create",
         help="create a new ledger file with a budget",
         description="Create a new budget ledger; an existing file is never replaced.",
-        epilog="example:\n  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n",
+        epilog="example:\n"
+        "  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n",
     )
     create.add_argument("file", help="the ledger file to create (SQLite)")
     create.add_argument("--epsilon", type=positive_float, required=True, help="total epsilon budget")

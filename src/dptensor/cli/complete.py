@@ -13,7 +13,6 @@ from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
     add_quiet_argument,
-    nonnegative_int,
     output_path,
     positive_float,
     positive_int,
@@ -126,7 +125,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_quiet_argument(parser)
     # the bar is shown by default now; the old opt-in flag is accepted and does nothing
     parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", metavar="FILE", help="write predictions as CSV (i,j,k,prediction[,value])")
+    parser.add_argument("--out", metavar="FILE",
+                        help="write predictions as CSV (i,j,k,prediction[,value]); i, j, k are written in "
+                             "the base they came in (1-based with --one-based; MovieLens user and item ids "
+                             "as in the file, the day index k from 0)")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
     parser.set_defaults(func=run)
 
@@ -160,8 +162,10 @@ def check_options(args: argparse.Namespace) -> None:
                           f"(delta applies to {' and '.join(DELTA_MODES)})")
         if args.neighbouring != "user":
             refuse_unused(args, ["max_ratings"], "--max-ratings applies only with --neighbouring user")
+    if args.movielens:
+        refuse_unused(args, ["one_based"], "MovieLens ids are read as one-based already (--movielens)")
     if args.no_factors:
-        refuse_unused(args, ["model", "reg_core"], "--no-factors fits the offsets alone (no CP/Tucker factors)")
+        refuse_unused(args, ["model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
     if args.model != "tucker":
         refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
     solver = args.solver
@@ -270,8 +274,9 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         payload["test_rmse"] = rmse(test.values, predictions)
         payload["n_test"] = len(test)
         print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries")
-    # IDs are written back in the base they came in (--one-based, or MovieLens's 1-based ids)
-    base = 1 if (args.one_based or args.movielens) else 0
+    # IDs are written back in the base they came in: --one-based files, MovieLens's 1-based user and
+    # item ids (its day index k is derived from the timestamps and stays zero-based, as documented)
+    base = (1, 1, 1) if args.one_based else (1, 1, 0) if args.movielens else (0, 0, 0)
     if args.out:
         path = Path(args.out)
         with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
@@ -281,7 +286,8 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
             writer.writerow(["i", "j", "k", "prediction"] + (["value"] if with_values else []))
             for (i, j, k), pred, value in zip(target.indices.tolist(), predictions.tolist(),
                                               target.values.tolist(), strict=True):
-                writer.writerow([i + base, j + base, k + base, repr(float(pred))] + ([repr(float(value))] if with_values else []))
+                ids = [i + base[0], j + base[1], k + base[2]]
+                writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
         print(f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out

@@ -267,7 +267,7 @@ def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
     try:
         model.fit(stream, cycle=args.cycle, resume=resumed, progress=progress)
     except ValueError as exc:  # the library's keyword, in the command line's words
-        raise ValueError(str(exc).replace("pass cycle=True", "pass --cycle").replace("cycle=True", "--cycle")) from exc
+        raise ValueError(str(exc).replace("cycle=True", "--cycle")) from exc
     finally:
         if bar is not None:
             bar.close()

@@ -53,8 +53,8 @@ EXPERIMENTS = {
 
 
 def _examples(name: str) -> str:
-    return (f"examples:\n  dptensor experiment {name} --quick --out results/{name}   # a small grid in seconds\n"
-            f"  dptensor experiment {name} --trials 5 --seed 1            # the paper's grid, 5 trials\n")
+    return (f"examples:\n  dptensor experiment {name} --quick --out results/{name}  # a small grid, seconds\n"
+            f"  dptensor experiment {name} --trials 5 --seed 1  # the paper's grid, 5 trials\n")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

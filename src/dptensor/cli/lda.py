@@ -154,7 +154,8 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
         "public --vocab (a vocabulary built from the documents would leak).",
     )
     group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
-    group.add_argument("--delta", type=probability, default=None, help="total delta (required with --epsilon)")
+    group.add_argument("--delta", type=probability, default=None,
+                       help="total delta (required with --epsilon)")
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
     group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
@@ -176,7 +177,8 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
     vi = parser.add_argument_group("variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=positive_int, default=128, help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--batch-size", type=positive_int, default=128,
+                    help="(expected) minibatch size S (default 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
                     help="clipping norm C of each document's statistics (default 0.1 x max document length)")
@@ -213,12 +215,12 @@ def check_fit_options(args: argparse.Namespace) -> None:
     if args.method == "vi":
         refuse_unused(args, SPECTRAL_OPTIONS, "options of the spectral fit; this is --method vi")
     else:
-        refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (--method spectral)")
+        refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
     if args.epsilon is None:
-        refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it the fit is not private)")
+        refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
     if not _is_plain_text(Path(args.corpus)):
-        refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} is a "
-                      "count matrix whose columns are the vocabulary")
+        refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
+                      "is a count matrix whose columns are the vocabulary")
 
 
 def run_fit(args: argparse.Namespace) -> int:

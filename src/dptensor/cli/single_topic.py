@@ -142,7 +142,7 @@ def run_fit(args: argparse.Namespace) -> int:
     private = args.mechanism is not None
     output_path(args.out)
     if not private:
-        refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (without it the fit is not private)")
+        refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (else nothing is private)")
     _progress(f"reading {args.corpus} ...", args.quiet)
     documents, form, n_words, vocabulary = read_documents(
         args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private

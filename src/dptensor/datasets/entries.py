@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dptensor._files import refuse_binary_text
 from dptensor._validation import (
     RandomStateLike,
     check_entries,
@@ -80,6 +81,7 @@ class TensorEntries:
 
 
 def _open_rows(path: Path, delimiter: str | None) -> list[list[str]]:
+    refuse_binary_text(path)
     text = path.read_text()
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
@@ -138,12 +140,12 @@ def read_entries(
         raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
     indices = indices.astype(np.int64)
     if np.any(indices < 0):
-        raise ValueError(f"{path}: negative index {int(indices.min())} (indices are counted from 0, or from 1 "
-                         "with one_based=True / --one-based)")
+        raise ValueError(f"{path}: negative index {int(indices.min())} (indices are counted from 0, or "
+                         "from 1 with one_based=True / --one-based)")
     if one_based:
         if np.any(indices == 0):
-            raise ValueError(f"{path}: index 0 found, so the indices are zero-based; leave out one_based=True "
-                             "(the --one-based flag)")
+            raise ValueError(f"{path}: index 0 found, so the indices are zero-based; leave out "
+                             "one_based=True (the --one-based flag)")
         indices -= 1
     if shape is None:
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
