@@ -86,6 +86,7 @@ def test_budget_create_show_history(tmp_path, entries, capsys):
     assert float(rows[1]["spent_after"]) == pytest.approx(spent)
     assert json.loads(rows[0]["event"])["class_name"] == "SelfComposedDpEvent"
     out_csv = tmp_path / "hist" / "charges.csv"
+    (tmp_path / "hist").mkdir()  # an output's folder must exist (checked before any work)
     assert main(["budget", "history", str(ledger), "--csv", str(out_csv)]) == 0
     with open(out_csv, newline="") as handle:
         assert list(csv.DictReader(handle)) == rows
@@ -121,7 +122,7 @@ def test_lda_fit_charges_the_ledger(tmp_path, capsys):
     capsys.readouterr()
     assert main(fit + ["--out", str(tmp_path / "m2.json")]) == 2  # two composed: above 1.2
     captured = capsys.readouterr()
-    assert captured.err.startswith("dptensor lda: error: privacy budget exceeded") and captured.out == ""
+    assert captured.err.startswith("dptensor lda fit: error: privacy budget exceeded") and captured.out == ""
     assert not (tmp_path / "m2.json").exists() and len(BudgetLedger(ledger).charges()) == 1
     assert main(["lda", "fit", str(path), "--topics", "3", "--quiet", "--ledger", str(ledger)]) == 2
     assert "releases nothing private" in capsys.readouterr().err
@@ -139,7 +140,7 @@ def test_ledger_flag_errors(tmp_path, entries, capsys):
     assert main(["budget", "show", str(tmp_path / "bad.ledger")]) == 2
     assert "not a dptensor budget ledger" in capsys.readouterr().err
     assert main(["budget", "create", str(tmp_path / "c.ledger"), "--epsilon", "-1", "--delta", "1e-5"]) == 2
-    assert "epsilon must be" in capsys.readouterr().err and not (tmp_path / "c.ledger").exists()
+    assert "argument --epsilon: must be" in capsys.readouterr().err and not (tmp_path / "c.ledger").exists()
 
 
 def test_budget_create_with_relations(tmp_path, capsys):

@@ -46,7 +46,7 @@ def test_complete_cli_private_with_test_rmse(entry_files, tmp_path, capsys):
 def test_complete_cli_non_private_recovers(entry_files, tmp_path):
     train_path, test_path, _ = entry_files
     summary = tmp_path / "fit.json"
-    assert main(["complete", str(train_path), "--rank", "2", "--reg", "0", "--lr", "0.02",
+    assert main(["complete", str(train_path), "--rank", "2", "--reg", "0",
                  "--test", str(test_path), "--seed", "0", "--json", str(summary)]) == 0
     payload = json.loads(summary.read_text())
     assert payload["shape"] == [12, 10, 8]
@@ -56,7 +56,7 @@ def test_complete_cli_non_private_recovers(entry_files, tmp_path):
 def test_complete_cli_errors(entry_files, capsys):
     train_path, _, _ = entry_files
     assert main(["complete", str(train_path), "--rank", "2", "--privacy", "input"]) == 2
-    assert "epsilon is required" in capsys.readouterr().err
+    assert "--privacy input needs --epsilon" in capsys.readouterr().err
     assert main(["complete", str(train_path), "--rank", "2", "--shape", "2", "2", "2"]) == 2
     assert "must lie in" in capsys.readouterr().err
     assert main(["complete", str(train_path), "--rank", "0"]) == 2

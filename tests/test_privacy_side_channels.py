@@ -166,7 +166,7 @@ def test_complete_command_is_indistinguishable_on_neighbours(privacy, tmp_path, 
     observations = []
     for name, vals in (("a", values), ("b", neighbour)):
         work = tmp_path / name
-        work.mkdir()
+        (work / "out").mkdir(parents=True)
         monkeypatch.chdir(work)  # the same relative paths for both runs
         _write_entries(work / "train.csv", indices, vals)
         argv = ["complete", "train.csv", "--shape", *map(str, shape), "--rank", "2",

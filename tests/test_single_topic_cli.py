@@ -65,7 +65,7 @@ def test_short_documents_and_budget_errors(tmp_path, capsys):
     assert main(argv + ["--mechanism", "agn", "--epsilon", "1", "--delta", "1e-6"]) == 2
     assert "1 document(s) with fewer than 3 tokens (rows 2)" in capsys.readouterr().err
     assert main(argv + ["--epsilon", "1", "--delta", "1e-6"]) == 2
-    assert "mechanism=None would fit without privacy" in capsys.readouterr().err
+    assert "--epsilon, --delta: privacy options need --mechanism" in capsys.readouterr().err
 
 
 def test_neighbouring_corpora_look_the_same_from_the_command_line(tmp_path, monkeypatch):

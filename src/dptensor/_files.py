@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
-from collections.abc import Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +42,105 @@ def json_text(payload: object, *, indent: int | None = 2) -> str:
     return json.dumps(_strict(payload), indent=indent, default=_plain, allow_nan=False)
 
 
-def write_json(path: str | Path, payload: Mapping[str, Any]) -> Path:
-    """Write ``payload`` as indented, strict JSON (NumPy values as plain Python, ``inf`` as ``"inf"``)."""
+#: The first bytes of a NumPy ``.npy`` file and of a zip archive (``.npz``).
+NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success it replaces ``path`` in one step.
+
+    Whatever writes to the yielded path, a reader never sees a half-written ``path``: the
+    temporary file lives in the same directory (so :func:`os.replace` is atomic) and is removed
+    if the block raises, including on ``KeyboardInterrupt``. The parent directory is created.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+    >>> with atomic_path(target) as tmp:
+    ...     _ = tmp.write_text("done")
+    >>> target.read_text()
+    'done'
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json_text(payload) + "\n")
+    # keep the suffix: writers such as numpy.save and savefig choose the format from it
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(handle)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
     return path
+
+
+def write_json(path: str | Path, payload: Mapping[str, Any]) -> Path:
+    """Write ``payload`` as indented, strict JSON (NumPy values as plain Python, ``inf`` as ``"inf"``).
+
+    The file is written atomically (:func:`atomic_path`): it is complete or absent.
+    """
+    return write_text(path, json_text(payload) + "\n")
+
+
+def check_binary(path: str | Path, kind: str) -> Path:
+    """Refuse a file whose content is not the binary format its suffix names.
+
+    Parameters
+    ----------
+    path : str or Path
+        An existing file.
+    kind : {"npy", "npz"}
+        The format the caller is about to read.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and what it holds instead, e.g. a text file named ``.npy`` (rather than
+        NumPy's message about ``allow_pickle``).
+    """
+    path = Path(path)
+    magic = NPY_MAGIC if kind == "npy" else ZIP_MAGIC
+    with open(path, "rb") as handle:
+        head = handle.read(len(magic))
+    if head != magic:
+        if head.startswith(NPY_MAGIC[:4]):
+            found = "a NumPy .npy file"
+        elif head == ZIP_MAGIC:
+            found = "a zip archive (.npz)"
+        else:
+            found = "not a binary NumPy file (text, or another format)"
+        what = "a NumPy .npy array (numpy.save)" if kind == "npy" else "a .npz archive (save_npz)"
+        raise ValueError(
+            f"{path} is named .{kind} but is {found}; expected {what}"
+            + ("; text data belongs in a .csv/.tsv/.txt file" if kind == "npy" else "")
+        )
+    return path
+
+
+def refuse_binary_text(path: str | Path) -> None:
+    """Refuse a binary NumPy file (``.npy``/``.npz`` content) where a text file is expected."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    with open(path, "rb") as handle:
+        head = handle.read(len(NPY_MAGIC))
+    if head.startswith(NPY_MAGIC) or head.startswith(ZIP_MAGIC):
+        kind = ".npy array" if head.startswith(NPY_MAGIC) else "zip archive (.npz)"
+        raise ValueError(
+            f"{path} is a binary NumPy {kind}, not a text file; a count matrix goes in a scipy.sparse "
+            ".npz (scipy.sparse.save_npz) or Matrix Market .mtx file"
+        )
 
 
 def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> Path:
@@ -52,8 +148,7 @@ def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     if not rows:
         raise ValueError("no rows to write")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         for row in rows:
@@ -63,13 +158,9 @@ def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> Path:
 
 
 def pyplot():
-    """Import matplotlib's pyplot with the file-only Agg backend, or explain how to get it."""
-    try:
-        import matplotlib
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "plots need matplotlib: pip install 'dptensor[plot]' (CSV and JSON were still written)"
-        ) from exc
+    """Import matplotlib's pyplot with the file-only Agg backend (matplotlib is a core dependency)."""
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

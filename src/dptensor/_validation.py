@@ -1,7 +1,7 @@
 """Input checks shared by every layer of dptensor.
 
 Each check raises a ``ValueError`` or ``TypeError`` that names the offending argument and
-states what was expected (DESIGN.md, *Conventions*): bad input never yields a silent wrong
+states what was expected (docs/design.md, *Conventions*): bad input never yields a silent wrong
 answer.
 """
 

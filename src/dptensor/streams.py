@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor._files import check_binary
 from dptensor._validation import check_positive_int
 
 #: A batch of records as rows.
@@ -141,7 +142,7 @@ class NpyStream(BatchStream):
     def __init__(self, path: str | Path, batch_size: int) -> None:
         super().__init__(batch_size)
         self.path = _existing(path)
-        self._array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        self._array = np.load(check_binary(self.path, "npy"), mmap_mode="r", allow_pickle=False)
         if self._array.ndim != 2:
             raise ValueError(f"{self.path} must hold a 2-dimensional array, got shape {self._array.shape}")
         if self._array.dtype.kind not in "biuf":
@@ -477,8 +478,9 @@ def load_matrix(path: str | Path) -> np.ndarray | sp.csr_matrix:
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
+        return np.load(check_binary(path, "npy"), allow_pickle=False)
     if path.suffix == ".npz":
+        check_binary(path, "npz")
         try:
             return sp.load_npz(path).tocsr()
         except (ValueError, KeyError):

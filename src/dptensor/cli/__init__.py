@@ -1,7 +1,9 @@
-"""The ``dptensor`` command line (DESIGN.md, layer 6).
+"""The ``dptensor`` command line (docs/design.md, layer 6).
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds its
-parser and sets ``func`` to the function that runs it.
+parser and sets ``func`` to the function that runs it. The conventions every subcommand follows
+(one-line errors with exit code 2, Ctrl-C exit code 130, ``--quiet``, checked ``--out`` paths,
+an example at the end of ``--help``) live in :mod:`dptensor.cli._options`.
 """
 
 from __future__ import annotations
@@ -12,32 +14,71 @@ from collections.abc import Sequence
 
 from dptensor import __version__
 from dptensor.cli import budget, complete, decompose, experiment, lda, single_topic
+from dptensor.cli._options import Parser, leaf_parsers, print_error
 
 COMMANDS = (decompose, lda, single_topic, complete, experiment, budget)
+
+#: Exit status of a command interrupted by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+#: Exit status of a user error (bad option, bad input file, refused privacy budget, ...).
+EXIT_USAGE = 2
+
+EXAMPLES = """examples:
+  dptensor decompose --example                  # a built-in noisy orthogonal tensor
+  dptensor lda fit docword.synthetic.txt --topics 10 --out model.json
+  python -m dptensor COMMAND --help              # every command's options and an example
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="dptensor",
         description="Fast, streaming and differentially private tensor decomposition.",
+        epilog=EXAMPLES,
     )
     parser.add_argument("--version", action="version", version=f"dptensor {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subparsers)
+    for leaf in leaf_parsers(parser):
+        leaf.set_defaults(_parser=leaf)  # lets a command name its own options (refuse_unused)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dptensor`` console script; returns the exit status."""
+    """Entry point of the ``dptensor`` console script; returns the exit status.
+
+    A user error -- a bad option (refused while parsing), a missing or malformed input file, a
+    refused privacy budget, a size that does not fit in memory -- prints one line
+    ``dptensor <command>: error: ...`` on stderr and returns 2; Ctrl-C prints one line and
+    returns 130. Outputs are written atomically, so neither leaves a partial file behind.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # reported by the subcommand's parser, which names the command
+            args._parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    except KeyboardInterrupt:
+        print("dptensor: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
+        return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else EXIT_USAGE
+    prog = args._parser.prog
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, OSError) as exc:
-        print(f"dptensor {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (Ctrl-C); no output file was written by the interrupted step",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except MemoryError as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        print(f"{prog}: error: out of memory{detail}; use smaller sizes (--rank, --shape, "
+              "--batch-size) or a machine with more memory", file=sys.stderr)
+        return EXIT_USAGE
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        print_error(prog, exc)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

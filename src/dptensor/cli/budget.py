@@ -9,7 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dptensor._files import write_json
+from dptensor._files import atomic_path, write_json
+from dptensor.cli._options import add_quiet_argument, output_path, positive_float, probability
 from dptensor.privacy import BudgetLedger, Charge, LedgerError
 
 
@@ -23,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "nothing written) if the exact composition (PLD, dp-accounting) of all charges would exceed "
             "the budget. Safe for many processes at once on one machine's disk."
         ),
+        epilog="examples:\n"
+        "  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n"
+        "  dptensor complete train.csv --rank 3 --privacy gradient_dpsgd --neighbouring entry-value \\\n"
+        "      --epsilon 0.8 --ledger ratings.ledger\n  dptensor budget show ratings.ledger\n",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -30,10 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "create",
         help="create a new ledger file with a budget",
         description="Create a new budget ledger; an existing file is never replaced.",
+        epilog="example:\n"
+        "  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n",
     )
     create.add_argument("file", help="the ledger file to create (SQLite)")
-    create.add_argument("--epsilon", type=float, required=True, help="total epsilon budget")
-    create.add_argument("--delta", type=float, required=True, help="total delta budget")
+    create.add_argument("--epsilon", type=positive_float, required=True, help="total epsilon budget")
+    create.add_argument("--delta", type=probability, required=True, help="total delta budget")
     create.add_argument("--dataset", metavar="NAME", help="name of the data set the budget protects")
     create.add_argument(
         "--neighbouring",
@@ -43,14 +50,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "accept several (you assert that one change of the protected unit is a "
         "neighbouring change under each); default: fixed by the first charge",
     )
+    add_quiet_argument(create)
     create.set_defaults(func=run_create)
 
-    show = actions.add_parser("show", help="the budget, what is spent and left, and a table of charges")
+    show = actions.add_parser(
+        "show", help="the budget, what is spent and left, and a table of charges",
+        epilog="example:\n  dptensor budget show ratings.ledger --json budget.json\n",
+    )  # fmt: skip
     show.add_argument("file", help="the ledger file")
     show.add_argument("--json", metavar="FILE", help="also write the summary and every charge as JSON")
+    add_quiet_argument(show)
     show.set_defaults(func=run_show)
 
-    history = actions.add_parser("history", help="every charge with its caller, event and guarantee")
+    history = actions.add_parser(
+        "history", help="every charge with its caller, event and guarantee",
+        epilog="example:\n  dptensor budget history ratings.ledger --csv charges.csv\n",
+    )  # fmt: skip
     history.add_argument("file", help="the ledger file")
     history.add_argument(
         "--csv",
@@ -59,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         const="-",
         help="write every charge as CSV to OUT (default: standard output)",
     )
+    add_quiet_argument(history)
     history.set_defaults(func=run_history)
 
 
@@ -67,6 +83,7 @@ def _open(path: str) -> BudgetLedger:
 
 
 def run_create(args: argparse.Namespace) -> int:
+    output_path(args.file, "FILE")
     if Path(args.file).exists():
         raise LedgerError(
             f"{args.file} already exists; a ledger is never replaced (delete it to start a new budget)"
@@ -78,7 +95,8 @@ def run_create(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         neighbouring=args.neighbouring,
     )
-    print(
+    _say(
+        args,
         f"created {ledger.path}: budget epsilon={ledger.epsilon:g}, delta={ledger.delta:g}"
         + (f", data set {ledger.dataset!r}" if ledger.dataset is not None else "")
         + (f", relation(s) {', '.join(ledger.relations)}" if ledger.relations else "")
@@ -100,7 +118,13 @@ def _table(charges: Sequence[Charge]) -> list[str]:
     return lines
 
 
+def _say(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(line)
+
+
 def run_show(args: argparse.Namespace) -> int:
+    output_path(args.json, "--json")
     ledger = _open(args.file)
     summary = ledger.summary()
     charges = ledger.charges()
@@ -123,11 +147,12 @@ def run_show(args: argparse.Namespace) -> int:
             print(line)
     if args.json:
         write_json(args.json, summary)
-        print(f"wrote {args.json}")
+        _say(args, f"wrote {args.json}")
     return 0
 
 
 def run_history(args: argparse.Namespace) -> int:
+    output_path(args.csv, "--csv")
     charges = _open(args.file).charges()
     if args.csv is None:
         for line in _table(charges):
@@ -138,10 +163,10 @@ def run_history(args: argparse.Namespace) -> int:
         _write_rows(sys.stdout, fields, charges)
         return 0
     path = Path(args.csv)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
         _write_rows(handle, fields, charges)
-    print(f"wrote {len(charges)} charge(s) to {path}", file=sys.stderr)
+    if not args.quiet:
+        print(f"wrote {len(charges)} charge(s) to {path}", file=sys.stderr)
     return 0
 
 

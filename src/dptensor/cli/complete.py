@@ -9,12 +9,42 @@ from pathlib import Path
 
 import numpy as np
 
+from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
+from dptensor.cli._options import (
+    add_quiet_argument,
+    output_path,
+    positive_float,
+    positive_int,
+    probability,
+    refuse_unused,
+    seed,
+)
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens, read_recbole_inter
 from dptensor.models._completion_dpals import RELATIONS
 from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
+
+#: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
+DELTA_MODES = ("gradient_dpsgd", "als")
+#: Options that configure a private fit (refused without --privacy).
+PRIVACY_OPTIONS = ("neighbouring", "epsilon", "delta", "noise", "allow_unproven", "max_ratings")
+#: Options of the SGD solver (refused when the fit runs ALS).
+SGD_OPTIONS = ("lr", "epochs", "batch_size")
+#: Options of the ALS solver (refused when the fit runs SGD).
+ALS_OPTIONS = ("max_iter", "early_stopping")
+#: Refuse a model whose factors need more than this fraction of the machine's memory.
+MEMORY_FRACTION = 0.5
+
+EXAMPLES = """examples:
+  python -c "from dptensor.datasets import make_low_rank_completion as m, train_test_split_entries as s, \\
+  write_entries as w; tr, te = s(m((30, 20, 10), 3, random_state=0).observed, random_state=0); \\
+  w('train.csv', tr); w('test.csv', te)"
+  dptensor complete train.csv --rank 3 --test test.csv --out predictions.csv
+  dptensor complete train.csv --rank 3 --value-range 0 1 --test test.csv \\
+      --privacy gradient_dpsgd --neighbouring entry-value --epsilon 1 --json fit.json
+"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,11 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "relation: --neighbouring entry-value (one rating's value; the observed indices are public) "
             "or user (all ratings of one user; --privacy als)."
         ),
+        epilog=EXAMPLES,
     )
     parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
-    parser.add_argument("--shape", type=int, nargs=3, metavar=("I", "J", "K"),
+    parser.add_argument("--shape", type=positive_int, nargs=3, metavar=("I", "J", "K"),
                         help="tensor shape (default: largest index + 1 in each mode, over all files)")
-    parser.add_argument("--rank", "-r", type=int, required=True, help="CP rank / Tucker core size")
+    parser.add_argument("--rank", "-r", type=positive_int, required=True, help="CP rank / Tucker core size")
     parser.add_argument("--no-factors", action="store_true",
                         help="fit the offsets alone (global mean and biases: the bias baseline)")
     parser.add_argument("--model", choices=("cp", "tucker"), default="cp")
@@ -43,14 +74,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="perturbation (default: none)")
     parser.add_argument("--neighbouring", choices=RELATIONS, default=None,
                         help="neighbouring relation, required with --privacy: entry-value or user (als only)")
-    parser.add_argument("--epsilon", type=float, help="privacy budget (required with --privacy)")
-    parser.add_argument("--delta", type=float,
+    parser.add_argument("--epsilon", type=positive_float, help="privacy budget (required with --privacy)")
+    parser.add_argument("--delta", type=probability,
                         help="delta for gradient_dpsgd and als (default min(1e-5, 1/n); 1e-6 for user)")
     parser.add_argument("--solver", choices=SOLVERS, default="auto",
                         help="als (default without privacy and for --privacy als) or the paper's sgd")
     parser.add_argument("--offsets", choices=OFFSETS, default="auto",
                         help="global mean and biases (auto: biases for als/gradient_dpsgd), or bi-scaling")
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--lr", type=positive_float, default=None,
                         help="SGD learning rate (default 0.005; 0.5 for gradient_dpsgd)")
     parser.add_argument("--reg", default=None,
                         help="lambda / lambda_o: a number, or 'auto' (non-private ALS default: chosen on a "
@@ -58,18 +89,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reg-core", type=float,
                         help="lambda_g for Tucker (default reg / 10 for SGD, reg for ALS)")
     parser.add_argument("--reg-bias", type=float, help="penalty of the biases (default: reg)")
-    parser.add_argument("--epochs", type=int, default=None,
+    parser.add_argument("--epochs", type=positive_int, default=None,
                         help="SGD passes over the entries (default 100; 10 for gradient_dpsgd)")
-    parser.add_argument("--max-iter", type=int, default=None,
+    parser.add_argument("--max-iter", type=positive_int, default=None,
                         help="ALS sweeps (default: up to 100 until converged; exactly 2 for --privacy als)")
     parser.add_argument("--early-stopping", action="store_true",
                         help="non-private ALS with a fixed --reg: stop on a validation split")
-    parser.add_argument("--batch-size", type=int, default=None,
+    parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="SGD entries per vectorised step (default 256; all for gradient_dpsgd)")
-    parser.add_argument("--clip", type=float, default=None,
+    parser.add_argument("--clip", type=positive_float, default=None,
                         help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
                              "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
-    parser.add_argument("--max-ratings", type=int, default=100,
+    parser.add_argument("--max-ratings", type=positive_int, default=100,
                         help="--neighbouring user: bound a user's contribution as if they had this many "
                              "ratings")
     parser.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
@@ -80,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
                              ".inter file")
     parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (initialisation, shuffles, validation split); "
                              "the "
                              "privacy noise is always fresh")
@@ -91,8 +122,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run the paper's modes whose privacy claim does not hold (gradient, output, "
                              "input without --value-range), to reproduce the paper")
     add_ledger_argument(parser)
-    parser.add_argument("--progress", action="store_true", help="show a progress bar")
-    parser.add_argument("--out", metavar="FILE", help="write predictions as CSV (i,j,k,prediction[,value])")
+    add_quiet_argument(parser)
+    # the bar is shown by default now; the old opt-in flag is accepted and does nothing
+    parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", metavar="FILE",
+                        help="write predictions as CSV (i,j,k,prediction[,value]); i, j, k are written in "
+                             "the base they came in (1-based with --one-based; MovieLens user and item ids "
+                             "as in the file, the day index k from 0)")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
     parser.set_defaults(func=run)
 
@@ -111,7 +147,65 @@ def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEnt
     return read_entries(path, shape=shape, one_based=args.one_based)
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse, before any file is read, options that do nothing with the chosen mode and solver."""
+    for flag, path in (("--out", args.out), ("--json", args.json)):
+        output_path(path, flag)
+    if args.privacy is None:
+        refuse_unused(args, PRIVACY_OPTIONS,
+                      "privacy options need --privacy MODE; without it the fit is not private")
+    else:
+        if args.epsilon is None:
+            raise ValueError(f"--privacy {args.privacy} needs --epsilon")
+        if args.privacy not in DELTA_MODES:
+            refuse_unused(args, ["delta"], f"--privacy {args.privacy} is pure epsilon-DP and uses no delta "
+                          f"(delta applies to {' and '.join(DELTA_MODES)})")
+        if args.neighbouring != "user":
+            refuse_unused(args, ["max_ratings"], "--max-ratings applies only with --neighbouring user")
+    if args.movielens:
+        refuse_unused(args, ["one_based"], "MovieLens ids are read as one-based already (--movielens)")
+    if args.no_factors:
+        refuse_unused(args, ["model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
+    if args.model != "tucker":
+        refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
+    solver = args.solver
+    if solver == "auto":  # as TensorCompletion resolves it
+        solver = "als" if args.privacy in (None, "als") else "sgd"
+    if solver == "als":
+        refuse_unused(args, SGD_OPTIONS, "--lr, --epochs and --batch-size apply to the SGD solver "
+                      "(--solver sgd); this fit runs ALS")
+    else:
+        refuse_unused(args, ALS_OPTIONS, "--max-iter and --early-stopping apply to the ALS solver; this fit "
+                      "runs SGD")
+
+
+def check_memory(shape: tuple[int, int, int], rank: int | None, model: str) -> None:
+    """Refuse, before anything is allocated, factor matrices that cannot fit in this machine's memory."""
+    if rank is None:
+        return
+    values = rank * sum(shape) + (rank**3 if model == "tucker" else 0)
+    # the solvers hold a few copies (factors, gradients or normal equations): count four
+    needed = 4 * 8 * values
+    available = _physical_memory()
+    if needed > MEMORY_FRACTION * available:
+        raise ValueError(
+            f"--rank {rank} with shape {shape} needs about {needed / 2**30:.3g} GiB for the "
+            f"{model.upper()} factors, more than this machine can hold ({available / 2**30:.3g} GiB); "
+            "choose a smaller --rank"
+        )
+
+
+def _physical_memory() -> int:
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - platforms without sysconf
+        return 1 << 40
+
+
 def run(args: argparse.Namespace) -> int:
+    check_options(args)
     with opened_ledger(args, private=args.privacy is not None) as ledger:
         return _run(args, ledger)
 
@@ -134,6 +228,7 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         test = TensorEntries(test.indices, test.values, shape)
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
+    check_memory(train.shape, None if args.no_factors else args.rank, args.model)
     reg = args.reg
     if reg is not None and reg != "auto":
         try:
@@ -149,7 +244,7 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         clip=args.clip,
         max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
         random_state=args.seed, noise=args.noise if args.privacy else None, ledger=ledger,
-        verbose=args.progress,
+        verbose=not args.quiet,
     )
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):
@@ -179,17 +274,20 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         payload["test_rmse"] = rmse(test.values, predictions)
         payload["n_test"] = len(test)
         print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries")
+    # IDs are written back in the base they came in: --one-based files, MovieLens's 1-based user and
+    # item ids (its day index k is derived from the timestamps and stays zero-based, as documented)
+    base = (1, 1, 1) if args.one_based else (1, 1, 0) if args.movielens else (0, 0, 0)
     if args.out:
         path = Path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", newline="") as handle:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
             writer = csv.writer(handle)
             # A private fit's output must not carry the private training values it was fitted on.
             with_values = test is not None or args.privacy is None
             writer.writerow(["i", "j", "k", "prediction"] + (["value"] if with_values else []))
             for (i, j, k), pred, value in zip(target.indices.tolist(), predictions.tolist(),
                                               target.values.tolist(), strict=True):
-                writer.writerow([i, j, k, repr(float(pred))] + ([repr(float(value))] if with_values else []))
+                ids = [i + base[0], j + base[1], k + base[2]]
+                writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
         print(f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out

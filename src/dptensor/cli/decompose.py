@@ -16,6 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from dptensor.cli._io import load_array, write_json
+from dptensor.cli._options import (
+    add_quiet_argument,
+    output_path,
+    positive_float,
+    positive_int,
+    refuse_unused,
+    seed,
+)
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition import power_method
@@ -25,6 +33,17 @@ from dptensor.streams import open_stream
 from dptensor.tensor import DenseTensor, SampleMoment, SymmetricTensor
 
 EXAMPLE_DIM, EXAMPLE_RANK, EXAMPLE_NOISE = 50, 3, 0.05
+#: Default convergence tolerance of the batch power method (``--tol``).
+DEFAULT_TOL = 1e-8
+#: Options of the online mode only (refused without ``--online``).
+ONLINE_OPTIONS = ("batch_size", "chunk_size", "cycle", "checkpoint", "target_error")
+
+EXAMPLES = """examples:
+  dptensor decompose --example --seed 0                 # built-in noisy orthogonal tensor, d=50, k=3
+  python -c "import numpy as np; np.save('X.npy', np.random.default_rng(0).random((2000, 20)))"
+  dptensor decompose --moment-of X.npy --rank 3 --out result.json
+  dptensor decompose --online X.npy --rank 3 --batch-size 500 --cycle --out online.json
+"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--online DATA, the online robust tensor power method (Algorithm 2) reads a data file "
             "(.npy, sparse .npz, .csv/.tsv) once, batch by batch, in O(d(k + L)) memory."
         ),
+        epilog=EXAMPLES,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("tensor", nargs="?", help="dense symmetric tensor, .npy of shape (d, d, d)")
@@ -57,17 +77,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stream a data file (.npy, scipy.sparse .npz, .csv/.tsv; rows are records) through "
         "Algorithm 2; needs --rank and --batch-size",
     )
-    parser.add_argument("--rank", "-k", type=int, help="number of components (default 3 with --example)")
-    parser.add_argument("--restarts", type=int, help="restarts L per component (default max(10, 2k ln k))")
-    parser.add_argument("--iters", type=int, help="maximum power steps R (default ceil(log2(d/tol)) + 10)")
-    parser.add_argument("--tol", type=float, default=1e-8, help="convergence tolerance (default 1e-8)")
-    parser.add_argument("--seed", type=int, default=None, help="random seed")
+    parser.add_argument("--rank", "-k", type=positive_int,
+                        help="number of components (default 3 with --example)")
+    parser.add_argument("--restarts", type=positive_int,
+                        help="restarts L per component (default max(10, 2k ln k))")
+    parser.add_argument("--iters", type=positive_int,
+                        help="maximum power steps R (default ceil(log2(d/tol)) + 10)")
+    parser.add_argument("--tol", type=positive_float, default=None,
+                        help=f"convergence tolerance of the batch method (default {DEFAULT_TOL:g}; not with "
+                             "--online, whose steps are set by --target-error)")
+    parser.add_argument("--seed", type=seed, default=None, help="random seed (a non-negative integer)")
     parser.add_argument("--out", metavar="FILE", help="write weights and factors as JSON")
+    add_quiet_argument(parser, old_spellings=("--no-progress",))
     online = parser.add_argument_group("online mode (--online)")
-    online.add_argument("--batch-size", "-n", type=int, help="points n read per round (power step)")
+    online.add_argument("--batch-size", "-n", type=positive_int, help="points n read per round (power step)")
     online.add_argument(
-        "--chunk-size", type=int, help="rows read from the file at a time (default: n, capped to ~32 MB)"
-    )
+        "--chunk-size", type=positive_int,
+        help="rows read from the file at a time (default: n, capped to ~32 MB)",
+    )  # fmt: skip
     online.add_argument(
         "--cycle",
         action="store_true",
@@ -80,16 +107,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     online.add_argument(
         "--target-error",
-        type=float,
+        type=positive_float,
         default=1e-2,
         help="relative accuracy eps/lambda_max that sets the default R = ceil(log2(d/eps)) + 10",
     )
-    online.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    output_path(args.out)
+    if args.online:
+        refuse_unused(args, ["tol"], "--online sets its steps with --target-error (or --iters), not --tol")
+        output_path(args.checkpoint, "--checkpoint")
+    else:
+        refuse_unused(args, ONLINE_OPTIONS, "these options of the online mode apply only with --online DATA")
     if (args.jobs is not None or args.scheduler is not None) and not (args.moment_of or args.online):
         raise ValueError("--jobs and --scheduler apply to the passes over records: --moment-of or --online")
     with parallel_session(args) as session:
@@ -127,10 +159,21 @@ def run_batch(args: argparse.Namespace, session: ParallelSession) -> int:
         source = f"tensor {args.tensor} (d={operator.dim})"
 
     start = time.perf_counter()
-    result = power_method(
-        operator, rank, n_restarts=args.restarts, n_iter=args.iters, tol=args.tol,
-        random_state=np.random.default_rng(method_seed),
-    )
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=rank, desc="components", unit="comp", file=sys.stderr, leave=False)
+    try:
+        result = power_method(
+            operator, rank, n_restarts=args.restarts, n_iter=args.iters,
+            tol=DEFAULT_TOL if args.tol is None else args.tol,
+            random_state=np.random.default_rng(method_seed),
+            callback=None if bar is None else (lambda i, weight: bar.update(1)),
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     elapsed = time.perf_counter() - start
 
     print(f"{source}\nrank {rank}, {elapsed:.3f} s")
@@ -204,7 +247,7 @@ def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
         print(f"resuming from {checkpoint} at {model.n_samples_seen_} points")
 
     bar = None
-    if not args.no_progress:
+    if not args.quiet:
         from tqdm import tqdm
 
         bar = tqdm(total=model.n_samples_needed_, initial=model.n_samples_seen_, unit="pt", file=sys.stderr)
@@ -223,6 +266,8 @@ def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
     start = time.perf_counter()
     try:
         model.fit(stream, cycle=args.cycle, resume=resumed, progress=progress)
+    except ValueError as exc:  # the library's keyword, in the command line's words
+        raise ValueError(str(exc).replace("cycle=True", "--cycle")) from exc
     finally:
         if bar is not None:
             bar.close()

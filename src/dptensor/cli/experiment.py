@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 from pathlib import Path
+
+from dptensor.cli._options import add_quiet_argument, positive_int, seed
 
 #: name -> (module under dptensor.experiments, one-line description, keyword for --trials)
 EXPERIMENTS = {
@@ -49,28 +52,39 @@ EXPERIMENTS = {
 }
 
 
+def _examples(name: str) -> str:
+    return (f"examples:\n  dptensor experiment {name} --quick --out results/{name}  # a small grid, seconds\n"
+            f"  dptensor experiment {name} --trials 5 --seed 1  # the paper's grid, 5 trials\n")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "experiment", help="regenerate a paper's figure as CSV, PNG and JSON",
         description="Run an experiment; --quick runs a small grid in seconds.",
+        epilog=_examples("noise-tolerance"),
     )
     names = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     for name, (_, description, _) in EXPERIMENTS.items():
-        sub = names.add_parser(name, help=description, description=description)
+        sub = names.add_parser(name, help=description, description=description, epilog=_examples(name))
         sub.add_argument("--out", type=Path, default=Path("results") / name,
-                         help="output folder (default results/NAME)")
+                         help="output folder (default results/NAME; created if missing)")
         sub.add_argument("--quick", action="store_true", help="small grid that runs in seconds")
-        sub.add_argument("--trials", type=int, help="trials per grid point (default: the paper's)")
-        sub.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
+        sub.add_argument("--trials", type=positive_int, help="trials per grid point (default: the paper's)")
+        sub.add_argument("--seed", type=seed, default=0, help="base random seed (default 0)")
+        add_quiet_argument(sub)
         sub.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     module_name, description, trials_keyword = EXPERIMENTS[args.experiment]
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a file; experiments write a folder of CSV, PNG and JSON files")
     module = importlib.import_module(f"dptensor.experiments.{module_name}")
     print(f"{args.experiment}: {description}")
-    trials = {trials_keyword: args.trials}
-    result = module.run(args.out, quick=args.quick, random_state=args.seed, **trials)
+    options = {trials_keyword: args.trials}
+    if "progress" in inspect.signature(module.run).parameters:
+        options["progress"] = not args.quiet
+    result = module.run(args.out, quick=args.quick, random_state=args.seed, **options)
     summary = json.loads(Path(result.files["json"]).read_text())
     keys = ("fitted_exponents", "median_error_ratio_marginalisation_over_power", "smallest_epsilon")
     for key in keys:

@@ -19,7 +19,17 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor._files import atomic_path, check_binary
 from dptensor.cli._io import write_json
+from dptensor.cli._options import (
+    add_quiet_argument,
+    output_path,
+    positive_float,
+    positive_int,
+    probability,
+    refuse_unused,
+    seed,
+)
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
@@ -28,6 +38,40 @@ from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
 from dptensor.parallel import public_shape
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
+
+#: Options of the spectral fit only / of variational inference only (refused with the other --method).
+SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
+                    "private_whitening")
+VI_OPTIONS = ("batch_size", "passes", "clip", "max_doc_length", "accountant")
+#: Options that configure a private fit (refused without --epsilon).
+PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
+                   "private_whitening", "accountant")
+#: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
+TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
+#: Files ``lda transform --out`` writes, by suffix.
+THETA_FORMATS = (".txt", ".csv", ".npy")
+
+ALPHA0_HELP = (
+    "Dirichlet concentration alpha_0 = sum of the topic priors alpha_i (default 1). It sets how many topics "
+    "a document mixes: small (0.1-1) for documents about one or two topics, about k/2 or more for documents "
+    "mixing many. The spectral fit's moments assume it, so a wrong value costs accuracy: try a grid "
+    "(e.g. 0.1 0.3 1 3 10) and keep the value with the best held-out perplexity (docs/lda.md, 'Choosing "
+    "alpha0')"
+)
+
+FIT_EXAMPLES = """examples:
+  python -c "from dptensor.datasets import make_lda_corpus, write_uci_bow
+  c = make_lda_corpus(2_000, 500, 5, alpha=0.1, random_state=0)
+  write_uci_bow(c.counts, 'docword.synthetic.txt', [f'w{i}' for i in range(500)])"
+  dptensor lda fit docword.synthetic.txt --topics 5 --alpha0 0.5 --out model.json
+  dptensor lda fit docword.synthetic.txt --topics 5 --epsilon 1 --delta 1e-6 --out private.json
+  dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
+"""
+
+TRANSFORM_EXAMPLES = """examples:
+  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # text, one row per document
+  dptensor lda transform model.json docword.synthetic.txt --out theta.npy   # NumPy binary
+"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,17 +85,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "document-level differentially private (one document is protected; the number of "
             "documents and the vocabulary are public)."
         ),
+        epilog=FIT_EXAMPLES,
     )
     actions = parser.add_subparsers(dest="lda_command", metavar="ACTION", required=True)
 
-    fit = actions.add_parser("fit", help="fit topics to a corpus and print the top words of each")
+    fit = actions.add_parser("fit", help="fit topics to a corpus and print the top words of each",
+                             epilog=FIT_EXAMPLES)
     _corpus_arguments(fit)
-    fit.add_argument("--topics", "-k", type=int, required=True, help="number of topics k")
-    fit.add_argument("--alpha0", type=float, default=1.0, help="Dirichlet concentration alpha_0 (default 1)")
+    fit.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    fit.add_argument("--alpha0", type=positive_float, default=1.0, help=ALPHA0_HELP)
     fit.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
     fit.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
     fit.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
-    fit.add_argument("--max-features", type=int, default=None, help="keep the n most frequent words")
+    fit.add_argument("--max-features", type=positive_int, default=None, help="keep the n most frequent words")
     fit.add_argument(
         "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
         help="tensor decomposition (default: simultaneous power iteration)",
@@ -64,20 +110,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method", choices=("spectral", "vi"), default="spectral",
         help="spectral (method of moments, default) or vi (online variational Bayes)",
     )  # fmt: skip
-    fit.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
-    fit.add_argument("--seed", type=int, default=None,
+    fit.add_argument("--top", type=positive_int, default=10, help="top words printed per topic (default 10)")
+    fit.add_argument("--seed", type=seed, default=None,
                      help="seed of the public randomness (the privacy noise is always fresh)")
-    fit.add_argument("--quiet", action="store_true", help="no progress messages")
+    add_quiet_argument(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
     _private_arguments(fit)
     _vi_arguments(fit)
     add_parallel_arguments(fit)
     fit.set_defaults(func=run_fit)
 
-    transform = actions.add_parser("transform", help="document-topic proportions under a fitted model")
+    transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
+                                   epilog=TRANSFORM_EXAMPLES)
     transform.add_argument("model", help="model file written by 'dptensor lda fit --out'")
     _corpus_arguments(transform)
-    transform.add_argument("--out", metavar="FILE", help="write proportions (.npy, or .csv)")
+    transform.add_argument(
+        "--out", metavar="FILE",
+        help="write the proportions (documents x topics) to exactly FILE, in the format its extension names: "
+        ".csv (comma-separated text), .txt (space-separated text) or .npy (NumPy binary); "
+        "default: print them",
+    )  # fmt: skip
+    add_quiet_argument(transform)
     transform.set_defaults(func=run_transform)
 
 
@@ -100,8 +153,9 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
         "vocabulary public). Every document must have at least 3 tokens, and a plain-text corpus needs a "
         "public --vocab (a vocabulary built from the documents would leak).",
     )
-    group.add_argument("--epsilon", type=float, default=None, help="total privacy budget epsilon")
-    group.add_argument("--delta", type=float, default=None, help="total delta (required with --epsilon)")
+    group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
+    group.add_argument("--delta", type=probability, default=None,
+                       help="total delta (required with --epsilon)")
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
     group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
@@ -123,11 +177,12 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
     vi = parser.add_argument_group("variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=int, default=128, help="(expected) minibatch size S (default 128)")
-    vi.add_argument("--passes", type=int, default=10, help="passes over the corpus (default 10)")
-    vi.add_argument("--clip", type=float, default=None,
+    vi.add_argument("--batch-size", type=positive_int, default=128,
+                    help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
+    vi.add_argument("--clip", type=positive_float, default=None,
                     help="clipping norm C of each document's statistics (default 0.1 x max document length)")
-    vi.add_argument("--max-doc-length", type=int, default=None,
+    vi.add_argument("--max-doc-length", type=positive_int, default=None,
                     help="declared maximum document length; longer documents are truncated (default C: 500)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
                     help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
@@ -154,7 +209,22 @@ def _progress(message: str, quiet: bool = False) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+def check_fit_options(args: argparse.Namespace) -> None:
+    """Refuse, before the corpus is read, options that do nothing with this method, mode or corpus."""
+    output_path(args.out, suffixes=(".json", ".npz"))
+    if args.method == "vi":
+        refuse_unused(args, SPECTRAL_OPTIONS, "options of the spectral fit; this is --method vi")
+    else:
+        refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
+    if args.epsilon is None:
+        refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
+    if not _is_plain_text(Path(args.corpus)):
+        refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
+                      "is a count matrix whose columns are the vocabulary")
+
+
 def run_fit(args: argparse.Namespace) -> int:
+    check_fit_options(args)
     if args.method == "vi":
         if args.jobs is not None or args.scheduler is not None:
             raise ValueError("--jobs and --scheduler apply to --method spectral, not to --method vi")
@@ -364,15 +434,19 @@ def save_model(path: str | Path, model: TopicModelInference | DPVariationalLDA, 
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
     if path.suffix == ".npz":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(
-            path,
-            **arrays,
-            vocabulary=np.array(corpus.vocabulary if corpus.vocabulary is not None else [], dtype=str),
-            meta=np.array(json.dumps(meta)),
-        )
+        with atomic_path(path) as tmp:
+            _save_npz(tmp, arrays, corpus, meta)
         return
     write_json(path, {**meta, **arrays, "vocabulary": corpus.vocabulary, "components_layout": layout})
+
+
+def _save_npz(path: Path, arrays: dict, corpus: Corpus, meta: dict) -> None:
+    np.savez_compressed(
+        path,
+        **arrays,
+        vocabulary=np.array(corpus.vocabulary if corpus.vocabulary is not None else [], dtype=str),
+        meta=np.array(json.dumps(meta)),
+    )
 
 
 def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA, list[str] | None]:
@@ -380,17 +454,28 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such model file: {path}")
+    written_by = "a model file written by 'dptensor lda fit --out'"
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as f:
+        with np.load(check_binary(path, "npz"), allow_pickle=False) as f:
+            missing = [key for key in ("meta", "components", "vocabulary") if key not in f.files]
+            if missing:
+                raise ValueError(f"{path} has no {', '.join(missing)}: it is not {written_by}")
             meta = json.loads(str(f["meta"]))
             components = f["components"]
             alpha = f["alpha"] if "alpha" in f.files else None
             vocabulary = [str(w) for w in f["vocabulary"]] or None
     else:
-        meta = json.loads(path.read_text())
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise ValueError(f"{path} is not JSON: expected {written_by} (.json or .npz)") from None
+        if not isinstance(meta, dict) or "components" not in meta:
+            raise ValueError(f"{path} has no 'components': it is not {written_by}")
         components = np.asarray(meta["components"])
         alpha = np.asarray(meta["alpha"]) if "alpha" in meta else None
         vocabulary = meta.get("vocabulary")
+    if not isinstance(meta, dict) or "params" not in meta:
+        raise ValueError(f"{path} has no 'params': it is not {written_by}")
     if meta.get("model") == "DPVariationalLDA":
         return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary
     classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
@@ -404,6 +489,8 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
 
 
 def run_transform(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        output_path(args.out, suffixes=THETA_FORMATS)
     model, vocabulary = load_model(args.model)
     path = Path(args.corpus)
     if _is_plain_text(path) and vocabulary is not None:
@@ -413,11 +500,11 @@ def run_transform(args: argparse.Namespace) -> int:
     theta = model.transform(corpus.counts)
     if args.out:
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.suffix == ".csv":
-            np.savetxt(out, theta, delimiter=",", fmt="%.6g")
-        else:
-            np.save(out, theta)
+        with atomic_path(out) as tmp:  # the temporary name keeps the suffix: np.save adds none
+            if out.suffix.lower() == ".npy":
+                np.save(tmp, theta)
+            else:
+                np.savetxt(tmp, theta, delimiter="," if out.suffix.lower() == ".csv" else " ", fmt="%.6g")
         print(f"wrote {out} ({theta.shape[0]} documents x {theta.shape[1]} topics)")
     else:
         for row in theta:

@@ -22,7 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
+from dptensor._files import check_binary
 from dptensor.cli._io import write_json
+from dptensor.cli._options import (
+    add_quiet_argument,
+    output_path,
+    positive_float,
+    positive_int,
+    probability,
+    refuse_unused,
+    seed,
+)
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
 from dptensor.models.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
@@ -30,6 +40,15 @@ from dptensor.privacy import NOISE_BACKENDS
 from dptensor.tensor.single_topic_moments import MOMENTS
 
 COUNT_SUFFIXES = (".mtx", ".npz")
+#: Options of a private fit (refused without --mechanism).
+PRIVATE_OPTIONS = ("epsilon", "delta", "budget_split", "calibration", "noise_sampler", "noise")
+
+EXAMPLES = """examples:
+  python -c "from dptensor.datasets import make_single_topic_corpus as m; import numpy as np
+  np.save('tokens.npy', m(5000, 10, 3, random_state=0).tokens)"
+  dptensor single-topic fit tokens.npy -k 3 --n-words 10 --out model.json
+  dptensor single-topic fit tokens.npy -k 3 --n-words 10 --mechanism agn --epsilon 1 --delta 1e-6
+"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,25 +60,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "privately with the AGN or AVN mechanism of Imtiaz & Sarwate (2018) or their DP-TPM baseline "
             "(replace-one-document relation; N, d and K public)."
         ),
+        epilog=EXAMPLES,
     )
     actions = parser.add_subparsers(dest="single_topic_command", metavar="ACTION", required=True)
-    fit = actions.add_parser("fit", help="fit topics to a corpus; print the guarantee and the top words")
+    fit = actions.add_parser("fit", help="fit topics to a corpus; print the guarantee and the top words",
+                             epilog=EXAMPLES)
     fit.add_argument(
         "corpus",
         help="word ids (.npy, N x L), plain text with --vocab, or counts (UCI docword, .mtx, .npz)",
     )
-    fit.add_argument("--topics", "-k", type=int, required=True, help="number of topics K")
+    fit.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics K")
     fit.add_argument("--mechanism", choices=MECHANISMS, help="privacy mechanism (default: not private)")
-    fit.add_argument("--epsilon", type=float, help="total epsilon of the fit")
-    fit.add_argument("--delta", type=float, help="total delta of the fit")
-    fit.add_argument("--budget-split", type=float, default=0.5,
+    fit.add_argument("--epsilon", type=positive_float, help="total epsilon of the fit")
+    fit.add_argument("--delta", type=probability, help="total delta of the fit")
+    fit.add_argument("--budget-split", type=probability, default=0.5,
                      help="share of the budget for M2 (default 0.5)")
     fit.add_argument("--calibration", choices=CALIBRATIONS, default="analytic",
                      help="Gaussian calibration (classic: the slides', only for per-release epsilon < 1)")
     fit.add_argument("--moments", choices=MOMENTS,
                      help="first3 (the slides') or all (U-statistics); default: first3 for word ids and "
                      "text, all for counts")
-    fit.add_argument("--n-words", type=int, help="vocabulary size d (for .npy word ids)")
+    fit.add_argument("--n-words", type=positive_int, help="vocabulary size d (for .npy word ids)")
     fit.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
     fit.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
                      help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
@@ -67,9 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
     add_ledger_argument(fit)
     fit.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
-    fit.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
-    fit.add_argument("--seed", type=int, default=None, help="public random seed (restarts)")
-    fit.add_argument("--quiet", action="store_true", help="no progress messages")
+    fit.add_argument("--top", type=positive_int, default=10, help="top words printed per topic (default 10)")
+    fit.add_argument("--seed", type=seed, default=None, help="public random seed (restarts)")
+    add_quiet_argument(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model and its guarantee as JSON")
     fit.set_defaults(func=run_fit)
 
@@ -87,7 +108,7 @@ def read_documents(
     if path.suffix == ".npy":
         if not path.exists():
             raise FileNotFoundError(f"no such file: {path}")
-        tokens = np.load(path, allow_pickle=False)
+        tokens = np.load(check_binary(path, "npy"), allow_pickle=False)
         vocab = load_vocabulary(vocabulary) if vocabulary else None
         if n_words is None and vocab is not None:
             n_words = len(vocab)
@@ -119,6 +140,9 @@ def read_documents(
 
 def run_fit(args: argparse.Namespace) -> int:
     private = args.mechanism is not None
+    output_path(args.out)
+    if not private:
+        refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (else nothing is private)")
     _progress(f"reading {args.corpus} ...", args.quiet)
     documents, form, n_words, vocabulary = read_documents(
         args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private
@@ -139,7 +163,7 @@ def run_fit(args: argparse.Namespace) -> int:
         print(model.guarantee_.describe())
     else:
         print("not private: no --mechanism given, so no privacy guarantee")
-    top = np.argsort(-model.components_, axis=1, kind="stable")[:, : max(args.top, 1)]
+    top = np.argsort(-model.components_, axis=1, kind="stable")[:, : args.top]
     for i, (weight, row) in enumerate(zip(model.weights_, top, strict=True), start=1):
         words = [vocabulary[j] if vocabulary else str(j) for j in row]
         print(f"topic {i:>3}  weight={weight:.4f}  {' '.join(words)}")

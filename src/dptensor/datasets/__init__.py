@@ -1,4 +1,4 @@
-"""Synthetic data with known ground truth and readers (DESIGN.md, layer 5)."""
+"""Synthetic data with known ground truth and readers (docs/design.md, layer 5)."""
 
 from dptensor.datasets.corpus import (
     Corpus,

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from dptensor._files import refuse_binary_text
 from dptensor.tensor.lda_moments import check_count_matrix
 
 
@@ -92,6 +93,7 @@ def read_text_documents(path: str | Path) -> list[str]:
             raise ValueError(f"folder {path} holds no .txt files")
         documents = [p.read_text(encoding="utf-8", errors="replace") for p in files]
     elif path.exists():
+        refuse_binary_text(path)
         with _open_text(path) as f:
             documents = [line for line in f if line.strip()]
     else:

@@ -1,4 +1,4 @@
-"""Partially observed three-way tensors as lists of entries (DESIGN.md, layer 5).
+"""Partially observed three-way tensors as lists of entries (docs/design.md, layer 5).
 
 A tensor completion problem is the shape of the tensor and its observed entries: ``n`` index
 triples ``(i, j, k)`` (an ``n x 3`` integer array, zero-based) and ``n`` values. Nothing here forms
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dptensor._files import refuse_binary_text
 from dptensor._validation import (
     RandomStateLike,
     check_entries,
@@ -80,6 +81,7 @@ class TensorEntries:
 
 
 def _open_rows(path: Path, delimiter: str | None) -> list[list[str]]:
+    refuse_binary_text(path)
     text = path.read_text()
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
@@ -136,10 +138,16 @@ def read_entries(
     indices = table[:, :3]
     if np.any(indices != np.round(indices)):
         raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
-    indices = indices.astype(np.int64) - (1 if one_based else 0)
+    indices = indices.astype(np.int64)
+    if np.any(indices < 0):
+        raise ValueError(f"{path}: negative index {int(indices.min())} (indices are counted from 0, or "
+                         "from 1 with one_based=True / --one-based)")
+    if one_based:
+        if np.any(indices == 0):
+            raise ValueError(f"{path}: index 0 found, so the indices are zero-based; leave out "
+                             "one_based=True (the --one-based flag)")
+        indices -= 1
     if shape is None:
-        if np.any(indices < 0):
-            raise ValueError(f"{path}: negative index (are the indices one-based? pass one_based=True)")
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
     return TensorEntries(indices, table[:, 3], shape)
 

@@ -1,4 +1,4 @@
-"""Decomposition algorithms written against the operator protocol (DESIGN.md, layer 3)."""
+"""Decomposition algorithms written against the operator protocol (docs/design.md, layer 3)."""
 
 from dptensor.decomposition.input_perturbation import input_perturbation
 from dptensor.decomposition.online import OnlineTensorPower

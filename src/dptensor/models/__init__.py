@@ -1,4 +1,4 @@
-"""Estimators users fit (DESIGN.md, layer 4), with scikit-learn conventions."""
+"""Estimators users fit (docs/design.md, layer 4), with scikit-learn conventions."""
 
 from dptensor.models.completion import TensorCompletion
 from dptensor.models.dp_vi_lda import DPVariationalLDA

@@ -1,7 +1,7 @@
 """Differential privacy: mechanisms, secret noise, calibration, accounting, sensitivities, guarantees,
 budgets.
 
-See DESIGN.md, layer 2, and ``docs/privacy.md``. The private algorithms themselves live in
+See docs/design.md, layer 2, and ``docs/privacy.md``. The private algorithms themselves live in
 :mod:`dptensor.decomposition` (``private_power_method``, ``input_perturbation``) and
 :mod:`dptensor.models`.
 """

@@ -1,4 +1,4 @@
-"""The privacy guarantee a private result carries (DESIGN.md, *Conventions*)."""
+"""The privacy guarantee a private result carries (docs/design.md, *Conventions*)."""
 
 from __future__ import annotations
 

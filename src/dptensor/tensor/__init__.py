@@ -1,4 +1,4 @@
-"""Symmetric third-order tensors as operators (DESIGN.md, layer 1)."""
+"""Symmetric third-order tensors as operators (docs/design.md, layer 1)."""
 
 from dptensor.tensor.norms import OperatorNormResult, operator_norm
 from dptensor.tensor.operators import (

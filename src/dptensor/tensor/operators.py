@@ -1,7 +1,7 @@
 """Symmetric third-order tensors as operators.
 
 Every algorithm in dptensor needs only two things from a symmetric tensor ``T`` of
-dimension ``d`` (DESIGN.md, layer 1):
+dimension ``d`` (docs/design.md, layer 1):
 
 * ``T(I, u, u)`` for a batch of vectors -- :meth:`SymmetricTensor.contract_pair` maps a
   ``d x m`` matrix ``U`` to the ``d x m`` matrix whose column ``j`` is ``T(I, U[:, j], U[:, j])``;

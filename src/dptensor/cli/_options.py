@@ -1,0 +1,184 @@
+"""The command-line convention every ``dptensor`` subcommand follows, written once.
+
+* :class:`Parser`: argparse with one-line errors (``dptensor <command>: error: ...``, exit code 2,
+  no usage block) and help that ends with the subcommand's example (``epilog``, printed as written).
+* ``type=`` validators (:func:`positive_int`, :func:`nonnegative_int`, :func:`positive_float`,
+  :func:`probability`): a bad value is refused while the command line is parsed, naming the flag.
+* :func:`add_quiet_argument`: the one ``--quiet`` flag (progress is shown unless it is given).
+* :func:`output_path`: an ``--out`` path is checked before any work (not a directory, parent exists).
+* :func:`refuse_unused`: options that do nothing in the chosen mode are an error naming them.
+
+:func:`dptensor.cli.main` turns every user error raised by a command (``ValueError``, ``OSError``,
+``MemoryError``, ...) into one line and exit code 2, and Ctrl-C into one line and exit code 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NoReturn
+
+__all__ = [
+    "Parser",
+    "add_quiet_argument",
+    "nonnegative_int",
+    "output_path",
+    "positive_float",
+    "positive_int",
+    "probability",
+    "refuse_unused",
+    "seed",
+]
+
+
+class Parser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` with one-line errors and a verbatim example epilog.
+
+    Subparsers made with ``add_subparsers`` are of this class too. The description is wrapped as
+    usual; the ``epilog`` (the example commands) is printed exactly as written.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``<prog>: error: <message>`` and a pointer to ``--help`` on one line; exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+
+    def format_help(self) -> str:
+        epilog, self.epilog = self.epilog, None
+        try:
+            text = super().format_help()
+        finally:
+            self.epilog = epilog
+        if epilog:
+            text += "\n" + epilog.strip("\n") + "\n"
+        return text
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """``type=`` for counts that must be at least 1 (``--top``, ``--trials``, ``--rank``, ...)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (at least 1), got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """``type=`` for integers that may be 0 but not negative."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    """``type=`` for ``--seed``: a non-negative integer (NumPy's seeds)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be a non-negative integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """``type=`` for finite numbers greater than 0 (``--epsilon``, ``--tol``, ``--alpha0``, ...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """``type=`` for ``--delta``: a number in (0, 1)."""
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text}")
+    return value
+
+
+def add_quiet_argument(parser: argparse.ArgumentParser, *, old_spellings: Iterable[str] = ()) -> None:
+    """Add ``--quiet``/``-q``: no progress bars or messages (progress is shown by default).
+
+    ``old_spellings`` (e.g. ``--no-progress``) are accepted as hidden, deprecated aliases.
+    """
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars or progress messages")
+    for spelling in old_spellings:
+        parser.add_argument(spelling, dest="quiet", action="store_true", help=argparse.SUPPRESS)
+
+
+def output_path(
+    path: str | Path | None, flag: str = "--out", *, suffixes: Iterable[str] | None = None
+) -> None:
+    """Check an output file before any work: not a directory, its folder exists, a known suffix.
+
+    Raises
+    ------
+    ValueError
+        Naming ``flag``: the path is a directory, its parent folder does not exist, or its
+        suffix is not one of ``suffixes``.
+    """
+    if path is None or str(path) == "-":
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a directory; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path}: the folder {parent} does not exist (create it first)")
+    if suffixes is not None:
+        suffixes = tuple(suffixes)
+        if path.suffix.lower() not in suffixes:
+            raise ValueError(f"{flag} {path}: the file name must end in {' or '.join(suffixes)}")
+
+
+def refuse_unused(args: argparse.Namespace, dests: Iterable[str], reason: str) -> None:
+    """Refuse options that were given but do nothing in the chosen mode.
+
+    An option counts as given when its value differs from its parser default. The error names
+    every such option with its flag spelling, followed by ``reason`` (e.g. "apply only with --online").
+    """
+    parser: argparse.ArgumentParser | None = getattr(args, "_parser", None)
+    actions = {a.dest: a for a in parser._actions} if parser is not None else {}
+    given = []
+    for dest in dests:
+        action = actions.get(dest)
+        default = action.default if action is not None else None
+        if getattr(args, dest, default) != default:
+            given.append(action.option_strings[0] if action and action.option_strings else dest)
+    if given:
+        raise ValueError(f"{', '.join(given)}: {reason}")
+
+
+def leaf_parsers(parser: argparse.ArgumentParser) -> Iterable[argparse.ArgumentParser]:
+    """Every parser under ``parser`` that runs a command (has no subcommands of its own)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    seen = set()
+    for action in subs:
+        for child in action.choices.values():
+            if id(child) not in seen:
+                seen.add(id(child))
+                yield from leaf_parsers(child)
+
+
+def error_line(prog: str, exc: BaseException) -> str:
+    """One line ``<prog>: error: <message>`` for an exception (newlines folded)."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) not in message:
+        message = f"{message}: {exc.filename}"
+    return f"{prog}: error: {message}"
+
+
+def print_error(prog: str, exc: BaseException) -> None:
+    print(error_line(prog, exc), file=sys.stderr)
