@@ -76,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="neighbouring relation, required with --privacy: entry-value or user (als only)")
     parser.add_argument("--epsilon", type=positive_float, help="privacy budget (required with --privacy)")
     parser.add_argument("--delta", type=probability,
-                        help="delta for gradient_dpsgd and als (default min(1e-5, 1/n); 1e-6 for user)")
+                        help="delta for gradient_dpsgd and als (default: min(1e-5, 0.1/n) for n observed "
+                        "entries; min(1e-6, 0.1/users) under --neighbouring user)")
     parser.add_argument("--solver", choices=SOLVERS, default="auto",
                         help="als (default without privacy and for --privacy als) or the paper's sgd")
     parser.add_argument("--offsets", choices=OFFSETS, default="auto",
