@@ -37,6 +37,9 @@ RUN_LANGUAGES = {"python", "bash", "console", "sh"}
 TEXT_LANGUAGES = {"text"}
 MARKER = re.compile(r"^<!--\s*(skip-test|slow-test)\s*:(.*?)-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")
+#: The README opens with the two set-up commands (install + example, install + the whole test
+#: suite); CI runs the second on a fresh machine, so the docs test does not run them again.
+SETUP_BLOCK_REASON = "the README's set-up commands: pip install and the whole test suite (run by CI)"
 
 
 @dataclass
@@ -74,6 +77,8 @@ def blocks(path: Path) -> list[Block]:
         marker = MARKER.match(previous.strip())
         if marker:
             block.marker, block.reason = marker.group(1), marker.group(2).strip()
+        elif path.name == "README.md" and not found and start == 0:
+            block.marker, block.reason = "skip-test", SETUP_BLOCK_REASON
         found.append(block)
     return found
 
