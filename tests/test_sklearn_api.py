@@ -175,6 +175,13 @@ EXPECTED_FAILED_CHECKS = {
     },}
 
 
+def _known_checks() -> set[str]:
+    """Names of the checks the installed scikit-learn defines (newer versions add checks)."""
+    import sklearn.utils.estimator_checks as checks
+
+    return {name for name in dir(checks) if name.startswith("check_")}
+
+
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
 def test_check_estimator(name):
     estimator = ESTIMATORS[name]()
@@ -185,7 +192,8 @@ def test_check_estimator(name):
     failed = [(r["check_name"], repr(r["exception"])[:300]) for r in results if r["status"] == "failed"]
     assert not failed, failed
     ran = {r["check_name"] for r in results}
-    assert set(expected) <= ran, set(expected) - ran  # no stale entry
+    # no stale entry: every listed check ran (checks this scikit-learn version does not have aside)
+    assert set(expected) & _known_checks() <= ran, (set(expected) & _known_checks()) - ran
     passed = {r["check_name"] for r in results if r["status"] == "passed"}
     # the API checks pass for every estimator (TensorCompletion included)
     assert {"check_get_params_invariance", "check_set_params", "check_no_attributes_set_in_init",
