@@ -12,7 +12,9 @@ from dptensor.models._completion_als import (
     AlsSettings,
     CompletionParameters,
     EntryStatistics,
+    _core_normal_equations_direct,
     anchor_rows,
+    core_normal_equations,
     fit_als,
     initial_parameters,
     mode_ridge,
@@ -239,3 +241,21 @@ def test_parameter_errors():
         TensorCompletion(1, privacy="als", neighbouring="record", epsilon=1.0, value_range=(0, 3)).fit(
             idx, vals, shape
         )
+
+
+@pytest.mark.parametrize(
+    ("shape", "ranks", "n"),
+    [((30, 7, 50), (3, 4, 2), 2000), ((5, 40, 60), (2, 3, 4), 3000), ((50, 50, 4), (4, 4, 4), 5000)],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_core_normal_equations_grouped_equal_the_direct_products(shape, ranks, n, weighted):
+    """The Kronecker-grouped Gram (grouping by each of the three modes in turn) is the direct one."""
+    rng = np.random.default_rng(sum(shape))
+    factors = [rng.standard_normal((d, r)) for d, r in zip(shape, ranks, strict=True)]
+    indices = np.stack([rng.integers(0, d, n) for d in shape], axis=1)
+    target = rng.standard_normal(n)
+    weights = rng.random(n) if weighted else None
+    gram, rhs = core_normal_equations(factors, indices, target, weights)
+    direct_gram, direct_rhs = _core_normal_equations_direct(factors, indices, target, weights)
+    np.testing.assert_allclose(gram, direct_gram, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(rhs, direct_rhs, rtol=1e-12, atol=1e-10)

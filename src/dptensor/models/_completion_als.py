@@ -135,9 +135,49 @@ def core_normal_equations(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Gram matrix and right-hand side of the Tucker core's least squares (``vec(G)`` unknown).
 
-    The design of entry ``e`` is ``z_e = a_i (x) b_j (x) c_k`` (length ``p q t``); entries are
-    processed in chunks so that at most :data:`CHUNK_VALUES` numbers are formed at once.
+    The design of entry ``e`` is ``z_e = a_i (x) b_j (x) c_k`` (length ``p q t``), so the Gram
+    matrix ``sum_e w_e z_e z_e^T`` has Kronecker structure: grouping the entries by their index
+    ``g`` in the mode with the fewest distinct indices (say mode 0),
+    ``sum_e w_e z_e z_e^T = sum_g (a_g a_g^T) (x) H_g`` with ``H_g = sum_{e in g} w_e y_e y_e^T``,
+    ``y_e = b_j (x) c_k``. That costs ``n (qt)^2 + G p^2 (qt)^2`` operations instead of
+    ``n (pqt)^2`` -- about ``p^2`` times fewer (25x for rank 5 on MovieLens-100K). When the groups'
+    ``H_g`` would not fit in :data:`CHUNK_VALUES` numbers per group batch, or there are more groups
+    than entries per group, the products ``z_e`` are formed directly in chunks.
     """
+    ranks = [f.shape[1] for f in factors]
+    size = ranks[0] * ranks[1] * ranks[2]
+    n = target.shape[0]
+    distinct = [np.unique(indices[:, m]).size for m in range(3)]
+    mode = int(np.argmin(distinct))
+    inner = size // ranks[mode]
+    if distinct[mode] * inner * inner > 16 * CHUNK_VALUES or distinct[mode] * 8 > n:
+        return _core_normal_equations_direct(factors, indices, target, weights)
+    others = [m for m in range(3) if m != mode]
+    order = np.argsort(indices[:, mode], kind="stable")
+    keys = indices[order, mode]
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(keys)) + 1])
+    ends = np.concatenate([starts[1:], [n]])
+    first, second = (factors[m][indices[order, m]] for m in others)
+    design = (first[:, :, None] * second[:, None, :]).reshape(n, inner)  # y_e, n x (inner)
+    weighted = design if weights is None else design * weights[order, None]
+    blocks = np.empty((starts.size, inner, inner))
+    for g, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+        blocks[g] = weighted[lo:hi].T @ design[lo:hi]
+    outer = factors[mode][keys[starts]]  # a_g, groups x r_mode
+    gram = np.einsum("ga,gb,gxy->axby", outer, outer, blocks, optimize=True)
+    rhs = outer.T @ np.add.reduceat(weighted * target[order, None], starts, axis=0)  # r_mode x inner
+    # back from (mode, others...) to the (0, 1, 2) order of vec(G)
+    grouped = [ranks[mode], ranks[others[0]], ranks[others[1]]]
+    back = np.argsort([mode, *others])
+    gram = gram.reshape(grouped + grouped).transpose([*back, *(3 + back)]).reshape(size, size)
+    rhs = rhs.reshape(grouped).transpose(back).reshape(size)
+    return gram, rhs
+
+
+def _core_normal_equations_direct(
+    factors: list, indices: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`core_normal_equations` forming ``z_e`` in chunks of at most :data:`CHUNK_VALUES` numbers."""
     p, q, t = (f.shape[1] for f in factors)
     size = p * q * t
     gram = np.zeros((size, size))
