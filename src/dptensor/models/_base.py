@@ -75,13 +75,22 @@ class PrivateEstimatorMixin:
             if requires_delta and getattr(self, "delta", None) is None:
                 raise ValueError(f"delta is required with epsilon for {type(self).__name__}")
             return
-        stray = [name for name in ("delta", "ledger") if getattr(self, name, None) is not None]
+        self._refuse_stray_privacy_parameters(("delta", "ledger"), switch="epsilon")
+
+    def _refuse_stray_privacy_parameters(
+        self, names: tuple[str, ...], *, switch: str, example: str = "..."
+    ) -> None:
+        """Raise when any of ``names`` (or a noise other than the default) is set on a non-private fit.
+
+        ``switch`` is the parameter that makes the fit private; ``example`` its value in the message.
+        """
+        stray = [name for name in names if getattr(self, name, None) is not None]
         if getattr(self, "noise", None) not in (None, "numpy"):
             stray.append("noise")
         if stray:
             raise ValueError(
-                f"{', '.join(stray)} given without epsilon: {type(self).__name__} would train a "
-                "non-private model; pass epsilon=... for a private fit, or drop "
+                f"{', '.join(stray)} given without {switch}: {type(self).__name__} would train a "
+                f"non-private model; pass {switch}={example} for a private fit, or drop "
                 + ("them" if len(stray) > 1 else "it")
             )
 

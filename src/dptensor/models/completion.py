@@ -502,16 +502,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             check_epsilon_delta(self.epsilon)
             p["epsilon"] = float(self.epsilon)
         else:
-            stray = [name for name in ("epsilon", "delta", "neighbouring", "ledger")
-                     if getattr(self, name) is not None]
-            if self.noise not in (None, "numpy"):
-                stray.append("noise")
-            if stray:
-                raise ValueError(
-                    f"{', '.join(stray)} given without privacy: TensorCompletion would train a non-private "
-                    "model; pass privacy=... (e.g. 'als') for a private fit, or drop "
-                    + ("them" if len(stray) > 1 else "it")
-                )
+            self._refuse_stray_privacy_parameters(
+                ("epsilon", "delta", "neighbouring", "ledger"), switch="privacy", example="... (e.g. 'als')"
+            )
         solver = self._resolve_solver()
         p["solver"] = solver
         p["offsets"] = self._resolve_offsets(solver)
