@@ -157,6 +157,17 @@ def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     return path
 
 
+def save_figure(figure: Any, path: str | Path, *, dpi: int = 110) -> Path:
+    """Save a matplotlib ``figure`` to ``path`` atomically (format from the suffix) and close it."""
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            figure.savefig(tmp, dpi=dpi)
+    finally:
+        pyplot().close(figure)
+    return path
+
+
 def pyplot():
     """Import matplotlib's pyplot with the file-only Agg backend (matplotlib is a core dependency)."""
     import matplotlib

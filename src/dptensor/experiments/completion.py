@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dptensor._files import pyplot
+from dptensor._files import pyplot, save_figure
 from dptensor._validation import RandomStateLike, check_random_state
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models.completion import TensorCompletion, rmse
@@ -271,10 +271,7 @@ def _plot(summary: list[dict], figure: int, path: Path) -> Path:
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"Wei et al. Figure {figure} reproduced (mean +- std over repeats)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_from_csv(summary_csv: str | Path, out_dir: str | Path) -> dict:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from dptensor._files import pyplot, write_csv, write_json
+from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor.datasets import NOISE_MODELS, make_orthogonal_tensor
 from dptensor.decomposition import power_method
 from dptensor.metrics import match_components
@@ -206,6 +206,4 @@ def _plot(path: Path, rows: list, noise_models: Sequence[str], dims: Sequence[in
             if r == 0 and c == 0:
                 ax.legend(fontsize=8)
     fig.suptitle("Robust tensor power method: failure probability against scaled noise ||E||_op")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from dptensor._files import pyplot, write_csv, write_json
+from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor._validation import check_random_state
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition.input_perturbation import input_perturbation
@@ -266,6 +266,4 @@ def _plot(path: Path, rows: list, settings: dict) -> Path:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)

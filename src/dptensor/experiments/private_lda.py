@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from tqdm.auto import tqdm
 
-from dptensor._files import pyplot, write_csv, write_json
+from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
@@ -332,9 +332,7 @@ def _plot(path: Path, rows: list, epsilons: Sequence[float]) -> Path:
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Private spectral LDA (dotted: paper's modes, guarantee does not hold)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _plot_figure3(path: Path, rows: list) -> Path:
@@ -351,9 +349,7 @@ def _plot_figure3(path: Path, rows: list) -> Path:
     right.set_ylabel("smallest eigengap of T_hat")
     right.set_title("(b) alpha0 = 1000")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _plot_real(path: Path, rows: list) -> Path:
@@ -370,6 +366,4 @@ def _plot_real(path: Path, rows: list) -> Path:
     ax.set_ylabel("held-out completion perplexity")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

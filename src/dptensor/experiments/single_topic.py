@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from dptensor._files import pyplot, write_csv, write_json
+from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor._validation import check_random_state
 from dptensor.datasets.single_topic import make_single_topic_corpus
 from dptensor.metrics import e_comp
@@ -361,6 +361,4 @@ def _plot(path: Path, rows: list[dict], settings: Sequence[Setting]) -> Path:
     fig.suptitle(f"Private single-topic model (Imtiaz & Sarwate): delta={DELTA:g}, split 1/2, analytic "
                  "calibration, first three words", fontsize=10)  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

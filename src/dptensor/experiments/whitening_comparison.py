@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from dptensor._files import pyplot, write_csv, write_json
+from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition import power_method
 from dptensor.decomposition.whitening import whiten
@@ -166,6 +166,4 @@ def _plot(path: Path, summary: dict, dims: Sequence[int], sigmas: np.ndarray) ->
         ax.set_title(f"median {title}")
     axes[0].legend(fontsize=7)
     fig.suptitle("Power method (solid) vs whitening by random marginalisation (dashed)")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
