@@ -315,3 +315,20 @@ def test_estimator_conventions():
     for check in ("check_no_attributes_set_in_init", "check_get_params_invariance", "check_set_params",
                   "check_parameters_default_constructible"):  # fmt: skip
         getattr(checks, check)("PrivateSpectralLDA", PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6))
+
+
+def test_config4_pairs_each_topic_with_its_own_alpha(monkeypatch):
+    """With the noise switched off, Configuration 4 releases the clean model: topics and alpha paired."""
+    from dptensor.models import SpectralLDA
+    from dptensor.privacy.noise import NoiseSource
+
+    monkeypatch.setattr(NoiseSource, "add_gaussian", lambda self, x, scale: np.array(x, dtype=float))
+    corpus = make_lda_corpus(20000, 40, 3, alpha=np.array([0.5, 0.2, 0.05]), doc_length=50,
+                             topic_concentration=0.1, random_state=0)  # fmt: skip
+    clean = SpectralLDA(3, corpus.alpha0, random_state=0).fit(corpus.counts)
+    with enable_features("unproven"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = PrivateSpectralLDA(3, corpus.alpha0, epsilon=1.0, delta=1e-6, config=4,
+                                   random_state=0).fit(corpus.counts)  # fmt: skip
+    np.testing.assert_allclose(model.alpha_, clean.alpha_, rtol=1e-10)
+    np.testing.assert_allclose(model.components_, clean.components_, atol=1e-10)

@@ -722,8 +722,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 topics, alpha, _ = unwhiten_topics(noisy, whitening, self.alpha0)
             return topics, alpha
         # Configuration 4: noise on the clean topics and alpha (Theorem 7).
-        _, _, raw = unwhiten_topics(result, clean, self.alpha0)
-        clean_alpha = 4.0 * self.alpha0 * (self.alpha0 + 1.0) / ((self.alpha0 + 2.0) ** 2 * lam**2)
+        _, clean_alpha, raw = unwhiten_topics(result, clean, self.alpha0)  # paired, by decreasing alpha
         a, _, _ = lda_moment_constants(self.alpha0)
         if paper:  # as printed: the un-noised sigma_1(M2_hat) enters the noise scale
             local = k**2 * math.sqrt(max(float(values[0]), 0.0)) / (n * gamma_lower * sigma_lower**1.5)
