@@ -1,6 +1,7 @@
 """``dptensor lda fit --epsilon``: the guarantee is printed and recorded; nothing else leaks."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -78,3 +79,17 @@ def test_neighbouring_corpora_observe_the_same_command_output(tmp_path, counts, 
         ))  # fmt: skip
     assert observations[0].attributes[0] == ("exit_code", 0)
     assert observable_differences(*observations) == []
+
+
+def test_private_fit_prints_no_durations(tmp_path, counts, capsys):
+    """Wall-clock seconds depend on the documents: a private fit prints step names, never durations."""
+    path = tmp_path / "corpus.npz"
+    sp.save_npz(path, counts)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(f"w{i}" for i in range(30)) + "\n")
+    assert main(["lda", "fit", str(path), "--vocab", str(vocab), "--topics", "3", "--alpha0", "0.3",
+                 "--epsilon", "1", "--delta", "1e-6"]) == 0  # fmt: skip
+    printed = capsys.readouterr()
+    assert "[spectral-lda]" in printed.err  # progress is on (no --quiet) ...
+    assert not re.search(r"\d s\b|fitted in", printed.out + printed.err)  # ... without any timing
+

@@ -297,7 +297,10 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
 
 def _print_topics(args: argparse.Namespace, model: TopicModelInference, corpus: Corpus) -> None:
     top = model.top_words(corpus.vocabulary, args.top)
-    print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}, fitted in {sum(model.timings_.values()):.2f} s")
+    # a private fit prints no durations (they depend on the documents; see save_model)
+    seconds = sum(model.timings_.values())
+    took = "" if isinstance(model, PrivateSpectralLDA) else f", fitted in {seconds:.2f} s"
+    print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}{took}")
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
         print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}")
     if args.out:

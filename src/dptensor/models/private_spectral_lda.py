@@ -48,6 +48,7 @@ sensitivity, and the printed noise sets hidden constants to 1 (reference notes B
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -155,6 +156,9 @@ CLASSIC_REASON = (
     "calibration='classic' uses the Gaussian mechanism of Dwork & Roth (Theorem A.1) at a per-release "
     "epsilon >= 1, where that theorem does not apply"
 )
+
+#: Steps of a private fit print their names, never their durations (see ``timings_``).
+_private_step = functools.partial(_Step, report_time=False)
 
 
 def default_budget_split(
@@ -606,7 +610,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         operator = LDASecondMoment(docs, self.alpha0)
         sensitivity = self._m2_sensitivity_fn(n)
         method = self._whitening_method(d)
-        with _Step(f"{label}: private M2 ({method})", timings, self.verbose):
+        with _private_step(f"{label}: private M2 ({method})", timings, self.verbose):
             if method == "analyze-gauss":
                 result = analyze_gauss_eigenpairs(
                     operator, k, noise_scale=multiplier * sensitivity(1.0), source=source
@@ -634,7 +638,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             first = self._release_m2(docs, plan.multipliers["e4"], source, rng, "e4", timings)
             second = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
         U, sigma = first.whitening.eigenvectors, first.whitening.eigenvalues
-        with _Step("e3: private whitened M3 (push-forward noise)", timings, self.verbose):
+        with _private_step("e3: private whitened M3 (push-forward noise)", timings, self.verbose):
             if self.sensitivity == "paper":
                 delta3 = PAPER_MOMENT_SENSITIVITY / n
             else:
@@ -649,7 +653,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return self._decompose_unwhiten(tensor, whitening, rng, timings)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
-        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
+        with _private_step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
             result = decompose_whitened_tensor(
                 tensor, int(self.n_components), method=self.decomposition, n_restarts=self.n_restarts,
                 max_iter=self.max_iter, tol=self.tol, random_state=rng,
@@ -660,7 +664,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self, tensor: np.ndarray, whitening: Whitening, rng: np.random.Generator, timings: dict
     ) -> tuple[np.ndarray, np.ndarray]:
         result = _positive_weights(self._decompose(tensor, rng, timings))
-        with _Step("un-whitening", timings, self.verbose):
+        with _private_step("un-whitening", timings, self.verbose):
             topics, alpha, _ = unwhiten_topics(result, whitening, self.alpha0)
         return topics, alpha
 
@@ -672,7 +676,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         k, d, n = int(self.n_components), docs.n_words, docs.n_documents
         paper = self.sensitivity == "paper"
         operator = LDASecondMoment(docs, self.alpha0)
-        with _Step("clean whitening (not private)", timings, self.verbose):
+        with _private_step("clean whitening (not private)", timings, self.verbose):
             values, vectors = top_eigenpairs(operator, min(k + 1, d), random_state=rng)
             clean = Whitening.from_eigenpairs(np.maximum(values[:k], 1e-300), vectors[:, :k])
         # Procedure 1, line 3-4: a private lower bound of sigma_k(M2_hat).
@@ -682,7 +686,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )  # fmt: skip
         sigma_lower = max(bound.lower, _FLOOR)
         self.noise_scales_["sigma_k"] = bound.scale
-        with _Step("clean whitened M3 (not private)", timings, self.verbose):
+        with _private_step("clean whitened M3 (not private)", timings, self.verbose):
             tensor = whitened_third_moment(docs, self.alpha0, clean.matrix)
         if self.config == 2:
             local = whitened_tensor_local_sensitivity(self.alpha0, n, k, sigma_lower, paper=paper)
@@ -718,7 +722,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             ))  # fmt: skip
             inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
             whitening = _with_inverse(clean, inverse.whitening)
-            with _Step("un-whitening", timings, self.verbose):
+            with _private_step("un-whitening", timings, self.verbose):
                 topics, alpha, _ = unwhiten_topics(noisy, whitening, self.alpha0)
             return topics, alpha
         # Configuration 4: noise on the clean topics and alpha (Theorem 7).

@@ -743,10 +743,14 @@ def _chunks(matrix: sp.csr_matrix, nnz_per_chunk: int) -> list[tuple[int, int]]:
 
 
 class _Step:
-    """Time a named step; print it to standard error when ``verbose``."""
+    """Time a named step; print it to standard error when ``verbose``.
 
-    def __init__(self, name: str, timings: dict, verbose: bool) -> None:
-        self.name, self.timings, self.verbose = name, timings, verbose
+    ``report_time=False`` (private models) prints the step without its duration: the seconds still
+    go to ``timings``, but nothing printed depends on the data's size or content.
+    """
+
+    def __init__(self, name: str, timings: dict, verbose: bool, *, report_time: bool = True) -> None:
+        self.name, self.timings, self.verbose, self.report_time = name, timings, verbose, report_time
 
     def __enter__(self) -> _Step:
         self.start = time.perf_counter()
@@ -758,4 +762,5 @@ class _Step:
         elapsed = time.perf_counter() - self.start
         self.timings[self.name.split(" (")[0].split(":")[0]] = elapsed
         if self.verbose and exc[0] is None:
-            print(f"[spectral-lda] {self.name}: {elapsed:.2f} s", file=sys.stderr, flush=True)
+            done = f"{elapsed:.2f} s" if self.report_time else "done"
+            print(f"[spectral-lda] {self.name}: {done}", file=sys.stderr, flush=True)
