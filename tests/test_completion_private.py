@@ -599,3 +599,20 @@ def test_readme_dpsgd_command_converges(tmp_path):
     assert preds.min() >= 1 and preds.max() <= 5
     assert rmse(values[test], preds) < 1.02 * rmse(values[test], np.full(test.sum(), values[~test].mean()))
     assert main(args) == 0  # without a declared range too: finite predictions (exit code 0)
+
+
+def test_early_stopping_with_a_private_als_fit_is_refused_before_the_ledger_is_charged():
+    charges = []
+
+    class Ledger:
+        def charge(self, guarantee, *, description=""):
+            charges.append(description)
+
+    rng = np.random.default_rng(0)
+    indices = np.stack([rng.integers(0, 8, 300) for _ in range(3)], axis=1)
+    values = rng.uniform(1, 5, 300)
+    model = TensorCompletion(2, privacy="input", neighbouring="entry-value", epsilon=1.0, value_range=(1, 5),
+                             solver="als", early_stopping=True, ledger=Ledger())  # fmt: skip
+    with pytest.raises(ValueError, match="early_stopping reads a validation split"):
+        model.fit(indices, values, (8, 8, 8))
+    assert charges == []

@@ -629,6 +629,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 "reg='auto' chooses reg on a validation split: only for non-private ALS (a choice "
                 "made on private values would leak them)"
             )
+        if self.early_stopping and als and self.privacy not in (None, "als"):  # before anything is charged
+            raise ValueError("early_stopping reads a validation split: only for non-private fits")
         sigma = None
         if self.privacy == "gradient_dpsgd":
             # the noise std of every DP-SGD step is known from the parameters: its defaults scale with it
@@ -900,8 +902,6 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         fit_mean = inner in ("mean", "biases")
         n = values.shape[0]
         with self._progress("ALS sweeps") as progress:
-            if self.early_stopping and self.privacy is not None:
-                raise ValueError("early_stopping reads a validation split: only for non-private fits")
             if p["reg_auto"] or self.early_stopping:
                 # the validation split is public randomness (random_state)
                 held = np.zeros(n, dtype=bool)
