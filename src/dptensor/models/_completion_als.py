@@ -544,7 +544,7 @@ def _fit_als(
         result.objective.append(current)
         result.train_rmse.append(float(np.sqrt(np.mean(resid**2))))
         if progress is not None:
-            progress(sweep)
+            progress(1)  # one more sweep (the callback counts steps)
         if not math.isfinite(current):
             raise FloatingPointError("ALS diverged (the objective is not finite); raise reg")
         if validation is not None:
