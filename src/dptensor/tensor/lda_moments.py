@@ -52,6 +52,7 @@ formed in ``O(nnz k + N k^3/2 + d k^3/2)`` flops, all of it BLAS matrix products
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,6 +91,11 @@ class DocumentCounts:
     lengths: np.ndarray
     kept: np.ndarray
     n_input_documents: int
+
+    @functools.cached_property
+    def counts32(self) -> sp.csr_matrix:
+        """``counts`` in float32, made once (the single-precision ``M2_hat V`` passes reuse it)."""
+        return self.counts.astype(np.float32)
 
     @property
     def n_documents(self) -> int:
@@ -347,7 +353,7 @@ def document_statistics(
     if request.pair is not None:
         w = basis @ request.pair.T
         if request.single_precision:
-            C32 = C.astype(np.float32)
+            C32 = docs.counts32
             CV = np.asarray(C32 @ np.asarray(projection, dtype=np.float32))
             weighted = (w[:, :, None] * CV[:, None, :]).reshape(CV.shape[0], -1).astype(np.float32)
             out["pair"] = np.asarray(C32.T @ weighted, dtype=np.float64)
