@@ -471,15 +471,6 @@ class LDASecondMoment:
         return dense
 
 
-@dataclass(frozen=True)
-class DocumentTermWeights:
-    """Per-document weights of the three aggregate terms of the whitened third moment."""
-
-    cube: np.ndarray  # for sum_n w u_n^{(x)3}
-    pair: np.ndarray  # for sym3(sum_n w P_n (x) u_n), P_n = W^T diag(c_n) W
-    diag: np.ndarray  # for sum_n w sum_v c_nv w_v^{(x)3}
-
-
 def _sym3(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``X (x) v + 2 perms`` for a symmetric ``X``: ``T_abc = X_ab v_c + X_ac v_b + X_bc v_a``."""
     outer = matrix[:, :, None] * vector[None, None, :]
@@ -524,24 +515,24 @@ def _vocabulary_cubes(pair: np.ndarray, diag: np.ndarray, W: np.ndarray) -> np.n
     return tensor
 
 
-def whitened_document_sum(
-    counts: sp.csr_matrix, whitening: np.ndarray, projected: np.ndarray, weights: DocumentTermWeights
-) -> np.ndarray:
-    """``sum_n w^A_n u_n^{(x)3} - sym3(sum_n w^B_n P_n (x) u_n) + sum_v s_v w_v^{(x)3}``, ``k x k x k``.
+def whitened_document_average(docs: Documents, whitening: np.ndarray) -> np.ndarray:
+    """``(1/N) sum_n G_n(W, W, W) / l3_n``, ``k x k x k``: the first term of :func:`whitened_third_moment`.
 
-    The per-document part of :func:`whitened_third_moment` (see its derivation) for explicit
-    per-document weights, with ``U = C W`` given as ``projected``, ``P_n = W^T diag(c_n) W`` and
-    ``s = C^T w^D``. With ``w^A = w^B = 1/(N l3)`` and ``w^D = 2/(N l3)`` it is
-    ``(1/N) sum_n G_n(W, W, W) / l3_n``, the whitened average of the per-document unbiased
-    estimators of ``E[x1 (x) x2 (x) x3]`` (used by the single-topic model).
+    The whitened average of the per-document unbiased estimators of ``E[x1 (x) x2 (x) x3]`` (with
+    ``l3 = l(l-1)(l-2)``; see :func:`whitened_third_moment`'s derivation, weights
+    ``w^A = w^B = 1/(N l3)``, ``w^D = 2/(N l3)``): the single-topic model's ``M3_hat`` from every
+    word of each document, in one :func:`document_statistics` pass.
     """
-    W = whitening
-    k = W.shape[1]
+    W = check_finite_array(whitening, "whitening", ndim=2)
+    if W.shape[0] != docs.n_words:
+        raise ValueError(f"whitening must have {docs.n_words} rows (the vocabulary size), got {W.shape}")
+    k, n = W.shape[1], float(docs.n_documents)
+    request = StatisticsRequest(
+        cube=_weights({_L3: 1.0 / n}), pair=_weights({_L3: 1.0 / n}), vocab=_weights({_L3: 2.0 / n})
+    )
+    stats = document_blocks(docs).map_sum(document_statistics, W, request, label="whitened-m3")
     rows, cols = np.triu_indices(k)
-    cube = _unpack(_packed_cubes(weights.cube[:, None] * projected, projected, rows, cols), k, rows, cols)
-    pair = np.asarray(counts.T @ (weights.pair[:, None] * projected))  # d x k
-    diag = np.asarray(counts.T @ weights.diag).ravel()
-    return cube + _vocabulary_cubes(pair, diag, W)
+    return _unpack(stats["cube"], k, rows, cols) + _vocabulary_cubes(stats["pair"], stats["vocab"][:, 0], W)
 
 
 def _u_statistic_constants(n: float, alpha0: float) -> tuple[float, float, float, float]:

@@ -58,9 +58,9 @@ import scipy.sparse.linalg as spla
 from dptensor._validation import check_finite_array, check_positive_int
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
-    DocumentTermWeights,
+    DocumentCounts,
     check_count_matrix,
-    whitened_document_sum,
+    whitened_document_average,
 )
 from dptensor.tensor.operators import symmetrize
 
@@ -324,8 +324,8 @@ def third_moment(
     ``"first3"`` whitened: ``Sym((1/N) sum_n y_{1,n} (x) y_{2,n} (x) y_{3,n})`` with ``y = W^T e_t`` the
     rows of ``W`` at the first three words, formed as ``Y1^T (Y2 * Y3)`` (row-wise Khatri-Rao products
     in chunks), ``O(N k^3)``; dense: one ``bincount`` over the ``d^3`` cells. ``"all"``: the
-    per-document sums of :func:`~dptensor.tensor.lda_moments.whitened_document_sum` with weights
-    ``1/(N l3), 1/(N l3), 2/(N l3)``, ``O(nnz k + (N + d) k^3)``; dense with ``W = I``.
+    per-document sums of :func:`~dptensor.tensor.lda_moments.whitened_document_average`,
+    ``O(nnz k + (N + d) k^3)``; dense with ``W = I``.
     """
     if moments == "first3":
         first = _first_words(docs)
@@ -348,9 +348,8 @@ def third_moment(
         counts = _counts(docs)
         W = np.eye(docs.n_words) if whitening is None else _check_whitening(whitening, docs.n_words)
         lengths = np.asarray(counts.sum(axis=1)).ravel()
-        per_document = 1.0 / (counts.shape[0] * lengths * (lengths - 1.0) * (lengths - 2.0))
-        weights = DocumentTermWeights(cube=per_document, pair=per_document, diag=2.0 * per_document)
-        return whitened_document_sum(counts, W, np.asarray(counts @ W), weights)
+        rows = np.arange(counts.shape[0])
+        return whitened_document_average(DocumentCounts(counts, lengths, rows, rows.size), W)
     raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
 
 
