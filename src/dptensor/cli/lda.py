@@ -31,7 +31,7 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
-from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
+from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
@@ -41,7 +41,7 @@ from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening")
+                    "private_whitening", "jobs", "scheduler")
 VI_OPTIONS = ("batch_size", "passes", "clip", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
@@ -225,19 +225,14 @@ def check_fit_options(args: argparse.Namespace) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     check_fit_options(args)
-    if args.method == "vi":
-        if args.jobs is not None or args.scheduler is not None:
-            raise ValueError("--jobs and --scheduler apply to --method spectral, not to --method vi")
-        with opened_ledger(args) if args.epsilon is not None else nullcontext() as ledger:
-            if args.epsilon is None:
-                open_ledger(args, private=False)  # --ledger without --epsilon is an error
+    # --ledger without --epsilon is an error: nothing would be charged
+    with opened_ledger(args, private=args.epsilon is not None) as ledger:
+        if args.method == "vi":
             return run_fit_vi(args, ledger)
-    with parallel_session(args) as session:
-        if args.epsilon is not None:
-            with opened_ledger(args) as ledger:
+        with parallel_session(args) as session:
+            if args.epsilon is not None:
                 return run_private_fit(args, ledger, session)
-        open_ledger(args, private=False)  # --ledger without --epsilon is an error
-        return run_spectral_fit(args, session)
+            return run_spectral_fit(args, session)
 
 
 def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[Corpus, object] | None:
