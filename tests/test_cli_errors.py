@@ -74,6 +74,10 @@ CASES = [
         "pass --cycle",
     ),
     _case(["decompose", "--online", "{d}/X.npy", "--rank", "2"], "--batch-size is required with --online"),
+    _case(  # refused before any connection to the (here unreachable) scheduler is tried
+        ["decompose", "--online", "{d}/X.npy", "--rank", "2", "--batch-size", "100", "--scheduler", "tcp://127.0.0.1:9"],
+        "--scheduler: --online reads the file here once; use --jobs",
+    ),
     _case(["decompose", "--example", "--out", "{d}/outdir"], "--out {d}/outdir is a directory"),
     _case(["decompose", "--example", "--out", "{d}/missing/r.json"], "the folder {d}/missing does not exist"),
     _case(

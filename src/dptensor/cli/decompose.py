@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     output_path(args.out)
     if args.online:
         refuse_unused(args, ["tol"], "--online sets its steps with --target-error (or --iters), not --tol")
+        refuse_unused(args, ["scheduler"], "--online reads the file here once; use --jobs")
         output_path(args.checkpoint, "--checkpoint")
     else:
         refuse_unused(args, ONLINE_OPTIONS, "these options of the online mode apply only with --online DATA")
@@ -126,10 +127,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--jobs and --scheduler apply to the passes over records: --moment-of or --online")
     with parallel_session(args) as session:
         if args.online:
-            if session.distributed:
-                raise ValueError(
-                    "--scheduler does not apply to --online, which reads the file here once; use --jobs"
-                )
             return run_online(args, session.n_jobs)
         return run_batch(args, session)
 
