@@ -22,7 +22,6 @@ fresh in every run (secure by default), so reruns agree in distribution, not bit
 from __future__ import annotations
 
 import csv
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dptensor._files import pyplot, save_figure
+from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor._validation import RandomStateLike, check_random_state
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models.completion import TensorCompletion, rmse
@@ -209,15 +208,6 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _write_csv(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 STYLES = {
     "baseline": dict(color="black", marker="o"),
     "IP (Alg. 1)": dict(color="tab:blue", marker="s"),
@@ -319,15 +309,14 @@ def run(
     rows += figure3(quick=quick, n_repeats=n_repeats, random_state=int(seeds[1]))
     summary = summarise(rows)
     files = {
-        "csv": _write_csv(out / "completion.csv", rows),
-        "summary_csv": _write_csv(out / "completion_summary.csv", summary),
+        "csv": write_csv(out / "completion.csv", rows),
+        "summary_csv": write_csv(out / "completion_summary.csv", summary),
         "figure2_png": _plot(summary, 2, out / "completion_figure2.png"),
         "figure3_png": _plot(summary, 3, out / "completion_figure3.png"),
     }
     payload = {"experiment": "Wei et al. Figures 2 and 3", "quick": quick,
                "seconds": time.perf_counter() - start, "settings": SETTINGS, "summary": summary}
-    files["json"] = out / "completion.json"
-    files["json"].write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    files["json"] = write_json(out / "completion.json", payload)
     return CompletionExperimentResult(rows=rows, summary=summary, files={k: str(v) for k, v in files.items()})
 
 
