@@ -115,6 +115,12 @@ def add_quiet_argument(parser: argparse.ArgumentParser, *, old_spellings: Iterab
         parser.add_argument(spelling, dest="quiet", action="store_true", help=argparse.SUPPRESS)
 
 
+def progress_line(message: str, quiet: bool) -> None:
+    """Print one progress line to standard error unless ``--quiet``."""
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
 def output_path(
     path: str | Path | None, flag: str = "--out", *, suffixes: Iterable[str] | None = None
 ) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -27,6 +26,7 @@ from dptensor.cli._options import (
     positive_float,
     positive_int,
     probability,
+    progress_line,
     refuse_unused,
     seed,
 )
@@ -204,11 +204,6 @@ def _parse_split(text: str | None) -> dict[str, float] | None:
     return split
 
 
-def _progress(message: str, quiet: bool = False) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
-
-
 def check_fit_options(args: argparse.Namespace) -> None:
     """Refuse, before the corpus is read, options that do nothing with this method, mode or corpus."""
     output_path(args.out, suffixes=(".json", ".npz"))
@@ -262,18 +257,18 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
     parts = _corpus_parts(args, session)
     if parts is not None:
         corpus, records = parts
-        _progress(f"{records.n_blocks} parts of {records.n_cols} words: {corpus.source}", args.quiet)
+        progress_line(f"{records.n_blocks} parts of {records.n_cols} words: {corpus.source}", args.quiet)
         model = SpectralLDA(
             args.topics, args.alpha0, decomposition=args.decomposition, whitening=args.whitening,
             verbose=not args.quiet, random_state=args.seed, n_jobs=session.n_jobs,
         )  # fmt: skip
         model.fit(records)
-        _progress(f"{model.n_documents_} documents; passes over them: {session.describe()}", args.quiet)
+        progress_line(f"{model.n_documents_} documents; passes over them: {session.describe()}", args.quiet)
         _print_topics(args, model, corpus)
         return 0
-    _progress(f"reading {args.corpus} ...", args.quiet)
+    progress_line(f"reading {args.corpus} ...", args.quiet)
     corpus = _load_fit_corpus(args, private=False)
-    _progress(
+    progress_line(
         f"{corpus.n_documents} documents, {corpus.n_words} words, {corpus.counts.sum()} tokens "
         f"({time.perf_counter() - start:.1f} s)",
         args.quiet,
@@ -283,9 +278,10 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
         verbose=not args.quiet, random_state=args.seed, n_jobs=session.n_jobs,
     )  # fmt: skip
     model.fit(session.records(corpus.counts))
-    _progress(f"passes over the documents: {session.describe()}", args.quiet)
+    progress_line(f"passes over the documents: {session.describe()}", args.quiet)
     if model.n_dropped_documents_:
-        _progress(f"left out {model.n_dropped_documents_} document(s) with fewer than 3 tokens", args.quiet)
+        dropped = model.n_dropped_documents_
+        progress_line(f"left out {dropped} document(s) with fewer than 3 tokens", args.quiet)
     _print_topics(args, model, corpus)
     return 0
 
@@ -354,8 +350,8 @@ def run_private_fit(
         corpus = _load_fit_corpus(args, private=True)
         records = session.records(corpus.counts)
     n_documents, n_words = public_shape(records)
-    _progress(f"{n_documents} documents, {n_words} words (public)", args.quiet)
-    _progress(f"passes over the documents: {session.describe()}", args.quiet)
+    progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
+    progress_line(f"passes over the documents: {session.describe()}", args.quiet)
     model = PrivateSpectralLDA(
         args.topics, args.alpha0, epsilon=args.epsilon, delta=args.delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
@@ -380,9 +376,9 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if args.topics is None or args.topics < 1:
         raise ValueError(f"--topics must be a positive integer, got {args.topics}")
     private = args.epsilon is not None
-    _progress(f"reading {args.corpus} ...", args.quiet)
+    progress_line(f"reading {args.corpus} ...", args.quiet)
     corpus = _load_fit_corpus(args, private=private)
-    _progress(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
+    progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
     model = DPVariationalLDA(
         args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
         n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=args.epsilon,

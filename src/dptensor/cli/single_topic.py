@@ -17,7 +17,6 @@ A private fit prints and records only what its guarantee covers: the guarantee, 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from dptensor.cli._options import (
     positive_float,
     positive_int,
     probability,
+    progress_line,
     refuse_unused,
     seed,
 )
@@ -95,11 +95,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.set_defaults(func=run_fit)
 
 
-def _progress(message: str, quiet: bool) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
-
-
 def read_documents(
     path: str | Path, *, vocabulary: str | None, n_words: int | None, private: bool
 ) -> tuple[object, str, int | None, list[str] | None]:
@@ -143,12 +138,12 @@ def run_fit(args: argparse.Namespace) -> int:
     output_path(args.out)
     if not private:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (else nothing is private)")
-    _progress(f"reading {args.corpus} ...", args.quiet)
+    progress_line(f"reading {args.corpus} ...", args.quiet)
     documents, form, n_words, vocabulary = read_documents(
         args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private
     )
     moments = args.moments or ("first3" if form == "tokens" else "all")
-    _progress(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",
+    progress_line(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",
               args.quiet)
     with opened_ledger(args, private=private) as ledger:  # charged by fit, before the documents are read
         model = SingleTopicModel(
