@@ -21,7 +21,6 @@ Hungarian-matched version.
 
 from __future__ import annotations
 
-import csv
 import math
 import time
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from dptensor._files import pyplot, save_figure, write_csv, write_json
+from dptensor._files import pyplot, save_figure, write_csv, write_json, write_text
 from dptensor._validation import check_random_state
 from dptensor.datasets.single_topic import make_single_topic_corpus
 from dptensor.metrics import e_comp
@@ -246,7 +245,7 @@ def _ordering(rows: list[dict], settings: Sequence[Setting]) -> dict:
 def write_outputs(
     out_dir: str | Path, trials: list[dict], settings: Sequence[Setting], n_trials: int, *, seconds: float
 ) -> SingleTopicResult:
-    """Aggregate per-trial records and write every output file (also used to merge separate runs)."""
+    """Aggregate per-trial records and write every output file."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = _aggregate(trials, settings)
@@ -275,23 +274,6 @@ def write_outputs(
     }
     files["png"] = _plot(out_dir / "single_topic.png", rows, settings)
     return SingleTopicResult(trials, rows, summary, {k: str(v) for k, v in files.items()})
-
-
-def load_trials(path: str | Path) -> list[dict]:
-    """Read a ``single_topic_trials.csv`` back (to merge runs or redraw the figure)."""
-    with open(path, newline="") as handle:
-        records = list(csv.DictReader(handle))
-    out = []
-    for r in records:
-        out.append({
-            "setting": r["setting"], "n_words": int(r["n_words"]), "n_topics": int(r["n_topics"]),
-            "trial": int(r["trial"]), "method": r["method"], "epsilon": float(r["epsilon"]),
-            "n_documents": int(r["n_documents"]), "e_comp": float(r["e_comp"]),
-            "e_comp_hungarian": float(r["e_comp_hungarian"]), "e_comp_simplex": float(r["e_comp_simplex"]),
-            "e_comp_zero_estimate": float(r["e_comp_zero_estimate"]), "failed": r["failed"] == "True",
-            "seconds": float(r["seconds"]),
-        })  # fmt: skip
-    return out
 
 
 def _write_markdown(path: Path, rows: list[dict], summary: dict) -> Path:
@@ -324,7 +306,7 @@ def _write_markdown(path: Path, rows: list[dict], summary: dict) -> Path:
                                + (f" [{r['failed']} failed]" if r["failed"] else ""))  # fmt: skip
                 lines.append(f"| {x:g} | " + " | ".join(out) + " |")
             lines.append("")
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -61,6 +61,7 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from dptensor._validation import check_random_state
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.private_whitening import (
+    PRIVATE_WHITENINGS,
     PrivateEigenpairs,
     analyze_gauss_eigenpairs,
     noisy_power_eigenpairs,
@@ -321,7 +322,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "calibration": [StrOptions({"analytic", "classic"})],
         "shared_m2": ["boolean"],
         "budget_split": [dict, None],
-        "private_whitening": [StrOptions({"auto", "analyze-gauss", "noisy-power"})],
+        "private_whitening": [StrOptions({"auto", *PRIVATE_WHITENINGS})],
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
