@@ -113,10 +113,13 @@ def check_data_matrix(data: object, name: str = "X") -> np.ndarray | sp.csr_matr
 
 
 def check_epsilon_delta(epsilon: float, delta: float | None = None) -> None:
-    """Check privacy parameters: ``epsilon > 0`` finite and ``0 < delta < 1`` when given."""
-    if not isinstance(epsilon, numbers.Real) or not np.isfinite(epsilon) or epsilon <= 0:
+    """Check privacy parameters: ``epsilon > 0`` finite and ``0 < delta < 1`` when given (no bools)."""
+    def real(value: object) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+    if not real(epsilon) or not np.isfinite(epsilon) or epsilon <= 0:
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if delta is not None and (not isinstance(delta, numbers.Real) or not 0 < delta < 1):
+    if delta is not None and (not real(delta) or not 0 < delta < 1):
         raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")
 
 

@@ -58,6 +58,7 @@ from typing import Any
 import dp_accounting
 
 from dptensor._files import json_text
+from dptensor._validation import check_epsilon_delta
 from dptensor.privacy.accounting import event_epsilon, reduce_event
 from dptensor.privacy.calibration import gaussian_epsilon
 from dptensor.privacy.errors import BudgetExceededError, LedgerError
@@ -354,14 +355,7 @@ def _error_kind(exc: sqlite3.Error) -> str:
 def _check_budget(epsilon: object, delta: object) -> tuple[float, float]:
     if epsilon is None or delta is None:
         raise ValueError("a new budget ledger needs both epsilon and delta")
-    if (
-        isinstance(epsilon, bool)
-        or not isinstance(epsilon, numbers.Real)
-        or not (math.isfinite(epsilon) and epsilon > 0)
-    ):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < delta < 1:
-        raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")
+    check_epsilon_delta(epsilon, delta)
     return float(epsilon), float(delta)
 
 
