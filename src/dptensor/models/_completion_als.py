@@ -34,6 +34,7 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -307,8 +308,15 @@ def mode_problem(
     return design, target
 
 
+class RidgeSettings(Protocol):
+    """What :func:`mode_ridge` reads: :class:`AlsSettings` and DP-ALS's settings both have it."""
+
+    reg: float
+    reg_bias: float
+
+
 def mode_ridge(
-    params: CompletionParameters, mode: int, settings: AlsSettings, anchors: list | None
+    params: CompletionParameters, mode: int, settings: RidgeSettings, anchors: list | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ridge weights ``(d,)`` and the prior ``(n_rows, d)`` of every row's ``(row, bias)`` for one mode."""
     ridge, prior = [], []

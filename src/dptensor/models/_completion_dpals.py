@@ -343,7 +343,6 @@ class DpAlsFit:
         self.residual_var = (self.width / 4.0) ** 2
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
         self.anchors = anchor_rows(params)
-        self.ridge_view = _RidgeView(settings.reg, settings.reg_bias)
         self.sums: dict[int, tuple[np.ndarray, float]] = {}
         self.total: tuple[float, float] | None = None
         self.noise_stds: list[float] = []
@@ -364,12 +363,6 @@ class DpAlsFit:
 
     def one_row_ridge(self) -> tuple[np.ndarray, np.ndarray]:
         return np.array([self.settings.reg_bias]), np.zeros(1)
-
-
-@dataclass
-class _RidgeView:
-    reg: float
-    reg_bias: float
 
 
 def dp_als(
@@ -549,7 +542,7 @@ def user_mode(fit: DpAlsFit, mode: int, z: float) -> None:
         bias_column=bias_column,
     )
     sigma = z * sensitivity
-    ridge, prior = mode_ridge(params, mode, fit.ridge_view, fit.anchors)
+    ridge, prior = mode_ridge(params, mode, fit.settings, fit.anchors)
     assign_mode(
         params, mode, _solve_noisy(fit, fit.noise(stats, sigma), design.shape[1], sigma, ridge, prior)
     )
@@ -562,7 +555,7 @@ def local_user_rows(fit: DpAlsFit) -> None:
         return
     design, target = mode_problem(params, 0, fit.indices, fit.values)
     index = fit.index[0]
-    ridge, prior = mode_ridge(params, 0, fit.ridge_view, fit.anchors)
+    ridge, prior = mode_ridge(params, 0, fit.settings, fit.anchors)
     assign_mode(
         params, 0, ridge_solve(index.gram(design), index.sums(design * target[:, None]), ridge, prior)
     )
