@@ -145,7 +145,8 @@ UNPROVEN_REASONS = {
     4: (
         "Configuration 4 releases the clean topics with noise calibrated to Theorem 7's local "
         "sensitivity, which rests on the unbounded whitening and gamma_s of Configurations 2-3 and, "
-        "as printed, on the un-noised sigma_1(M2_hat)"
+        "as printed, on the un-noised sigma_1(M2_hat); with sensitivity='derived' its noise scale (in "
+        "noise_scales_) still uses the clean top eigenvalue of the whitened tensor"
     ),
 }
 PAPER_SENSITIVITY_REASON = (
