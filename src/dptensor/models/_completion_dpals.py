@@ -41,12 +41,18 @@ the counts and the number of ratings are not.
 
 Noise and accounting
 --------------------
-Release ``t`` adds ``N(0, (z_t s_t)^2)`` to each released coordinate, ``s_t`` its sensitivity; the
-releases are adaptively composed Gaussian mechanisms, so the whole fit is ``mu``-GDP with
+Under ``"entry-value"`` the offsets (mean and biases) come from one pattern-weighted Laplace
+release of row sums, ``epsilon_o``-DP with ``epsilon_o = budget_split * epsilon`` (all of
+``epsilon`` without factors), estimated with a pattern-informed prior
+(:mod:`dptensor.models._completion_pattern_offsets`); every later bias update re-solves that
+posterior with the released factors' fit, post-processing of the same release.
+Every other release ``t`` adds ``N(0, (z_t s_t)^2)`` to each released coordinate, ``s_t`` its
+sensitivity; these are adaptively composed Gaussian mechanisms, ``mu``-GDP with
 ``mu^2 = sum_t 1 / z_t^2`` (Dong, Roth & Su 2022, Corollary 3.3), which is exactly
-``(epsilon, delta)``-DP for ``mu = 1 / sigma_analytic(epsilon, delta)`` (Balle & Wang 2018). The
-budget ``mu^2`` is shared: ``budget_split`` of it to the mean and offsets of the first sweep,
-the rest equally to the other releases.
+``(epsilon_g, delta)``-DP for ``mu = 1 / sigma_analytic(epsilon_g, delta)`` (Balle & Wang 2018),
+with ``epsilon_g = epsilon - epsilon_o`` (basic composition with the Laplace release) under
+``"entry-value"`` and ``epsilon_g = epsilon`` under ``"user"``, where the mean gets
+``budget_split`` of ``mu^2`` and the sweeps share the rest equally.
 
 The solve from noisy statistics
 -------------------------------
@@ -78,12 +84,15 @@ from dptensor.models._completion_als import (
     ridge_solve,
 )
 from dptensor.models._completion_kernels import mode_design
+from dptensor.models._completion_pattern_offsets import (
+    PatternDesign,
+    laplace_release,
+    pattern_design,
+    posterior_offsets,
+)
 from dptensor.privacy import NoiseSource, gaussian_sigma_analytic
 
 RELATIONS = ("entry-value", "user")
-
-#: Share of the Gaussian budget ``mu^2`` of the one-row mean release within ``budget_split``.
-MEAN_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -93,18 +102,23 @@ class DpAlsPlan:
     Attributes
     ----------
     steps : tuple of str
-        In order: ``"mean"`` (the global mean), ``"sums0"``... (``"entry-value"``: each mode's
-        row sums, released once for the biases), ``"0"``, ``"1"``, ``"2"`` (a mode's row
-        statistics in one ALS sweep; under ``"user"`` mode 0 is never released), ``"core"``.
+        In order: ``"offsets"`` (``"entry-value"``: the pattern-weighted Laplace release of the
+        mean and biases, :mod:`dptensor.models._completion_pattern_offsets`), ``"mean"``
+        (``"user"``: the global mean), ``"0"``, ``"1"``, ``"2"`` (a mode's row statistics in one
+        ALS sweep; under ``"user"`` mode 0 is never released), ``"core"``.
     multipliers : tuple of float
-        The noise multiplier ``z_t`` of each release (noise std / sensitivity).
+        The noise multiplier of each release: for a Gaussian release ``z_t`` (noise std /
+        l2 sensitivity), for the Laplace release ``1 / epsilon_offsets`` (scale / l1 sensitivity).
     mu : float
-        The Gaussian-DP parameter of the whole fit, ``sqrt(sum 1 / z_t^2)``.
+        The Gaussian-DP parameter of the Gaussian releases, ``sqrt(sum 1 / z_t^2)`` (0 if none).
+    offsets_epsilon : float
+        The pure budget of the Laplace release (0 if there is none).
     """
 
     steps: tuple
     multipliers: tuple
     mu: float
+    offsets_epsilon: float = 0.0
 
 
 def plan_releases(
@@ -120,42 +134,59 @@ def plan_releases(
 ) -> DpAlsPlan:
     """The release schedule and its noise multipliers (from parameters only, never the data).
 
-    The offsets (the mean, and under ``"entry-value"`` the row sums) get ``budget_split`` of the
-    Gaussian budget ``mu^2`` when factors follow (all of it otherwise), the mean a
-    :data:`MEAN_SHARE` of that; the other releases share the rest equally.
+    ``"entry-value"``: the offsets' Laplace release gets ``budget_split * epsilon`` (all of it
+    without factors) and the Gaussian sweeps the rest, ``(epsilon - epsilon_offsets, delta)``, by
+    basic composition. ``"user"``: every release is Gaussian; the mean gets ``budget_split`` of
+    ``mu^2`` and the sweeps share the rest equally.
     """
     biases = offsets == "biases"
-    first: list[str] = ["mean"] if offsets in ("mean", "biases") else []
+    with_offsets = offsets in ("mean", "biases")
     if relation == "entry-value":
-        first += [f"sums{m}" for m in range(3)] if biases else []
         sweep = ([str(m) for m in range(3)] + (["core"] if tucker else [])) if has_factors else []
-    else:
-        sweep = (["1", "2"] + (["core"] if tucker and has_factors else [])) if (has_factors or biases) else []
+        later = sweep * n_iter
+        if not later and not with_offsets:
+            raise ValueError("nothing to release: no factors and offsets='none'")
+        offsets_epsilon = (epsilon * (budget_split if later else 1.0)) if with_offsets else 0.0
+        if not later:
+            return DpAlsPlan(("offsets",), (1.0 / offsets_epsilon,), 0.0, offsets_epsilon)
+        mu = 1.0 / gaussian_sigma_analytic(epsilon - offsets_epsilon, delta)
+        gaussian = _equal_multipliers(mu, len(later))
+        first = ("offsets",) if with_offsets else ()
+        head = (1.0 / offsets_epsilon,) if with_offsets else ()
+        return DpAlsPlan(first + tuple(later), head + gaussian, _total_mu(gaussian), offsets_epsilon)
+    first: list[str] = ["mean"] if with_offsets else []
+    sweep = (["1", "2"] + (["core"] if tucker and has_factors else [])) if (has_factors or biases) else []
     later = sweep * n_iter
     steps = first + later
     if not steps:
         raise ValueError("nothing to release: no factors and offsets='none'")
     shares = np.zeros(len(steps))
     if first and later:
-        split = (budget_split, 1.0 - budget_split)
+        shares[0] = budget_split
+        shares[1:] = (1.0 - budget_split) / len(later)
+    elif first:
+        shares[0] = 1.0
     else:
-        split = (1.0, 0.0) if first else (0.0, 1.0)
-    if first:
-        mean_share = MEAN_SHARE if len(first) > 1 else 1.0
-        shares[0] = split[0] * (mean_share if len(first) > 1 or later else 1.0)
-        if len(first) > 1:
-            shares[1 : len(first)] = split[0] * (1.0 - mean_share) / (len(first) - 1)
-        elif later:
-            shares[0] = split[0]
-    if later:
-        shares[len(first) :] = split[1] / len(later)
+        shares[:] = 1.0 / len(later)
     mu = 1.0 / gaussian_sigma_analytic(epsilon, delta)
-    multipliers = [1.0 / (mu * math.sqrt(share)) for share in shares]
-    total = math.sqrt(sum(1.0 / z**2 for z in multipliers))
-    if total > mu:  # rounding: never spend more than the budget
+    multipliers = _never_above(mu, [1.0 / (mu * math.sqrt(share)) for share in shares])
+    return DpAlsPlan(tuple(steps), multipliers, _total_mu(multipliers))
+
+
+def _total_mu(multipliers) -> float:
+    return math.sqrt(sum(1.0 / z**2 for z in multipliers))
+
+
+def _equal_multipliers(mu: float, count: int) -> tuple:
+    return _never_above(mu, [math.sqrt(count) / mu] * count)
+
+
+def _never_above(mu: float, multipliers: list) -> tuple:
+    """Rounding: scale the multipliers up so that the composed ``mu`` never exceeds the budget."""
+    total = _total_mu(multipliers)
+    if total > mu:
         multipliers = [z * total / mu * (1.0 + 1e-12) for z in multipliers]
-        total = math.sqrt(sum(1.0 / z**2 for z in multipliers))
-    return DpAlsPlan(tuple(steps), tuple(float(z) for z in multipliers), total)
+    return tuple(float(z) for z in multipliers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,10 +372,10 @@ class DpAlsFit:
         self.width = high - low
         self.centre = 0.5 * (low + high) if settings.offsets != "none" else 0.0
         self.residual_var = (self.width / 4.0) ** 2
+        self.shape = shape
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
         self.anchors = anchor_rows(params)
-        self.sums: dict[int, tuple[np.ndarray, float]] = {}
-        self.total: tuple[float, float] | None = None
+        self.offsets: tuple[PatternDesign, np.ndarray, float] | None = None  # design, release, epsilon
         self.noise_stds: list[float] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -376,20 +407,19 @@ def dp_als(
 ) -> list[float]:
     """Run the releases of ``plan`` from ``params`` (updated in place); return each release's noise std.
 
-    ``values`` must already be clipped into ``settings.value_range``; ``params.mean`` is the
-    starting mean (the range's centre when there are offsets). Under ``"user"`` the user rows are
-    computed locally before every sweep and at the end.
+    ``values`` must already be clipped into ``settings.value_range``; the mean starts at the
+    range's centre when there are offsets. Under ``"user"`` the user rows are computed locally
+    before every sweep and at the end. The returned list has one entry per release: the Gaussian
+    noise std, or for the Laplace release its scale ``1 / epsilon_o`` (l1 sensitivity 1).
     """
     fit = DpAlsFit(params, indices, values, shape, settings, source)
     params.mean = fit.centre
     user = settings.relation == "user"
     for step, z in zip(plan.steps, plan.multipliers, strict=True):
-        if step == "mean":
-            (user_mean if user else entry_mean)(fit, z)
-        elif step.startswith("sums"):
-            entry_sums(fit, int(step[4:]), z)
-            if len(fit.sums) == 3:
-                entry_bias_als(fit)
+        if step == "offsets":
+            entry_offsets(fit, 1.0 / z)
+        elif step == "mean":
+            user_mean(fit, z)
         elif step == "core":
             core_release(fit, z, user)
         else:
@@ -405,45 +435,30 @@ def dp_als(
 # -- entry-value --------------------------------------------------------------------------------
 
 
-def entry_mean(fit: DpAlsFit, z: float) -> None:
-    """The total ``sum (x - c)`` (sensitivity ``width``); ``mu`` from it (``n`` is public)."""
-    n = fit.values.shape[0]
-    total = fit.noise(np.array([np.sum(fit.values - fit.centre)]), z * fit.width)[0]
-    fit.total = (total, fit.noise_stds[-1] ** 2)
-    fit.params.mean = fit.centre + total / n
+def entry_offsets(fit: DpAlsFit, epsilon: float) -> None:
+    """The mean and biases from one pattern-weighted Laplace release (``epsilon``-DP, l1 sensitivity 1)."""
+    design = pattern_design(fit.indices, fit.shape, fit.width, fit.params.biases is not None)
+    released = laplace_release(design, fit.values - fit.centre, epsilon, fit.source)
+    fit.noise_stds.append(1.0 / epsilon)
+    fit.offsets = (design, released, epsilon)
+    entry_offsets_given(fit, np.zeros(fit.values.shape[0]))
 
 
-def entry_sums(fit: DpAlsFit, mode: int, z: float) -> None:
-    """Each row's ``sum (x - c)`` of one mode (sensitivity ``width``), kept for every later sweep."""
-    index = fit.index[mode]
-    stats = index.sums((fit.values - fit.centre)[:, None])[:, 0]
-    fit.sums[mode] = (fit.noise(stats, z * fit.width), fit.noise_stds[-1] ** 2)
-
-
-def entry_bias_als(fit: DpAlsFit) -> None:
-    """Biases (and the mean) from the released sums alone: ALS on the biases, by post-processing.
-
-    The biases' normal equations read the data only through the row sums ``sum (x - c)`` and the
-    total; everything else (Omega, the other biases) is public, so any number of iterations is
-    free.
-    """
-    params = fit.params
-    n = fit.values.shape[0]
-    for _ in range(fit.settings.bias_iterations):
-        for mode in range(3):
-            index = fit.index[mode]
-            noisy, var = fit.sums[mode]
-            others = index.sums((fit.offsets_except(mode) - fit.centre)[:, None])[:, 0]
-            rhs = (noisy - others)[:, None]
-            gram = index.counts.astype(float)[:, None, None]
-            params.biases[mode] = posterior_rows(
-                gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1), fit.residual_var, var
-            )[:, 0]
-        if fit.total is not None:
-            explained = sum(
-                float(np.dot(b, idx.counts)) for b, idx in zip(params.biases, fit.index, strict=True)
-            )
-            params.mean = fit.centre + (fit.total[0] - explained) / n
+def entry_offsets_given(fit: DpAlsFit, explained: np.ndarray) -> None:
+    """Re-estimate the mean and biases from the kept release, given what the factors explain."""
+    design, released, epsilon = fit.offsets
+    mean, biases = posterior_offsets(
+        design,
+        released,
+        explained,
+        epsilon=epsilon,
+        residual_var=fit.residual_var,
+        bias_var=fit.residual_var / max(fit.settings.reg_bias, 1e-6),  # reg_bias = 0: a flat prior
+        mean_var=fit.width**2,
+    )
+    fit.params.mean = fit.centre + mean
+    if fit.params.biases is not None:
+        fit.params.biases = list(biases)
 
 
 def entry_mode(fit: DpAlsFit, mode: int, z: float) -> None:
@@ -462,26 +477,9 @@ def entry_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     ridge = np.full(design.shape[1], fit.settings.reg)
     prior = fit.anchors[mode]
     params.factors[mode] = posterior_rows(gram, rhs, ridge, prior, fit.residual_var, fit.noise_stds[-1] ** 2)
-    if params.biases is not None:
-        entry_biases_given_factors(fit, mode)
-    if fit.total is not None and mode == 2:
-        without = CompletionParameters(params.model, params.factors, params.core, 0.0, params.biases)
-        explained = float(np.sum(without.predict(fit.indices)))
-        params.mean = fit.centre + (fit.total[0] - explained) / fit.values.shape[0]
-
-
-def entry_biases_given_factors(fit: DpAlsFit, mode: int) -> None:
-    """One mode's biases from its released row sums, the factors and the other offsets (post-processing)."""
-    params = fit.params
-    index = fit.index[mode]
-    fitted = CompletionParameters(params.model, params.factors, params.core, 0.0, None).predict(fit.indices)
-    known = fit.offsets_except(mode) - fit.centre + fitted
-    noisy, var = fit.sums[mode]
-    rhs = (noisy - index.sums(known[:, None])[:, 0])[:, None]
-    gram = index.counts.astype(float)[:, None, None]
-    params.biases[mode] = posterior_rows(
-        gram, rhs, np.array([fit.settings.reg_bias]), np.zeros(1), fit.residual_var, var
-    )[:, 0]
+    if fit.offsets is not None:
+        fitted = CompletionParameters(params.model, params.factors, params.core, 0.0, None)
+        entry_offsets_given(fit, fitted.predict(fit.indices))
 
 
 # -- user ---------------------------------------------------------------------------------------

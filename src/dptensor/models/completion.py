@@ -97,12 +97,16 @@ their number, items, days and values -- may change; only the shape is public) fo
     ``Delta = 2 tau L eta`` to every row (``budget_split * epsilon``). Pure ``epsilon``-DP by
     sequential composition.
 ``"als"`` -- DP-ALS from noisy per-row sufficient statistics (both relations)
-    The offsets and every ALS sweep's per-row statistics are released with Gaussian noise and the
-    rows solved from them (:mod:`dptensor.models._completion_dpals`, which states the
-    sensitivities): under ``"entry-value"`` only right-hand sides are noised (Gram matrices are
-    public); under ``"user"`` Gram matrices and right-hand sides of the item-side modes are noised
-    with each user's contribution bounded, and each user's own row is computed from their ratings
-    and the released model (joint DP). ``(epsilon, delta)``-DP by exact Gaussian-DP composition.
+    Every ALS sweep's per-row statistics are released with Gaussian noise and the rows solved
+    from them (:mod:`dptensor.models._completion_dpals`, which states the sensitivities): under
+    ``"entry-value"`` only right-hand sides are noised (Gram matrices are public), and the
+    offsets come from one Laplace release of row sums whose per-entry weights and prior are
+    built from the public pattern Omega (:mod:`dptensor.models._completion_pattern_offsets`):
+    ``(epsilon, delta)``-DP by basic composition of the pure Laplace release with the exactly
+    composed Gaussian ones (pure ``epsilon``-DP without factors). Under ``"user"`` Gram matrices
+    and right-hand sides of the item-side modes are noised with each user's contribution
+    bounded, and each user's own row is computed from their ratings and the released model
+    (joint DP); ``(epsilon, delta)``-DP by exact Gaussian-DP composition.
 
 The paper's modes whose claims fail (``"gradient"``, ``"output"``, and ``"input"`` without a
 declared range) run only after ``dptensor.privacy.enable_features("unproven")``; their guarantee
@@ -297,7 +301,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     reg_core : float, optional
         ``lambda_g`` of (7); default ``reg / 10`` for SGD (the paper's ratio), ``reg`` for ALS.
     reg_bias : float, optional
-        Penalty of the biases; default ``reg`` (``10`` for ``"als"``).
+        Penalty of the biases; default ``reg``. For ``"als"`` the biases' prior variance is
+        ``((hi - lo) / 4)^2 / reg_bias``; default 5 under ``"entry-value"`` (the pattern
+        features explain part of each bias), 10 under ``"user"``.
     n_epochs : int, optional
         SGD passes over the observed entries (``tau``); default 100 (the paper's maximum
         iterations), 20 for ``"gradient_dpsgd"``.
@@ -327,8 +333,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         Clamp input-perturbed values back to the range (Section 4.2, post-processing).
     budget_split : float in (0, 1), optional
         ``"output_clipped"``: share of ``epsilon`` for the output-perturbation stage (default 0.5).
-        ``"als"``: share of the Gaussian budget ``mu^2`` for the offsets (and, under ``"user"``, the
-        first sweep); default 0.9 under ``"entry-value"``, 0.5 under ``"user"``.
+        ``"als"`` under ``"entry-value"``: share of ``epsilon`` for the offsets' Laplace release
+        when factors follow (default 0.9); under ``"user"``: share of the Gaussian budget
+        ``mu^2`` for the mean (default 0.5).
     output_epochs : int, default 10
         ``"output_clipped"``: passes ``tau`` of the convex refit of ``C``.
     max_ratings : int, default 100
@@ -661,7 +668,10 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             width = None if p["value_range"] is None else p["value_range"][1] - p["value_range"][0]
             p["reg_bias"] = sigma if width is None else max(sigma, sigma**2 / (12.0 * width**2))
         else:
-            p["reg_bias"] = 10.0 if self.privacy == "als" else base
+            # DP-ALS: the biases' prior variance is residual_var / reg_bias; "entry-value"'s
+            # offsets have a pattern-informed prior (its features explain part of every bias)
+            entry = self.neighbouring == "entry-value"
+            p["reg_bias"] = (5.0 if entry else 10.0) if self.privacy == "als" else base
         default_iter = 2 if self.privacy == "als" else (20 if self.privacy is not None else 100)
         p["max_iter"] = (default_iter if self.max_iter is None
                          else check_positive_int(self.max_iter, "max_iter"))
@@ -783,28 +793,49 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         )
 
     def _plan_dp_als(self, p: dict) -> PrivacyGuarantee:
-        """DP-ALS: adaptively composed Gaussian releases, exactly ``mu``-GDP (parameters only)."""
+        """DP-ALS: a Laplace release of the offsets ("entry-value") and Gaussian sweeps (parameters only).
+
+        The Gaussian releases compose exactly (``mu``-GDP); under ``"entry-value"`` they get
+        ``(epsilon - epsilon_o, delta)`` and the offsets' Laplace release ``epsilon_o`` (basic
+        composition; ``epsilon_exact`` adds the two exact parts).
+        """
         plan = self._dp_als_plan(p)
         eps, delta = p["epsilon"], p["delta"]
-        effective = 1.0 / plan.mu  # one Gaussian with this multiplier has the fit's privacy curve
-        if not composed_gaussian_holds(effective, 1, eps, delta):  # pragma: no cover - guard
-            raise RuntimeError(f"calibration failed for epsilon={eps}, delta={delta}")
         user = p["relation"] == "user"
+        gaussian_eps = eps - plan.offsets_epsilon
+        events = []
+        exact = plan.offsets_epsilon
+        if plan.offsets_epsilon:
+            events.append(dp_accounting.LaplaceDpEvent(1.0 / plan.offsets_epsilon))
+        if plan.mu:
+            effective = 1.0 / plan.mu  # one Gaussian with this multiplier has the sweeps' privacy curve
+            if not composed_gaussian_holds(effective, 1, gaussian_eps, delta):  # pragma: no cover - guard
+                raise RuntimeError(f"calibration failed for epsilon={gaussian_eps}, delta={delta}")
+            exact += min(gaussian_eps, composed_gaussian_epsilon(effective, 1, delta))
+            events += [dp_accounting.GaussianDpEvent(z) for z in plan.multipliers[len(events):]]
         details = {
             "algorithm": "DP-ALS from noisy per-row sufficient statistics", "releases": list(plan.steps),
             "noise_multipliers": list(plan.multipliers), "gdp_mu": plan.mu, "value_range": p["value_range"],
             "offsets": p["offsets"], "max_iter": p["max_iter"], "budget_split": p["budget_split"],
         }
+        if plan.offsets_epsilon:
+            details.update({"offsets_release": "pattern-weighted Laplace row sums (l1 sensitivity 1)",
+                            "offsets_epsilon": plan.offsets_epsilon})
         if user:
             details.update({"joint_dp": True, "max_ratings": p["max_ratings"], "design_bound": p["clip"],
                             "user_rows": "computed from each user's own ratings and the released model"})
+        pure = not plan.mu
+        mechanism = "laplace" if pure else ("laplace + gaussian" if plan.offsets_epsilon else "gaussian")
         return PrivacyGuarantee(
-            epsilon=eps, delta=delta, neighbouring=p["relation"], accountant="exact (Gaussian DP)",
-            n_releases=len(plan.steps), mechanism="gaussian", noise_multiplier=effective,
-            epsilon_exact=min(eps, composed_gaussian_epsilon(effective, 1, delta)), details=details,
+            epsilon=eps, delta=0.0 if pure else delta, neighbouring=p["relation"],
+            accountant="pure (Laplace)" if pure else (
+                "basic composition: pure (Laplace) + exact (Gaussian DP)" if plan.offsets_epsilon
+                else "exact (Gaussian DP)"),
+            n_releases=len(plan.steps), mechanism=mechanism,
+            noise_multiplier=1.0 / plan.mu if plan.mu else 1.0 / plan.offsets_epsilon,
+            epsilon_exact=min(eps, exact), details=details,
             protected=USER_PROTECTED if user else PROTECTED, public=USER_PUBLIC if user else PUBLIC,
-            dp_event=dp_accounting.ComposedDpEvent(
-                [dp_accounting.GaussianDpEvent(z) for z in plan.multipliers]),
+            dp_event=events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events),
         )
 
     # ------------------------------------------------------------------ fitting
