@@ -414,6 +414,10 @@ def main() -> None:
         pass
     start = time.perf_counter()
     out = Path(args.out)
+    if out.exists():  # a run of some parts keeps the others' results (each part records its command)
+        previous = json.loads(out.read_text())
+        payload = {**previous, **payload}
+    payload.setdefault("part_commands", {}).update({part: payload["command"] for part in args.parts})
     if "synthetic" in args.parts:
         shape = (20, 20, 20) if args.quick else (40, 40, 40)
         payload["synthetic"] = synthetic_rows(shape, 4, (0.5, 0.9), repeats=1 if args.quick else 3)

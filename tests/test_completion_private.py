@@ -618,3 +618,13 @@ def test_early_stopping_with_a_private_als_fit_is_refused_before_the_ledger_is_c
     with pytest.raises(ValueError, match="early_stopping reads a validation split"):
         model.fit(indices, values, (8, 8, 8))
     assert charges == []
+
+
+@pytest.mark.parametrize("relation", ["entry-value", "user"])
+def test_dp_als_progress_ticks_once_per_release(relation, capsys):
+    indices, values, shape = _ratings(seed=13)
+    fit = TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, value_range=(LOW, HIGH),
+                           max_iter=2, verbose=True).fit(indices, values, shape)
+    err = capsys.readouterr().err
+    n_releases = len(fit.guarantee_.details["releases"])
+    assert f"DP-ALS releases: {n_releases}step" in err.replace("\r", "\n")

@@ -69,6 +69,7 @@ onto the positive semi-definite cone, and its noise is counted into ``sigma_n``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -404,13 +405,15 @@ def dp_als(
     plan: DpAlsPlan,
     settings: DpAlsSettings,
     source: NoiseSource,
+    progress: Callable[[int], object] | None = None,
 ) -> list[float]:
     """Run the releases of ``plan`` from ``params`` (updated in place); return each release's noise std.
 
     ``values`` must already be clipped into ``settings.value_range``; the mean starts at the
     range's centre when there are offsets. Under ``"user"`` the user rows are computed locally
-    before every sweep and at the end. The returned list has one entry per release: the Gaussian
-    noise std, or for the Laplace release its scale ``1 / epsilon_o`` (l1 sensitivity 1).
+    before every sweep and at the end. ``progress(1)`` is called after each release. The
+    returned list has one entry per release: the Gaussian noise std, or for the Laplace release
+    its scale ``1 / epsilon_o`` (l1 sensitivity 1).
     """
     fit = DpAlsFit(params, indices, values, shape, settings, source)
     params.mean = fit.centre
@@ -427,6 +430,8 @@ def dp_als(
             if user and mode == 1:
                 local_user_rows(fit)
             (user_mode if user else entry_mode)(fit, mode, z)
+        if progress is not None:  # one tick per release: the plan is public
+            progress(1)
     if user:
         local_user_rows(fit)
     return fit.noise_stds

@@ -969,8 +969,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         params = initial_parameters(self.model, shape, ranks, p["offsets"], p["context_modes"], scale, rng)
         settings = DpAlsSettings(p["relation"], (low, high), p["reg"], p["reg_bias"], p["reg_core"],
                                  p["context_modes"], p["offsets"], p["max_ratings"], p["clip"])
-        with self._progress("DP-ALS releases"):
-            self.noise_stds_ = dp_als(params, indices, values, shape, self._dp_als_plan(p), settings, source)
+        with self._progress("DP-ALS releases") as progress:
+            self.noise_stds_ = dp_als(params, indices, values, shape, self._dp_als_plan(p), settings, source,
+                                      progress)
         self.n_iter_ = p["max_iter"]
         arrays = ([] if params.factors is None else params.factors) + (params.biases or [])
         if params.core is not None:
