@@ -80,7 +80,10 @@ def test_pattern_features_are_deterministic_standardised_and_ignore_values():
         assert a.shape[0] == shape[m] and a.shape[1] >= 3  # counts, co-occurrence, embeddings
 
 
-def test_posterior_equals_its_dense_formula():
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_posterior_equals_its_dense_formula(solver, monkeypatch):
+    if solver == "cg":
+        monkeypatch.setattr(po, "DENSE_POSTERIOR_LIMIT", 0)
     indices, values, shape = _ratings(shape=(7, 6, 3), density=0.7, seed=5)
     design = po.pattern_design(indices, shape, WIDTH, True)
     rng = np.random.default_rng(0)

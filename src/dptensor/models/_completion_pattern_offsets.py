@@ -39,9 +39,10 @@ Gaussian of the same variance 2): with ``M = R^T D`` (``R`` the weighted row-mem
     theta_hat = V M^T (M V M^T + sigma_e^2 R^T R + 2 I)^-1 (s - R^T k),
 
 ``k`` the part of the values already explained by released parameters (the factors, in DP-ALS).
-The system is solved by preconditioned conjugate gradients with products by sparse matrices
-only, so memory and time stay linear in the number of observed entries. All of this is
-post-processing of ``s`` and of Omega.
+The system is solved by a dense Cholesky factorisation when there are at most
+:data:`DENSE_POSTERIOR_LIMIT` row sums, and otherwise by preconditioned conjugate gradients with
+products by sparse matrices only, so that memory stays linear in the number of observed entries.
+All of this is post-processing of ``s`` and of Omega.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, cg, svds
 
@@ -61,6 +63,9 @@ EMBEDDING_DIM = 5
 
 #: Pairs of modes whose smaller dimension is at most this get a dense (LAPACK) SVD, others ARPACK's.
 DENSE_SVD_LIMIT = 1000
+
+#: Releases of at most this many row sums are solved densely (Cholesky), larger ones by CG.
+DENSE_POSTERIOR_LIMIT = 6000
 
 #: Relative residual at which the posterior's conjugate-gradient solve stops.
 CG_TOLERANCE = 1e-10
@@ -244,15 +249,25 @@ def posterior_offsets(
         return coupling @ (prior * (coupling.T @ x)) + residual_var * (gram_release @ x) + noise_var * x
 
     q = release.shape[1]
-    diagonal = (
-        np.asarray(coupling.multiply(coupling) @ prior).ravel()
-        + residual_var * gram_release.diagonal()
-        + noise_var
-    )
-    operator = LinearOperator((q, q), matvec=apply, dtype=np.float64)
-    jacobi = LinearOperator((q, q), matvec=lambda x: x / diagonal, dtype=np.float64)
     target = released - release.T @ explained
-    theta = prior * (coupling.T @ _cg(operator, target, jacobi))
+    if q <= DENSE_POSTERIOR_LIMIT:  # a Cholesky solve: fast and exact at every noise level
+        system = np.asarray((coupling @ sp.diags(prior) @ coupling.T).todense())
+        system += residual_var * gram_release.toarray()
+        system[np.diag_indices(q)] += noise_var
+        try:
+            solution = scipy.linalg.solve(system, target, assume_a="pos")
+        except np.linalg.LinAlgError:  # numerically singular (negligible noise): least squares
+            solution = scipy.linalg.lstsq(system, target)[0]
+    else:  # conjugate gradients with sparse products only: memory linear in n
+        diagonal = (
+            np.asarray(coupling.multiply(coupling) @ prior).ravel()
+            + residual_var * gram_release.diagonal()
+            + noise_var
+        )
+        operator = LinearOperator((q, q), matvec=apply, dtype=np.float64)
+        jacobi = LinearOperator((q, q), matvec=lambda x: x / diagonal, dtype=np.float64)
+        solution = _cg(operator, target, jacobi)
+    theta = prior * (coupling.T @ solution)
     biases, start, feature_start = [], 0, n_bias + 1
     for size, row_features in zip(design.bias_sizes, design.row_features, strict=True):
         # the feature term is a sum of per-row terms: it folds into each mode's biases
