@@ -86,10 +86,9 @@ from dptensor.models._completion_als import (
 )
 from dptensor.models._completion_kernels import mode_design
 from dptensor.models._completion_pattern_offsets import (
-    PatternDesign,
     laplace_release,
+    offsets_posterior,
     pattern_design,
-    posterior_offsets,
 )
 from dptensor.privacy import NoiseSource, gaussian_sigma_analytic
 
@@ -376,7 +375,7 @@ class DpAlsFit:
         self.shape = shape
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
         self.anchors = anchor_rows(params)
-        self.offsets: tuple[PatternDesign, np.ndarray, float] | None = None  # design, release, epsilon
+        self.offsets: tuple[Callable, np.ndarray] | None = None  # the posterior's solve, the release
         self.noise_stds: list[float] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -445,22 +444,21 @@ def entry_offsets(fit: DpAlsFit, epsilon: float) -> None:
     design = pattern_design(fit.indices, fit.shape, fit.width, fit.params.biases is not None)
     released = laplace_release(design, fit.values - fit.centre, epsilon, fit.source)
     fit.noise_stds.append(1.0 / epsilon)
-    fit.offsets = (design, released, epsilon)
-    entry_offsets_given(fit, np.zeros(fit.values.shape[0]))
-
-
-def entry_offsets_given(fit: DpAlsFit, explained: np.ndarray) -> None:
-    """Re-estimate the mean and biases from the kept release, given what the factors explain."""
-    design, released, epsilon = fit.offsets
-    mean, biases = posterior_offsets(
+    solve = offsets_posterior(
         design,
-        released,
-        explained,
         epsilon=epsilon,
         residual_var=fit.residual_var,
         bias_var=fit.residual_var / max(fit.settings.reg_bias, 1e-6),  # reg_bias = 0: a flat prior
         mean_var=fit.width**2,
     )
+    fit.offsets = (solve, released)
+    entry_offsets_given(fit, np.zeros(fit.values.shape[0]))
+
+
+def entry_offsets_given(fit: DpAlsFit, explained: np.ndarray) -> None:
+    """Re-estimate the mean and biases from the kept release, given what the factors explain."""
+    solve, released = fit.offsets
+    mean, biases = solve(released, explained)
     fit.params.mean = fit.centre + mean
     if fit.params.biases is not None:
         fit.params.biases = list(biases)

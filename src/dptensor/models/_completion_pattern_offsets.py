@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -236,6 +237,20 @@ def posterior_offsets(
     biases : list of ndarray
         One per mode with a bias (empty without biases), the pattern features' term included.
     """
+    solve = offsets_posterior(
+        design, epsilon=epsilon, residual_var=residual_var, bias_var=bias_var, mean_var=mean_var
+    )
+    return solve(released, explained)
+
+
+def offsets_posterior(
+    design: PatternDesign, *, epsilon: float, residual_var: float, bias_var: float, mean_var: float
+) -> Callable[[np.ndarray, np.ndarray], tuple[float, list[np.ndarray]]]:
+    """:func:`posterior_offsets` with its system built (and factorised) once, for repeated solves.
+
+    DP-ALS re-solves the same release after every factor update: only ``explained`` changes, so
+    the system matrix ``M V M^T + sigma_e^2 R^T R + (2 / epsilon^2) I`` is formed once.
+    """
     release = design.release
     full = sp.hstack([design.bias_design, sp.csr_matrix(design.features)]).tocsr()
     coupling = (release.T @ full).tocsr()  # M = R^T D, (q, p)
@@ -244,21 +259,27 @@ def posterior_offsets(
     prior[n_bias] = mean_var
     gram_release = (release.T @ release).tocsr()
     noise_var = 2.0 / epsilon**2  # the variance of Laplace(1 / epsilon)
-
-    def apply(x: np.ndarray) -> np.ndarray:
-        return coupling @ (prior * (coupling.T @ x)) + residual_var * (gram_release @ x) + noise_var * x
-
     q = release.shape[1]
-    target = released - release.T @ explained
     if q <= DENSE_POSTERIOR_LIMIT:  # a Cholesky solve: fast and exact at every noise level
         system = np.asarray((coupling @ sp.diags(prior) @ coupling.T).todense())
         system += residual_var * gram_release.toarray()
         system[np.diag_indices(q)] += noise_var
         try:
-            solution = scipy.linalg.solve(system, target, assume_a="pos")
+            factor = scipy.linalg.cho_factor(system)
+
+            def solve_system(target: np.ndarray) -> np.ndarray:
+                return scipy.linalg.cho_solve(factor, target)
+
         except np.linalg.LinAlgError:  # numerically singular (negligible noise): least squares
-            solution = scipy.linalg.lstsq(system, target)[0]
+
+            def solve_system(target: np.ndarray) -> np.ndarray:
+                return scipy.linalg.lstsq(system, target)[0]
+
     else:  # conjugate gradients with sparse products only: memory linear in n
+
+        def apply(x: np.ndarray) -> np.ndarray:
+            return coupling @ (prior * (coupling.T @ x)) + residual_var * (gram_release @ x) + noise_var * x
+
         diagonal = (
             np.asarray(coupling.multiply(coupling) @ prior).ravel()
             + residual_var * gram_release.diagonal()
@@ -266,17 +287,30 @@ def posterior_offsets(
         )
         operator = LinearOperator((q, q), matvec=apply, dtype=np.float64)
         jacobi = LinearOperator((q, q), matvec=lambda x: x / diagonal, dtype=np.float64)
-        solution = _cg(operator, target, jacobi)
-    theta = prior * (coupling.T @ solution)
-    biases, start, feature_start = [], 0, n_bias + 1
-    for size, row_features in zip(design.bias_sizes, design.row_features, strict=True):
-        # the feature term is a sum of per-row terms: it folds into each mode's biases
-        width = row_features.shape[1]
-        coefficients = theta[feature_start : feature_start + width]
-        biases.append(theta[start : start + size] + row_features @ coefficients)
-        start += size
-        feature_start += width
-    return float(theta[n_bias]), biases
+
+        def solve_system(target: np.ndarray) -> np.ndarray:
+            return _cg(operator, target, jacobi)
+
+    def solve(released: np.ndarray, explained: np.ndarray) -> tuple[float, list[np.ndarray]]:
+        theta = prior * (coupling.T @ solve_system(released - release.T @ explained))
+        biases, start, feature_start = [], 0, n_bias + 1
+        for size, row_features in zip(design.bias_sizes, design.row_features, strict=True):
+            # the feature term is a sum of per-row terms: it folds into each mode's biases
+            width = row_features.shape[1]
+            coefficients = theta[feature_start : feature_start + width]
+            biases.append(theta[start : start + size] + row_features @ coefficients)
+            start += size
+            feature_start += width
+        return float(theta[n_bias]), biases
+
+    return solve
 
 
-__all__ = ["PatternDesign", "laplace_release", "pattern_design", "pattern_features", "posterior_offsets"]
+__all__ = [
+    "PatternDesign",
+    "laplace_release",
+    "offsets_posterior",
+    "pattern_design",
+    "pattern_features",
+    "posterior_offsets",
+]
