@@ -527,6 +527,10 @@ def test_bad_input(corpus):
         model.perplexity(np.zeros((2, 200)))
     with pytest.raises(ValueError, match="vocabulary"):
         model.top_words(["a", "b"])
+    with pytest.raises(ValueError, match="n"):
+        model.top_words(n=0)
+    # the fitted-topics mixin shared with the spectral estimators names the output columns
+    assert list(model.get_feature_names_out()) == [f"dpvariationallda{j}" for j in range(3)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         theta = model.transform(np.zeros((2, 200)))  # empty documents get the prior

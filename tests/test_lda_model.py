@@ -7,11 +7,11 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 
+from dptensor import NotFittedError
 from dptensor.cli import main
 from dptensor.datasets.corpus import write_uci_bow
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import SpectralLDA
-from dptensor.models.spectral_lda import NotFittedError
 
 
 def _l1_error(true, est):

@@ -97,12 +97,13 @@ import numpy as np
 import scipy.sparse as sp
 from dp_accounting import pld, rdp
 from scipy.special import gammaln, logsumexp, psi
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from tqdm.auto import tqdm
 
-from dptensor._validation import NotFittedError, check_random_state
+from dptensor._validation import check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
+from dptensor.models._fitted_topics import FittedTopicsMixin
 from dptensor.models.spectral_lda import _chunks
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
@@ -423,7 +424,7 @@ def _fixed_size_sample(source: NoiseSource, n: int, size: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # the estimator
 # ---------------------------------------------------------------------------------------------
-class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
+class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     """Online variational Bayes LDA with differentially private sufficient statistics.
 
     Park, Foulds, Chaudhuri & Welling (2016), *Private topic modeling* (arXiv:1609.04120), on
@@ -818,19 +819,6 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
         return model
 
     # ------------------------------------------------------------------ inference
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "components_"):
-            raise NotFittedError(f"this {type(self).__name__} instance is not fitted yet; call fit(X) first")
-
-    def _check_transform_input(self, X: object) -> sp.csr_matrix:
-        self._check_fitted()
-        matrix = check_count_matrix(X, allow_no_tokens=True)
-        if matrix.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {matrix.shape[1]} words (columns) but the model was fitted on {self.n_features_in_}"
-            )
-        return matrix
-
     def _unnormalized_doc_topic(self, matrix: sp.csr_matrix) -> np.ndarray:
         """``gamma`` for every document (E-step from ``gamma = 1``, as scikit-learn's transform)."""
         k = int(self.n_components)
@@ -894,14 +882,3 @@ class DPVariationalLDA(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
         """The topics' mean word distributions: rows of ``components_`` normalised to sum to one."""
         self._check_fitted()
         return self.components_ / self.components_.sum(axis=1, keepdims=True)
-
-    def top_words(self, vocabulary: list[str] | None = None, n: int = 10) -> list[list[str]]:
-        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
-        self._check_fitted()
-        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
-            raise ValueError(
-                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
-            )
-        n = max(1, min(int(n), self.n_features_in_))
-        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
-        return [[str(i) if vocabulary is None else str(vocabulary[i]) for i in row] for row in top]

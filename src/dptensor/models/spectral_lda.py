@@ -35,17 +35,15 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Sequence
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dptensor._validation import (
-    NotFittedError,
     RandomStateLike,
     check_positive_int,
     check_random_state,
@@ -54,13 +52,13 @@ from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import declare_count_input
+from dptensor.models._fitted_topics import FittedTopicsMixin
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
     LDAMomentAccumulator,
     LDASecondMoment,
     check_alpha0,
-    check_count_matrix,
     prepare_documents,
     whitened_third_moment,
 )
@@ -269,7 +267,7 @@ SPECTRAL_PARAMETER_CONSTRAINTS: dict = {
 }
 
 
-class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+class TopicModelInference(FittedTopicsMixin):
     """Inference with fitted topics, shared by :class:`SpectralLDA` and the private estimator.
 
     Needs ``components_`` (``k x d``, rows on the simplex), ``alpha_``, ``n_features_in_`` and the
@@ -279,14 +277,9 @@ class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     from *those* documents without noise, so they are not covered by a private model's guarantee
     (pass only data you may see; the private fit itself never calls them).
 
-    scikit-learn integration: :class:`~sklearn.base.TransformerMixin` gives ``fit_transform``
-    and ``set_output``, :class:`~sklearn.base.ClassNamePrefixFeaturesOutMixin` names the output
-    columns ``<classname>0 .. <classname>{k-1}`` (``get_feature_names_out``).
+    The fitted-state checks, output names and :meth:`top_words` come from
+    :class:`~dptensor.models._fitted_topics.FittedTopicsMixin`.
     """
-
-    @property
-    def _n_features_out(self) -> int:
-        return self.components_.shape[0]
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         tags = super().__sklearn_tags__()
@@ -301,22 +294,6 @@ class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         if not 0 < s < 1:
             raise ValueError(f"smoothing must lie in (0, 1), got {s!r}")
         return s
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "components_"):
-            raise NotFittedError(
-                f"this {type(self).__name__} instance is not fitted yet; call fit(X) first"
-            )
-
-    def _check_transform_input(self, X: object) -> sp.csr_matrix:
-        self._check_fitted()
-        matrix = check_count_matrix(X, allow_no_tokens=True)
-        if matrix.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {matrix.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input (words, columns, of the fitted vocabulary)"
-            )
-        return matrix
 
     def _smoothed_topics(self) -> np.ndarray:
         s = self._check_smoothing()
@@ -414,20 +391,6 @@ class TopicModelInference(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         if tokens == 0:
             raise ValueError("X has no tokens; perplexity is undefined")
         return math.exp(-self.score(matrix) / tokens)
-
-    def top_words(self, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
-        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
-        self._check_fitted()
-        n = check_positive_int(n, "n")
-        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
-            raise ValueError(
-                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
-            )
-        n = min(n, self.n_features_in_)
-        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
-        if vocabulary is None:
-            return [[str(i) for i in row] for row in top]
-        return [[str(vocabulary[i]) for i in row] for row in top]
 
 
 class SpectralLDA(TopicModelInference, BaseEstimator):

@@ -1,0 +1,64 @@
+"""What every fitted topic model offers, whatever fitted it: checks, output names and top words.
+
+Shared by the spectral estimators (through
+:class:`~dptensor.models.spectral_lda.TopicModelInference`) and by
+:class:`~dptensor.models.DPVariationalLDA`. Everything here reads only the fitted
+``components_`` (``k x d``) and ``n_features_in_`` -- post-processing of a private release -- and
+the arguments passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+
+from dptensor._validation import NotFittedError, check_positive_int
+from dptensor.tensor.lda_moments import check_count_matrix
+
+
+class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+    """Fitted-state and input checks, output names and :meth:`top_words` of a topic model.
+
+    scikit-learn integration: :class:`~sklearn.base.TransformerMixin` gives ``fit_transform``
+    and ``set_output``; :class:`~sklearn.base.ClassNamePrefixFeaturesOutMixin` names the output
+    columns ``<classname>0 .. <classname>{k-1}`` (``get_feature_names_out``).
+    """
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.components_.shape[0]
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise NotFittedError(f"this {type(self).__name__} instance is not fitted yet; call fit(X) first")
+
+    def _check_transform_input(self, X: object) -> sp.csr_matrix:
+        """``X`` as a count matrix with the fitted vocabulary's width (documents may be empty)."""
+        self._check_fitted()
+        matrix = check_count_matrix(X, allow_no_tokens=True)
+        if matrix.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {matrix.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input (words, columns, of the fitted vocabulary)"
+            )
+        return matrix
+
+    def top_words(self, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
+        self._check_fitted()
+        n = check_positive_int(n, "n")
+        if vocabulary is not None and len(vocabulary) != self.n_features_in_:
+            raise ValueError(
+                f"vocabulary has {len(vocabulary)} words but the model has {self.n_features_in_}"
+            )
+        n = min(n, self.n_features_in_)
+        top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        if vocabulary is None:
+            return [[str(i) for i in row] for row in top]
+        return [[str(vocabulary[i]) for i in row] for row in top]
+
+
+__all__ = ["FittedTopicsMixin"]
