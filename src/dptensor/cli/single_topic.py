@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dptensor._files import check_binary
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
     add_quiet_argument,
@@ -37,6 +36,7 @@ from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
 from dptensor.models.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
 from dptensor.privacy import NOISE_BACKENDS
+from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS
 
 COUNT_SUFFIXES = (".mtx", ".npz")
@@ -101,9 +101,7 @@ def read_documents(
     """Read ``CORPUS``: returns ``(documents, input form, n_words, vocabulary)``."""
     path = Path(path)
     if path.suffix == ".npy":
-        if not path.exists():
-            raise FileNotFoundError(f"no such file: {path}")
-        tokens = np.load(check_binary(path, "npy"), allow_pickle=False)
+        tokens = load_matrix(path)
         vocab = load_vocabulary(vocabulary) if vocabulary else None
         if n_words is None and vocab is not None:
             n_words = len(vocab)

@@ -86,7 +86,7 @@ from dptensor.parallel import (
     public_shape,
 )
 from dptensor.privacy import require_unproven
-from dptensor.privacy.calibration import gaussian_epsilon, gaussian_sigma_analytic
+from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_epsilon, gaussian_sigma_analytic
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.lda_sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
@@ -219,11 +219,6 @@ class _Plan:
     holds: bool = True
     reasons: list[str] = field(default_factory=list)
     guarantee: PrivacyGuarantee | None = None
-
-
-def _classic_multiplier(epsilon: float, delta: float) -> float:
-    """The paper's ``tau = sqrt(2 ln(1.25/delta)) / epsilon`` (Proposition 18), for any epsilon."""
-    return math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
 
 
 class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimator):
@@ -444,7 +439,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             else:
                 for edge, w in weight.items():
                     e_step, d_step = w * eps / counts[edge], w * delta / counts[edge]
-                    plan.multipliers[edge] = _classic_multiplier(e_step, d_step)
+                    plan.multipliers[edge] = classic_gaussian_formula(e_step, d_step)
                     plan.epsilons[edge], plan.deltas[edge] = w * eps, w * delta
                     if e_step >= 1:
                         plan.holds = False
@@ -488,7 +483,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 continue
             n = steps if edge == "e8" else 1
             if self.calibration == "classic":
-                plan.multipliers[edge] = _classic_multiplier(w * eps / n, w * delta / n)
+                plan.multipliers[edge] = classic_gaussian_formula(w * eps / n, w * delta / n)
             else:
                 plan.multipliers[edge] = math.sqrt(n) * gaussian_sigma_analytic(w * eps, w * delta)
         plan.guarantee = self._guarantee(

@@ -56,6 +56,18 @@ def check_accountant(accountant: object) -> str:
     return str(accountant)
 
 
+def classic_gaussian_formula(epsilon: float, delta: float) -> float:
+    """``sqrt(2 ln(1.25/delta)) / epsilon``, the classic Gaussian multiplier, with no range check.
+
+    Dwork & Roth (2014), Theorem A.1, prove it for ``epsilon < 1`` only; this is the formula
+    alone, for the callers that reproduce a paper which applies it per step (Algorithm 3's
+    advanced composition, where every step's ``epsilon'`` is small) or at any ``epsilon`` as
+    written (DeCarolis et al.'s Proposition 18, labelled as the paper's claim by its caller).
+    :func:`gaussian_sigma_classic` is the checked mechanism.
+    """
+    return math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+
+
 def gaussian_sigma_classic(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Classic Gaussian mechanism: ``sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon``.
 
@@ -75,7 +87,7 @@ def gaussian_sigma_classic(epsilon: float, delta: float, sensitivity: float = 1.
             f"the classic Gaussian mechanism is only proven for epsilon < 1, got epsilon={epsilon}; "
             "use gaussian_sigma_analytic"
         )
-    return sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    return sensitivity * classic_gaussian_formula(epsilon, delta)
 
 
 def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -229,7 +241,7 @@ def composed_noise_multiplier(
     accountant = check_accountant(accountant)
     if accountant == "advanced":
         eps_step, delta_step = advanced_step_parameters(epsilon, delta, n_releases)
-        return math.sqrt(2.0 * math.log(1.25 / delta_step)) / eps_step
+        return classic_gaussian_formula(eps_step, delta_step)
     sigma = gaussian_sigma_analytic(epsilon, delta)
     root = math.sqrt(n_releases)
     # z / sqrt(K) must not round below sigma
