@@ -251,9 +251,10 @@ def movielens_rows(data: dict, quick: bool, repeats: int) -> list[dict]:
     for name, relation, eps, kwargs, as_matrix in _movielens_methods(quick):
         kwargs = dict(kwargs)
         rank = kwargs.pop("rank")
-        errs, seconds = [], []
+        errs, seconds, per_split = [], [], []
         reps = repeats if eps is not None else 1  # private fits: fresh noise, averaged
         for split, (train, test) in data.items():
+            per_split.append([])
             if as_matrix:
                 train, test = matrix(train), matrix(test)
             for rep in range(reps):
@@ -263,19 +264,25 @@ def movielens_rows(data: dict, quick: bool, repeats: int) -> list[dict]:
                 )
                 seconds.append(time.perf_counter() - start)
                 errs.append(rmse(test.values, fit.predict(test.indices)))
+                per_split[-1].append(errs[-1])
+        # the noise's standard error of the mean: the splits differ by design, not by noise
+        variances = [np.var(e, ddof=1) / len(e) for e in per_split if len(e) > 1]
+        noise_se = float(np.sqrt(sum(variances))) / len(per_split)
         row = {
             "method": name,
             "relation": relation or "none",
             "epsilon": eps,
             "rmse": float(np.mean(errs)),
             "rmse_std": float(np.std(errs)),
+            "rmse_se": noise_se if reps > 1 else None,
             "n_fits": len(errs),
             "seconds_per_fit": float(np.mean(seconds)),
         }
         rows.append(row)
         label = "non-private" if eps is None else f"{relation}, eps={eps:g}"
+        spread = f"s.e. {noise_se:.4f}" if reps > 1 else "no noise"
         print(
-            f"ML-100K {name:46s} [{label:20s}] RMSE {row['rmse']:.4f} (+-{row['rmse_std']:.4f}, "
+            f"ML-100K {name:46s} [{label:20s}] RMSE {row['rmse']:.4f} ({spread}, "
             f"{len(errs)} fits, {row['seconds_per_fit']:.1f} s/fit)",
             flush=True,
         )
@@ -362,13 +369,15 @@ def markdown(payload: dict) -> str:
         out.append("")
     if "movielens" in payload:
         out += [
-            "| model | relation | epsilon | test RMSE (ua/ub mean) | std over fits | fits | s / fit |",
-            "|---|---|---|---|---|---|---|",
+            "| model | relation | epsilon | test RMSE (ua/ub mean) | s.e. (noise) | std over fits | fits "
+            "| s / fit |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in payload["movielens"]:
             eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
+            se = "—" if r.get("rmse_se") is None else f"{r['rmse_se']:.4f}"
             out.append(
-                f"| {r['method']} | {r['relation']} | {eps} | {r['rmse']:.4f} | {r['rmse_std']:.4f} | "
+                f"| {r['method']} | {r['relation']} | {eps} | {r['rmse']:.4f} | {se} | {r['rmse_std']:.4f} | "
                 f"{r['n_fits']} | {r['seconds_per_fit']:.1f} |"
             )
         out.append("")
@@ -397,7 +406,7 @@ def main() -> None:
         default=str(Path.home() / ".cache" / "dptensor"),
         help="where the RecBole wheel with MovieLens-100K is kept (outside the repository)",
     )
-    parser.add_argument("--repeats", type=int, default=3, help="fits per private setting and split")
+    parser.add_argument("--repeats", type=int, default=10, help="fits per private setting and split")
     parser.add_argument("--quick", action="store_true", help="small sizes, few settings")
     args = parser.parse_args()
     payload: dict = {
