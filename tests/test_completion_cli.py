@@ -83,11 +83,14 @@ def test_complete_cli_movielens(tmp_path):
     assert payload["train_rmse"] is None
 
 
-def test_completion_experiment_quick(tmp_path, monkeypatch):
+def test_completion_experiment_quick(tmp_path, monkeypatch, capsys):
     from dptensor.experiments import completion
 
-    rows = completion.figure2(quick=True, epsilons=(1.0,), models=("cp",))
+    rows = completion.figure2(quick=True, epsilons=(1.0,), models=("cp",), progress=True)
     assert {r["method"] for r in rows} == set(completion.METHODS)
+    n_fits = len(completion.METHODS)  # one epsilon: every method fits once
+    err = capsys.readouterr().err
+    assert "Figure 2 (fits): 100%" in err and f"{n_fits}/{n_fits}" in err and len(rows) == n_fits
     assert all(np.isfinite(r["rmse"]) for r in rows)
     summary = completion.summarise(rows)
     path = completion._plot(summary, 2, tmp_path / "f2.png")
