@@ -244,3 +244,17 @@ def test_partial_fit_accumulates_moments(corpus):
     assert model.n_dropped_documents_ == 2 and model.n_documents_ == full.n_documents_
     model.fit(corpus.counts[:3000])  # fit starts afresh
     assert model.n_documents_ == 3000 and not hasattr(model, "_accumulator")
+
+
+def test_document_chunks_cover_every_document_once_within_the_budget():
+    from dptensor.models._fitted_topics import INFERENCE_CHUNK_CELLS, document_chunks
+
+    counts = sp.random(3000, 40, density=0.2, format="csr", random_state=0)
+    k = INFERENCE_CHUNK_CELLS // 1000  # about 1000 stored entries per chunk
+    chunks = document_chunks(counts, k)
+    assert chunks[0][0] == 0 and chunks[-1][1] == counts.shape[0] and len(chunks) > 10
+    assert all(a < b and b == c for (a, b), (c, _) in zip(chunks[:-1], chunks[1:], strict=True))  # contiguous
+    longest_row = int(np.diff(counts.indptr).max())
+    assert max(counts.indptr[b] - counts.indptr[a] for a, b in chunks) <= 1000 + longest_row
+    assert document_chunks(counts[:0], k) == []
+    assert document_chunks(sp.csr_matrix((5, 4)), k) == [(0, 5)]  # no tokens: one chunk

@@ -16,7 +16,21 @@ import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dptensor._validation import NotFittedError, check_positive_int
+from dptensor.parallel import split_rows
 from dptensor.tensor.lda_moments import check_count_matrix
+
+#: Stored entries x topics per chunk of documents in inference (work arrays of about 16 MB).
+INFERENCE_CHUNK_CELLS = 2_000_000
+
+
+def document_chunks(matrix: sp.csr_matrix, n_components: int) -> list[tuple[int, int]]:
+    """Row ranges of ``matrix`` holding about ``INFERENCE_CHUNK_CELLS / n_components`` entries each.
+
+    Inference works on one chunk of documents at a time, so its ``(entries, k)`` arrays stay
+    bounded whatever the corpus size (the per-document results do not depend on the chunking).
+    """
+    per_chunk = max(INFERENCE_CHUNK_CELLS // max(int(n_components), 1), 1)
+    return split_rows(matrix.shape[0], -(-matrix.nnz // per_chunk), matrix.indptr)
 
 
 class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
@@ -61,4 +75,4 @@ class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         return [[str(vocabulary[i]) for i in row] for row in top]
 
 
-__all__ = ["FittedTopicsMixin"]
+__all__ = ["INFERENCE_CHUNK_CELLS", "FittedTopicsMixin", "document_chunks"]

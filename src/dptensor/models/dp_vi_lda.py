@@ -103,8 +103,7 @@ from tqdm.auto import tqdm
 
 from dptensor._validation import check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin
-from dptensor.models.spectral_lda import _chunks
+from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     NoiseSource,
@@ -823,7 +822,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         """``gamma`` for every document (E-step from ``gamma = 1``, as scikit-learn's transform)."""
         k = int(self.n_components)
         gamma = np.ones((matrix.shape[0], k))
-        for start, stop in _chunks(matrix, 2_000_000 // max(k, 1)):
+        for start, stop in document_chunks(matrix, k):
             gamma[start:stop], _ = _e_step(
                 matrix[start:stop], self.exp_dirichlet_component_, self.doc_topic_prior_,
                 gamma[start:stop], int(self.max_doc_update_iter), float(self.mean_change_tol), None, False,
@@ -852,7 +851,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         k, v = lam.shape
         score = 0.0
         elog_beta_t = np.ascontiguousarray(elog_beta.T)
-        for start, stop in _chunks(matrix, 2_000_000 // max(k, 1)):
+        for start, stop in document_chunks(matrix, k):
             block = matrix[start:stop]
             rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
             temp = elog_theta[start:stop][rows] + elog_beta_t[block.indices]

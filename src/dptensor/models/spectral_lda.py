@@ -52,7 +52,7 @@ from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin
+from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -346,7 +346,7 @@ class TopicModelInference(FittedTopicsMixin):
         prior = self.alpha_
         theta = np.tile(prior / prior.sum(), (n, 1))
         topics_t = np.ascontiguousarray(topics.T)  # d x k
-        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
+        for start, stop in document_chunks(matrix, self.n_components):
             block = matrix[start:stop]
             th = theta[start:stop]
             rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
@@ -377,7 +377,7 @@ class TopicModelInference(FittedTopicsMixin):
         theta = self._infer(matrix, topics)
         total = 0.0
         topics_t = np.ascontiguousarray(topics.T)
-        for start, stop in _chunks(matrix, 2_000_000 // max(self.n_components, 1)):
+        for start, stop in document_chunks(matrix, self.n_components):
             block = matrix[start:stop]
             rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
             pred = np.einsum("ij,ij->i", theta[start:stop][rows], topics_t[block.indices])
@@ -693,17 +693,6 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self.whitened_tensor_ = tensor
         self.decomposition_ = result
         self.timings_ = timings
-
-def _chunks(matrix: sp.csr_matrix, nnz_per_chunk: int) -> list[tuple[int, int]]:
-    """Row ranges of a CSR matrix holding about ``nnz_per_chunk`` stored entries each."""
-    n = matrix.shape[0]
-    if n == 0:
-        return []
-    budget = max(int(nnz_per_chunk), 1)
-    bounds = np.searchsorted(matrix.indptr, np.arange(0, matrix.nnz + budget, budget), side="left")
-    bounds = np.unique(np.clip(np.concatenate([[0], bounds, [n]]), 0, n))
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
-
 
 class _Step:
     """Time a named step; print it to standard error when ``verbose``.
