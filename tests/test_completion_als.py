@@ -259,3 +259,16 @@ def test_core_normal_equations_grouped_equal_the_direct_products(shape, ranks, n
     direct_gram, direct_rhs = _core_normal_equations_direct(factors, indices, target, weights)
     np.testing.assert_allclose(gram, direct_gram, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(rhs, direct_rhs, rtol=1e-12, atol=1e-10)
+
+
+def test_offsets_at_matches_a_loop_over_entries_with_and_without_a_skipped_mode():
+    from dptensor.models._completion_kernels import offsets_at
+
+    rng = np.random.default_rng(0)
+    shape = (4, 5, 3)
+    indices = np.argwhere(rng.random(shape) < 0.6)
+    biases = [rng.standard_normal(n) for n in shape]
+    for skip in (None, 0, 1, 2):
+        expected = [0.7 + sum(biases[m][e[m]] for m in range(3) if m != skip) for e in indices]
+        np.testing.assert_allclose(offsets_at(0.7, biases, indices, skip_mode=skip), expected)
+    np.testing.assert_array_equal(offsets_at(0.7, None, indices), np.full(len(indices), 0.7))

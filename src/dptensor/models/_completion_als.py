@@ -39,7 +39,13 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.models._completion_kernels import core_gradient, factor_values, mode_design, predict_entries
+from dptensor.models._completion_kernels import (
+    core_gradient,
+    factor_values,
+    mode_design,
+    offsets_at,
+    predict_entries,
+)
 
 #: Entries per chunk when outer products are formed (about 2 MB of float64: the outer products stay in cache).
 CHUNK_VALUES = 1 << 18
@@ -294,11 +300,7 @@ def mode_problem(
     ``(row, bias)`` enter linearly.
     """
     n = values.shape[0]
-    target = values - params.mean
-    if params.biases is not None:
-        for m in range(3):
-            if m != mode:
-                target = target - np.take(params.biases[m], indices[:, m])
+    target = values - offsets_at(params.mean, params.biases, indices, skip_mode=mode)
     parts = []
     if params.factors is not None:
         parts.append(mode_design(params.model, mode, params.core, params.factors, indices))

@@ -84,7 +84,7 @@ from dptensor.models._completion_als import (
     mode_ridge,
     ridge_solve,
 )
-from dptensor.models._completion_kernels import mode_design
+from dptensor.models._completion_kernels import mode_design, offsets_at
 from dptensor.models._completion_pattern_offsets import (
     laplace_release,
     offsets_posterior,
@@ -381,12 +381,7 @@ class DpAlsFit:
     # -- helpers ---------------------------------------------------------------------------
     def offsets_except(self, mode: int | None) -> np.ndarray:
         """``mu + biases`` of the modes other than ``mode`` at every entry."""
-        out = np.full(self.values.shape[0], self.params.mean)
-        if self.params.biases is not None:
-            for m in range(3):
-                if m != mode:
-                    out += np.take(self.params.biases[m], self.indices[:, m])
-        return out
+        return offsets_at(self.params.mean, self.params.biases, self.indices, skip_mode=mode)
 
     def noise(self, stats: np.ndarray, sigma: float) -> np.ndarray:
         self.noise_stds.append(sigma)

@@ -136,8 +136,16 @@ def predict_entries(
     indices: np.ndarray,
 ) -> np.ndarray:
     """``mu + beta^(1)_i + beta^(2)_j + beta^(3)_k + x_hat_ijk`` at the entries."""
-    out = factor_values(model, core, factors, indices) + mean
+    return factor_values(model, core, factors, indices) + offsets_at(mean, biases, indices)
+
+
+def offsets_at(
+    mean: float, biases: list | None, indices: np.ndarray, skip_mode: int | None = None
+) -> np.ndarray:
+    """``mu`` plus the biases of every mode but ``skip_mode`` at the entries (all modes by default)."""
+    out = np.full(indices.shape[0], float(mean))
     if biases is not None:
         for m, bias in enumerate(biases):
-            out += np.take(bias, indices[:, m])
+            if m != skip_mode:
+                out += np.take(bias, indices[:, m])
     return out
