@@ -41,6 +41,7 @@ import contextlib
 import dataclasses
 import datetime
 import getpass
+import hashlib
 import json
 import math
 import numbers
@@ -51,7 +52,7 @@ import sqlite3
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ import dp_accounting
 
 from dptensor._files import json_text
 from dptensor._validation import check_epsilon_delta
-from dptensor.privacy.accounting import event_epsilon, reduce_event
+from dptensor.privacy.accounting import EpsilonDeltaDpEvent, event_epsilon, reduce_event
 from dptensor.privacy.calibration import gaussian_epsilon
 from dptensor.privacy.errors import BudgetExceededError, LedgerError
 from dptensor.privacy.guarantee import PrivacyGuarantee
@@ -69,7 +70,13 @@ __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "BudgetLedger", "Charge", "decode
 #: SQLite ``application_id`` of a dptensor budget ledger (the bytes ``"dPTB"``).
 APPLICATION_ID = 0x64505442
 #: Schema version written to SQLite's ``user_version``; files with a larger one are refused.
-SCHEMA_VERSION = 1
+#: Version 2: rollback journal (not WAL) and a chained checksum of the charges; version 1 files
+#: are upgraded when opened.
+SCHEMA_VERSION = 2
+#: SQLite's rollback journal, deleted to commit, with the directory synced after the delete
+#: (``synchronous=EXTRA``): a committed charge is in the main file, durably, when ``charge`` returns.
+_JOURNAL_MODE = "delete"
+_SYNCHRONOUS = "EXTRA"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _DEFAULT_DISCRETIZATION = 1e-4
 
@@ -108,6 +115,8 @@ _META_KEYS = (
     "created_by",
     "dptensor_version",
 )
+# Metadata that changes with the charges: their number and the chained checksum of them all.
+_STATE_KEYS = ("n_charges", "checksum")
 _CHARGE_COLUMNS = (
     "id",
     "time",
@@ -296,6 +305,57 @@ def _decode_cached(text: str) -> dp_accounting.DpEvent:
     return event
 
 
+#: Most grid points a composition's privacy-loss distribution may have (a few hundred MB at most).
+MAX_PLD_POINTS = 1_000_000
+# dp-accounting truncates a Gaussian's privacy loss where the log of the tail mass is -50
+_GAUSSIAN_TAIL = math.sqrt(2 * 50.0)
+
+
+def _loss_width(event: dp_accounting.DpEvent) -> float:
+    """An upper bound on the width of the privacy-loss range dp-accounting's PLD of ``event`` spans.
+
+    The number of grid points of the PLD is this width over the discretisation interval. A
+    Gaussian release of noise multiplier ``z`` (sensitivity 1) has the privacy loss
+    ``(2x - 1) / (2 z^2)`` for ``x`` within ``t z`` of 0 or 1, a width of ``2t/z + 1/z^2``; a
+    Laplace release of scale ``b`` one of ``2/b``; an ``(epsilon, delta)`` release ``2 epsilon``;
+    sampling only shrinks the loss. A ``k``-fold self-composition spans at most ``k`` widths, and
+    dp-accounting truncates its tails (mass 1e-15), so by Hoeffding's inequality about
+    ``9 sqrt(k)`` of them. ``0.0`` for an event this does not know (it is composed as before).
+    """
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        z = float(event.noise_multiplier)
+        return 2 * _GAUSSIAN_TAIL / z + 1 / z**2 if z > 0 else math.inf
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return 2 / float(event.noise_multiplier) if event.noise_multiplier > 0 else math.inf
+    if isinstance(event, EpsilonDeltaDpEvent):
+        return 2 * float(event.epsilon)
+    sampled = (dp_accounting.PoissonSampledDpEvent, dp_accounting.SampledWithoutReplacementDpEvent)
+    if isinstance(event, sampled):
+        return _loss_width(event.event)
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        k = int(event.count)
+        return _loss_width(event.event) * min(k, 9 * math.sqrt(k))
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return math.fsum(_loss_width(part) for part in event.events)
+    return 0.0
+
+
+def pld_discretization(event: dp_accounting.DpEvent, value_discretization_interval: float) -> float:
+    """The discretisation at which ``event``'s PLD has at most :data:`MAX_PLD_POINTS` grid points.
+
+    ``value_discretization_interval`` itself unless the event's privacy loss spans more than
+    ``MAX_PLD_POINTS`` intervals (releases whose epsilon is in the thousands, whose PLD at
+    ``1e-4`` would need hundreds of GB); then the interval that gives ``MAX_PLD_POINTS`` points.
+    dp-accounting's pessimistic PLD is an upper bound on the privacy loss at any discretisation
+    (Meiser & Mohammadi 2018, Theorem 5; Koskela et al. 2020), so a coarser grid only adds a
+    little to a total that is huge anyway, and memory stays bounded.
+    """
+    width = _loss_width(event)
+    if not math.isfinite(width):
+        return math.inf
+    return max(float(value_discretization_interval), width / MAX_PLD_POINTS)
+
+
 def composed_epsilon(
     events: Sequence[dp_accounting.DpEvent], delta: float, value_discretization_interval: float
 ) -> float:
@@ -307,7 +367,10 @@ def composed_epsilon(
     the power method, DP-SGD, input perturbation), its epsilon is the exact analytic one
     (Balle & Wang 2018, :func:`~dptensor.privacy.gaussian_epsilon`, rounded up); otherwise it
     is dp-accounting's PLD accountant (pessimistic, so an upper bound) with the given
-    discretisation.
+    discretisation -- coarsened by :func:`pld_discretization` where the PLD would have more than
+    :data:`MAX_PLD_POINTS` points, so that memory stays bounded whatever the epsilons. ``inf``
+    when the total is too large to account (dp-accounting overflows: epsilons near 1e9 and
+    above) or the pure delta parts exceed ``delta``.
     """
     if not events:
         return 0.0
@@ -324,11 +387,38 @@ def composed_epsilon(
         if isinstance(reduced, dp_accounting.GaussianDpEvent):
             epsilon = gaussian_epsilon(reduced.noise_multiplier, delta)
         else:
-            epsilon = event_epsilon(
-                reduced, delta, "pld", value_discretization_interval=value_discretization_interval
-            )
+            interval = pld_discretization(reduced, value_discretization_interval)
+            try:
+                epsilon = (
+                    event_epsilon(reduced, delta, "pld", value_discretization_interval=interval)
+                    if math.isfinite(interval)
+                    else math.inf
+                )
+            except (OverflowError, FloatingPointError):
+                epsilon = math.inf  # too large for floating point: no finite budget pays for it
         _EPSILON_CACHE[key] = epsilon
     return epsilon
+
+
+# ----------------------------------------------------------------------------- the charges' checksum
+_STORED_COLUMNS = ("token", *_CHARGE_COLUMNS)  # everything a charge's row holds
+
+
+def _chain_start(meta: Mapping[str, Any]) -> str:
+    """The checksum of a ledger without charges: SHA-256 of the metadata fixed at its creation."""
+    fixed = {key: meta[key] for key in _META_KEYS if key != "relations"}
+    return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()
+
+
+def _chain_next(checksum: str, row: Sequence[object]) -> str:
+    """The checksum after one more charge: SHA-256 of the previous one and the charge's row."""
+    text = json.dumps([checksum, *row], separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sealed(checksum: str, relations: Sequence[str]) -> str:
+    """The stored checksum: the chain over the charges, then the relations the ledger accepts."""
+    return _chain_next(checksum, ["relations", *sorted(relations)])
 
 
 # ----------------------------------------------------------------------------- the ledger
@@ -539,10 +629,12 @@ class BudgetLedger:
         """Write a complete ledger under a temporary name, then link it into place atomically."""
         self._path.parent.mkdir(parents=True, exist_ok=True)
         stale = [
-            f"{self._path}{suffix}" for suffix in ("-wal", "-shm") if os.path.exists(f"{self._path}{suffix}")
+            f"{self._path}{suffix}"
+            for suffix in ("-journal", "-wal", "-shm")
+            if os.path.exists(f"{self._path}{suffix}")
         ]
         if stale:
-            # SQLite would replay a deleted database's log into the new one
+            # SQLite would replay a deleted database's log (or roll back its journal) into the new one
             raise LedgerError(
                 f"{' and '.join(stale)} exist(s) without {self._path}: a ledger was deleted while a process "
                 "still "
@@ -562,13 +654,13 @@ class BudgetLedger:
             "created_by": f"{_user()}@{socket.gethostname()}",
             "dptensor_version": _version(),
         }
+        meta = {key: json.loads(json.dumps(value)) for key, value in meta.items()}  # as it is read back
+        meta.update(n_charges=0, checksum=_sealed(_chain_start(meta), relations))
         try:
             conn = sqlite3.connect(str(tmp), isolation_level=None)
             try:
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if str(mode).lower() != "wal":  # pragma: no cover - file systems without WAL support
-                    raise LedgerError(f"{self._path}: this file system does not support SQLite's WAL mode")
-                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute(f"PRAGMA journal_mode={_JOURNAL_MODE}")
+                conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS}")
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -591,7 +683,7 @@ class BudgetLedger:
         except sqlite3.Error as exc:
             raise self._error(exc, "could not create the ledger") from exc
         finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
+            for suffix in ("", "-journal"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{tmp}{suffix}")
 
@@ -602,10 +694,20 @@ class BudgetLedger:
             uri, uri=True, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute("PRAGMA synchronous=FULL")  # a committed charge survives a power loss
+            # a rollback journal, not a write-ahead log: a commit writes the main file itself, so the
+            # file alone always holds every committed charge; EXTRA syncs the journal's deletion too
+            mode = str(conn.execute(f"PRAGMA journal_mode={_JOURNAL_MODE}").fetchone()[0]).lower()
+            conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS}")
         except BaseException:
             conn.close()
             raise
+        if mode != _JOURNAL_MODE:  # a WAL file (format 1) that another process still has open
+            conn.close()
+            raise LedgerError(
+                f"the budget ledger {self._path} is in SQLite's WAL mode (ledger format 1) and another "
+                "process has it open, so it cannot be converted to the current format: close the other "
+                "processes (an older dptensor?) and open it again"
+            )
         return conn
 
     def _file_identity(self) -> tuple[int, int]:
@@ -754,18 +856,48 @@ class BudgetLedger:
                     "restore it "
                     "from a backup (dptensor will not guess the budget spent)"
                 )
+            if version < SCHEMA_VERSION:
+                self._upgrade(conn)
             return self._read_meta(conn)
 
-    def _read_meta(self, conn: sqlite3.Connection | None = None) -> dict[str, Any]:
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Format 1 to 2: store the number of charges and their chained checksum (the journal is
+        already a rollback journal: :meth:`_connect` converted the WAL file)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # not done meanwhile
+                meta = self._read_meta(conn, with_state=False)
+                checksum, n = _chain_start(meta), 0
+                for row in conn.execute(f"SELECT {', '.join(_STORED_COLUMNS)} FROM charges ORDER BY id"):
+                    checksum, n = _chain_next(checksum, row), n + 1
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        ("n_charges", json.dumps(n)),
+                        ("checksum", json.dumps(_sealed(checksum, meta["relations"]))),
+                    ],
+                )
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def _read_meta(
+        self, conn: sqlite3.Connection | None = None, *, with_state: bool = True
+    ) -> dict[str, Any]:
         if conn is None:
             with self._connection("could not read the ledger") as own:
                 return self._read_meta(own)
         try:
             rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            meta = {key: json.loads(rows[key]) for key in _META_KEYS}
+            meta = {key: json.loads(rows[key]) for key in _META_KEYS + (_STATE_KEYS if with_state else ())}
             _check_budget(meta["epsilon"], meta["delta"])
             if not isinstance(meta["relations"], list):
                 raise ValueError("relations is not a list")
+            count = meta.get("n_charges", 0)
+            if with_state and not (type(count) is int and count >= 0 and isinstance(meta["checksum"], str)):
+                raise ValueError("no count or checksum of the charges")
         except sqlite3.DatabaseError as exc:
             if _error_kind(exc) != "other":
                 raise
@@ -808,16 +940,15 @@ class BudgetLedger:
             with self._connection("could not fix the ledger's neighbouring relation") as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    stored = self._read_meta(conn)["relations"]
+                    stored_meta, _, checksum = self._verified(conn)
+                    stored = stored_meta["relations"]
                     if stored and sorted(stored) != relations:
                         raise ValueError(
                             f"the budget ledger {self._path} accepts releases under {_names(stored)}, not "
                             f"{_names(relations)}"
                         )
                     if not stored:
-                        conn.execute(
-                            "UPDATE meta SET value = ? WHERE key = 'relations'", (json.dumps(relations),)
-                        )
+                        self._write_state(conn, stored_meta["n_charges"], checksum, relations)
                     conn.execute("COMMIT")
                 except BaseException:
                     _rollback(conn)
@@ -825,16 +956,53 @@ class BudgetLedger:
             self._meta = dict(meta, relations=relations)
 
     # ------------------------------------------------------------------ reading
-    def _events(self, conn: sqlite3.Connection) -> list[dp_accounting.DpEvent]:
-        events = []
-        for rowid, text in conn.execute("SELECT id, event FROM charges ORDER BY id"):
+    def _verified(self, conn: sqlite3.Connection) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """The metadata, every charge (a row as a dict, ``event`` decoded) and their chained checksum.
+
+        The charges must be exactly those the ledger recorded: as many as its count, and the
+        SHA-256 chain over the budget, every charge's row and the relations equal to the stored
+        checksum. Otherwise the file lost charges or was changed (a truncated or damaged file, a
+        copy taken in the middle of a commit): :class:`LedgerError`, never a smaller ``spent``.
+        """
+        meta = self._read_meta(conn)
+        checksum, records = _chain_start(meta), []
+        for row in conn.execute(f"SELECT {', '.join(_STORED_COLUMNS)} FROM charges ORDER BY id"):
+            record = dict(zip(_STORED_COLUMNS, row, strict=True))
             try:
-                events.append(_decode_cached(text))
-            except ValueError as exc:
+                record["event"] = _decode_cached(record["event"])
+                checksum = _chain_next(checksum, row)
+            except (ValueError, TypeError) as exc:
                 raise LedgerError(
-                    f"the budget ledger {self._path} is damaged: charge {rowid}: {exc}"
+                    f"the budget ledger {self._path} is damaged: charge {record['id']}: {exc}"
                 ) from exc
-        return events
+            records.append(record)
+        damaged = f"the budget ledger {self._path} is damaged"
+        advice = "restore it from a backup (dptensor will not guess the budget spent)"
+        if len(records) != meta["n_charges"]:
+            raise LedgerError(
+                f"{damaged}: it holds {len(records)} charges but recorded {meta['n_charges']}; {advice}"
+            )
+        if _sealed(checksum, meta["relations"]) != meta["checksum"]:
+            raise LedgerError(
+                f"{damaged}: its budget or charges do not match their checksum (bytes were changed); {advice}"
+            )
+        return meta, records, checksum
+
+    def _write_state(
+        self, conn: sqlite3.Connection, n_charges: int, checksum: str, relations: Sequence[str]
+    ) -> None:
+        """Store the count, the sealed checksum and the relations (inside the caller's transaction)."""
+        conn.executemany(
+            "UPDATE meta SET value = ? WHERE key = ?",
+            [
+                (json.dumps(n_charges), "n_charges"),
+                (json.dumps(_sealed(checksum, relations)), "checksum"),
+                (json.dumps(list(relations)), "relations"),
+            ],
+        )
+
+    def _events(self, conn: sqlite3.Connection) -> list[dp_accounting.DpEvent]:
+        return [record["event"] for record in self._verified(conn)[1]]
 
     def _compose(self, events: Sequence[dp_accounting.DpEvent]) -> float:
         return composed_epsilon(events, self.delta, self.value_discretization_interval)
@@ -867,12 +1035,11 @@ class BudgetLedger:
     def charges(self) -> list[Charge]:
         """Every recorded charge, oldest first."""
         with self._connection("could not read the ledger") as conn:
-            rows = conn.execute(f"SELECT {', '.join(_CHARGE_COLUMNS)} FROM charges ORDER BY id").fetchall()
+            records = self._verified(conn)[1]
         out = []
-        for row in rows:
-            record = dict(zip(_CHARGE_COLUMNS, row, strict=True))
+        for stored in records:
+            record = {name: stored[name] for name in _CHARGE_COLUMNS}
             try:
-                record["event"] = _decode_cached(record["event"])
                 record["guarantee"] = json.loads(record["guarantee"])
             except ValueError as exc:
                 raise LedgerError(
@@ -977,7 +1144,8 @@ class BudgetLedger:
             with self._connection("the charge was not recorded and nothing was computed") as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    relations = self._read_meta(conn)["relations"]
+                    meta, records, checksum = self._verified(conn)
+                    relations = meta["relations"]
                     if relations and guarantee.neighbouring not in relations:
                         raise ValueError(
                             f"the budget ledger {self._path} accepts releases under "
@@ -987,21 +1155,18 @@ class BudgetLedger:
                             "relation, or create one with neighbouring=[...] listing both if one change of "
                             "the unit you protect is a neighbouring change under each. Nothing was computed."
                         )
-                    events = self._events(conn)
+                    events = [record["event"] for record in records]
                     total = self._compose([*events, event])
                     if not total <= self.epsilon:
                         raise self._exceeded(guarantee, self._compose(events), total)
-                    if not relations:
-                        conn.execute(
-                            "UPDATE meta SET value = ? WHERE key = 'relations'",
-                            (json.dumps([guarantee.neighbouring]),),
-                        )
-                    row["spent_after"] = total
-                    cursor = conn.execute(
+                    row["id"] = records[-1]["id"] + 1 if records else 1
+                    row["spent_after"] = float(total)
+                    conn.execute(
                         f"INSERT INTO charges ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                         tuple(row.values()),
                     )
-                    row["id"] = cursor.lastrowid
+                    checksum = _chain_next(checksum, [row[name] for name in _STORED_COLUMNS])
+                    self._write_state(conn, len(records) + 1, checksum, relations or [guarantee.neighbouring])
                     committing = True
                     conn.execute("COMMIT")
                 except BaseException:
@@ -1029,11 +1194,16 @@ class BudgetLedger:
 
     def _exceeded(self, guarantee: PrivacyGuarantee, spent: float, total: float) -> BudgetExceededError:
         name = f" (data set {self.dataset!r})" if self.dataset is not None else ""
+        why = (
+            ""
+            if math.isfinite(total)
+            else " (too large to account in floating point, or pure delta parts above the ledger's delta)"
+        )
         return BudgetExceededError(
             f"privacy budget exceeded: the ledger {self._path}{name} has spent epsilon={spent:.6g} of "
             f"{self.epsilon:g} (delta={self.delta:g}), {max(0.0, self.epsilon - spent):.6g} left; this "
             f"release, ({guarantee.epsilon:g}, {guarantee.delta:g})-DP on its own, would bring the composed "
-            f"total to epsilon={total:.6g}. The charge was refused and nothing was computed.",
+            f"total to epsilon={total:.6g}{why}. The charge was refused and nothing was computed.",
             path=str(self._path),
             budget_epsilon=self.epsilon,
             budget_delta=self.delta,
