@@ -696,7 +696,12 @@ class BudgetLedger:
         try:
             # a rollback journal, not a write-ahead log: a commit writes the main file itself, so the
             # file alone always holds every committed charge; EXTRA syncs the journal's deletion too
-            mode = str(conn.execute(f"PRAGMA journal_mode={_JOURNAL_MODE}").fetchone()[0]).lower()
+            try:
+                mode = str(conn.execute(f"PRAGMA journal_mode={_JOURNAL_MODE}").fetchone()[0]).lower()
+            except sqlite3.OperationalError as exc:
+                if _error_kind(exc) != "locked" or not self._in_wal_mode():
+                    raise
+                mode = "wal"  # converting needs the file to itself
             conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS}")
         except BaseException:
             conn.close()
@@ -709,6 +714,14 @@ class BudgetLedger:
                 "processes (an older dptensor?) and open it again"
             )
         return conn
+
+    def _in_wal_mode(self) -> bool:
+        """Whether the file's header says WAL (its read and write versions, bytes 18 and 19, are 2)."""
+        try:
+            with open(self._path, "rb") as handle:
+                return handle.read(20)[18:20] == b"\x02\x02"
+        except OSError:
+            return False
 
     def _file_identity(self) -> tuple[int, int]:
         try:
