@@ -19,19 +19,29 @@ and nothing is computed.
 Concurrency. A charge is one SQLite ``BEGIN IMMEDIATE`` transaction: it takes the database's
 write lock, reads every recorded event, composes them with the new one, decides, inserts and
 commits. Two charges -- from threads, processes or machines sharing a local disk -- are
-therefore serialised, and the budget can never be overspent by a race. The file is in WAL
-mode, so readers (``dptensor budget show``) never wait for a charge, and commits are
-``synchronous=FULL``: once :meth:`BudgetLedger.charge` returns, the charge survives a crash of
-the process (or a power loss). A process killed after its charge keeps the charge (no silent
-refund); one killed during the charge leaves no trace of it, and in that case it never started
-computing either.
+therefore serialised, and the budget can never be overspent by a race.
+
+Durability. The journal is SQLite's rollback journal (``journal_mode=DELETE``), not a write-ahead
+log, with ``synchronous=EXTRA``: a commit writes the charge into the main file, syncs it, and
+deletes the journal (syncing the directory) before :meth:`BudgetLedger.charge` returns. Once it
+returns, the charge is in the main file: it survives a crash of the process or a power loss, and
+a copy of the file alone holds it. A process killed after its charge keeps the charge (no silent
+refund); one killed during the charge leaves no trace of it (its half-written commit is rolled
+back from the journal by the next process), and it never started computing either.
+
+Integrity. The file stores the number of charges and a SHA-256 checksum chained over the budget,
+every charge's row and the accepted relations; every read of the charges checks both, so a file
+that lost charges or has changed bytes (truncated, a flipped bit, a torn copy, a half-written
+commit whose journal was lost) is a :class:`~dptensor.privacy.LedgerError`, never a smaller
+``spent``.
 
 File format. The file's SQLite ``application_id`` marks it as a dptensor ledger and its
-``user_version`` is the schema version; a file that is not SQLite, an SQLite file of another
-application, a ledger written by a newer dptensor, a damaged file, a read-only file or a full
-disk each give a :class:`~dptensor.privacy.LedgerError` that says so, and no charge is lost or
-half-written. Events are stored as JSON of :meth:`dp_accounting.DpEvent.to_named_tuple`; only
-event classes of dp-accounting and dptensor are ever decoded.
+``user_version`` is the schema version (2; format 1, WAL mode without checksum, is upgraded
+when opened); a file that is not SQLite, an SQLite file of another application, a ledger
+written by a newer dptensor, a damaged file, a read-only file or a full disk each give a
+:class:`~dptensor.privacy.LedgerError` that says so, and no charge is lost or half-written.
+Events are stored as JSON of :meth:`dp_accounting.DpEvent.to_named_tuple`; only event classes
+of dp-accounting and dptensor are ever decoded.
 """
 
 from __future__ import annotations
@@ -499,10 +509,12 @@ class BudgetLedger:
     A charge is one ``BEGIN IMMEDIATE`` transaction (read every event, compose exactly,
     decide, insert, commit), so concurrent processes never overspend. SQLite's locking relies
     on the file system: a local disk (one machine, any number of processes) is safe; network
-    file systems (NFS, SMB) often implement the locks incorrectly and do not share WAL memory
-    between machines -- do not put a ledger on one, run a single charging host instead. The
-    ledger protects a budget against accidents, crashes and races, not against a user who can
-    write the file (or delete it: a new file is a new budget).
+    file systems (NFS, SMB) often implement the locks incorrectly -- do not put a ledger on one,
+    run a single charging host instead. A charge is in the main file when :meth:`charge`
+    returns, and a file missing charges or with changed bytes is refused (see the module's
+    notes). The ledger protects a budget against accidents, crashes and races, not against a
+    user who can write the file (or delete it: a new file is a new budget; or restore an older
+    copy of it, which is a consistent older ledger).
 
     Examples
     --------
