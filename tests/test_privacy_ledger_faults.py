@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dp_accounting
@@ -75,6 +76,17 @@ def assert_kept(path: Path, acknowledged: list[str], budget_n: int | None = None
     return found
 
 
+def forked(function: Callable[[], object]) -> int:
+    """Run ``function`` in a forked child that leaves with ``os._exit``; the child's pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            function()
+        finally:
+            os._exit(0)
+    return pid
+
+
 def _charge_then_die(path: Path, n: int) -> None:  # pragma: no cover - runs in a child that kills itself
     ledger = BudgetLedger(path)
     for i in range(n):
@@ -98,13 +110,7 @@ def test_a_copy_of_the_main_file_alone_has_every_acknowledged_charge(tmp_path):
 def test_a_lost_log_after_a_crash_admits_nothing_beyond_the_budget(tmp_path):
     path = tmp_path / "b.ledger"
     BudgetLedger(path, epsilon=budget_for(10), delta=DELTA).close()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            _charge_then_die(path, 10)
-        finally:
-            os._exit(1)
-    assert os.waitpid(pid, 0)[1] == signal.SIGKILL
+    assert os.waitpid(forked(lambda: _charge_then_die(path, 10)), 0)[1] == signal.SIGKILL
     for suffix in ("-wal", "-journal"):  # whatever log the crash left: lost (truncated)
         log = Path(f"{path}{suffix}")
         if log.exists():
@@ -246,13 +252,7 @@ def killed_in_commit(tmp_path: Path) -> tuple[Path, list[str], str]:
             ledger.charge(gaussian_guarantee(SIGMA), description=f"charge {i}")
     before = path.read_bytes()
     big = "killed " + "x" * 300_000
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            _die_at_commit(path, big)
-        finally:
-            os._exit(1)
-    assert os.waitpid(pid, 0)[1] == signal.SIGKILL
+    assert os.waitpid(forked(lambda: _die_at_commit(path, big)), 0)[1] == signal.SIGKILL
     journal = Path(f"{path}-journal")
     assert journal.stat().st_size > 0 and path.read_bytes() != before  # a hot journal, a changed file
     return path, [f"charge {i}" for i in range(5)], big
@@ -302,17 +302,10 @@ def _charge_until_refused(path: Path, acks: Path) -> None:  # pragma: no cover -
             ledger.charge(gaussian_guarantee(SIGMA), description=name)
         except BudgetExceededError:
             return
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            Path(f"{acks}.errors").open("a").write(f"{name}: {exc!r}\n")
+            return
         os.write(fd, f"{name}\n".encode())  # acknowledged: charge returned
-
-
-def _spawn(path: Path, acks: Path) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            _charge_until_refused(path, acks)
-        finally:
-            os._exit(0)
-    return pid
 
 
 def kill_at_random_points(tmp_path: Path, n_kills: int, budget_n: int, seed: int, n_workers: int = 3) -> dict:
@@ -323,16 +316,16 @@ def kill_at_random_points(tmp_path: Path, n_kills: int, budget_n: int, seed: int
     BudgetLedger(path, epsilon=budget_for(budget_n), delta=DELTA).close()
     acks.touch()
     rng = random.Random(seed)
-    workers = [_spawn(path, acks) for _ in range(n_workers)]
+    workers = [forked(lambda: _charge_until_refused(path, acks)) for _ in range(n_workers)]
     killed_alive = 0
     try:
         for k in range(n_kills):
             time.sleep(rng.uniform(0.0, 0.02))
             victim = rng.randrange(n_workers)
-            alive = os.waitpid(workers[victim], os.WNOHANG) == (0, 0)
-            os.kill(workers[victim], signal.SIGKILL)
-            os.waitpid(workers[victim], 0)
-            killed_alive += alive
+            if os.waitpid(workers[victim], os.WNOHANG) == (0, 0):  # still charging: kill it
+                os.kill(workers[victim], signal.SIGKILL)
+                os.waitpid(workers[victim], 0)
+                killed_alive += 1
             acknowledged = acks.read_text().split()
             assert_kept(path, acknowledged, budget_n)
             if k % 5 == 0:  # the main file alone, copied while the others charge
@@ -341,14 +334,18 @@ def kill_at_random_points(tmp_path: Path, n_kills: int, budget_n: int, seed: int
                 assert_kept(copy, acknowledged, budget_n)
                 for p in tmp_path.glob("copy.ledger*"):
                     p.unlink()
-            workers[victim] = _spawn(path, acks)
+            workers[victim] = forked(lambda: _charge_until_refused(path, acks))
         for pid in workers:
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ChildProcessError):  # (reaped above when it had finished)
+                os.waitpid(pid, 0)
     finally:
         for pid in workers:
             with contextlib.suppress(ChildProcessError, ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+    errors = Path(f"{acks}.errors")
+    assert not errors.exists(), errors.read_text()
     acknowledged = acks.read_text().split()
     found = descriptions(path)
     assert set(acknowledged) <= set(found) and len(found) == budget_n  # none lost, none beyond the budget
