@@ -443,3 +443,40 @@ def test_a_format_1_ledger_open_elsewhere_is_not_converted_under_it(tmp_path):
     finally:
         other.close()
     assert len(BudgetLedger(path).charges()) == 2
+
+
+# ----------------------------------------------------------------------------- what a process has read
+def test_a_process_notices_a_file_rolled_back_under_it(tmp_path):
+    """A process checks each charge once; a file that later holds fewer, or another history, is refused."""
+    path = tmp_path / "b.ledger"
+    ledger = BudgetLedger(path, epsilon=50.0, delta=DELTA)
+    for i in range(3):
+        ledger.charge(gaussian_guarantee(SIGMA), description=f"charge {i}")
+    older = path.read_bytes()
+    for i in range(3, 5):
+        ledger.charge(gaussian_guarantee(SIGMA), description=f"charge {i}")
+    spent = ledger.spent()
+    with open(path, "r+b") as handle:  # the older copy written back over the same file
+        handle.write(older)
+        handle.truncate()
+    with pytest.raises(LedgerError, match="records 3 charges, but this process has read 5"):
+        ledger.spent()
+    # another process continues the older copy: 3 + 2 charges again, but not the ones read here
+    other = BudgetLedger(path)  # (opened afresh: it has read nothing yet)
+    in_child(lambda: [other.charge(gaussian_guarantee(SIGMA), description="other") for _ in "ab"])
+    with pytest.raises(LedgerError, match="checksum"):
+        ledger.spent()
+    assert descriptions(path)[3:] == ["other", "other"]  # (a fresh process cannot tell: see the docs)
+    assert spent > 0
+
+
+def test_damage_after_a_process_read_the_charges(tmp_path):
+    path = tmp_path / "b.ledger"
+    ledger = BudgetLedger(path, epsilon=50.0, delta=DELTA)
+    for i in range(4):
+        ledger.charge(gaussian_guarantee(SIGMA), description=f"charge {i}")
+    spent = ledger.spent()
+    _flip_in_record(path, b'"noise_multiplier":40.0', b'"noise_multiplier":90.0')
+    assert ledger.spent() == spent  # composed from what this process checked, never the damaged text
+    with pytest.raises(LedgerError, match="checksum"):
+        BudgetLedger(path).spent()  # a fresh process checks everything

@@ -78,6 +78,7 @@ from dptensor.privacy.ledger._storage import (
     _STORED_COLUMNS,
     APPLICATION_ID,
     SCHEMA_VERSION,
+    CheckedCharges,
     LedgerFile,
     _chain_next,
     _check_budget,
@@ -194,6 +195,7 @@ class BudgetLedger(LedgerFile):
         self._file_id: tuple[int, int] | None = None
         self._meta: dict[str, Any] | None = None
         self._lock = threading.RLock()
+        self._seen: CheckedCharges | None = None  # the charges this process has checked (_verified)
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         self._timeout = float(timeout)

@@ -139,6 +139,16 @@ def _version() -> str:
     return __version__
 
 
+class CheckedCharges:
+    """The charges one process has checked against the ledger's checksum, and the chain value after them."""
+
+    __slots__ = ("checksum", "records")
+
+    def __init__(self, checksum: str, records: tuple[dict[str, Any], ...]) -> None:
+        self.checksum = checksum
+        self.records = records
+
+
 class LedgerFile:
     """The file side of :class:`~dptensor.privacy.BudgetLedger` (whose ``__init__`` sets its attributes)."""
 
@@ -330,7 +340,7 @@ class LedgerFile:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_conn=None, _conn_pid=None, _file_id=None)
+        state.update(_conn=None, _conn_pid=None, _file_id=None, _seen=None)
         del state["_lock"]
         return state
 
@@ -444,21 +454,42 @@ class LedgerFile:
         SHA-256 chain over the budget, every charge's row and the relations equal to the stored
         checksum. Otherwise the file lost charges or was changed (a truncated or damaged file, a
         copy taken in the middle of a commit): :class:`LedgerError`, never a smaller ``spent``.
+
+        Each process checks a charge once, when it first reads it: it keeps the charges it has
+        checked (``_seen``, :class:`CheckedCharges`) and afterwards reads and chains only
+        the charges added since, so a read costs the new charges, not the whole ledger. The stored
+        count and checksum are compared on every read, so a file that lost charges, was rolled
+        back or continued from another history is still refused; the charges this process checked
+        are composed from its own copy, so damage to them after the check cannot lower a total it
+        computes (a process that opens the file afresh checks everything again).
         """
         meta = self._read_meta(conn)
-        checksum, records = _chain_start(meta), []
-        for row in conn.execute(f"SELECT {', '.join(_STORED_COLUMNS)} FROM charges ORDER BY id"):
+        damaged = f"the budget ledger {self._path} is damaged"
+        advice = "restore it from a backup (dptensor will not guess the budget spent)"
+        seen = self._seen
+        if seen is not None and meta["n_charges"] < len(seen.records):
+            raise LedgerError(
+                f"{damaged}: it records {meta['n_charges']} charges, but this process has read "
+                f"{len(seen.records)} from it; {advice}"
+            )
+        if seen is None:
+            checksum, records = _chain_start(meta), []
+        else:
+            checksum, records = seen.checksum, list(seen.records)
+        last = records[-1]["id"] if records else None
+        query = f"SELECT {', '.join(_STORED_COLUMNS)} FROM charges"
+        if last is None:
+            rows = conn.execute(f"{query} ORDER BY id")
+        else:
+            rows = conn.execute(f"{query} WHERE id > ? ORDER BY id", (last,))
+        for row in rows:
             record = dict(zip(_STORED_COLUMNS, row, strict=True))
             try:
                 record["event"] = _decode_cached(record["event"])
                 checksum = _chain_next(checksum, row)
             except (ValueError, TypeError) as exc:
-                raise LedgerError(
-                    f"the budget ledger {self._path} is damaged: charge {record['id']}: {exc}"
-                ) from exc
+                raise LedgerError(f"{damaged}: charge {record['id']}: {exc}") from exc
             records.append(record)
-        damaged = f"the budget ledger {self._path} is damaged"
-        advice = "restore it from a backup (dptensor will not guess the budget spent)"
         if len(records) != meta["n_charges"]:
             raise LedgerError(
                 f"{damaged}: it holds {len(records)} charges but recorded {meta['n_charges']}; {advice}"
@@ -467,6 +498,7 @@ class LedgerFile:
             raise LedgerError(
                 f"{damaged}: its budget or charges do not match their checksum (bytes were changed); {advice}"
             )
+        self._seen = CheckedCharges(checksum, tuple(records))
         return meta, records, checksum
 
     def _write_state(
