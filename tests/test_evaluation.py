@@ -245,3 +245,11 @@ def test_top_word_indices_and_npmi_validation():
         word_set_npmi(np.array([[0.0, 1.0]]), np.eye(3))
     with pytest.raises(ValueError, match="epsilon"):
         word_set_npmi(np.array([[0, 1]]), np.eye(3), epsilon=-1.0)
+
+
+def test_scoring_the_observed_tokens_is_the_models_own_perplexity(corpus):
+    """With held-out = observed, completion perplexity is SpectralLDA.perplexity (same inference)."""
+    model = SpectralLDA(4, alpha0=0.4, random_state=0).fit(corpus.counts[:2500])
+    test = sp.csr_matrix(corpus.counts[2500:], dtype=np.float64)
+    same = CompletionSplit(test, test, np.arange(test.shape[0]))
+    assert completion_perplexity(model, same) == pytest.approx(model.perplexity(test), rel=1e-12)
