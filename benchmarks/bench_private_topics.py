@@ -28,8 +28,8 @@ downloaded, never committed):
    against the generating ones, for non-private ``SpectralLDA`` and ``PrivateSpectralLDA``
    (``alpha0`` = the generating ``alpha_0``); then the smallest ``N`` at which the private NPMI
    reaches 90% of the non-private NPMI at the same ``N``, and the private L1 error at the largest
-   ``N``. A ``planner`` column is filled by :func:`planner_prediction` once ``dptensor lda plan``
-   exists (issue 23 item 4; another branch).
+   ``N``. The ``planner`` column is the prediction of ``dptensor lda plan``
+   (:func:`planner_prediction`; empty until that planner is merged).
 
 Results: ``<out>/private_topics.json`` (every row, settings, timings) and ``<out>/private_topics.md``
 (the tables). Progress goes to standard error.
@@ -199,18 +199,24 @@ def run_grid(args, bar) -> list[dict]:
     return rows
 
 
-def planner_prediction(**public: object) -> dict | None:
-    """Hook for the privacy-utility planner (``dptensor lda plan``, issue 23 item 4; another branch).
+def planner_prediction(
+    *, n_documents: int, vocab_size: int, n_topics: int, alpha0: float, epsilon: float, delta: float,
+    typical_length: float,
+) -> str | None:
+    """The privacy-utility planner's prediction for a private spectral fit (issue 23 item 4).
 
-    Receives only public quantities (``n_documents``, ``vocab_size``, ``n_topics``, ``alpha0``,
-    ``epsilon``, ``delta``, ``mean_length``) and returns the planner's prediction, or ``None``
-    until a planner is importable. Wire it here when it lands (one place).
+    Only public quantities go in (in the scaling curve the corpus is synthetic, so its typical
+    length is public). Uses ``dptensor.models.private_lda_plan.plan_private_lda`` (``dptensor lda
+    plan``, built on the "spectral-clip" branch) and returns ``"snr <value>: <verdict>"``, or
+    ``None`` where the planner is not importable yet.
     """
     try:
-        from dptensor.planning import predict  # type: ignore[import-not-found]
+        from dptensor.models.private_lda_plan import plan_private_lda
     except ImportError:
         return None
-    return predict(**public)
+    plan = plan_private_lda(n_documents, vocab_size, n_topics, alpha0, epsilon, delta,
+                            typical_length=max(typical_length, 3.0))  # fmt: skip
+    return f"snr {plan.snr:.2f}: {plan.verdict}"
 
 
 def run_scaling(args, bar) -> tuple[list[dict], dict]:
@@ -253,7 +259,7 @@ def run_scaling(args, bar) -> tuple[list[dict], dict]:
             if epsilon is not None:
                 row["planner"] = planner_prediction(n_documents=n, vocab_size=vocab_size, n_topics=k,
                                                     alpha0=alpha0, epsilon=epsilon, delta=args.delta,
-                                                    mean_length=float(lengths.mean()))  # fmt: skip
+                                                    typical_length=float(np.median(lengths)))  # fmt: skip
             rows.append(row)
             bar.update()
             result = row.get("error") or f"NPMI {row['npmi']:.3f}, topic L1 {row['topic_l1']:.3f}"

@@ -61,3 +61,22 @@ def test_scaling_summary_finds_the_first_size_at_90_percent():
     assert summary["1"] == {"n_for_90pct_npmi": 100, "largest_n": 1000, "topic_l1_at_largest_n": 0.2,
                             "target_topic_l1": 0.3}  # fmt: skip
     assert summary["4"]["n_for_90pct_npmi"] is None and summary["4"]["topic_l1_at_largest_n"] is None
+
+
+def test_planner_hook_passes_public_quantities_to_the_planner(monkeypatch):
+    import types
+
+    bench = load("bench_private_topics")
+    calls = []
+
+    def plan_private_lda(n_documents, n_words, n_components, alpha0, epsilon, delta, *, typical_length=None):
+        calls.append((n_documents, n_words, n_components, alpha0, epsilon, delta, typical_length))
+        return types.SimpleNamespace(snr=0.5, verdict="no better than noise")
+
+    fake = types.ModuleType("dptensor.models.private_lda_plan")
+    fake.plan_private_lda = plan_private_lda
+    monkeypatch.setitem(sys.modules, "dptensor.models.private_lda_plan", fake)
+    got = bench.planner_prediction(n_documents=1000, vocab_size=50, n_topics=5, alpha0=0.8, epsilon=1.0,
+                                   delta=1e-6, typical_length=2.0)  # fmt: skip
+    assert got == "snr 0.50: no better than noise"
+    assert calls == [(1000, 50, 5, 0.8, 1.0, 1e-6, 3.0)]  # lengths below 3 tokens are raised to 3
