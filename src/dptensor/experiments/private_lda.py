@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor.datasets.lda import make_lda_corpus
+from dptensor.evaluation import completion_perplexity, split_documents
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, decompose_whitened_tensor, top_eigenpairs
@@ -199,18 +200,13 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
     order = rng.permutation(counts.shape[0])
     n_test = counts.shape[0] // 10
     test, train = counts[order[:n_test]], counts[order[n_test:]]
-    observed, held = _split_tokens(test, rng)
+    split = split_documents(test, random_state=rng)
     k, alpha0 = 20, 1.0
     rows = []
 
-    def perplexity(model) -> float:
-        theta = model.transform(observed)
-        pred = theta @ model._smoothed_topics()
-        coo = held.tocoo()
-        return float(np.exp(-(coo.data @ np.log(pred[coo.row, coo.col])) / coo.data.sum()))
-
     base = SpectralLDA(k, alpha0, random_state=seed).fit(train)
-    rows.append({"method": "unnoised", "epsilon": math.nan, "trial": 0, "perplexity": perplexity(base)})
+    rows.append({"method": "unnoised", "epsilon": math.nan, "trial": 0,
+                 "perplexity": completion_perplexity(base, split)})  # fmt: skip
     bar = tqdm(total=len(epsilons) * n_trials, desc="real corpus", disable=not progress)
     for eps in epsilons:
         for trial in range(n_trials):
@@ -220,7 +216,7 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
                     model = PrivateSpectralLDA(k, alpha0, epsilon=eps, delta=DELTA, random_state=trial,
                                                **METHODS[method]).fit(train)  # fmt: skip
                 rows.append({"method": method, "epsilon": eps, "trial": trial,
-                             "perplexity": perplexity(model)})  # fmt: skip
+                             "perplexity": completion_perplexity(model, split)})  # fmt: skip
             bar.update()
     bar.close()
     info = {"source": str(path.name), "n_train": int(train.shape[0]), "n_test": int(test.shape[0]),
@@ -228,17 +224,6 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
             "unit": "a 40-token document cut from the text", "vocabulary": "2000 most frequent words, "
             "English stop words removed (treated as public)"}  # fmt: skip
     return rows, info
-
-
-def _split_tokens(counts: sp.csr_matrix, rng: np.random.Generator) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """Each document's tokens split at random into an observed half and a held-out half."""
-    coo = counts.tocoo()
-    first = rng.binomial(coo.data.astype(np.int64), 0.5)
-    a = sp.csr_matrix((first.astype(float), (coo.row, coo.col)), shape=counts.shape)
-    b = sp.csr_matrix(((coo.data - first).astype(float), (coo.row, coo.col)), shape=counts.shape)
-    a.eliminate_zeros()
-    b.eliminate_zeros()
-    return a, b
 
 
 def _mean(rows, **match) -> float:
