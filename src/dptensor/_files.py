@@ -53,6 +53,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     Whatever writes to the yielded path, a reader never sees a half-written ``path``: the
     temporary file lives in the same directory (so :func:`os.replace` is atomic) and is removed
     if the block raises, including on ``KeyboardInterrupt``. The parent directory is created.
+    The finished file has the permissions a plain ``open(path, "w")`` would give it (``0666``
+    less the umask), not the private ``0600`` of a temporary file.
 
     Examples
     --------
@@ -71,10 +73,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        # mkstemp creates the file with mode 0600; a finished output gets the mode open() would have
+        # given it (0666 less the umask), as every other program's output does
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | Path, text: str) -> Path:

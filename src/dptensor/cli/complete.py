@@ -21,7 +21,14 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
-from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens, read_recbole_inter
+from dptensor.datasets.entries import (
+    TensorEntries,
+    is_recbole_inter,
+    ratings_day_origin,
+    read_entries,
+    read_movielens,
+    read_recbole_inter,
+)
 from dptensor.models._completion_dpals import RELATIONS
 from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
@@ -134,18 +141,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEntries:
+def _read(path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None) -> TensorEntries:
     if args.movielens:
-        with open(path) as handle:
-            recbole = ":" in handle.readline()  # RecBole's header of name:type fields
-        reader = read_recbole_inter if recbole else read_movielens
+        reader = read_recbole_inter if is_recbole_inter(path) else read_movielens
         if shape is not None:
-            entries = reader(path, n_users=shape[0], n_items=shape[1])
+            entries = reader(path, n_users=shape[0], n_items=shape[1], day_origin=day_origin)
             if entries.shape[2] > shape[2]:
                 raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
-        return reader(path)
-    return read_entries(path, shape=shape, one_based=args.one_based)
+        return reader(path, day_origin=day_origin)
+    # the timestamp check reads every value: only where the values are not private
+    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -221,8 +227,12 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
             raise ValueError("--neighbouring user: --out needs --test (predictions at the training entries "
                              "would reveal which ratings exist)")
     shape = tuple(args.shape) if args.shape else None
-    train = _read(args.entries, args, shape)
-    test = _read(args.test, args, shape) if args.test else None
+    # MovieLens days count from the earliest rating of all the files, so that the same calendar day
+    # has the same index in the training and the test file (a temporal split's test days follow on)
+    files = [args.entries] + ([args.test] if args.test else [])
+    day_origin = ratings_day_origin(*files) if args.movielens else None
+    train = _read(args.entries, args, shape, day_origin)
+    test = _read(args.test, args, shape, day_origin) if args.test else None
     if shape is None and test is not None:
         shape = tuple(max(a, b) for a, b in zip(train.shape, test.shape, strict=True))
         train = TensorEntries(train.indices, train.values, shape)

@@ -1,0 +1,137 @@
+"""A new user's first hour (issue 26, item 4): no silent wrong results, messages that name the fix."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import stat
+import sys
+import warnings
+
+import pytest
+
+from dptensor._files import write_json, write_text
+from dptensor.cli import main, warning_line
+from dptensor.datasets.entries import ratings_day_origin, read_entries, read_movielens, read_recbole_inter
+
+DAY = 86_400
+T0 = 874_965_758
+
+
+def _udata(path, rows):
+    path.write_text("".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in rows))
+    return path
+
+
+@pytest.fixture()
+def temporal_split(tmp_path):
+    """A MovieLens pair split by time: training days 0-2, test days 5-6 of the same calendar."""
+    train = [(1, 1, 5, T0), (2, 2, 3, T0 + DAY), (1, 2, 4, T0 + 2 * DAY), (2, 1, 2, T0 + 2 * DAY + 7)]
+    test = [(1, 3, 4, T0 + 5 * DAY), (2, 3, 1, T0 + 6 * DAY + 3)]
+    return _udata(tmp_path / "train.data", train), _udata(tmp_path / "test.data", test)
+
+
+def test_movielens_pair_shares_one_day_origin(temporal_split, tmp_path):
+    train_path, test_path = temporal_split
+    # the bug: each file numbered its days from its own first rating, so test days 5, 6 became 0, 1
+    assert read_movielens(test_path).indices[:, 2].tolist() == [0, 1]
+    origin = ratings_day_origin(train_path, test_path)
+    assert origin == T0
+    test = read_movielens(test_path, day_origin=origin)
+    assert test.indices[:, 2].tolist() == [5, 6] and test.shape[2] == 7
+    assert read_movielens(train_path, day_origin=origin).indices[:, 2].tolist() == [0, 1, 2, 2]
+    # the RecBole format takes the same origin, and the origin may come from either format
+    inter = tmp_path / "test.inter"
+    inter.write_text("user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
+                     + "".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in
+                               [(1, 3, 4, T0 + 5 * DAY), (2, 3, 1, T0 + 6 * DAY + 3)]))
+    assert read_recbole_inter(inter, day_origin=origin).indices[:, 2].tolist() == [5, 6]
+    assert ratings_day_origin(inter, train_path) == T0
+    with pytest.raises(ValueError, match="precedes day_origin.*ratings_day_origin"):
+        read_movielens(train_path, day_origin=T0 + 1)
+    with pytest.raises(TypeError, match="day_origin"):
+        read_movielens(train_path, day_origin=1.5)
+
+
+def test_complete_movielens_test_days_follow_the_training_days(temporal_split, tmp_path, capsys):
+    train_path, test_path = temporal_split
+    out = tmp_path / "pred.csv"
+    assert main(["complete", str(train_path), "--movielens", "--test", str(test_path), "--rank", "1",
+                 "--no-factors", "--quiet", "--out", str(out)]) == 0
+    with open(out) as handle:
+        days = [int(row["k"]) for row in csv.DictReader(handle)]
+    assert days == [5, 6]
+    assert "shape (2, 3, 7)" in capsys.readouterr().out
+
+
+def test_movielens_file_without_movielens_flag_is_refused(temporal_split, capsys):
+    train_path, _ = temporal_split
+    with pytest.raises(ValueError, match="--movielens"):
+        read_entries(train_path)
+    assert read_entries(train_path, check_timestamps=False).values[0] == T0
+    assert main(["complete", str(train_path), "--rank", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Unix timestamp" in err and "--movielens" in err
+
+
+def test_entries_with_ordinary_large_values_are_read(tmp_path):
+    path = tmp_path / "e.csv"
+    # not every value is a whole number of seconds in the timestamp range: an ordinary file
+    path.write_text("0,0,0,881250949\n1,0,0,3\n")
+    assert read_entries(path).values.tolist() == [881250949, 3]
+    path.write_text("0,0,0,881250949.5\n1,0,0,891717742.25\n")
+    assert len(read_entries(path)) == 2
+
+
+def test_output_files_respect_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        json_path = write_json(tmp_path / "a.json", {"a": 1})
+        os.umask(0o077)
+        private = write_text(tmp_path / "b.txt", "b")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(json_path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+
+
+def test_cli_warnings_are_one_clean_line(temporal_split, capsys):
+    class Shown(UserWarning):
+        pass
+
+    line = warning_line("dptensor x", Shown("two\n  lines"), Shown)
+    assert line == "dptensor x: warning: two lines (Shown)"
+    # a command's warnings: no file name, line number or source line of the code that issued them
+    train_path, _ = temporal_split
+    assert main(["complete", str(train_path), "--movielens", "--rank", "1", "--no-factors", "--quiet",
+                 "--privacy", "als", "--neighbouring", "entry-value", "--value-range", "1", "5",
+                 "--epsilon", "50"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and all(line.startswith("dptensor complete: warning: ") for line in lines), err
+    assert ".py:" not in err and "PrivacyWarning" in err
+    # the handler is restored afterwards
+    assert warnings.showwarning.__module__ == "warnings"
+
+
+def test_cli_stdout_is_line_buffered_while_a_command_runs(monkeypatch, tmp_path):
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8")  # block-buffered, as a redirected stdout
+    seen = []
+
+    def command(args):
+        print("header")
+        seen.append(raw.getvalue())  # written through before the command goes on
+        return 0
+
+    import dptensor.cli as cli
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for leaf in cli.leaf_parsers(parser):
+        leaf.set_defaults(func=command)
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert main(["decompose", "--example"]) == 0
+    assert seen == [b"header\n"]
+    assert not stream.line_buffering
