@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import stat
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 from dptensor._files import write_json, write_text
 from dptensor.cli import main, warning_line
-from dptensor.datasets.entries import ratings_day_origin, read_entries, read_movielens, read_recbole_inter
+from dptensor.datasets.entries import (
+    make_low_rank_completion,
+    ratings_day_origin,
+    read_entries,
+    read_movielens,
+    read_recbole_inter,
+    train_test_split_entries,
+    write_entries,
+)
+from dptensor.models.completion import compare_with_mean
+from dptensor.privacy import UtilityWarning
 
 DAY = 86_400
 T0 = 874_965_758
@@ -135,3 +147,39 @@ def test_cli_stdout_is_line_buffered_while_a_command_runs(monkeypatch, tmp_path)
     assert main(["decompose", "--example"]) == 0
     assert seen == [b"header\n"]
     assert not stream.line_buffering
+
+
+def test_compare_with_mean_warns_only_when_worse():
+    truth = np.array([1.0, 2.0, 3.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        error, baseline = compare_with_mean(truth, truth + 0.1)
+    assert error == pytest.approx(0.1) and baseline == pytest.approx(np.std(truth))
+    with pytest.warns(UtilityWarning, match=r"worse than predicting one constant.*; use more data"):
+        compare_with_mean(truth, truth[::-1], advice="use more data")
+
+
+@pytest.fixture()
+def completion_files(tmp_path):
+    prob = make_low_rank_completion((12, 10, 8), 2, snr=100.0, missing_ratio=0.5, random_state=0)
+    train, test = train_test_split_entries(prob.observed, 0.2, random_state=1)
+    return write_entries(tmp_path / "train.csv", train), write_entries(tmp_path / "test.csv", test)
+
+
+def test_private_completion_below_the_mean_says_so(completion_files, tmp_path, capsys):
+    train_path, test_path = completion_files
+    summary = tmp_path / "fit.json"
+    base = ["complete", str(train_path), "--test", str(test_path), "--rank", "2", "--quiet", "--seed", "0"]
+    assert main(base + ["--json", str(summary)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and "predicting their mean" in captured.out
+    payload = json.loads(summary.read_text())
+    assert payload["test_rmse"] < payload["test_rmse_constant"]
+    # input perturbation at epsilon 0.05: Laplace noise of scale 20 x the range on every value
+    assert main(base + ["--privacy", "input", "--neighbouring", "entry-value", "--epsilon", "0.05",
+                        "--value-range", "0", "1", "--json", str(summary)]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dptensor complete: warning: held-out RMSE") and err.count("\n") == 0
+    assert "--privacy input at --epsilon 0.05" in err and "--privacy als" in err and "(UtilityWarning)" in err
+    payload = json.loads(summary.read_text())
+    assert payload["test_rmse"] > payload["test_rmse_constant"]

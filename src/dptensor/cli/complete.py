@@ -30,7 +30,7 @@ from dptensor.datasets.entries import (
     read_recbole_inter,
 )
 from dptensor.models._completion_dpals import RELATIONS
-from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
+from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, compare_with_mean
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
@@ -282,9 +282,15 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     target = test if test is not None else train
     predictions = model.predict(target.indices)
     if test is not None:
-        payload["test_rmse"] = rmse(test.values, predictions)
+        advice = (f"--privacy {args.privacy} at --epsilon {args.epsilon:g} adds too much noise: try "
+                  "--privacy als (DP-ALS), a larger --epsilon"
+                  + ("" if args.value_range else " or a declared --value-range")
+                  if args.privacy else "try another --rank or --reg, or --no-factors")
+        payload["test_rmse"], payload["test_rmse_constant"] = compare_with_mean(test.values, predictions,
+                                                                               advice=advice)
         payload["n_test"] = len(test)
-        print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries")
+        print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries (predicting their mean: "
+              f"{payload['test_rmse_constant']:.4f})")
     # IDs are written back in the base they came in: --one-based files, MovieLens's 1-based user and
     # item ids (its day index k is derived from the timestamps and stays zero-based, as documented)
     base = (1, 1, 1) if args.one_based else (1, 1, 0) if args.movielens else (0, 0, 0)
