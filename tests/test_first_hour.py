@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from dptensor._files import write_json, write_text
 from dptensor.cli import main, warning_line
@@ -26,6 +27,7 @@ from dptensor.datasets.entries import (
 )
 from dptensor.models.completion import compare_with_mean
 from dptensor.privacy import UtilityWarning
+from dptensor.streams import CsvStream
 
 DAY = 86_400
 T0 = 874_965_758
@@ -183,3 +185,53 @@ def test_private_completion_below_the_mean_says_so(completion_files, tmp_path, c
     assert "--privacy input at --epsilon 0.05" in err and "--privacy als" in err and "(UtilityWarning)" in err
     payload = json.loads(summary.read_text())
     assert payload["test_rmse"] > payload["test_rmse_constant"]
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_decompose_messages_name_the_option(tmp_path, capsys):
+    sym = tmp_path / "sym.npy"
+    np.save(sym, np.zeros((3, 3, 3)))
+    data = tmp_path / "x.npy"
+    np.save(data, np.random.default_rng(0).standard_normal((50, 3)))
+    base = ["decompose", "--online", str(data), "--rank", "1", "--batch-size", "5", "--cycle", "--quiet"]
+    assert main([*base, "--checkpoint", str(sym)]) == 2
+    err = _one_error_line(capsys)
+    assert f"--checkpoint {sym}" in err and "not an OnlineTensorPower checkpoint" in err
+    assert "context manager" not in err
+    counts = tmp_path / "counts.npz"
+    scipy.sparse.save_npz(counts, scipy.sparse.random(20, 10, density=0.5, format="csr", random_state=0))
+    for matrix in (counts, data):
+        assert main(["decompose", str(matrix), "--rank", "2", "--quiet"]) == 2
+        err = _one_error_line(capsys)
+        assert f"--moment-of {matrix}" in err and "not a d x d x d tensor" in err
+
+
+def test_online_csv_header_is_skipped(tmp_path, capsys):
+    rows = np.random.default_rng(0).standard_normal((40, 3))
+    plain, headed = tmp_path / "plain.csv", tmp_path / "headed.csv"
+    np.savetxt(plain, rows, delimiter=",")
+    np.savetxt(headed, rows, delimiter=",", header="a,b,c", comments="")
+    assert headed.read_text().startswith("a,b,c\n")
+    np.testing.assert_array_equal(np.vstack(list(CsvStream(headed, 7))), np.vstack(list(CsvStream(plain, 7))))
+    assert len(np.vstack(list(CsvStream(headed, 7, skip_header=0, comments="a")))) == 40
+    outputs = []
+    for path in (plain, headed):
+        out = tmp_path / f"{path.stem}.json"
+        assert main(["decompose", "--online", str(path), "--rank", "1", "--batch-size", "10", "--cycle",
+                     "--quiet", "--seed", "0", "--out", str(out)]) == 0
+        outputs.append(json.loads(out.read_text())["weights"])
+    assert outputs[0] == outputs[1]
+
+
+def test_short_online_stream_gives_command_line_advice(tmp_path, capsys):
+    path = tmp_path / "short.csv"
+    np.savetxt(path, np.ones((3, 2)), delimiter=",")
+    assert main(["decompose", "--online", str(path), "--rank", "2", "--batch-size", "10", "--quiet"]) == 2
+    err = _one_error_line(capsys)
+    assert "pass --cycle" in err and "--batch-size" in err
+    assert "partial_fit" not in err and "resume=True" not in err and "cycle=True" not in err
