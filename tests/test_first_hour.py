@@ -16,6 +16,7 @@ import scipy.sparse
 
 from dptensor._files import write_json, write_text
 from dptensor.cli import main, warning_line
+from dptensor.datasets.corpus import load_text_corpus
 from dptensor.datasets.entries import (
     make_low_rank_completion,
     ratings_day_origin,
@@ -235,3 +236,32 @@ def test_short_online_stream_gives_command_line_advice(tmp_path, capsys):
     err = _one_error_line(capsys)
     assert "pass --cycle" in err and "--batch-size" in err
     assert "partial_fit" not in err and "resume=True" not in err and "cycle=True" not in err
+
+
+def _text_corpus(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"d{i:02d}.txt").write_text(f"apple banana cherry w{i} dog n{i % 3} egg\n")
+    return folder
+
+
+def test_min_df_above_the_corpus_names_the_option(tmp_path, capsys):
+    folder = _text_corpus(tmp_path)
+    with pytest.raises(ValueError, match=r"min_df=5000 keeps only words in at least 5000 .*of the 30"):
+        load_text_corpus(folder, min_df=5000)
+    with pytest.raises(ValueError, match=r"at least 15 documents, but max_df=0.2 .* at most 6"):
+        load_text_corpus(folder, min_df=0.5, max_df=0.2)
+    assert load_text_corpus(folder, min_df=30).vocabulary == ["apple", "banana", "cherry", "dog", "egg"]
+    assert main(["lda", "fit", str(folder), "--topics", "2", "--min-df", "5000", "--quiet"]) == 2
+    err = _one_error_line(capsys)
+    assert "--min-df" in err and "corresponds to" not in err  # not scikit-learn's own wording
+
+
+def test_lda_epsilon_without_delta_fails_before_reading(tmp_path, capsys):
+    missing = tmp_path / "no-such-corpus"
+    for method in ("spectral", "vi"):
+        assert main(["lda", "fit", str(missing), "--topics", "2", "--method", method, "--epsilon", "1",
+                     "--quiet"]) == 2
+        err = _one_error_line(capsys)
+        assert "--delta is required with --epsilon" in err and "no such" not in err

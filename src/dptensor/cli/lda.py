@@ -213,6 +213,9 @@ def check_fit_options(args: argparse.Namespace) -> None:
         refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
     if args.epsilon is None:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
+    elif args.delta is None:  # both private fits are (epsilon, delta)-DP; said before the corpus is read
+        raise ValueError("--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; "
+                         "choose delta well below 1/(number of documents), e.g. --delta 1e-6")
     if not _is_plain_text(Path(args.corpus)):
         refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
                       "is a count matrix whose columns are the vocabulary")
