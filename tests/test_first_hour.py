@@ -15,7 +15,9 @@ import pytest
 import scipy.sparse
 
 from dptensor._files import write_json, write_text
+from dptensor._validation import check_random_state
 from dptensor.cli import main, warning_line
+from dptensor.datasets import make_lda_corpus
 from dptensor.datasets.corpus import load_text_corpus
 from dptensor.datasets.entries import (
     make_low_rank_completion,
@@ -26,8 +28,12 @@ from dptensor.datasets.entries import (
     train_test_split_entries,
     write_entries,
 )
+from dptensor.decomposition import input_perturbation, private_power_method
+from dptensor.decomposition.input_perturbation import INPUT_ACCOUNTANTS
+from dptensor.models import SpectralLDA
 from dptensor.models.completion import compare_with_mean
 from dptensor.privacy import UtilityWarning
+from dptensor.privacy.calibration import ACCOUNTANT_MEANINGS, ACCOUNTANTS
 from dptensor.streams import CsvStream
 
 DAY = 86_400
@@ -72,8 +78,8 @@ def test_movielens_pair_shares_one_day_origin(temporal_split, tmp_path):
 def test_complete_movielens_test_days_follow_the_training_days(temporal_split, tmp_path, capsys):
     train_path, test_path = temporal_split
     out = tmp_path / "pred.csv"
-    assert main(["complete", str(train_path), "--movielens", "--test", str(test_path), "--rank", "1",
-                 "--no-factors", "--quiet", "--out", str(out)]) == 0
+    assert main(["complete", str(train_path), "--movielens", "--test", str(test_path), "--no-factors",
+                 "--quiet", "--out", str(out)]) == 0
     with open(out) as handle:
         days = [int(row["k"]) for row in csv.DictReader(handle)]
     assert days == [5, 6]
@@ -119,7 +125,7 @@ def test_cli_warnings_are_one_clean_line(temporal_split, capsys):
     assert line == "dptensor x: warning: two lines (Shown)"
     # a command's warnings: no file name, line number or source line of the code that issued them
     train_path, _ = temporal_split
-    assert main(["complete", str(train_path), "--movielens", "--rank", "1", "--no-factors", "--quiet",
+    assert main(["complete", str(train_path), "--movielens", "--no-factors", "--quiet",
                  "--privacy", "als", "--neighbouring", "entry-value", "--value-range", "1", "5",
                  "--epsilon", "50"]) == 0
     err = capsys.readouterr().err
@@ -265,3 +271,34 @@ def test_lda_epsilon_without_delta_fails_before_reading(tmp_path, capsys):
                      "--quiet"]) == 2
         err = _one_error_line(capsys)
         assert "--delta is required with --epsilon" in err and "no such" not in err
+
+
+def test_random_state_accepts_a_legacy_random_state():
+    corpus = make_lda_corpus(300, 30, 3, random_state=0)
+    fits = [SpectralLDA(3, 1.0, random_state=np.random.RandomState(0)).fit(corpus.counts) for _ in range(2)]
+    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
+    state = np.random.RandomState(5)
+    first, second = check_random_state(state).random(), check_random_state(state).random()
+    assert first != second  # successive calls continue the RandomState's stream
+    assert check_random_state(np.random.RandomState(5)).random() == first
+    with pytest.raises(TypeError, match="RandomState"):
+        check_random_state("seed")
+
+
+def test_accountant_names_say_what_they_mean_and_where():
+    tensor = np.zeros((3, 3, 3))
+    with pytest.raises(ValueError, match=r"'advanced' \(Algorithm 3.*does not apply for input_pert"):
+        input_perturbation(tensor, 1, epsilon=0.5, delta=1e-6, accountant="advanced")
+    with pytest.raises(ValueError, match=r"'classic' \(.*single release.*for private_power_method"):
+        private_power_method(tensor, 1, epsilon=0.5, delta=1e-6, accountant="classic")
+    assert set(ACCOUNTANT_MEANINGS) == set(ACCOUNTANTS) | set(INPUT_ACCOUNTANTS)
+
+
+def test_no_factors_needs_no_rank(completion_files, capsys):
+    train_path, test_path = completion_files
+    assert main(["complete", str(train_path), "--test", str(test_path), "--no-factors", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("offsets alone (--no-factors), shape (12, 10, 8)")
+    assert main(["complete", str(train_path), "--quiet"]) == 2
+    assert "--rank is required" in _one_error_line(capsys)
+    assert main(["complete", str(train_path), "--no-factors", "--rank", "2", "--quiet"]) == 2
+    assert "--rank: --no-factors fits the offsets alone" in _one_error_line(capsys)

@@ -73,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
     parser.add_argument("--shape", type=positive_int, nargs=3, metavar=("I", "J", "K"),
                         help="tensor shape (default: largest index + 1 in each mode, over all files)")
-    parser.add_argument("--rank", "-r", type=positive_int, required=True, help="CP rank / Tucker core size")
+    parser.add_argument("--rank", "-r", type=positive_int, default=None,
+                        help="CP rank / Tucker core size (required unless --no-factors)")
     parser.add_argument("--no-factors", action="store_true",
                         help="fit the offsets alone (global mean and biases: the bias baseline)")
     parser.add_argument("--model", choices=("cp", "tucker"), default="cp")
@@ -172,7 +173,10 @@ def check_options(args: argparse.Namespace) -> None:
     if args.movielens:
         refuse_unused(args, ["one_based"], "MovieLens ids are read as one-based already (--movielens)")
     if args.no_factors:
-        refuse_unused(args, ["model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
+        refuse_unused(args, ["rank", "model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
+    elif args.rank is None:
+        raise ValueError("--rank is required (the CP rank or Tucker core size), unless --no-factors fits the "
+                         "offsets alone")
     if args.model != "tucker":
         refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
     solver = args.solver
@@ -267,7 +271,9 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     # under the user relation even the number of ratings is private: it is not printed
     observed = "" if user else f", {len(train)} observed entries"
     steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
-    print(f"{args.model.upper()} completion, rank {args.rank}, shape {train.shape}{observed}, {steps}: "
+    what = ("offsets alone (--no-factors)" if args.no_factors
+            else f"{args.model.upper()} completion, rank {args.rank}")
+    print(f"{what}, shape {train.shape}{observed}, {steps}: "
           f"{seconds:.2f} s" + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
     guarantee = model.guarantee_
     if guarantee is not None:
@@ -282,10 +288,12 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     target = test if test is not None else train
     predictions = model.predict(target.indices)
     if test is not None:
-        advice = (f"--privacy {args.privacy} at --epsilon {args.epsilon:g} adds too much noise: try "
-                  "--privacy als (DP-ALS), a larger --epsilon"
-                  + ("" if args.value_range else " or a declared --value-range")
-                  if args.privacy else "try another --rank or --reg, or --no-factors")
+        if args.privacy:
+            advice = (f"--privacy {args.privacy} at --epsilon {args.epsilon:g} adds too much noise: try "
+                      "--privacy als (DP-ALS), a larger --epsilon"
+                      + ("" if args.value_range else " or a declared --value-range"))
+        else:
+            advice = "try another --rank or --reg" + ("" if args.no_factors else ", or --no-factors")
         payload["test_rmse"], payload["test_rmse_constant"] = compare_with_mean(test.values, predictions,
                                                                                advice=advice)
         payload["n_test"] = len(test)

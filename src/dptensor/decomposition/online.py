@@ -186,7 +186,8 @@ class OnlineTensorPower(BaseEstimator):
         "n_restarts": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "target_error": [Interval(numbers.Real, 0, None, closed="neither")],  # excludes inf
-        "random_state": [None, Interval(numbers.Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(numbers.Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
         "n_jobs": [numbers.Integral, None],
     }
 
