@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import scipy.sparse
 
+import dptensor
 from dptensor._files import write_json, write_text
 from dptensor._validation import check_random_state
 from dptensor.cli import main, warning_line
-from dptensor.datasets import make_lda_corpus
+from dptensor.datasets import make_lda_corpus, write_uci_bow
 from dptensor.datasets.corpus import load_text_corpus
 from dptensor.datasets.entries import (
     make_low_rank_completion,
@@ -302,3 +303,29 @@ def test_no_factors_needs_no_rank(completion_files, capsys):
     assert "--rank is required" in _one_error_line(capsys)
     assert main(["complete", str(train_path), "--no-factors", "--rank", "2", "--quiet"]) == 2
     assert "--rank: --no-factors fits the offsets alone" in _one_error_line(capsys)
+
+
+def test_json_outputs_record_version_command_and_settings(tmp_path, capsys):
+    out = tmp_path / "result.json"
+    assert main(["decompose", "--example", "--quiet", "--seed", "3", "--out", str(out)]) == 0
+    run = json.loads(out.read_text())["run"]
+    assert run["dptensor_version"] == dptensor.__version__ and run["command"] == "dptensor decompose"
+    assert run["settings"]["seed"] == 3 and run["settings"]["example"] is True
+    assert run["settings"]["out"] == str(out)
+    # outside a command nothing is added
+    assert "run" not in json.loads(write_json(tmp_path / "plain.json", {"a": 1}).read_text())
+
+
+def test_theta_csv_has_a_header_and_document_ids(tmp_path, capsys):
+    corpus = make_lda_corpus(60, 20, 2, doc_length=30, random_state=0)
+    docword = tmp_path / "docword.toy.txt"
+    write_uci_bow(corpus.counts, docword)
+    model, theta_path = tmp_path / "model.json", tmp_path / "theta.csv"
+    assert main(["lda", "fit", str(docword), "--topics", "2", "--quiet", "--out", str(model)]) == 0
+    assert main(["lda", "transform", str(model), str(docword), "--out", str(theta_path)]) == 0
+    with open(theta_path) as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["document", "topic_1", "topic_2"]
+    assert [int(row[0]) for row in rows[1:]] == list(range(60))
+    theta = np.array([[float(x) for x in row[1:]] for row in rows[1:]])
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import csv
 import json
 import os
@@ -97,11 +98,33 @@ def write_text(path: str | Path, text: str) -> Path:
     return path
 
 
+#: How the running command was invoked (dptensor version, command, every option): set by the CLI.
+_RUN = contextvars.ContextVar("dptensor_run", default=None)
+
+
+@contextlib.contextmanager
+def recording_run(record: Mapping[str, Any]) -> Iterator[None]:
+    """Add ``record`` as the key ``"run"`` to every JSON file :func:`write_json` writes in the block.
+
+    The command line wraps each command in it, so that a result file says which version of
+    dptensor made it, with which command, seed and settings.
+    """
+    token = _RUN.set(dict(record))
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> Path:
     """Write ``payload`` as indented, strict JSON (NumPy values as plain Python, ``inf`` as ``"inf"``).
 
-    The file is written atomically (:func:`atomic_path`): it is complete or absent.
+    The file is written atomically (:func:`atomic_path`): it is complete or absent. Inside
+    :func:`recording_run` the payload gains a ``"run"`` entry (unless it has one).
     """
+    record = _RUN.get()
+    if record is not None and "run" not in payload:
+        payload = {**payload, "run": record}
     return write_text(path, json_text(payload) + "\n")
 
 

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 
 from dptensor import __version__
+from dptensor._files import recording_run
 from dptensor.cli import budget, complete, decompose, experiment, lda, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error
 
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else EXIT_USAGE
     prog = args._parser.prog
     try:
-        with _line_buffered_stdout(), _one_line_warnings(prog):
+        with _line_buffered_stdout(), _one_line_warnings(prog), recording_run(run_record(args)):
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted (Ctrl-C); no output file was written by the interrupted step",
@@ -83,6 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError, ImportError) as exc:
         print_error(prog, exc)
         return EXIT_USAGE
+
+
+def run_record(args: argparse.Namespace) -> dict:
+    """What a command's JSON outputs record about the run: version, command and every option.
+
+    The options are the parsed command line (paths, seed, parameters), public by construction:
+    nothing computed from the data.
+    """
+    settings = {key: value for key, value in sorted(vars(args).items())
+                if not key.startswith("_") and key not in ("func", "command", "experiment")}
+    return {"dptensor_version": __version__, "command": args._parser.prog, "settings": settings}
 
 
 def warning_line(prog: str, message: Warning | str, category: type[Warning]) -> str:
