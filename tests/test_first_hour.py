@@ -305,13 +305,14 @@ def test_no_factors_needs_no_rank(completion_files, capsys):
     assert "--rank: --no-factors fits the offsets alone" in _one_error_line(capsys)
 
 
-def test_json_outputs_record_version_command_and_settings(tmp_path, capsys):
+def test_json_outputs_record_version_command_and_settings(completion_files, tmp_path, capsys):
     out = tmp_path / "result.json"
-    assert main(["decompose", "--example", "--quiet", "--seed", "3", "--out", str(out)]) == 0
+    train_path, _ = completion_files
+    assert main(["complete", str(train_path), "--no-factors", "-q", "--seed", "3", "--json", str(out)]) == 0
     run = json.loads(out.read_text())["run"]
-    assert run["dptensor_version"] == dptensor.__version__ and run["command"] == "dptensor decompose"
-    assert run["settings"]["seed"] == 3 and run["settings"]["example"] is True
-    assert run["settings"]["out"] == str(out)
+    assert run["dptensor_version"] == dptensor.__version__ and run["command"] == "dptensor complete"
+    assert run["settings"]["seed"] == 3 and run["settings"]["no_factors"] is True
+    assert run["settings"]["json"] == str(out) and run["settings"]["entries"] == str(train_path)
     # outside a command nothing is added
     assert "run" not in json.loads(write_json(tmp_path / "plain.json", {"a": 1}).read_text())
 
