@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse
 
 import dptensor
-from dptensor._files import write_json, write_text
+from dptensor._files import write_csv, write_json, write_text
 from dptensor._validation import check_random_state
 from dptensor.cli import main, warning_line
 from dptensor.datasets import make_lda_corpus, write_uci_bow
@@ -330,3 +330,34 @@ def test_theta_csv_has_a_header_and_document_ids(tmp_path, capsys):
     assert [int(row[0]) for row in rows[1:]] == list(range(60))
     theta = np.array([[float(x) for x in row[1:]] for row in rows[1:]])
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-4)
+
+
+def _completion_row(figure, method, x, rep, err):
+    return {"figure": figure, "model": "cp", "method": method, "epsilon": x if figure == 2 else 1.0,
+            "missing_ratio": 0.5 if figure == 2 else x, "repeat": rep, "rmse_mean_predictor": 0.5,
+            "rmse": err, "rmse_noisy": err + 0.1, "holds": None if method == "baseline" else True,
+            "seconds": 0.1}
+
+
+def test_completion_experiment_names_averages_and_the_mean_predictor_apart(tmp_path):
+    from dptensor.experiments import completion
+
+    rows = [_completion_row(2, "baseline", float("nan"), rep, err) for rep, err in enumerate((0.2, 0.4))]
+    rows += [_completion_row(2, "IP (Alg. 1)", eps, rep, eps + rep) for eps in (0.1, 1.0) for rep in (0, 1)]
+    rows += [_completion_row(3, "baseline", ratio, 0, 0.3) for ratio in (0.1, 0.5)]
+    summary = completion.summarise(rows)
+    baseline = [r for r in summary if r["figure"] == 2 and r["method"] == "baseline"]
+    assert len(baseline) == 1 and baseline[0]["n"] == 2  # every NaN-epsilon repeat in one group
+    assert baseline[0]["rmse_avg"] == pytest.approx(0.3) and baseline[0]["rmse_std"] == pytest.approx(0.1)
+    assert {"rmse_avg", "rmse_std", "rmse_noisy_avg", "rmse_mean_predictor"} <= set(summary[0])
+    assert "rmse_mean" not in summary[0]
+    assert completion._spread_label([1, 1]) == "one repeat per point: no spread shown"
+    assert completion._spread_label([5, 5]) == "average +- std over 5 repeats"
+    assert completion._spread_label([3, 5]) == "average +- std over 3-5 repeats"
+    rows_csv = write_csv(tmp_path / "completion.csv", rows)
+    files = completion.redraw_from_rows(rows_csv, tmp_path)
+    with open(files["summary_csv"], newline="") as handle:
+        again = list(csv.DictReader(handle))
+    assert len(again) == len(summary) and float(again[0]["rmse_avg"]) == pytest.approx(0.3)
+    assert all((tmp_path / name).stat().st_size > 1000
+               for name in ("completion_figure2.png", "completion_figure3.png"))
