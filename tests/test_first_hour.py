@@ -9,6 +9,7 @@ import os
 import stat
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ from dptensor.decomposition import input_perturbation, private_power_method
 from dptensor.decomposition.input_perturbation import INPUT_ACCOUNTANTS
 from dptensor.models import SpectralLDA
 from dptensor.models.completion import compare_with_mean
-from dptensor.privacy import UtilityWarning
+from dptensor.privacy import PrivacyWarning, UtilityWarning
 from dptensor.privacy.calibration import ACCOUNTANT_MEANINGS, ACCOUNTANTS
 from dptensor.streams import CsvStream
 
@@ -361,3 +362,17 @@ def test_completion_experiment_names_averages_and_the_mean_predictor_apart(tmp_p
     assert len(again) == len(summary) and float(again[0]["rmse_avg"]) == pytest.approx(0.3)
     assert all((tmp_path / name).stat().st_size > 1000
                for name in ("completion_figure2.png", "completion_figure3.png"))
+
+
+def test_privacy_utility_grid_does_not_warn_about_itself(tmp_path):
+    from dptensor.experiments.privacy_utility import run as privacy_utility
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = privacy_utility(tmp_path, quick=True, dim=8, rank=1, n_trials=1, epsilons=[1.0, 100.0],
+                                 n_restarts=2, n_iter=2, progress=False)
+    assert not [w for w in caught if issubclass(w.category, PrivacyWarning)]
+    assert "on purpose" in Path(result.files["md"]).read_text()
+    # outside the experiment the same call still warns
+    with pytest.warns(PrivacyWarning, match="epsilon=100 exceeds 10"):
+        private_power_method(np.zeros((3, 3, 3)), 1, epsilon=100, delta=1e-6, n_restarts=2, n_iter=2)
