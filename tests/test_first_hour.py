@@ -376,3 +376,21 @@ def test_privacy_utility_grid_does_not_warn_about_itself(tmp_path):
     # outside the experiment the same call still warns
     with pytest.warns(PrivacyWarning, match="epsilon=100 exceeds 10"):
         private_power_method(np.zeros((3, 3, 3)), 1, epsilon=100, delta=1e-6, n_restarts=2, n_iter=2)
+
+
+def test_private_lda_figure3_has_a_title_and_whole_k_ticks(tmp_path, monkeypatch):
+    from dptensor.experiments import private_lda
+
+    rows = [{"figure": 3, "panel": "a", "alpha0": a, "n_topics": 3, "value": 1 / a} for a in (0.1, 1.0, 10.0)]
+    rows += [{"figure": 3, "panel": "b", "alpha0": 1000.0, "n_topics": k, "value": 0.01 * k} for k in (3, 6)]
+    drawn = {}
+
+    def keep(fig, path):
+        drawn["title"] = fig._suptitle.get_text() if fig._suptitle else ""
+        drawn["ticks"] = list(fig.axes[1].get_xticks())
+        return path
+
+    monkeypatch.setattr(private_lda, "save_figure", keep)
+    private_lda.plot_figure3_from_csv(write_csv(tmp_path / "f3.csv", rows), tmp_path)
+    assert "Figure 3" in drawn["title"]
+    assert drawn["ticks"] == [3, 6]
