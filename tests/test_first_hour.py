@@ -394,3 +394,23 @@ def test_private_lda_figure3_has_a_title_and_whole_k_ticks(tmp_path, monkeypatch
     private_lda.plot_figure3_from_csv(write_csv(tmp_path / "f3.csv", rows), tmp_path)
     assert "Figure 3" in drawn["title"]
     assert drawn["ticks"] == [3, 6]
+
+
+def test_complete_day_origin_option(temporal_split, tmp_path, capsys):
+    train_path, test_path = temporal_split
+    out = tmp_path / "pred.csv"
+    base = ["complete", str(train_path), "--movielens", "--test", str(test_path), "--no-factors", "--quiet",
+            "--out", str(out)]
+    assert main([*base, "--day-origin", str(T0 - 2 * DAY)]) == 0
+    with open(out) as handle:
+        assert [int(row["k"]) for row in csv.DictReader(handle)] == [7, 8]
+    capsys.readouterr()
+    assert main([*base, "--day-origin", str(T0 + DAY)]) == 2
+    assert "precedes day_origin" in _one_error_line(capsys)
+    # under the user relation the earliest rating is private: the origin must be declared
+    private = ["--privacy", "als", "--neighbouring", "user", "--shape", "2", "3", "9", "--value-range", "1",
+               "5", "--epsilon", "1"]
+    assert main([*base, *private]) == 2
+    assert "needs --day-origin" in _one_error_line(capsys)
+    assert main(["complete", str(train_path), "--no-factors", "--day-origin", "0"]) == 2
+    assert "--day-origin" in _one_error_line(capsys)

@@ -13,6 +13,7 @@ from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
     add_quiet_argument,
+    nonnegative_int,
     output_path,
     positive_float,
     positive_int,
@@ -119,6 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--movielens", action="store_true",
                         help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
                              ".inter file")
+    parser.add_argument("--day-origin", type=nonnegative_int, metavar="SECONDS",
+                        help="--movielens: the Unix timestamp where day 0 starts (default: the earliest "
+                             "rating of the training and test files, so both number the same calendar day "
+                             "alike; needed with --neighbouring user, whose earliest rating is private)")
     parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (initialisation, shuffles, validation split); "
@@ -172,6 +177,9 @@ def check_options(args: argparse.Namespace) -> None:
             refuse_unused(args, ["max_ratings"], "--max-ratings applies only with --neighbouring user")
     if args.movielens:
         refuse_unused(args, ["one_based"], "MovieLens ids are read as one-based already (--movielens)")
+    else:
+        refuse_unused(args, ["day_origin"], "--day-origin numbers the days of MovieLens timestamps "
+                      "(--movielens)")
     if args.no_factors:
         refuse_unused(args, ["rank", "model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
     elif args.rank is None:
@@ -230,11 +238,16 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         if args.out and not args.test:
             raise ValueError("--neighbouring user: --out needs --test (predictions at the training entries "
                              "would reveal which ratings exist)")
+        if args.movielens and args.day_origin is None:
+            raise ValueError("--neighbouring user with --movielens needs --day-origin: numbering the days "
+                             "from the earliest rating would reveal when the first user rated")
     shape = tuple(args.shape) if args.shape else None
     # MovieLens days count from the earliest rating of all the files, so that the same calendar day
     # has the same index in the training and the test file (a temporal split's test days follow on)
     files = [args.entries] + ([args.test] if args.test else [])
-    day_origin = ratings_day_origin(*files) if args.movielens else None
+    day_origin = args.day_origin
+    if args.movielens and day_origin is None:
+        day_origin = ratings_day_origin(*files)
     train = _read(args.entries, args, shape, day_origin)
     test = _read(args.test, args, shape, day_origin) if args.test else None
     if shape is None and test is not None:
