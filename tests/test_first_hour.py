@@ -16,20 +16,12 @@ import pytest
 import scipy.sparse
 
 import dptensor
+from dptensor import datasets
 from dptensor._files import write_csv, write_json, write_text
 from dptensor._validation import check_random_state
 from dptensor.cli import main, warning_line
-from dptensor.datasets import make_lda_corpus, write_uci_bow
+from dptensor.datasets import ratings_day_origin, read_entries, read_movielens, read_recbole_inter
 from dptensor.datasets.corpus import load_text_corpus
-from dptensor.datasets.entries import (
-    make_low_rank_completion,
-    ratings_day_origin,
-    read_entries,
-    read_movielens,
-    read_recbole_inter,
-    train_test_split_entries,
-    write_entries,
-)
 from dptensor.decomposition import input_perturbation, private_power_method
 from dptensor.decomposition.input_perturbation import INPUT_ACCOUNTANTS
 from dptensor.models import SpectralLDA
@@ -172,9 +164,10 @@ def test_compare_with_mean_warns_only_when_worse():
 
 @pytest.fixture()
 def completion_files(tmp_path):
-    prob = make_low_rank_completion((12, 10, 8), 2, snr=100.0, missing_ratio=0.5, random_state=0)
-    train, test = train_test_split_entries(prob.observed, 0.2, random_state=1)
-    return write_entries(tmp_path / "train.csv", train), write_entries(tmp_path / "test.csv", test)
+    prob = datasets.make_low_rank_completion((12, 10, 8), 2, snr=100.0, missing_ratio=0.5, random_state=0)
+    train, test = datasets.train_test_split_entries(prob.observed, 0.2, random_state=1)
+    write = datasets.write_entries
+    return write(tmp_path / "train.csv", train), write(tmp_path / "test.csv", test)
 
 
 def test_private_completion_below_the_mean_says_so(completion_files, tmp_path, capsys):
@@ -276,7 +269,7 @@ def test_lda_epsilon_without_delta_fails_before_reading(tmp_path, capsys):
 
 
 def test_random_state_accepts_a_legacy_random_state():
-    corpus = make_lda_corpus(300, 30, 3, random_state=0)
+    corpus = datasets.make_lda_corpus(300, 30, 3, random_state=0)
     fits = [SpectralLDA(3, 1.0, random_state=np.random.RandomState(0)).fit(corpus.counts) for _ in range(2)]
     np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
     state = np.random.RandomState(5)
@@ -319,9 +312,9 @@ def test_json_outputs_record_version_command_and_settings(completion_files, tmp_
 
 
 def test_theta_csv_has_a_header_and_document_ids(tmp_path, capsys):
-    corpus = make_lda_corpus(60, 20, 2, doc_length=30, random_state=0)
+    corpus = datasets.make_lda_corpus(60, 20, 2, doc_length=30, random_state=0)
     docword = tmp_path / "docword.toy.txt"
-    write_uci_bow(corpus.counts, docword)
+    datasets.write_uci_bow(corpus.counts, docword)
     model, theta_path = tmp_path / "model.json", tmp_path / "theta.csv"
     assert main(["lda", "fit", str(docword), "--topics", "2", "--quiet", "--out", str(model)]) == 0
     assert main(["lda", "transform", str(model), str(docword), "--out", str(theta_path)]) == 0
