@@ -407,3 +407,18 @@ def test_complete_day_origin_option(temporal_split, tmp_path, capsys):
     assert "needs --day-origin" in _one_error_line(capsys)
     assert main(["complete", str(train_path), "--no-factors", "--day-origin", "0"]) == 2
     assert "--day-origin" in _one_error_line(capsys)
+
+
+def test_audit_treats_a_utility_warning_as_part_of_the_release():
+    from dptensor.privacy.audit import observable_differences, observe
+
+    def run(worse: bool, category=UtilityWarning):
+        print("fit done")
+        if worse:
+            warnings.warn("held-out RMSE 2 is worse than ...", category, stacklevel=1)
+            print("dptensor complete: warning: held-out RMSE 2 is worse (UtilityWarning)", file=sys.stderr)
+        return 0
+
+    assert not observable_differences(observe(run, True), observe(run, False))
+    # any other warning still tells the runs apart
+    assert observable_differences(observe(run, True, PrivacyWarning), observe(run, False, PrivacyWarning))

@@ -302,9 +302,10 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     predictions = model.predict(target.indices)
     if test is not None:
         if args.privacy:
+            choices = ([] if args.privacy == "als" else ["--privacy als (DP-ALS)"]) + ["a larger --epsilon"]
+            choices += [] if args.value_range else ["a declared --value-range"]
             advice = (f"--privacy {args.privacy} at --epsilon {args.epsilon:g} adds too much noise: try "
-                      "--privacy als (DP-ALS), a larger --epsilon"
-                      + ("" if args.value_range else " or a declared --value-range"))
+                      + ", ".join(choices))
         else:
             advice = "try another --rank or --reg" + ("" if args.no_factors else ", or --no-factors")
         payload["test_rmse"], payload["test_rmse_constant"] = compare_with_mean(test.values, predictions,
