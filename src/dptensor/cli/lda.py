@@ -69,7 +69,7 @@ FIT_EXAMPLES = """examples:
 """
 
 TRANSFORM_EXAMPLES = """examples:
-  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # text, one row per document
+  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # CSV: document,topic_1,...
   dptensor lda transform model.json docword.synthetic.txt --out theta.npy   # NumPy binary
 """
 
@@ -127,7 +127,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     transform.add_argument(
         "--out", metavar="FILE",
         help="write the proportions (documents x topics) to exactly FILE, in the format its extension names: "
-        ".csv (comma-separated text), .txt (space-separated text) or .npy (NumPy binary); "
+        ".csv (a header 'document,topic_1,...' and the document's row number from 0 in the corpus's "
+        "order, then its proportions), .txt (space-separated numbers only) or .npy (NumPy binary); "
         "default: print them",
     )  # fmt: skip
     add_quiet_argument(transform)
@@ -213,6 +214,9 @@ def check_fit_options(args: argparse.Namespace) -> None:
         refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
     if args.epsilon is None:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
+    elif args.delta is None:  # both private fits are (epsilon, delta)-DP; said before the corpus is read
+        raise ValueError("--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; "
+                         "choose delta well below 1/(number of documents), e.g. --delta 1e-6")
     if not _is_plain_text(Path(args.corpus)):
         refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
                       "is a count matrix whose columns are the vocabulary")
@@ -497,8 +501,13 @@ def run_transform(args: argparse.Namespace) -> int:
         with atomic_path(out) as tmp:  # the temporary name keeps the suffix: np.save adds none
             if out.suffix.lower() == ".npy":
                 np.save(tmp, theta)
+            elif out.suffix.lower() == ".csv":
+                header = ",".join(["document"] + [f"topic_{i}" for i in range(1, theta.shape[1] + 1)])
+                table = np.column_stack([np.arange(theta.shape[0]), theta])
+                np.savetxt(tmp, table, delimiter=",", fmt=["%d"] + ["%.6g"] * theta.shape[1], header=header,
+                           comments="")
             else:
-                np.savetxt(tmp, theta, delimiter="," if out.suffix.lower() == ".csv" else " ", fmt="%.6g")
+                np.savetxt(tmp, theta, delimiter=" ", fmt="%.6g")
         print(f"wrote {out} ({theta.shape[0]} documents x {theta.shape[1]} topics)")
     else:
         for row in theta:

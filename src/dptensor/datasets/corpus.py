@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ def load_text_corpus(
     if fixed_vocabulary is not None:
         vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase)
     else:
+        _check_document_frequencies(path, min_df, max_df, len(documents))
         vectorizer = CountVectorizer(
             stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
             lowercase=lowercase,
@@ -142,6 +144,22 @@ def load_text_corpus(
         vocabulary=[str(w) for w in vectorizer.get_feature_names_out()],
         source=str(path),
     )
+
+
+def _check_document_frequencies(
+    path: Path, min_df: float | int, max_df: float | int, n_documents: int
+) -> None:
+    """Refuse ``min_df``/``max_df`` that keep no word, in the options' words (not CountVectorizer's)."""
+    def count(value: float | int) -> float:  # CountVectorizer's rule: an integer counts documents
+        return value if isinstance(value, numbers.Integral) else value * n_documents
+
+    if count(min_df) > count(max_df):
+        raise ValueError(
+            f"{path}: min_df={min_df} keeps only words in at least {count(min_df):g} documents, but max_df="
+            f"{max_df} keeps only words in at most {count(max_df):g} of the {n_documents} documents, so no "
+            "word is left; lower min_df (--min-df; a fraction such as 0.001 is a share of the documents) "
+            "or raise max_df (--max-df)"
+        )
 
 
 def load_uci_bow(

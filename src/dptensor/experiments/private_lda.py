@@ -27,6 +27,7 @@ decompositions' starts.
 
 from __future__ import annotations
 
+import csv
 import math
 import time
 import warnings
@@ -331,11 +332,22 @@ def _plot_figure3(path: Path, rows: list) -> Path:
     left.set_title("(a) k = 3")
     b = [r for r in rows if r["panel"] == "b"]
     right.plot([r["n_topics"] for r in b], [r["value"] for r in b], marker="o")
+    right.set_xticks(sorted({int(r["n_topics"]) for r in b}))  # k is a whole number: no tick at 3.5
     right.set_xlabel("k")
     right.set_ylabel("smallest eigengap of T_hat")
     right.set_title("(b) alpha0 = 1000")
+    fig.suptitle("Private spectral LDA, DeCarolis et al. Figure 3: the quantities its noise scales with")
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def plot_figure3_from_csv(figure3_csv: str | Path, out_dir: str | Path) -> Path:
+    """Redraw ``private_lda_figure3.png`` from a ``private_lda_figure3.csv`` written by :func:`run`."""
+    with open(figure3_csv, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row.update(alpha0=float(row["alpha0"]), value=float(row["value"]), n_topics=int(row["n_topics"]))
+    return _plot_figure3(Path(out_dir) / "private_lda_figure3.png", rows)
 
 
 def _plot_real(path: Path, rows: list) -> Path:

@@ -480,7 +480,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "n_power_iter": [Interval(Integral, 0, None, closed="left")],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
     }
 
     def __init__(
