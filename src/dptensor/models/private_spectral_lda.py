@@ -32,6 +32,27 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
 5. The default split comes from the utility analysis (public quantities only;
    :func:`default_budget_split`).
 
+Clipped releases (``clip``, the default for Configuration 1)
+-----------------------------------------------------------
+The sensitivities above are those of the worst document (three tokens of one word); a real
+document's term is far smaller. With ``clip`` set, every document gets **one** weight
+``w_n in [0, 1]`` that bounds its term in every release (``||w P_n||_F <= C``, hence
+``||w G_n||_F <= C``, and ``||w p_n||_2 <= C1``; :mod:`dptensor.tensor.clipped_lda_moments`,
+computed in a scaled form that no finite count overflows), and Configuration 1 releases
+
+1. ``m1``: the vector ``(C1 S0, S1)`` -- the total weight and the weighted word frequencies --
+   Gaussian with sensitivity ``2 C1``;
+2. ``m2``: ``S2`` (Analyze Gauss) or ``S2 X_t`` (noisy power) with sensitivity ``sqrt2 C``, from which
+   ``M2 = S2/S0 - a E1 E1^T`` (post-processing with the released ``S0``, ``E1 = S1/S0``);
+3. ``e3``: ``S3(U, U, U)`` in the released eigenbasis ``U``, sensitivity ``sqrt2 C``, whitened with
+   the released ``S0``, ``E1`` and eigenvalues.
+
+Relation: **replace one document by any other document**, including an empty one or one with
+any finite counts (documents of fewer than three tokens get weight 0: no input error, no
+dropped row); ``N``, the vocabulary, ``alpha_0``, ``k``, ``C`` and ``C1`` are public. The
+sensitivities do not involve ``N``: the normalisation by ``S0`` is released. Composition as
+in point 4 above, over the three releases.
+
 Configurations 2--4 (as printed; their guarantee does not hold)
 ---------------------------------------------------------------
 2. noise on ``T_hat`` built with the **clean** whitening (e6) and on ``M2_hat`` for ``(W^T)^+`` (e8);
@@ -90,6 +111,7 @@ from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_epsi
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.lda_sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
+    clipped_sensitivities,
     coherence,
     lda_moment_constants,
     m2_sensitivity,
@@ -99,6 +121,11 @@ from dptensor.privacy.lda_sensitivity import (
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
 from dptensor.privacy.noise import NoiseSource
+from dptensor.tensor.clipped_lda_moments import (
+    ClippedMoments,
+    ClippedSecondMoment,
+    clipped_whitened_third_moment,
+)
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
     DocumentBlocks,
@@ -117,6 +144,17 @@ CONFIG_EDGES: dict[int, tuple[str, ...]] = {
     4: ("sigma_k", "gamma_s", "e9"),
 }
 
+#: Releases of the clipped Configuration 1 (module docstring, *Clipped releases*).
+CLIPPED_EDGES: tuple[str, ...] = ("m1", "m2", "e3")
+
+#: Default shares of the Gaussian-DP budget ``mu^2`` of the clipped releases (measured on real text,
+#: ``docs/lda.md``; public constants, not fitted to the private data).
+CLIPPED_BUDGET_SPLIT: dict[str, float] = {"m1": 0.15, "m2": 0.45, "e3": 0.4}
+
+#: ``word_clip="auto"`` is this multiple of ``clip`` (``||p||_2 / ||P||_F`` is about ``sqrt(l - 1)``
+#: for a document of ``l`` distinct words: 2--3 for short texts).
+WORD_CLIP_RATIO = 3.0
+
 #: Procedure 1's lower bounds are floored here, and the resulting noise scales capped at _MAX_SCALE,
 #: so that a failed bound gives a useless but finite release instead of an error or overflow.
 _FLOOR = 1e-12
@@ -128,6 +166,14 @@ ANALYZE_GAUSS_MAX_WORDS = 1000
 NEIGHBOURING = "document"
 PROTECTED = "one document (all its words and counts), replaced by any other document of at least 3 tokens"
 PUBLIC = "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k"
+CLIPPED_PROTECTED = (
+    "one document (all its words and counts), replaced by any other document (any finite counts, "
+    "including none)"
+)
+CLIPPED_PUBLIC = (
+    "the number of documents N, the vocabulary (columns), alpha_0, the number of topics k and the "
+    "clipping bounds C, C1"
+)
 
 #: Why the paper's Configurations 2-4 do not give the stated guarantee (reference notes B.9).
 UNPROVEN_REASONS = {
@@ -258,6 +304,16 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     private_whitening : {"auto", "analyze-gauss", "noisy-power"}, default "auto"
         How ``M2_hat`` is released (:mod:`dptensor.decomposition.private_whitening`); ``"auto"`` is
         Analyze Gauss up to :data:`ANALYZE_GAUSS_MAX_WORDS` words, the noisy power method above.
+    clip : "auto", float or None, default "auto"
+        Per-document bound ``C`` on each document's term in ``M2_hat`` and ``M3_hat`` (module
+        docstring, *Clipped releases*). ``"auto"``: ``1/d`` for Configuration 1 with
+        ``sensitivity="derived"``, ``calibration="analytic"`` and ``shared_m2=True`` -- every
+        document of ordinary text is then scaled to norm ``C``, so the estimate weights each
+        document by ``1/||P_n||_F`` (about its length) and the value of ``C`` cancels -- and
+        ``None`` otherwise. ``None``: the worst-case sensitivities (``sqrt2 (1 + 2a)/N``; documents
+        of fewer than 3 tokens are an error).
+    word_clip : "auto" or float, default "auto"
+        Bound ``C1`` on each document's term in ``M1_hat`` (``"auto"``: ``3 C``).
     n_power_steps : int, default 4
         Releases ``T`` of the noisy power method.
     n_oversamples : int, default 10
@@ -322,6 +378,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
+        "clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
+        "word_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": ["random_state"],
     }
@@ -342,6 +400,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         n_power_steps: int = 4,
         n_oversamples: int = 10,
         projected_sensitivity: bool = True,
+        clip: float | str | None = "auto",
+        word_clip: float | str = "auto",
         decomposition: str = "simultaneous",
         n_restarts: int | None = None,
         max_iter: int | None = None,
@@ -368,6 +428,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.n_power_steps = n_power_steps
         self.n_oversamples = n_oversamples
         self.projected_sensitivity = projected_sensitivity
+        self.clip = clip
+        self.word_clip = word_clip
         self.decomposition = decomposition
         self.n_restarts = n_restarts
         self.max_iter = max_iter
@@ -387,10 +449,30 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             return self.private_whitening
         return "analyze-gauss" if n_words <= ANALYZE_GAUSS_MAX_WORDS else "noisy-power"
 
+    def _clipping(self, n_words: int) -> tuple[float, float] | None:
+        """``(C, C1)`` of the clipped releases, or ``None`` for the worst-case ones (public parameters only)."""
+        supported = (
+            self.config == 1 and self.sensitivity == "derived" and self.calibration == "analytic"
+            and self.shared_m2
+        )  # fmt: skip
+        if self.clip is None or (self.clip == "auto" and not supported):
+            return None
+        if not supported:
+            raise ValueError(
+                f"clip={self.clip!r} applies to config=1 with sensitivity='derived', calibration='analytic' "
+                "and shared_m2=True; pass clip=None for the other modes"
+            )
+        clip = 1.0 / n_words if self.clip == "auto" else float(self.clip)
+        word_clip = WORD_CLIP_RATIO * clip if self.word_clip == "auto" else float(self.word_clip)
+        return clip, word_clip
+
     def _shares(self, n_words: int) -> dict[str, float]:
-        edges = CONFIG_EDGES[self.config]
+        clipped = self._clipping(n_words) is not None
+        edges = CLIPPED_EDGES if clipped else CONFIG_EDGES[self.config]
         if self.budget_split is None:
-            if self.config == 1 and self.calibration == "analytic":
+            if clipped:
+                raw = dict(CLIPPED_BUDGET_SPLIT)
+            elif self.config == 1 and self.calibration == "analytic":
                 raw = default_budget_split(
                     1, self.n_components, n_words, self.alpha0,
                     whitening=self._whitening_method(n_words), n_power_steps=self.n_power_steps,
@@ -403,8 +485,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             unknown = sorted(set(raw) - set(edges))
             missing = sorted(set(edges) - set(raw))
             if unknown or missing:
+                mode = "clipped config=1" if clipped else f"config={self.config}"
                 raise ValueError(
-                    f"budget_split for config={self.config} must have exactly the keys {list(edges)}"
+                    f"budget_split for {mode} must have exactly the keys {list(edges)}"
                     + (f"; unknown {unknown}" if unknown else "")
                     + (f"; missing {missing}" if missing else "")
                 )
@@ -425,6 +508,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         plan = _Plan(self._shares(n_words))
         steps = self._m2_releases(n_words)
         paper = self.sensitivity == "paper"
+        clipping = self._clipping(n_words)
+        if clipping is not None:
+            return self._plan_clipped(plan, steps, clipping)
         if self.config == 1:
             m2_edges = ["m2"] if self.shared_m2 else ["e4", "e8"]
             weight = {"e3": plan.shares["e3"], "e4": plan.shares["e4"], "e8": plan.shares["e8"]}
@@ -492,9 +578,37 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )  # fmt: skip
         return plan
 
+    def _plan_clipped(self, plan: _Plan, steps: int, clipping: tuple[float, float]) -> _Plan:
+        """The clipped Configuration 1: ``mu^2`` shared by weight; ``m2`` repeated ``T`` times for NPM."""
+        eps, delta = float(self.epsilon), float(self.delta)
+        counts = {"m1": 1, "m2": steps, "e3": 1}
+        mu = 1.0 / gaussian_sigma_analytic(eps, delta)
+        for edge in CLIPPED_EDGES:
+            plan.multipliers[edge] = math.sqrt(counts[edge]) / (math.sqrt(plan.shares[edge]) * mu)
+        effective = 1.0 / math.sqrt(sum(counts[e] / plan.multipliers[e] ** 2 for e in CLIPPED_EDGES))
+        factor = 1.0
+        while gaussian_epsilon(effective * factor, delta) > eps:  # rounding: raise every multiplier
+            factor *= 1.0 + 1e-12
+        plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
+        effective *= factor
+        events = [
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e])
+            for e in CLIPPED_EDGES
+        ]
+        clip, word_clip = clipping
+        plan.guarantee = self._guarantee(
+            plan, accountant="exact (Gaussian DP composition, analytic calibration)",
+            n_releases=sum(counts.values()), noise_multiplier=effective,
+            epsilon_exact=min(gaussian_epsilon(effective, delta), eps),
+            dp_event=dp_accounting.ComposedDpEvent(events), nominal=eps,
+            clipping={"clip": clip, "word_clip": word_clip, "sensitivities": clipped_sensitivities(clip, word_clip)},
+        )  # fmt: skip
+        return plan
+
     def _guarantee(
         self, plan: _Plan, *, accountant: str, n_releases: int, noise_multiplier: float,
         epsilon_exact: float, dp_event: dp_accounting.DpEvent | None, nominal: float,
+        clipping: dict | None = None,
     ) -> PrivacyGuarantee:  # fmt: skip
         details = {
             "model": "PrivateSpectralLDA",
@@ -505,6 +619,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             "budget_split": dict(plan.shares),
             "noise_multipliers": dict(plan.multipliers),
         }
+        if clipping is not None:
+            details.update(clipping)
         if plan.epsilons:
             details["edge_epsilons"] = dict(plan.epsilons)
             details["edge_deltas"] = dict(plan.deltas)
@@ -522,8 +638,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             claim="proved" if plan.holds else "paper",
             reason="; ".join(plan.reasons),
             nominal_epsilon=None if plan.holds else nominal,
-            protected=PROTECTED,
-            public=PUBLIC,
+            protected=PROTECTED if clipping is None else CLIPPED_PROTECTED,
+            public=PUBLIC if clipping is None else CLIPPED_PUBLIC,
             dp_event=dp_event,
         )
 
@@ -572,7 +688,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 f"calibration={self.calibration!r})",
                 plan.guarantee.reason,
             )
-        docs = check_private_counts(X, n_jobs=self.n_jobs)
+        clipping = self._clipping(n_words)
+        if clipping is None:
+            docs = check_private_counts(X, n_jobs=self.n_jobs)
+        else:
+            docs = check_clipped_counts(X, n_jobs=self.n_jobs)
         source = self._begin_release(
             plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
         )
@@ -580,7 +700,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         timings: dict[str, float] = {}
         self.noise_scales_ = {}
         self.budget_split_ = dict(plan.shares)
-        if self.config == 1:
+        if clipping is not None:
+            topics, alpha = self._fit_clipped(ClippedMoments(docs, *clipping), plan, source, rng, timings)
+        elif self.config == 1:
             topics, alpha = self._fit_config1(docs, plan, source, rng, timings)
         else:
             topics, alpha = self._fit_paper_config(docs, plan, source, rng, timings)
@@ -648,6 +770,47 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_["e3"] = scale
         whitening = _with_inverse(first.whitening, second.whitening)
         return self._decompose_unwhiten(tensor, whitening, rng, timings)
+
+    def _fit_clipped(
+        self, moments: ClippedMoments, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
+        timings: dict,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """The clipped Configuration 1 (module docstring, *Clipped releases*)."""
+        k, d = int(self.n_components), moments.n_words
+        sens = clipped_sensitivities(moments.clip, moments.word_clip)
+        with _private_step("m1: private total weight and word frequencies", timings, self.verbose):
+            total, sums = moments.first_order()
+            scale1 = plan.multipliers["m1"] * sens["m1"]
+            released = source.add_gaussian(np.concatenate([[moments.word_clip * total], sums]), scale1)
+            # Post-processing: a public floor keeps the normalisation positive whatever the noise.
+            total = max(float(released[0]) / moments.word_clip, 1.0)
+            mean = released[1:] / total
+        self.noise_scales_["m1"] = scale1
+        operator = ClippedSecondMoment(moments, total, mean, self.alpha0)
+        method = self._whitening_method(d)
+        m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
+        with _private_step(f"m2: private M2 ({method})", timings, self.verbose):
+            if method == "analyze-gauss":
+                result = analyze_gauss_eigenpairs(
+                    operator, k, noise_scale=plan.multipliers["m2"] * m2_scale, source=source
+                )
+            else:
+                result = noisy_power_eigenpairs(
+                    operator, k, n_steps=int(self.n_power_steps),
+                    width=min(d, k + int(self.n_oversamples)), noise_multiplier=plan.multipliers["m2"],
+                    sensitivity=lambda mu: m2_scale, source=source, rng=rng,
+                )  # fmt: skip
+        self.noise_scales_["m2"] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
+            result.noise_scales
+        )
+        U, sigma = result.whitening.eigenvectors, result.whitening.eigenvalues
+        with _private_step("e3: private whitened M3 (projected sums)", timings, self.verbose):
+            scale3 = plan.multipliers["e3"] * sens["e3"]
+            third = moments.third_order(U)
+            third = third + symmetric_gaussian_tensor(k, scale3, convention="frobenius", noise=source)
+            tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
+        self.noise_scales_["e3"] = scale3
+        return self._decompose_unwhiten(tensor, result.whitening, rng, timings)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
         with _private_step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
@@ -796,6 +959,27 @@ def _private_block(block: object, position: BlockPosition, name: str) -> Documen
     return DocumentCounts(
         counts=matrix, lengths=lengths, kept=np.arange(matrix.shape[0]), n_input_documents=matrix.shape[0]
     )
+
+
+def _clipped_block(block: object, name: str) -> DocumentCounts:
+    """One block of :func:`check_clipped_counts`: any valid counts, no row dropped, nothing summed."""
+    matrix = check_count_matrix(block, name, allow_no_tokens=True)
+    n = matrix.shape[0]
+    return DocumentCounts(counts=matrix, lengths=np.zeros(n), kept=np.arange(n), n_input_documents=n)
+
+
+def check_clipped_counts(X: object, name: str = "X", *, n_jobs: int | None = None) -> Documents:
+    """Validate counts for a clipped private fit: every row is a document, short or empty ones too.
+
+    The clipped releases give documents of fewer than three tokens weight 0, so no document is an
+    input error and ``N`` stays the number of rows. No length is summed here (a sum of huge
+    counts could overflow): :mod:`dptensor.tensor.clipped_lda_moments` scales each row first.
+    """
+    if isinstance(X, RowBlocks) or is_distributed(X) or effective_n_jobs(n_jobs) > 1:
+        blocks = as_row_blocks(X, n_jobs=n_jobs)
+        blocks = blocks.map(_clipped_block, name, label="clipped-counts")
+        return DocumentBlocks(blocks, blocks.n_rows)
+    return _clipped_block(X, name)
 
 
 def check_private_counts(X: object, name: str = "X", *, n_jobs: int | None = None) -> Documents:
