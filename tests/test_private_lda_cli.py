@@ -56,8 +56,17 @@ def test_private_fit_refusals(tmp_path, counts, capsys):
     short = sp.csr_matrix(np.vstack([counts[:10].toarray(), np.eye(30)[:1] * 2]))
     sp.save_npz(tmp_path / "short.npz", short)
     assert main(["lda", "fit", str(tmp_path / "short.npz"), "--topics", "3", "--epsilon", "1",
-                 "--delta", "1e-6", "--quiet"]) == 2  # fmt: skip
+                 "--delta", "1e-6", "--no-clip", "--quiet"]) == 2  # fmt: skip
     assert "rows 10" in capsys.readouterr().err
+    # clipped (the default): a short document gets weight 0, no error
+    assert main(["lda", "fit", str(tmp_path / "short.npz"), "--topics", "3", "--epsilon", "1",
+                 "--delta", "1e-6", "--quiet"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["lda", "fit", str(path), "--topics", "3", "--clip", "0.1", "--quiet"]) == 2
+    assert "--clip" in capsys.readouterr().err
+    assert main(["lda", "fit", str(path), "--topics", "3", "--epsilon", "1", "--delta", "1e-6",
+                 "--clip", "0.1", "--no-clip", "--quiet"]) == 2  # fmt: skip
+    assert "--clip" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config", ["1", "3"])

@@ -41,11 +41,11 @@ from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening", "jobs", "scheduler")
-VI_OPTIONS = ("batch_size", "passes", "clip", "max_doc_length", "accountant")
+                    "private_whitening", "jobs", "scheduler", "no_clip")
+VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
-                   "private_whitening", "accountant")
+                   "private_whitening", "accountant", "no_clip")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
 TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
@@ -150,8 +150,9 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "differential privacy",
         "With --epsilon the fit is document-level (epsilon, delta)-DP (replace one document; N and the "
-        "vocabulary public). Every document must have at least 3 tokens, and a plain-text corpus needs a "
-        "public --vocab (a vocabulary built from the documents would leak).",
+        "vocabulary public). Each document's contribution is bounded by --clip (spectral: any document, "
+        "short or empty too; --no-clip: the worst-case noise, every document needs at least 3 tokens), and "
+        "a plain-text corpus needs a public --vocab (a vocabulary built from the documents would leak).",
     )
     group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
     group.add_argument("--delta", type=probability, default=None,
@@ -170,6 +171,8 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
     spectral.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
                           help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
+    spectral.add_argument("--no-clip", action="store_true",
+                          help="noise for the worst-case document instead of clipped contributions (--clip)")
     spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
                           default="auto", help="release of M2: Analyze Gauss or the noisy power method")
 
@@ -181,7 +184,8 @@ def _vi_arguments(parser: argparse.ArgumentParser) -> None:
                     help="(expected) minibatch size S (default 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (default 0.1 x max document length)")
+                    help="clipping norm C of each document's statistics (private fits; spectral: default 1/V, "
+                         "docs/lda.md; vi: default 0.1 x max document length)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
                     help="declared maximum document length; longer documents are truncated (default C: 500)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
@@ -213,6 +217,10 @@ def check_fit_options(args: argparse.Namespace) -> None:
         refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
     if args.epsilon is None:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
+        if args.method != "vi":
+            refuse_unused(args, ("clip",), "bounds the contributions of a private fit; pass --epsilon")
+    if args.no_clip and args.clip is not None:
+        raise ValueError("--clip: cannot be combined with --no-clip")
     if not _is_plain_text(Path(args.corpus)):
         refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
                       "is a count matrix whose columns are the vocabulary")
@@ -356,6 +364,7 @@ def run_private_fit(
         args.topics, args.alpha0, epsilon=args.epsilon, delta=args.delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
         decomposition=args.decomposition, verbose=not args.quiet,
         random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
     )  # fmt: skip
