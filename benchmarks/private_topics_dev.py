@@ -1,4 +1,4 @@
-"""Private spectral LDA on real text while developing clipping (issue 23): Debian descriptions and WordNet glosses.
+"""Private spectral LDA on real text (issue 23, clipping): Debian package descriptions and WordNet glosses.
 
 Corpora (read from this machine, never downloaded, never committed):
 
@@ -10,10 +10,9 @@ Corpora (read from this machine, never downloaded, never committed):
 10% of the documents are held out; they are the public side: the vocabulary (2000 words) is
 their most frequent non-stop-words (the other corpus's vocabulary covers too little: Debian's is
 mostly package tags), and they score the fits. The training documents with at least 4 vocabulary
-tokens are the private corpus. Scores: held-out document-completion
-perplexity (topic proportions inferred from every other token of a held-out document, the
-remaining tokens scored), NPMI of each topic's top 10 words (document co-occurrence on the
-held-out documents), the unigram model (training word frequencies) as the baseline.
+tokens are the private corpus. Scores
+(:mod:`dptensor.evaluation`): held-out document-completion perplexity, NPMI of each topic's top 10
+words on the held-out documents, the unigram model as the baseline.
 
 Run: ``python benchmarks/private_topics_dev.py --corpus debian --epsilon 1 4 --repeats 2``.
 """
@@ -100,60 +99,13 @@ def load(name: str, n_words: int, seed: int = 0, cache: Path = Path("/tmp/privat
     return train, test, vocab
 
 
-def split_tokens(test: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """Every other token of each held-out document to infer proportions, the rest to score."""
-    rows, cols = [], []
-    for n in range(test.shape[0]):
-        start, end = test.indptr[n], test.indptr[n + 1]
-        tokens = np.repeat(test.indices[start:end], test.data[start:end].astype(int))
-        rows.append(np.full(tokens.size, n))
-        cols.append(tokens)
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
-    position = np.arange(rows.size) - np.repeat(test.indptr[:-1] * 0 + np.r_[0, np.cumsum(
-        np.asarray(test.sum(axis=1)).ravel().astype(int))[:-1]], np.asarray(test.sum(axis=1)).ravel().astype(int))
-    first = position % 2 == 0
-    shape = test.shape
-    a = sp.csr_matrix((np.ones(first.sum()), (rows[first], cols[first])), shape=shape)
-    b = sp.csr_matrix((np.ones((~first).sum()), (rows[~first], cols[~first])), shape=shape)
-    return a, b
+def evaluate(model, split, test) -> dict:
+    from dptensor.evaluation import completion_perplexity, topic_npmi
 
-
-def completion_perplexity(topics: np.ndarray, theta: np.ndarray, score: sp.csr_matrix) -> float:
-    probs = theta @ topics
-    coo = score.tocoo()
-    logp = np.log(np.maximum(probs[coo.row, coo.col], 1e-300)) * coo.data
-    return float(np.exp(-logp.sum() / coo.data.sum()))
-
-
-def npmi(topics: np.ndarray, reference: sp.csr_matrix, top: int = 10) -> float:
-    present = (reference > 0).astype(np.float64).tocsc()
-    n = reference.shape[0]
-    scores = []
-    for row in topics:
-        words = np.argsort(-row)[:top]
-        sub = present[:, words]
-        df = np.asarray(sub.sum(axis=0)).ravel() / n
-        co = np.asarray((sub.T @ sub).todense()) / n
-        for i in range(top):
-            for j in range(i + 1, top):
-                if co[i, j] <= 0:
-                    scores.append(-1.0)
-                else:
-                    pmi = np.log(co[i, j] / (df[i] * df[j]))
-                    scores.append(pmi / -np.log(co[i, j]) if co[i, j] < 1 else 1.0)
-    return float(np.mean(scores))
-
-
-def evaluate(model, train, infer, score, test) -> dict:
-    topics = model.components_
-    theta = model.transform(infer)
-    return {"perplexity": completion_perplexity(topics, theta, score), "npmi": npmi(topics, test)}
-
-
-def unigram(train, score) -> float:
-    freq = np.asarray(train.sum(axis=0)).ravel() + 0.5
-    freq /= freq.sum()
-    return completion_perplexity(freq[None, :], np.ones((score.shape[0], 1)), score)
+    return {
+        "perplexity": completion_perplexity(model, split),
+        "npmi": float(np.mean(topic_npmi(model, test))),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,7 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--norms", action="store_true", help="print the per-document norm quantiles and exit")
     args = parser.parse_args(argv)
     train, test, vocab = load(args.corpus, args.words)
-    infer, score = split_tokens(test)
+    from dptensor.evaluation import split_documents, unigram_perplexity
+
+    split = split_documents(test, random_state=0)
     lengths = np.asarray(train.sum(axis=1)).ravel()
     print(f"{args.corpus}: {train.shape[0]} training documents, {test.shape[0]} held out, V={train.shape[1]}, "
           f"median length {np.median(lengths):g}")  # fmt: skip
@@ -183,10 +137,10 @@ def main(argv: list[str] | None = None) -> None:
         for name, values in (("||P||_F", t.pair_norms), ("||p||_2", t.word_norms)):
             print(name, "quantiles 10/50/90:", np.round(np.quantile(values, [0.1, 0.5, 0.9]), 4))
         return
-    print(f"unigram: perplexity {unigram(train, score):.1f}")
+    print(f"unigram: perplexity {unigram_perplexity(train, split):.1f}")
     start = time.perf_counter()
     clean = SpectralLDA(args.k, alpha0=args.alpha0, random_state=0).fit(train)
-    print(f"non-private spectral: {evaluate(clean, train, infer, score, test)} ({time.perf_counter() - start:.1f} s)")
+    print(f"non-private spectral: {evaluate(clean, split, test)} ({time.perf_counter() - start:.1f} s)")
     for clip in args.clip:
         clip_value = None if clip == "none" else (clip if clip == "auto" else float(clip))
         for eps in args.epsilon:
@@ -196,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.k, alpha0=args.alpha0, epsilon=eps, delta=args.delta, clip=clip_value,
                     private_whitening=args.whitening, random_state=r,
                 ).fit(train)  # fmt: skip
-                result = evaluate(model, train, infer, score, test)
+                result = evaluate(model, split, test)
                 print(f"private clip={clip} eps={eps} run {r}: perplexity {result['perplexity']:.1f} "
                       f"npmi {result['npmi']:.3f} ({time.perf_counter() - start:.1f} s)", flush=True)  # fmt: skip
 

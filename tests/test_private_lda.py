@@ -229,7 +229,7 @@ def test_ledger_is_charged_once_before_the_release(corpus):
     with pytest.raises(ValueError, match="fewer than 3 tokens"):  # invalid input: nothing charged
         bad = np.ones((5, 4)) * [1, 1, 0, 0]
         PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, clip=None, ledger=Ledger()).fit(bad)
-    with pytest.raises(ValueError, match="negative counts"):  # clipped (default): invalid input, nothing charged
+    with pytest.raises(ValueError, match="negative counts"):  # clipped (default): invalid, nothing charged
         PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(-np.ones((5, 4)))
     assert len(charges) == 1
 

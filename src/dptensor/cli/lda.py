@@ -184,8 +184,8 @@ def _vi_arguments(parser: argparse.ArgumentParser) -> None:
                     help="(expected) minibatch size S (default 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (private fits; spectral: default 1/V, "
-                         "docs/lda.md; vi: default 0.1 x max document length)")
+                    help="clipping norm C of each document's statistics (private fits; spectral: default "
+                         "1/V, docs/lda.md; vi: default 0.1 x max document length)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
                     help="declared maximum document length; longer documents are truncated (default C: 500)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",

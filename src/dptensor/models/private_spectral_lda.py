@@ -41,7 +41,7 @@ document's term is far smaller. With ``clip`` set, every document gets **one** w
 computed in a scaled form that no finite count overflows), and Configuration 1 releases
 
 1. ``m1``: the vector ``(C1 S0, S1)`` -- the total weight and the weighted word frequencies --
-   Gaussian with sensitivity ``2 C1``;
+   Gaussian with sensitivity ``sqrt3 C1``;
 2. ``m2``: ``S2`` (Analyze Gauss) or ``S2 X_t`` (noisy power) with sensitivity ``sqrt2 C``, from which
    ``M2 = S2/S0 - a E1 E1^T`` (post-processing with the released ``S0``, ``E1 = S1/S0``);
 3. ``e3``: ``S3(U, U, U)`` in the released eigenbasis ``U``, sensitivity ``sqrt2 C``, whitened with
@@ -450,7 +450,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return "analyze-gauss" if n_words <= ANALYZE_GAUSS_MAX_WORDS else "noisy-power"
 
     def _clipping(self, n_words: int) -> tuple[float, float] | None:
-        """``(C, C1)`` of the clipped releases, or ``None`` for the worst-case ones (public parameters only)."""
+        """``(C, C1)`` of the clipped releases, or ``None`` for the worst-case ones (public parameters)."""
         supported = (
             self.config == 1 and self.sensitivity == "derived" and self.calibration == "analytic"
             and self.shared_m2
@@ -601,7 +601,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             n_releases=sum(counts.values()), noise_multiplier=effective,
             epsilon_exact=min(gaussian_epsilon(effective, delta), eps),
             dp_event=dp_accounting.ComposedDpEvent(events), nominal=eps,
-            clipping={"clip": clip, "word_clip": word_clip, "sensitivities": clipped_sensitivities(clip, word_clip)},
+            clipping={
+                "clip": clip, "word_clip": word_clip, "sensitivities": clipped_sensitivities(clip, word_clip)
+            },
         )  # fmt: skip
         return plan
 

@@ -170,7 +170,8 @@ def clipped_sensitivities(clip: float, word_clip: float) -> dict[str, float]:
     replaced by any other, including an empty one (weight 0). All per-document terms are
     non-negative, so ``||x - x'||^2 <= ||x||^2 + ||x'||^2``:
 
-    * ``"m1"``: the vector ``(word_clip * S0, S1)`` (per document ``(word_clip w, w p)``): ``2 word_clip``;
+    * ``"m1"``: the vector ``(word_clip * S0, S1)`` (per document ``(word_clip w, w p)``):
+      ``word_clip^2 (w - w')^2 + ||w p - w' p'||^2 <= word_clip^2 + 2 word_clip^2``, so ``sqrt3 word_clip``;
     * ``"m2"``: ``S2`` and ``S2 X`` for any public ``X`` with orthonormal columns: ``sqrt2 clip``;
     * ``"e3"``: ``S3(U, U, U)`` for any public orthonormal ``U``: ``sqrt2 clip`` (a projection on
       orthonormal columns does not increase a Frobenius norm).
@@ -180,4 +181,4 @@ def clipped_sensitivities(clip: float, word_clip: float) -> dict[str, float]:
     """
     clip = check_real(clip, "clip")
     word_clip = check_real(word_clip, "word_clip")
-    return {"m1": 2.0 * word_clip, "m2": SQRT2 * clip, "e3": SQRT2 * clip}
+    return {"m1": math.sqrt(3.0) * word_clip, "m2": SQRT2 * clip, "e3": SQRT2 * clip}
