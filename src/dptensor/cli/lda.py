@@ -120,6 +120,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_parallel_arguments(fit)
     fit.set_defaults(func=run_fit)
 
+    plan = actions.add_parser(
+        "plan", help="predict, from public quantities only, whether a private spectral fit will work",
+        description="Predict the signal-to-noise of PrivateSpectralLDA's M2 release (clipped contributions) "
+        "from N, V, k, alpha0, epsilon, delta and a public typical document length; nothing is read or "
+        "charged (docs/lda.md, 'Planning a private fit').",
+    )  # fmt: skip
+    plan.add_argument("--documents", "-n", type=positive_int, required=True, help="number of documents N")
+    plan.add_argument("--words", "-V", type=positive_int, required=True, help="vocabulary size V")
+    plan.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    plan.add_argument("--alpha0", type=positive_float, default=1.0, help="Dirichlet concentration (default 1)")
+    plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")
+    plan.add_argument("--delta", type=probability, required=True, help="total delta")
+    plan.add_argument("--typical-length", type=positive_float, default=None,
+                      help="a public typical document length in vocabulary tokens (default 10)")
+    plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
+                      help="release of M2 (as for lda fit)")
+    plan.set_defaults(func=run_plan)
+
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
                                    epilog=TRANSFORM_EXAMPLES)
     transform.add_argument("model", help="model file written by 'dptensor lda fit --out'")
@@ -372,6 +390,18 @@ def run_private_fit(
         model.fit(records)
     print(f"guarantee: {model.guarantee_.describe()}")
     _print_topics(args, model, corpus)
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.private_lda_plan`)."""
+    from dptensor.models.private_lda_plan import plan_private_lda
+
+    prediction = plan_private_lda(
+        args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
+        typical_length=args.typical_length, private_whitening=args.private_whitening,
+    )  # fmt: skip
+    print(prediction.describe())
     return 0
 
 

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -205,6 +206,10 @@ CLASSIC_REASON = (
     "calibration='classic' uses the Gaussian mechanism of Dwork & Roth (Theorem A.1) at a per-release "
     "epsilon >= 1, where that theorem does not apply"
 )
+
+class UtilityWarning(UserWarning):
+    """A private fit whose planned noise swamps the signal (a function of public inputs only)."""
+
 
 #: Steps of a private fit print their names, never their durations (see ``timings_``).
 _private_step = functools.partial(_Step, report_time=False)
@@ -695,6 +700,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         if clipping is None:
             docs = check_private_counts(X, n_jobs=self.n_jobs)
         else:
+            self._warn_if_hopeless(n_documents, n_words)
             docs = check_clipped_counts(X, n_jobs=self.n_jobs)
         source = self._begin_release(
             plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
@@ -715,6 +721,25 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.n_documents_ = n_documents
         self.timings_ = timings
         return self
+
+    def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
+        """``UtilityWarning`` when the planner predicts noise (public inputs only: ``N, d, k, alpha_0, epsilon``)."""
+        from dptensor.models.private_lda_plan import NOISE_LEVEL, plan_private_lda
+
+        prediction = plan_private_lda(
+            n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
+            float(self.delta), private_whitening=self._whitening_method(n_words),
+        )  # fmt: skip
+        if prediction.snr < NOISE_LEVEL:
+            s = prediction.suggestions
+            warnings.warn(
+                f"PrivateSpectralLDA: at N={n_documents}, V={n_words}, k={self.n_components}, "
+                f"epsilon={self.epsilon:g} the predicted signal-to-noise of the M2 release is "
+                f"{prediction.snr:.2f} (< {NOISE_LEVEL:g}): the topics are likely no better than noise. "
+                f"Each alone would help: N >= {s['n_documents']}, epsilon >= {s['epsilon']:.3g}, "
+                f"V <= {s['n_words']} or k <= {s['n_components']} (dptensor lda plan; docs/lda.md)",
+                UtilityWarning, stacklevel=3,
+            )
 
     def _m2_sensitivity_fn(self, n: int):
         if self.sensitivity == "paper":
