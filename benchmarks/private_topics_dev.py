@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
 
     split = split_documents(test, random_state=0)
     lengths = np.asarray(train.sum(axis=1)).ravel()
-    print(f"{args.corpus}: {train.shape[0]} training documents, {test.shape[0]} held out, V={train.shape[1]}, "
+    print(f"{args.corpus}: {train.shape[0]} training documents, {test.shape[0]} held out, "
+          f"V={train.shape[1]}, "
           f"median length {np.median(lengths):g}")  # fmt: skip
     if args.norms:
         from dptensor.tensor.clipped_lda_moments import clipped_terms
@@ -152,7 +153,8 @@ def main(argv: list[str] | None = None) -> None:
                 ).fit(train)  # fmt: skip
                 result = evaluate(model, split, test)
                 print(f"private clip={clip} eps={eps} run {r}: perplexity {result['perplexity']:.1f} "
-                      f"npmi {result['npmi']:.3f} ({time.perf_counter() - start:.1f} s)", flush=True)  # fmt: skip
+                      f"npmi {result['npmi']:.3f} ({time.perf_counter() - start:.1f} s)",
+                      flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--documents", "-n", type=positive_int, required=True, help="number of documents N")
     plan.add_argument("--words", "-V", type=positive_int, required=True, help="vocabulary size V")
     plan.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
-    plan.add_argument("--alpha0", type=positive_float, default=1.0, help="Dirichlet concentration (default 1)")
+    plan.add_argument("--alpha0", type=positive_float, default=1.0, help="alpha_0 (default 1)")
     plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")
     plan.add_argument("--delta", type=probability, required=True, help="total delta")
     plan.add_argument("--typical-length", type=positive_float, default=None,

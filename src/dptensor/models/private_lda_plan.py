@@ -143,7 +143,9 @@ def plan_private_lda(
     delta = check_real(delta, "delta")
     if not delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    length = DEFAULT_TYPICAL_LENGTH if typical_length is None else check_real(typical_length, "typical_length")
+    length = DEFAULT_TYPICAL_LENGTH
+    if typical_length is not None:
+        length = check_real(typical_length, "typical_length")
     if length < 3:
         raise ValueError(f"typical_length must be at least 3 tokens, got {length!r}")
     snr, signal, noise, multipliers = _snr(n, d, k, alpha0, epsilon, delta, length, private_whitening)

@@ -723,7 +723,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return self
 
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
-        """``UtilityWarning`` when the planner predicts noise (public inputs only: ``N, d, k, alpha_0, epsilon``)."""
+        """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
         from dptensor.models.private_lda_plan import NOISE_LEVEL, plan_private_lda
 
         prediction = plan_private_lda(
