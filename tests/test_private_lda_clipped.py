@@ -227,3 +227,43 @@ def test_audit_m1_release_and_catch_an_under_noised_variant(monkeypatch):
                                 _released_word_sum(monkeypatch, second, 3, 0.1), AUDIT_DELTA)  # fmt: skip
     assert honest <= AUDIT_EPSILON
     assert under > 1.5 * AUDIT_EPSILON
+
+
+# --- public-data assistance ---------------------------------------------------------------------------
+def test_public_corpus_gives_the_whitening_and_only_m1_e3_are_released():
+    from dptensor.datasets.lda import make_lda_corpus
+
+    c = make_lda_corpus(12000, 30, 3, alpha=0.1, doc_length=50, topic_concentration=0.1, random_state=0)
+    public, private = c.counts[:3000], c.counts[3000:]
+    model = PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, public_corpus=public, random_state=0)
+    model.fit(private)
+    g = model.guarantee_
+    assert set(model.noise_scales_) == {"m1", "e3"} and g.n_releases == 2 and g.holds
+    assert "public corpus" in g.public and set(model.budget_split_) == {"m1", "e3"}
+    from scipy.optimize import linear_sum_assignment
+
+    D = np.abs(c.topics[:, None, :] - model.components_[None]).sum(-1)
+    rows, cols = linear_sum_assignment(D)
+    assert D[rows, cols].mean() < 0.3  # chance is about 1.7
+    with pytest.raises(ValueError, match="one vocabulary"):
+        PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, public_corpus=public[:, :20]).fit(private)
+    with pytest.raises(ValueError, match="public_corpus applies"):
+        PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, clip=None, public_corpus=public).fit(private)
+
+
+def test_public_corpus_command(tmp_path, capsys):
+    from dptensor.cli import main
+    from dptensor.datasets.lda import make_lda_corpus
+
+    c = make_lda_corpus(4000, 20, 2, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=1)
+    sp.save_npz(tmp_path / "private.npz", c.counts[1000:])
+    sp.save_npz(tmp_path / "public.npz", c.counts[:1000])
+    argv = ["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--public-corpus", str(tmp_path / "public.npz"), "--quiet",
+            "--out", str(tmp_path / "m.json")]  # fmt: skip
+    assert main(argv) == 0
+    assert "guarantee:" in capsys.readouterr().out
+    assert "public corpus" in (tmp_path / "m.json").read_text()
+    assert main(["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2",
+                 "--public-corpus", str(tmp_path / "public.npz")]) == 2  # fmt: skip
+    assert "--public-corpus" in capsys.readouterr().err

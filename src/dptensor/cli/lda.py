@@ -41,11 +41,11 @@ from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening", "jobs", "scheduler", "no_clip")
+                    "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus")
 VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
-                   "private_whitening", "accountant", "no_clip")
+                   "private_whitening", "accountant", "no_clip", "public_corpus")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
 TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
@@ -189,6 +189,9 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
     spectral.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
                           help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
+    spectral.add_argument("--public-corpus", metavar="FILE", default=None,
+                          help="public documents of similar text (same format and --vocab as the corpus): "
+                               "the whitening comes from them, only M1 and the whitened M3 are released")
     spectral.add_argument("--no-clip", action="store_true",
                           help="noise for the worst-case document instead of clipped contributions (--clip)")
     spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
@@ -359,6 +362,18 @@ def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     )  # fmt: skip
 
 
+def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
+    """``--public-corpus``: counts over the fit's vocabulary (plain text needs ``--vocab``)."""
+    if args.public_corpus is None:
+        return None
+    path = Path(args.public_corpus)
+    if _is_plain_text(path):
+        if args.vocab is None:
+            raise ValueError("--public-corpus: plain text needs the public vocabulary of the fit (--vocab)")
+        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab)).counts
+    return load_corpus(path, vocabulary=args.vocab).counts
+
+
 def run_private_fit(
     args: argparse.Namespace, ledger: BudgetLedger | None = None, session: ParallelSession | None = None
 ) -> int:
@@ -383,6 +398,7 @@ def run_private_fit(
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
         clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
+        public_corpus=_load_public_corpus(args),
         decomposition=args.decomposition, verbose=not args.quiet,
         random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
     )  # fmt: skip
@@ -445,7 +461,7 @@ def save_model(path: str | Path, model: TopicModelInference | DPVariationalLDA, 
     A :class:`DPVariationalLDA` file holds ``lambda`` (``components``).
     """
     path = Path(path)
-    skip = {"random_state", "noise", "ledger", "verbose"}
+    skip = {"random_state", "noise", "ledger", "verbose", "public_corpus"}  # data, not settings
     meta = {
         "model": type(model).__name__,
         "params": {k: v for k, v in model.get_params().items() if k not in skip},

@@ -77,6 +77,7 @@ from numbers import Integral, Real
 
 import dp_accounting
 import numpy as np
+import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
@@ -151,6 +152,10 @@ CLIPPED_EDGES: tuple[str, ...] = ("m1", "m2", "e3")
 #: Default shares of the Gaussian-DP budget ``mu^2`` of the clipped releases (measured on real text,
 #: ``docs/lda.md``; public constants, not fitted to the private data).
 CLIPPED_BUDGET_SPLIT: dict[str, float] = {"m1": 0.1, "m2": 0.7, "e3": 0.2}
+
+#: The clipped releases when a public corpus gives the whitening (``public_corpus``): no M2 release.
+PUBLIC_WHITENING_EDGES: tuple[str, ...] = ("m1", "e3")
+PUBLIC_WHITENING_BUDGET_SPLIT: dict[str, float] = {"m1": 0.2, "e3": 0.8}
 
 #: ``word_clip="auto"`` is this multiple of ``clip`` (``||p||_2 / ||P||_F`` is about ``sqrt(l - 1)``
 #: for a document of ``l`` distinct words: 2--3 for short texts).
@@ -320,6 +325,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         of fewer than 3 tokens are an error).
     word_clip : "auto" or float, default "auto"
         Bound ``C1`` on each document's term in ``M1_hat`` (``"auto"``: ``3 C``).
+    public_corpus : array_like or scipy.sparse matrix of shape (n_public, d), optional
+        Word counts of **public** documents of similar text over the same vocabulary (clipped mode
+        only). The whitening (``M2``'s top eigenpairs) is computed from them without noise, so only
+        ``m1`` and the whitened ``e3`` are released from ``X`` (budget split ``m1``/``e3``); the
+        guarantee's ``public`` names the public corpus.
     n_power_steps : int, default 4
         Releases ``T`` of the noisy power method.
     n_oversamples : int, default 10
@@ -386,6 +396,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "projected_sensitivity": ["boolean"],
         "clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
         "word_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "public_corpus": ["array-like", "sparse matrix", None],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": ["random_state"],
     }
@@ -408,6 +419,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         projected_sensitivity: bool = True,
         clip: float | str | None = "auto",
         word_clip: float | str = "auto",
+        public_corpus: object = None,
         decomposition: str = "simultaneous",
         n_restarts: int | None = None,
         max_iter: int | None = None,
@@ -436,6 +448,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.projected_sensitivity = projected_sensitivity
         self.clip = clip
         self.word_clip = word_clip
+        self.public_corpus = public_corpus
         self.decomposition = decomposition
         self.n_restarts = n_restarts
         self.max_iter = max_iter
@@ -462,22 +475,29 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             and self.shared_m2
         )  # fmt: skip
         if self.clip is None or (self.clip == "auto" and not supported):
+            if self.public_corpus is not None:
+                raise ValueError("public_corpus applies to the clipped config=1 (clip='auto' or a number)")
             return None
         if not supported:
             raise ValueError(
                 f"clip={self.clip!r} applies to config=1 with sensitivity='derived', calibration='analytic' "
                 "and shared_m2=True; pass clip=None for the other modes"
             )
+        if self.public_corpus is not None and not supported:
+            raise ValueError("public_corpus applies to the clipped config=1 (clip='auto' or a number)")
         clip = 1.0 / n_words if self.clip == "auto" else float(self.clip)
         word_clip = WORD_CLIP_RATIO * clip if self.word_clip == "auto" else float(self.word_clip)
         return clip, word_clip
 
     def _shares(self, n_words: int) -> dict[str, float]:
         clipped = self._clipping(n_words) is not None
-        edges = CLIPPED_EDGES if clipped else CONFIG_EDGES[self.config]
+        public = clipped and self.public_corpus is not None
+        edges = CONFIG_EDGES[self.config]
+        if clipped:
+            edges = PUBLIC_WHITENING_EDGES if public else CLIPPED_EDGES
         if self.budget_split is None:
             if clipped:
-                raw = dict(CLIPPED_BUDGET_SPLIT)
+                raw = dict(PUBLIC_WHITENING_BUDGET_SPLIT if public else CLIPPED_BUDGET_SPLIT)
             elif self.config == 1 and self.calibration == "analytic":
                 raw = default_budget_split(
                     1, self.n_components, n_words, self.alpha0,
@@ -492,6 +512,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             missing = sorted(set(edges) - set(raw))
             if unknown or missing:
                 mode = "clipped config=1" if clipped else f"config={self.config}"
+                mode += " with public_corpus" if public else ""
                 raise ValueError(
                     f"budget_split for {mode} must have exactly the keys {list(edges)}"
                     + (f"; unknown {unknown}" if unknown else "")
@@ -587,11 +608,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     def _plan_clipped(self, plan: _Plan, steps: int, clipping: tuple[float, float]) -> _Plan:
         """The clipped Configuration 1: ``mu^2`` shared by weight; ``m2`` repeated ``T`` times for NPM."""
         eps, delta = float(self.epsilon), float(self.delta)
+        edges = tuple(plan.shares)
         counts = {"m1": 1, "m2": steps, "e3": 1}
         mu = 1.0 / gaussian_sigma_analytic(eps, delta)
-        for edge in CLIPPED_EDGES:
+        for edge in edges:
             plan.multipliers[edge] = math.sqrt(counts[edge]) / (math.sqrt(plan.shares[edge]) * mu)
-        effective = 1.0 / math.sqrt(sum(counts[e] / plan.multipliers[e] ** 2 for e in CLIPPED_EDGES))
+        effective = 1.0 / math.sqrt(sum(counts[e] / plan.multipliers[e] ** 2 for e in edges))
         factor = 1.0
         while gaussian_epsilon(effective * factor, delta) > eps:  # rounding: raise every multiplier
             factor *= 1.0 + 1e-12
@@ -599,12 +621,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         effective *= factor
         events = [
             dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e])
-            for e in CLIPPED_EDGES
+            for e in edges
         ]
         clip, word_clip = clipping
         plan.guarantee = self._guarantee(
             plan, accountant="exact (Gaussian DP composition, analytic calibration)",
-            n_releases=sum(counts.values()), noise_multiplier=effective,
+            n_releases=sum(counts[e] for e in edges), noise_multiplier=effective,
             epsilon_exact=min(gaussian_epsilon(effective, delta), eps),
             dp_event=dp_accounting.ComposedDpEvent(events), nominal=eps,
             clipping={
@@ -647,7 +669,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             reason="; ".join(plan.reasons),
             nominal_epsilon=None if plan.holds else nominal,
             protected=PROTECTED if clipping is None else CLIPPED_PROTECTED,
-            public=PUBLIC if clipping is None else CLIPPED_PUBLIC,
+            public=PUBLIC if clipping is None else CLIPPED_PUBLIC + (
+                "" if self.public_corpus is None else "; the public corpus that gives the whitening"
+            ),
             dp_event=dp_event,
         )
 
@@ -700,17 +724,23 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         if clipping is None:
             docs = check_private_counts(X, n_jobs=self.n_jobs)
         else:
-            self._warn_if_hopeless(n_documents, n_words)
+            if self.public_corpus is None:
+                self._warn_if_hopeless(n_documents, n_words)
             docs = check_clipped_counts(X, n_jobs=self.n_jobs)
+        rng = check_random_state(self.random_state)
+        timings: dict[str, float] = {}
+        public_whitening = None
+        if clipping is not None and self.public_corpus is not None:  # public data: before the charge
+            public_whitening = self._public_whitening(clipping, n_words, rng, timings)
         source = self._begin_release(
             plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
         )
-        rng = check_random_state(self.random_state)
-        timings: dict[str, float] = {}
         self.noise_scales_ = {}
         self.budget_split_ = dict(plan.shares)
         if clipping is not None:
-            topics, alpha = self._fit_clipped(ClippedMoments(docs, *clipping), plan, source, rng, timings)
+            topics, alpha = self._fit_clipped(
+                ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
+            )
         elif self.config == 1:
             topics, alpha = self._fit_config1(docs, plan, source, rng, timings)
         else:
@@ -801,7 +831,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     def _fit_clipped(
         self, moments: ClippedMoments, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
-        timings: dict,
+        timings: dict, public_whitening: Whitening | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The clipped Configuration 1 (module docstring, *Clipped releases*)."""
         k, d = int(self.n_components), moments.n_words
@@ -814,6 +844,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             total = max(float(released[0]) / moments.word_clip, 1.0)
             mean = released[1:] / total
         self.noise_scales_["m1"] = scale1
+        if public_whitening is not None:
+            return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
         operator = ClippedSecondMoment(moments, total, mean, self.alpha0)
         method = self._whitening_method(d)
         m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
@@ -831,14 +863,44 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_["m2"] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
             result.noise_scales
         )
-        U, sigma = result.whitening.eigenvectors, result.whitening.eigenvalues
+        return self._clipped_third(moments, result.whitening, total, mean, plan, source, rng, timings)
+
+    def _public_whitening(
+        self, clipping: tuple[float, float], d: int, rng: np.random.Generator, timings: dict
+    ) -> Whitening:
+        """``M2``'s top eigenpairs from the public corpus, weighted as the private one (no noise)."""
+        k = int(self.n_components)
+        with _private_step("whitening from the public corpus (no noise)", timings, self.verbose):
+            public = ClippedMoments(check_clipped_counts(self.public_corpus, "public_corpus"), *clipping)
+            if public.n_words != d:
+                raise ValueError(f"public_corpus has {public.n_words} words, X has {d}: one vocabulary")
+            total, sums = public.first_order()
+            if total <= 0:
+                raise ValueError("public_corpus has no document of at least 3 tokens")
+            operator = ClippedSecondMoment(public, total, sums / total, self.alpha0)
+            if d <= 5000:
+                values, vectors = top_eigenpairs(operator.to_dense(), k, random_state=rng)
+            else:
+                linear = spla.LinearOperator((d, d), matvec=operator.matmat, matmat=operator.matmat)
+                values, vectors = top_eigenpairs(linear, k, method="randomized", random_state=rng)
+            floor = max(float(values[0]), 1e-300) * 1e-12
+        return Whitening.from_eigenpairs(np.maximum(values, floor), vectors)
+
+    def _clipped_third(
+        self, moments: ClippedMoments, whitening: Whitening, total: float, mean: np.ndarray, plan: _Plan,
+        source: NoiseSource, rng: np.random.Generator, timings: dict,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """The e3 release in the (released or public) eigenbasis, then decomposition and un-whitening."""
+        k = int(self.n_components)
+        sens = clipped_sensitivities(moments.clip, moments.word_clip)
+        U, sigma = whitening.eigenvectors, whitening.eigenvalues
         with _private_step("e3: private whitened M3 (projected sums)", timings, self.verbose):
             scale3 = plan.multipliers["e3"] * sens["e3"]
             third = moments.third_order(U)
             third = third + symmetric_gaussian_tensor(k, scale3, convention="frobenius", noise=source)
             tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
         self.noise_scales_["e3"] = scale3
-        return self._decompose_unwhiten(tensor, result.whitening, rng, timings)
+        return self._decompose_unwhiten(tensor, whitening, rng, timings)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
         with _private_step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
