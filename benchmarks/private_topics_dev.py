@@ -121,12 +121,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clip", type=str, nargs="*", default=["auto"])
     parser.add_argument("--whitening", default="auto")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--public-fraction", type=float, default=0.0,
+                        help="this share of the training documents becomes a public corpus for the whitening "
+                        "(removed from the private ones)")
     parser.add_argument("--norms", action="store_true", help="print the per-document norm quantiles and exit")
     args = parser.parse_args(argv)
     train, test, vocab = load(args.corpus, args.words)
     from dptensor.evaluation import split_documents, unigram_perplexity
 
     split = split_documents(test, random_state=0)
+    public = None
+    if args.public_fraction > 0:
+        n_public = int(args.public_fraction * train.shape[0])
+        public, train = train[:n_public], train[n_public:]
     lengths = np.asarray(train.sum(axis=1)).ravel()
     print(f"{args.corpus}: {train.shape[0]} training documents, {test.shape[0]} held out, "
           f"V={train.shape[1]}, "
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
                 start = time.perf_counter()
                 model = PrivateSpectralLDA(
                     args.k, alpha0=args.alpha0, epsilon=eps, delta=args.delta, clip=clip_value,
+                    public_corpus=public,
                     private_whitening=args.whitening, random_state=r,
                 ).fit(train)  # fmt: skip
                 result = evaluate(model, split, test)

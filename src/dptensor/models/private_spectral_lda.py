@@ -561,15 +561,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             if paper:
                 plan.holds = False
                 plan.reasons.append(PAPER_SENSITIVITY_REASON)
-            inverse_sq = sum(counts[e] / plan.multipliers[e] ** 2 for e in weight)
-            effective = 1.0 / math.sqrt(inverse_sq)
-            if plan.holds and gaussian_epsilon(effective, delta) > eps:
-                # Rounding: move every multiplier up by a relative 1e-12 until the total holds.
-                factor = 1.0
-                while gaussian_epsilon(effective * factor, delta) > eps:
-                    factor *= 1.0 + 1e-12
-                plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
-                effective *= factor
+            effective = _composed_multiplier(plan, counts, eps, delta, round_up=plan.holds)
             events = [
                 dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), counts[e])
                 for e in ["e3", *m2_edges]
@@ -613,12 +605,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         mu = 1.0 / gaussian_sigma_analytic(eps, delta)
         for edge in edges:
             plan.multipliers[edge] = math.sqrt(counts[edge]) / (math.sqrt(plan.shares[edge]) * mu)
-        effective = 1.0 / math.sqrt(sum(counts[e] / plan.multipliers[e] ** 2 for e in edges))
-        factor = 1.0
-        while gaussian_epsilon(effective * factor, delta) > eps:  # rounding: raise every multiplier
-            factor *= 1.0 + 1e-12
-        plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
-        effective *= factor
+        effective = _composed_multiplier(plan, {e: counts[e] for e in edges}, eps, delta)
         events = [
             dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e])
             for e in edges
@@ -997,6 +984,24 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         noisy_topics *= np.where(noisy_topics.sum(axis=1) < 0, -1.0, 1.0)[:, None]
         order = np.argsort(-noisy_alpha, kind="stable")
         return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
+
+
+def _composed_multiplier(
+    plan: _Plan, counts: dict[str, int], epsilon: float, delta: float, *, round_up: bool = True
+) -> float:
+    """The Gaussian-DP composition of ``counts[e]`` releases at ``plan.multipliers[e]``, as one multiplier.
+
+    With ``round_up``, every multiplier is raised by a relative ``1e-12`` until the total meets
+    ``epsilon`` (floating-point rounding of the split), in place.
+    """
+    effective = 1.0 / math.sqrt(sum(counts[e] / plan.multipliers[e] ** 2 for e in counts))
+    if round_up and gaussian_epsilon(effective, delta) > epsilon:
+        factor = 1.0
+        while gaussian_epsilon(effective * factor, delta) > epsilon:
+            factor *= 1.0 + 1e-12
+        plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
+        effective *= factor
+    return effective
 
 
 def release_projected_m3(
