@@ -68,6 +68,10 @@ FIT_EXAMPLES = """examples:
   dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
 """
 
+PLAN_EXAMPLES = """examples:
+  dptensor lda plan --documents 44795 --words 2000 --topics 10 --epsilon 1 --delta 1e-6 --typical-length 7
+"""
+
 TRANSFORM_EXAMPLES = """examples:
   dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # text, one row per document
   dptensor lda transform model.json docword.synthetic.txt --out theta.npy   # NumPy binary
@@ -125,6 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Predict the signal-to-noise of PrivateSpectralLDA's M2 release (clipped contributions) "
         "from N, V, k, alpha0, epsilon, delta and a public typical document length; nothing is read or "
         "charged (docs/lda.md, 'Planning a private fit').",
+        epilog=PLAN_EXAMPLES,
     )  # fmt: skip
     plan.add_argument("--documents", "-n", type=positive_int, required=True, help="number of documents N")
     plan.add_argument("--words", "-V", type=positive_int, required=True, help="vocabulary size V")
@@ -136,6 +141,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="a public typical document length in vocabulary tokens (default 10)")
     plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
                       help="release of M2 (as for lda fit)")
+    add_quiet_argument(plan)
     plan.set_defaults(func=run_plan)
 
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
