@@ -102,3 +102,30 @@ def test_private_fit_prints_no_durations(tmp_path, counts, capsys):
     assert "[spectral-lda]" in printed.err  # progress is on (no --quiet) ...
     assert not re.search(r"\d s\b|fitted in", printed.out + printed.err)  # ... without any timing
 
+
+
+@pytest.mark.parametrize("row", ["max float", "two 1e308", "empty"])
+def test_extreme_neighbour_observes_the_same_command_output(tmp_path, counts, row, monkeypatch):
+    """Clipped (default) fit through the CLI: an extreme document changes nothing observable but the release.
+
+    Issue 27 finding 1 (the neighbour used to warn, raise, or exit 2 with no file)."""
+    first = counts.tolil(copy=True)
+    second = first.copy().astype(np.float64)
+    second[0, :] = 0
+    if row == "max float":
+        second[0, 3] = np.finfo(float).max
+    elif row == "two 1e308":
+        second[0, 3] = second[0, 4] = 1e308
+    observations = []
+    for name, matrix in (("a", first), ("b", second)):
+        work = tmp_path / name
+        work.mkdir()
+        sp.save_npz(work / "corpus.npz", sp.csr_matrix(matrix, dtype=np.float64))
+        monkeypatch.chdir(work)
+        observations.append(observe_command(
+            ["lda", "fit", "corpus.npz", "--topics", "3", "--alpha0", "0.3", "--epsilon", "1", "--delta",
+             "1e-6", "--seed", "0", "--out", "model.json"],
+            work,
+        ))  # fmt: skip
+    assert observations[0].attributes[0] == ("exit_code", 0)
+    assert observable_differences(*observations) == []
