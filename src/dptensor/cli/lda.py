@@ -386,7 +386,8 @@ def run_private_fit(
     """``dptensor lda fit --epsilon E --delta D``: PrivateSpectralLDA; prints the guarantee.
 
     Nothing printed or written depends on the documents except through the release: no token
-    counts, no dropped documents (short ones are an input error), no timings in the model file.
+    counts, no dropped documents (clipped: short ones get weight 0; ``--no-clip``: they are an input
+    error), no timings in the model file.
     With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
     session = session or ParallelSession(None)
