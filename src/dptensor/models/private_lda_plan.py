@@ -75,7 +75,7 @@ class PrivateLDAPlan:
             f"predicted signal-to-noise of the M2 release: {self.snr:.2f} ({self.verdict})",
             f"  sigma_k(M2) ~ {self.signal:.3g}, noise operator norm ~ {self.noise:.3g}",
         ]
-        if self.snr < GOOD_LEVEL:
+        if self.snr < GOOD_LEVEL and s:
             lines.append(
                 f"  for {GOOD_LEVEL:g} (each alone): N >= {s['n_documents']}, epsilon >= {s['epsilon']:.3g}, "
                 f"V <= {s['n_words']}, k <= {s['n_components']}"
@@ -116,6 +116,7 @@ def plan_private_lda(
     *,
     typical_length: float | None = None,
     private_whitening: str = "auto",
+    suggest: bool = True,
 ) -> PrivateLDAPlan:
     """Predict the signal-to-noise of a clipped :class:`PrivateSpectralLDA` fit (module docstring).
 
@@ -128,6 +129,8 @@ def plan_private_lda(
         A public typical document length in vocabulary tokens (default
         :data:`DEFAULT_TYPICAL_LENGTH`); never measure it on the private documents for free.
     private_whitening : str, default "auto"
+    suggest : bool, default True
+        Compute :attr:`PrivateLDAPlan.suggestions` (a bisection over epsilon); ``False`` leaves them empty.
 
     Returns
     -------
@@ -149,6 +152,8 @@ def plan_private_lda(
     if length < 3:
         raise ValueError(f"typical_length must be at least 3 tokens, got {length!r}")
     snr, signal, noise, multipliers = _snr(n, d, k, alpha0, epsilon, delta, length, private_whitening)
+    if not suggest:
+        return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {})
     needed = GOOD_LEVEL / snr
     n_needed = math.ceil(n * needed)
     # snr ~ 1/d (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings of the formulas above.

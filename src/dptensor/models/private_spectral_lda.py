@@ -743,11 +743,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
         from dptensor.models.private_lda_plan import NOISE_LEVEL, plan_private_lda
 
-        prediction = plan_private_lda(
-            n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
-            float(self.delta), private_whitening=self._whitening_method(n_words),
-        )  # fmt: skip
-        if prediction.snr < NOISE_LEVEL:
+        args = (n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
+                float(self.delta))  # fmt: skip
+        method = self._whitening_method(n_words)
+        if plan_private_lda(*args, private_whitening=method, suggest=False).snr < NOISE_LEVEL:
+            prediction = plan_private_lda(*args, private_whitening=method)
             s = prediction.suggestions
             warnings.warn(
                 f"PrivateSpectralLDA: at N={n_documents}, V={n_words}, k={self.n_components}, "
