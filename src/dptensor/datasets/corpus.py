@@ -37,7 +37,7 @@ class Corpus:
     Attributes
     ----------
     counts : scipy.sparse.csr_matrix of shape (n_documents, n_words)
-        Non-negative integer counts (int64).
+        Non-negative integer counts (int64; float64 holding whole numbers when a count is ``>= 2^63``).
     vocabulary : list of str or None
         ``vocabulary[j]`` is the word of column ``j`` (None when the source has none).
     source : str
@@ -63,8 +63,17 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8")  # noqa: SIM115
 
 
+#: Counts at or above this do not fit in int64; such a matrix stays float64 (whole numbers).
+_INT64_LIMIT = float(2**63)
+
+
 def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
-    return check_count_matrix(matrix, name).astype(np.int64)
+    counts = check_count_matrix(matrix, name)
+    # A valid count may be any finite whole number (up to 1.8e308): casting one >= 2^63 to int64 would
+    # wrap (and warn), so a matrix holding one keeps float64; a private fit must read it as it is.
+    if counts.nnz and float(counts.data.max()) >= _INT64_LIMIT:
+        return counts
+    return counts.astype(np.int64)
 
 
 def load_vocabulary(path: str | Path) -> list[str]:
