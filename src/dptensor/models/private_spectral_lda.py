@@ -99,6 +99,7 @@ from dptensor.privacy.lda_sensitivity import (
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
 from dptensor.privacy.noise import NoiseSource
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
     DocumentBlocks,
@@ -127,7 +128,10 @@ ANALYZE_GAUSS_MAX_WORDS = 1000
 
 NEIGHBOURING = "document"
 PROTECTED = "one document (all its words and counts), replaced by any other document of at least 3 tokens"
-PUBLIC = "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k"
+PUBLIC = (
+    "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k; "
+    + VOCABULARY_ASSUMPTION
+)
 
 #: Why the paper's Configurations 2-4 do not give the stated guarantee (reference notes B.9).
 UNPROVEN_REASONS = {
