@@ -245,6 +245,9 @@ def check_fit_options(args: argparse.Namespace) -> None:
         raise ValueError("--private-vocab chooses the vocabulary under DP, --vocab gives a public one")
     elif args.delta is None:
         raise ValueError("--private-vocab needs --delta (a share of it goes to the vocabulary)")
+    else:
+        refuse_unused(args, ("min_df", "max_df", "max_features"), "these would choose words from the private "
+                      "documents without noise; --private-vocab V chooses them under DP")
     if not _is_plain_text(Path(args.corpus)):
         refuse_unused(args, (*TEXT_OPTIONS, "private_vocab"), "these choose the words of a plain-text "
                       f"corpus; {args.corpus} is a count matrix whose columns are the vocabulary")
