@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy import stats
-from sklearn.pipeline import make_pipeline
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
+from sklearn.pipeline import Pipeline, make_pipeline
 
 from dptensor.cli import main
 from dptensor.cli.lda import pad_short_documents
-from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA
+from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA, pipeline_guarantee
 from dptensor.privacy import BudgetLedger, compose, event_epsilon, insecure_test_noise, resolve_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe, observe_command
 from dptensor.privacy.errors import PrivacyWarning
@@ -238,6 +239,38 @@ def test_private_pipeline_composes_and_charges_both(tmp_path):
     total = compose(vectorizer.guarantee_, model.guarantee_, delta=1.1e-6)
     assert total.holds and total.epsilon <= 2.5 + 1e-3
     assert pipe.transform(docs[:3]).shape == (3, 2)
+
+
+def test_pipeline_guarantee_sees_a_vocabulary_built_from_the_private_documents():
+    """Issue 27 finding 8: the model's guarantee_ cannot tell; the pipeline's guarantee can."""
+    docs = _topic_documents(600)
+    words = ["tensor", "power", "moment", "whiten", "privacy", "noise", "budget", "ledger"]
+
+    def model():
+        return PrivateSpectralLDA(2, epsilon=1.0, delta=1e-6, random_state=0)
+
+    wrong = make_pipeline(CountVectorizer(), model()).fit(docs)
+    assert wrong[-1].guarantee_.holds  # the estimator alone cannot see where its columns came from
+    verdict = pipeline_guarantee(wrong, delta=1e-6)
+    assert not verdict.holds and "countvectorizer" in verdict.reason and verdict.epsilon == math.inf
+    assert pipeline_guarantee(wrong, delta=1e-6, public_steps=["countvectorizer"]).holds  # vouched for
+    # a TfidfVectorizer learns idf_ from the documents even with a fixed vocabulary
+    tfidf = Pipeline([("tfidf", TfidfVectorizer(vocabulary=words).fit(docs)), ("model", wrong[-1])])
+    assert not pipeline_guarantee(tfidf, delta=1e-6).holds
+    hashing = HashingVectorizer(n_features=64, alternate_sign=False, norm=None)
+    for vectorizer in (CountVectorizer(vocabulary=words), hashing):
+        right = make_pipeline(vectorizer, model()).fit(docs)
+        assert pipeline_guarantee(right, delta=1e-6).holds
+    private = make_pipeline(PrivateCountVectorizer(20, epsilon=1.0, delta=1e-7), model()).fit(docs)
+    total = pipeline_guarantee(private, delta=1.1e-6)
+    parts = [step.guarantee_.n_releases for step in private]
+    assert total.holds and total.n_releases == sum(parts)
+    with pytest.raises(ValueError, match="nothing is private"):
+        pipeline_guarantee(make_pipeline(CountVectorizer()).fit(docs), delta=1e-6)
+    with pytest.raises(ValueError, match="public_steps"):
+        pipeline_guarantee(private, delta=1e-6, public_steps=["nope"])
+    with pytest.raises(TypeError, match="Pipeline"):
+        pipeline_guarantee(private[-1], delta=1e-6)
 
 
 @pytest.mark.parametrize("model", [

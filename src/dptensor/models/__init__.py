@@ -2,6 +2,7 @@
 
 from dptensor.models.completion import TensorCompletion
 from dptensor.models.dp_vi_lda import DPVariationalLDA
+from dptensor.models.pipeline_guarantee import pipeline_guarantee
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.private_vectorizer import PrivateCountVectorizer
 from dptensor.models.single_topic import SingleTopicModel
@@ -14,4 +15,5 @@ __all__ = [
     "SingleTopicModel",
     "SpectralLDA",
     "TensorCompletion",
+    "pipeline_guarantee",
 ]
