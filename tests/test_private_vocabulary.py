@@ -210,6 +210,18 @@ def test_vectorizer_refuses_before_reading_or_charging(tmp_path):
     assert len(ledger.charges()) == 1
 
 
+def test_vectorizer_is_a_scikit_learn_estimator():
+    from sklearn.base import clone
+
+    vectorizer = PrivateCountVectorizer(7, epsilon=1.0, delta=1e-7, stop_words="english", ngram_range=(1, 2))
+    twin = clone(vectorizer)
+    assert twin.get_params() == vectorizer.get_params() and not hasattr(twin, "vocabulary_")
+    counts = vectorizer.fit_transform(iter(_corpus("alpha beta")))  # an iterator is read once, then counted
+    assert counts.shape == (1201, len(vectorizer.vocabulary_)) and sp.issparse(counts)
+    assert set(vectorizer.get_feature_names_out()) <= {"alpha", "beta", "gamma", "delta", "alpha beta",
+                                                       "beta gamma", "gamma delta", "delta alpha"}
+
+
 def test_delta_above_one_over_n_warns():
     with pytest.warns(PrivacyWarning, match="delta"):
         PrivateCountVectorizer(5, epsilon=1.0, delta=0.01).fit(_corpus("a b"))
@@ -327,6 +339,10 @@ def test_cli_private_vocabulary_neighbours_look_alike(tmp_path, monkeypatch, met
     assert total["holds"] and total["delta"] == 1e-5 and total["epsilon"] <= 4.0 + 1e-3
     assert saved["vocabulary_guarantee"]["epsilon"] == 2.0
     assert "vocabulary guarantee" in first.printed and "total" in first.printed
+    # the model file carries the released vocabulary, so transform reads new text over it
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["lda", "transform", "model.json", "notes.txt", "--out", "theta.npy", "--quiet"]) == 0
+    assert np.load(tmp_path / "a" / "theta.npy").shape == (801, 2)
 
 
 @pytest.mark.parametrize("argv, message", [
