@@ -360,3 +360,13 @@ def test_cli_private_vocabulary_errors(tmp_path, monkeypatch, capsys, argv, mess
     assert main(["lda", "fit", "notes.txt", "--topics", "2", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_private_vocabulary_refused_for_count_matrix_parts(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "parts").mkdir()
+    sp.save_npz(tmp_path / "parts" / "part0.npz", sp.csr_matrix(np.ones((20, 4), dtype=np.int64)))
+    argv = ["lda", "fit", "parts", "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--private-vocab", "3"]
+    assert main(argv) == 2
+    assert "--private-vocab" in capsys.readouterr().err

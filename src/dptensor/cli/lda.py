@@ -270,10 +270,11 @@ def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[C
     path = Path(args.corpus)
     if not (path.is_dir() and any(path.glob("*.npz")) and not any(path.glob("*.txt"))):
         return None
-    if args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None:
+    if (args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None
+            or getattr(args, "private_vocab", None) is not None):
         raise ValueError(
-            "--stop-words, --min-df, --max-df and --max-features apply to plain-text corpora, not to "
-            "count-matrix parts (their columns are the vocabulary)"
+            "--stop-words, --min-df, --max-df, --max-features and --private-vocab apply to plain-text "
+            "corpora, not to count-matrix parts (their columns are the vocabulary)"
         )
     records = session.parts(path)
     vocabulary = load_vocabulary(args.vocab) if args.vocab else None
