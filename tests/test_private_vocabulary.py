@@ -277,6 +277,14 @@ def test_pipeline_guarantee_sees_a_vocabulary_built_from_the_private_documents()
     total = pipeline_guarantee(private, delta=1.1e-6)
     parts = [step.guarantee_.n_releases for step in private]
     assert total.holds and total.n_releases == sum(parts)
+    # a step after the private model learns from its per-document output (theta of private documents)
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import FunctionTransformer
+
+    after = make_pipeline(CountVectorizer(vocabulary=words), model(), KMeans(2, n_init=1, random_state=0))
+    assert "kmeans" in pipeline_guarantee(after.fit(docs), delta=1e-6).reason
+    harmless = make_pipeline(CountVectorizer(vocabulary=words), model(), FunctionTransformer(np.log1p))
+    assert pipeline_guarantee(harmless.fit(docs), delta=1e-6).holds
     with pytest.raises(ValueError, match="nothing is private"):
         pipeline_guarantee(make_pipeline(CountVectorizer()).fit(docs), delta=1e-6)
     with pytest.raises(ValueError, match="public_steps"):

@@ -5,12 +5,14 @@ A private estimator cannot see where its columns came from: in
 holds *for its input*, while the ``CountVectorizer`` chose the columns from the private documents
 without noise (issue 27, finding 8). The pipeline can be inspected, though.
 :func:`pipeline_guarantee` composes the ``guarantee_`` of every private step (exactly, with
-:func:`dptensor.privacy.compose`) and reports ``holds=False``, with the reason, when a step before
-a private one learned something from the data without a guarantee:
+:func:`dptensor.privacy.compose`) and reports ``holds=False``, with the reason, when any step
+learned something from the data without a guarantee -- before a private step (from the raw
+documents) or after one (from what the private step computes for each private document, such as
+a ``transform``'s document-topic proportions, which no guarantee covers):
 
 * a step with ``guarantee_`` (``PrivateCountVectorizer``, the private models): composed;
-* scikit-learn's ``CountVectorizer`` with a fixed ``vocabulary=`` and ``HashingVectorizer``: they
-  learn nothing from the documents, so they are public maps;
+* scikit-learn's ``CountVectorizer`` with a fixed ``vocabulary=``, ``HashingVectorizer`` and
+  ``FunctionTransformer``: they learn nothing from the documents, so they are public maps;
 * any other fitted step (a ``CountVectorizer`` that built its vocabulary, ``TfidfVectorizer``,
   which learns ``idf_``, a scaler, ...): voids the guarantee unless the caller names it in
   ``public_steps`` (fitted on public data, or learning nothing).
@@ -23,6 +25,7 @@ from collections.abc import Iterable
 
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
 
 from dptensor.privacy import PrivacyGuarantee, compose
 
@@ -31,8 +34,8 @@ __all__ = ["pipeline_guarantee"]
 
 def _learns_from_data(step: object) -> bool:
     """Whether a step without a guarantee keeps something it learned from the documents."""
-    if isinstance(step, HashingVectorizer) or step in (None, "passthrough"):
-        return False
+    if isinstance(step, HashingVectorizer | FunctionTransformer) or step is None or step == "passthrough":
+        return False  # stateless: a fixed function of each record
     if isinstance(step, CountVectorizer) and not isinstance(step, TfidfVectorizer):
         return not getattr(step, "fixed_vocabulary_", False)
     return True
@@ -57,7 +60,7 @@ def pipeline_guarantee(
     -------
     PrivacyGuarantee
         :func:`dptensor.privacy.compose` of the private steps' guarantees; ``holds=False`` (with
-        ``reason``) when a step before a private one learned from the data without a guarantee.
+        ``reason``) when a step learned from the data without a guarantee.
 
     Raises
     ------
@@ -85,23 +88,22 @@ def pipeline_guarantee(
     if unknown:
         raise ValueError(f"public_steps names steps the pipeline does not have: {', '.join(unknown)}")
     guarantees: list[PrivacyGuarantee] = []
-    learned: list[str] = []
     voided: list[str] = []
     for name, step in pipeline.steps:
         guarantee = getattr(step, "guarantee_", None)
         if isinstance(guarantee, PrivacyGuarantee):
             guarantees.append(guarantee)
-            voided.extend(learned)
         elif name not in public and _learns_from_data(step):
-            learned.append(name)
+            voided.append(name)
     if not guarantees:
         raise ValueError("no step of the pipeline has a privacy guarantee (guarantee_): nothing is private")
     total = compose(*guarantees, delta=delta)
     if not voided:
         return total
     reason = (
-        f"step(s) {', '.join(sorted(set(voided)))} learned from the private data without a guarantee "
-        "before a private step (e.g. a CountVectorizer that built its vocabulary from the documents): "
+        f"step(s) {', '.join(voided)} learned from the private data without a guarantee (e.g. a "
+        "CountVectorizer that built its vocabulary from the documents, or a step fitted on what a "
+        "private step computed for each private document): "
         "use CountVectorizer(vocabulary=public_words) or dptensor.models.PrivateCountVectorizer, or name "
         "steps fitted on public data in public_steps"
     )
