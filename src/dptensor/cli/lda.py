@@ -349,9 +349,7 @@ def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     if private:
         options = (
             ("--max-features", args.max_features is not None), ("--min-df", float(args.min_df) != 1),
-            ("--max-df", float(args.max_df) != 1),
-            # a public stop-word list is fine for the private vocabulary, meaningless with --vocab
-            ("--stop-words", args.stop_words is not None and args.private_vocab is None),
+            ("--max-df", float(args.max_df) != 1), ("--stop-words", args.stop_words is not None),
         )  # fmt: skip
         chosen = [flag for flag, on in options if on]
         if chosen:
