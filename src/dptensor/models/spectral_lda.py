@@ -50,7 +50,7 @@ from dptensor._validation import (
 )
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
-from dptensor.decomposition.whitening import Whitening, unwhiten
+from dptensor.decomposition.whitening import Whitening, orient_columns, orientation_signs, unwhiten
 from dptensor.models._base import declare_count_input
 from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
 from dptensor.parallel import effective_n_jobs
@@ -99,6 +99,8 @@ def top_eigenpairs(
     -------
     eigenvalues : ndarray of shape (rank,), descending
     eigenvectors : ndarray of shape (d, rank), orthonormal columns
+        Each oriented by :func:`~dptensor.decomposition.whitening.orient_columns`, so that the
+        result does not depend on which sign the solver happened to return.
     """
     d = operator.shape[0]
     if method == "auto":
@@ -109,7 +111,7 @@ def top_eigenpairs(
         dense = operator.to_dense() if isinstance(operator, LDASecondMoment) else np.asarray(operator)
         values, vectors = np.linalg.eigh((dense + dense.T) / 2.0)
         order = np.argsort(values)[::-1][:rank]
-        return values[order], vectors[:, order]
+        return values[order], orient_columns(vectors[:, order])
     if method == "randomized":
         width = min(d, rank + check_positive_int(n_oversamples, "n_oversamples", minimum=0))
         # Range finding only needs the subspace: single-precision sparse passes where available;
@@ -125,7 +127,7 @@ def top_eigenpairs(
         small = Q.T @ apply(Q)
         values, vectors = np.linalg.eigh((small + small.T) / 2.0)
         order = np.argsort(values)[::-1][:rank]
-        return values[order], Q @ vectors[:, order]
+        return values[order], orient_columns(Q @ vectors[:, order])
     if method == "eigsh":
         linop = (
             operator.as_linear_operator()
@@ -135,7 +137,7 @@ def top_eigenpairs(
         v0 = rng.standard_normal(d)
         values, vectors = spla.eigsh(linop, k=rank, which="LA", v0=v0)
         order = np.argsort(values)[::-1]
-        return values[order], vectors[:, order]
+        return values[order], orient_columns(vectors[:, order])
     raise ValueError(f"method must be 'auto', 'dense', 'randomized' or 'eigsh', got {method!r}")
 
 
@@ -624,6 +626,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
             values, vectors = np.linalg.eigh((small + small.T) / 2.0)
             order = np.argsort(values)[::-1][:k]
             values, vectors = values[order], vectors[:, order]
+            # one sign per whitened direction (whitening module docstring): orient W's columns
+            vectors = vectors * orientation_signs(acc.basis @ vectors)
             if values[-1] <= 0:
                 raise ValueError(
                     f"M2_hat has only {int(np.sum(values > 0))} positive eigenvalue(s) among its top {k} "
