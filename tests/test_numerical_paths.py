@@ -75,7 +75,8 @@ def test_simultaneous_power_method_stops_at_its_fixed_point():
     # same start, same path, 20 more steps: the factors move by at most a few tol (the 1 - |cos|
     # test stopped 1.5e-8 away here)
     assert np.abs(longer.factors - stopped.factors).max() <= 10 * tol
-    np.testing.assert_allclose(longer.weights, stopped.weights, rtol=0, atol=10 * tol * np.linalg.norm(tensor))
+    atol = 10 * tol * np.linalg.norm(tensor)
+    np.testing.assert_allclose(longer.weights, stopped.weights, rtol=0, atol=atol)
 
 
 def test_simultaneous_power_method_is_stable_under_rounding_of_its_input():

@@ -76,8 +76,8 @@ class Whitening:
     ) -> Whitening:
         """``W = U |Lambda|^{-1/2}`` and ``B = U |Lambda|^{1/2}`` from eigenpairs ``(Lambda, U)``.
 
-        The columns of ``U`` are first oriented by :func:`orient_columns`. Raises ``ValueError`` for a zero eigenvalue, or a non-positive one when
-        ``require_positive`` is set.
+        The columns of ``U`` are first oriented by :func:`orient_columns`. Raises ``ValueError``
+        for a zero eigenvalue, or a non-positive one when ``require_positive`` is set.
         """
         if require_positive and np.any(eigenvalues <= 0):
             raise ValueError(
