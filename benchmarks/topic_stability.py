@@ -38,6 +38,9 @@ from dptensor.datasets.corpus import load_corpus
 from dptensor.metrics import matched_topic_l1
 from dptensor.models import SpectralLDA
 
+#: Topics whose ``topic_stability_`` is at least this count as stable in the summary.
+STABLE_SHARE = 0.75
+
 
 def debian_descriptions() -> list[str]:
     """Long package descriptions from APT's Translation-en lists, else ``apt-cache dumpavail``'s."""
@@ -100,16 +103,25 @@ def main(argv: list[str] | None = None) -> int:
         fits.append((seed, model, seconds))
         line = f"seed {seed}: {seconds:.1f} s"
         if stability is not None:
-            line += f", unstable topics {int(np.sum(stability < 0.9))} of {args.topics}"
+            line += f", stable topics (share >= {STABLE_SHARE}) {int(np.sum(stability >= STABLE_SHARE))}"
+            line += f" of {args.topics}"
         print(line, flush=True)
 
     pairs = []
     for (s1, m1, _), (s2, m2, _) in itertools.combinations(fits, 2):
-        distances = matched_topic_l1(m1.components_, m2.components_)
-        pairs.append(
-            {"seeds": [s1, s2], "mean_l1": float(distances.mean()), "max_l1": float(distances.max())}
-        )
-        print(f"seeds {s1} vs {s2}: mean matched L1 {distances.mean():.4f}, worst {distances.max():.4f}")
+        distances = matched_topic_l1(m1.components_, m2.components_)  # rows of m1 in order
+        pair = {"seeds": [s1, s2], "mean_l1": float(distances.mean()), "max_l1": float(distances.max())}
+        line = f"seeds {s1} vs {s2}: mean matched L1 {distances.mean():.4f}, worst {distances.max():.4f}"
+        stability = getattr(m1, "topic_stability_", None)
+        if stability is not None:  # how far the topics seed s1 calls stable (share >= 0.75) moved
+            stable = stability >= STABLE_SHARE
+            pair["n_stable"] = int(stable.sum())
+            pair["mean_l1_stable"] = float(distances[stable].mean()) if stable.any() else None
+            pair["mean_l1_unstable"] = float(distances[~stable].mean()) if (~stable).any() else None
+            line += f"; {int(stable.sum())} stable topics of seed {s1}: mean L1 {pair['mean_l1_stable']}"
+            line += f", the others {pair['mean_l1_unstable']}"
+        pairs.append(pair)
+        print(line, flush=True)
     result = {
         "corpus": args.corpus,
         "n_documents": int(counts.shape[0]),
