@@ -35,6 +35,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -295,11 +296,36 @@ STABLE_TOPIC_L1 = 0.1
 UNSTABLE_TOPIC_SHARE = 0.5
 
 
-def topic_stability(
+@dataclass(frozen=True)
+class StableDecomposition:
+    """The best of several decompositions of one whitened tensor, and how often each topic recurs.
+
+    Attributes
+    ----------
+    result : PowerMethodResult
+        The decomposition with the smallest residual ``||T - sum_i lambda_i v_i^{(x)3}||_F``.
+    topics, alpha : ndarray
+        Its un-whitened topics (``k x d``, rows on the simplex) and ``alpha_i``
+        (:func:`unwhiten_topics`).
+    stability : ndarray of shape (k,)
+        The share of the other decompositions that found each topic again (within
+        :data:`STABLE_TOPIC_L1`); empty when there were none.
+    distances : ndarray of shape (n_runs, k)
+        Each topic's matched L1 distance to the topics of each other decomposition.
+    """
+
+    result: PowerMethodResult
+    topics: np.ndarray
+    alpha: np.ndarray
+    stability: np.ndarray
+    distances: np.ndarray
+
+
+def stable_decomposition(
     tensor: np.ndarray,
     whitening: Whitening,
     alpha0: float,
-    topics: np.ndarray,
+    n_components: int,
     n_runs: int,
     *,
     method: str = "simultaneous",
@@ -307,35 +333,35 @@ def topic_stability(
     max_iter: int | None = None,
     tol: float = 1e-10,
     random_state: RandomStateLike = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """How often other random starts of the decomposition find each topic again.
+) -> StableDecomposition:
+    """Decompose the whitened tensor ``1 + n_runs`` times; keep the best fit; score each topic.
 
     The whitened tensor of a finite corpus is not exactly orthogonally decomposable, and the
-    power methods (Section 4 step (4)) can converge to different decompositions of nearly the
-    same fit from different random starts; a topic that changes with the start is not determined
-    by the data. This decomposes the same ``tensor`` ``n_runs`` more times (as
-    :func:`decompose_whitened_tensor`, each from new random starts), un-whitens each, matches its
-    topics to ``topics`` one to one (:func:`~dptensor.metrics.matched_topic_l1`), and counts a
-    topic as found again when its match is within :data:`STABLE_TOPIC_L1` in L1 distance.
-
-    Returns
-    -------
-    stability : ndarray of shape (k,)
-        The share of the ``n_runs`` runs that found each topic again (1: every run).
-    distances : ndarray of shape (n_runs, k)
-        The L1 distance of each topic to its match in each run.
+    power methods (Section 4 step (4)) converge to different decompositions of nearly the same
+    fit from different random starts; a topic that changes with the start is not determined by
+    the data. Each run is :func:`decompose_whitened_tensor` from new random starts (the first
+    draws exactly what a single decomposition would, so ``n_runs=0`` is that decomposition). The
+    run with the smallest residual ``||T - sum_i lambda_i v_i^{(x)3}||_F`` is kept (more starts
+    make the kept fit depend less on the seed), and its topics are matched one to one to those of
+    every other run (:func:`~dptensor.metrics.matched_topic_l1`): a topic counts as found again
+    when its match is within :data:`STABLE_TOPIC_L1` in L1 distance.
     """
     rng = check_random_state(random_state)
-    n_runs = check_positive_int(n_runs, "n_runs")
-    distances = np.empty((n_runs, topics.shape[0]))
-    for run in range(n_runs):
+    n_runs = check_positive_int(n_runs, "n_runs", minimum=0)
+    runs = []
+    for _ in range(1 + n_runs):
         result = decompose_whitened_tensor(
-            tensor, topics.shape[0], method=method, n_restarts=n_restarts, max_iter=max_iter, tol=tol,
+            tensor, n_components, method=method, n_restarts=n_restarts, max_iter=max_iter, tol=tol,
             random_state=rng,
         )  # fmt: skip
-        other, _, _ = unwhiten_topics(result, whitening, alpha0)
-        distances[run] = matched_topic_l1(topics, other)  # rows of ``topics`` in order
-    return np.mean(distances <= STABLE_TOPIC_L1, axis=0), distances
+        topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
+        runs.append((float(np.linalg.norm(tensor - result.to_dense())), result, topics, alpha))
+    best = min(range(len(runs)), key=lambda i: runs[i][0])
+    _, result, topics, alpha = runs[best]
+    others = [run[2] for i, run in enumerate(runs) if i != best]
+    distances = np.array([matched_topic_l1(topics, other) for other in others]).reshape(n_runs, len(alpha))
+    stability = np.mean(distances <= STABLE_TOPIC_L1, axis=0) if n_runs else np.empty(0)
+    return StableDecomposition(result, topics, alpha, stability, distances)
 
 
 #: Constraints of the parameters SpectralLDA and PrivateSpectralLDA share (decomposition, transform).
@@ -519,10 +545,11 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         Restarts of the tensor decomposition (default 5 for simultaneous, ``max(10, 2k ln k)``
         for robust).
     stability_runs : int, default 4
-        After the fit, decompose the same whitened tensor this many more times from other random
-        starts and report in ``topic_stability_`` how often each topic is found again
-        (:func:`topic_stability`); a ``UserWarning`` names the topics found by fewer than half of
-        the runs. ``0`` skips it. Costs ``stability_runs`` tensor decompositions (``k x k x k``,
+        Decompose the whitened tensor this many more times from other random starts, keep the
+        decomposition with the smallest residual, and report in ``topic_stability_`` how often
+        the other runs found each of its topics again (:func:`stable_decomposition`); a
+        ``UserWarning`` names the topics found by fewer than half of them. ``0``: one
+        decomposition, no score. Costs ``stability_runs`` tensor decompositions (``k x k x k``,
         no pass over the documents).
     max_iter : int, optional
         Maximum power steps (default 200 for simultaneous).
@@ -790,25 +817,16 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         timings: dict,
     ) -> None:
         """Steps (4)-(5) shared by ``fit`` and ``partial_fit``: decompose, un-whiten, store."""
-        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
-            result = decompose_whitened_tensor(
-                tensor,
-                k,
-                method=self.decomposition,
-                n_restarts=self.n_restarts,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                random_state=rng,
-            )
-        with _Step("un-whitening", timings, self.verbose):
-            topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
+        runs = f" x {1 + self.stability_runs}" if self.stability_runs else ""
+        with _Step(f"tensor decomposition ({self.decomposition}{runs})", timings, self.verbose):
+            fit = stable_decomposition(
+                tensor, whitening, alpha0, k, self.stability_runs, method=self.decomposition,
+                n_restarts=self.n_restarts, max_iter=self.max_iter, tol=self.tol, random_state=rng,
+            )  # fmt: skip
+        result, topics, alpha = fit.result, fit.topics, fit.alpha
         self.topic_stability_ = self.stability_distances_ = None
         if self.stability_runs:
-            with _Step(f"topic stability ({self.stability_runs} more decompositions)", timings, self.verbose):
-                self.topic_stability_, self.stability_distances_ = topic_stability(
-                    tensor, whitening, alpha0, topics, self.stability_runs, method=self.decomposition,
-                    n_restarts=self.n_restarts, max_iter=self.max_iter, tol=self.tol, random_state=rng,
-                )  # fmt: skip
+            self.topic_stability_, self.stability_distances_ = fit.stability, fit.distances
             _warn_unstable(self.topic_stability_, self.stability_runs)
         self.components_ = topics
         self.alpha_ = alpha
