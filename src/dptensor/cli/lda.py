@@ -368,8 +368,10 @@ def _print_topics(
     seconds = sum(model.timings_.values())
     took = "" if isinstance(model, PrivateSpectralLDA) else f", fitted in {seconds:.2f} s"
     print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}{took}")
+    stability = getattr(model, "topic_stability_", None)  # SpectralLDA: share of runs finding it again
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
-        print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}")
+        stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
+        print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}{stable}")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
@@ -625,6 +627,8 @@ def save_model(
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
+            if model.topic_stability_ is not None:
+                meta["topic_stability"] = model.topic_stability_.tolist()
     meta.update({key: g.to_dict() for key, g in (guarantees or {}).items()})
     if path.suffix == ".npz":
         with atomic_path(path) as tmp:
