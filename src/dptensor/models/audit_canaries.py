@@ -18,8 +18,9 @@ relation allows, and reads only the public API of a fitted estimator (``componen
   observed entry set to the top of the declared ``value_range``, left out set to its bottom.
   Score: the predicted rating at the entry; extras: predictions at the entries sharing its
   user or item.
-* **users** (``"user"``: change every rating of one user): every observed rating of one user at
-  the top of ``value_range``, left out at its bottom (same items, the same number of ratings).
+* **users** (``"user"``: change every rating of one user, their number and cells included): a
+  user who rates ``max_ratings`` cells (all of them if fewer) at the top of ``value_range``, left
+  out the same cells at its bottom.
   Under joint DP the user's own row is not released to others, so the score is what other users
   see: the mean prediction for *other* users at the canary's items; extras: those predictions.
 """
@@ -42,12 +43,10 @@ __all__ = ["CompletionCanaries", "DocumentCanaries"]
 
 
 def _topic_word_features(components: np.ndarray, words: np.ndarray) -> list[np.ndarray]:
-    """Per canary word: its average normalised weight, then every word's average and largest weight."""
+    """Per canary word: its total released weight, then every word's total and largest weight."""
     comp = np.asarray(components, dtype=float)
-    norms = np.abs(comp).sum(axis=1, keepdims=True)
-    phi = comp / np.where(norms > 0, norms, 1.0)
-    mean, top = phi.mean(axis=0), phi.max(axis=0)
-    return [np.concatenate(([mean[w]], mean, top)) for w in words]
+    total, top = comp.sum(axis=0), comp.max(axis=0)
+    return [np.concatenate(([total[w]], total, top)) for w in words]
 
 
 @dataclass
@@ -67,6 +66,11 @@ class DocumentCanaries:
     """Document canaries made of one rare word (see the module docstring)."""
 
     relation = "document"
+
+    def __init__(self, words: str = "rare") -> None:
+        if words not in ("rare", "frequent"):
+            raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
+        self.words = words
     description = ("canary documents made of one of the corpus's rarest words, as long as its longest "
                    "document (a copy of a corpus document when left out); score: the canary word's "
                    "weight in the released topics")
@@ -88,7 +92,7 @@ class DocumentCanaries:
             freq = np.asarray(X.sum(axis=0)).ravel()
             length = int(np.asarray(X.sum(axis=1)).max())
         m = min(int(n_canaries), freq.size)
-        order = np.lexsort((rng.random(freq.size), freq))  # rarest first, ties at random
+        order = np.lexsort((rng.random(freq.size), freq if self.words == "rare" else -freq))
         words = np.sort(order[:m])
         n_docs = len(docs) if tokens else X.shape[0]
         picks = rng.integers(n_docs, size=m)
@@ -155,19 +159,26 @@ class CompletionCanaries:
         low, high = (float(v) for v in estimator.value_range)
         users = rng.permutation(np.unique(indices[:, 0]))[: int(n_canaries)]
         rows, probes = [], []
-        for u in users:
+        if self.relation == "user":
+            # a canary user rates as many (item, day) cells as the relation's bound allows
+            keep = ~np.isin(indices[:, 0], users)
+            cells = np.array([(j, k) for j in range(shape[1]) for k in range(shape[2])], dtype=np.int64)
+            cells = cells[rng.permutation(len(cells))[: int(getattr(estimator, "max_ratings", len(cells)))]]
+            new_rows = [np.column_stack([np.full(len(cells), u), cells]) for u in users]
+            start = int(keep.sum())
+            indices = np.vstack([indices[keep], *new_rows])
+            values = np.concatenate([values[keep], np.full(len(cells) * len(users), low)])
+            for n, u in enumerate(users):
+                rows.append(np.arange(start + n * len(cells), start + (n + 1) * len(cells)))
+                others = np.flatnonzero(indices[:, 0] != u)
+                probes.append(indices[others])
+        for u in users if self.relation == "entry-value" else ():
             mine = np.flatnonzero(indices[:, 0] == u)
-            if self.relation == "entry-value":
-                entry = int(rng.choice(mine))
-                i, j = indices[entry, 0], indices[entry, 1]
-                near = np.flatnonzero((indices[:, 0] == i) | (indices[:, 1] == j))
-                rows.append(np.array([entry]))
-                probes.append(np.vstack([indices[entry], indices[near[near != entry]]]))
-            else:
-                items = np.unique(indices[mine, 1])
-                others = np.flatnonzero((indices[:, 0] != u) & np.isin(indices[:, 1], items))
-                rows.append(mine)
-                probes.append(indices[others] if others.size else indices[mine][:1] * 0)
+            entry = int(rng.choice(mine))
+            i, j = indices[entry, 0], indices[entry, 1]
+            near = np.flatnonzero((indices[:, 0] == i) | (indices[:, 1] == j))
+            rows.append(np.array([entry]))
+            probes.append(np.vstack([indices[entry], indices[near[near != entry]]]))
         return _CompletionPlan(indices, values, shape, rows, probes, low, high)
 
     def fit_args(self, plan: _CompletionPlan, included: np.ndarray) -> tuple:

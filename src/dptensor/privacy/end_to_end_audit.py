@@ -13,7 +13,8 @@ Two attacks (``method``):
     Half the runs contain the canary, half a neighbouring filler in its place (the replace-one
     relation), or the same entry with the other extreme value (``"entry-value"``). The first half
     of each set learns a linear attack on the release's features (difference of means, scaled by
-    the pooled variance) and its threshold; on the second half, Clopper--Pearson bounds on the
+    the pooled variance; the canary's score alone when there are fewer than two fits per feature)
+    and its threshold; on the second half, Clopper--Pearson bounds on the
     two rates give ``epsilon >= ln((p_in - delta) / p_out)``
     (:func:`dptensor.privacy.audit.epsilon_lower_bound`; Jagielski, Ullman & Oprea 2020; Nasr
     et al. 2021). Strong, needs many fits.
@@ -409,6 +410,9 @@ def _distinguish(
     half = min(len(inside), len(outside)) // 2
     if half < 2:
         raise ValueError("method='distinguish' needs at least 4 fits with and 4 without the canary")
+    if half < 2 * features.shape[1]:
+        features = features[:, :1]  # too few fits to learn a weighting of every feature: the score alone
+        inside, outside = features[labels], features[~labels]
     train_in, train_out = inside[:half], outside[:half]
     diff = train_in.mean(axis=0) - train_out.mean(axis=0)
     pooled = 0.5 * (train_in.var(axis=0) + train_out.var(axis=0))
