@@ -10,7 +10,8 @@ relation allows, and reads only the public API of a fitted estimator (``componen
 * **documents** (``"document"`` relation: :class:`PrivateSpectralLDA`, :class:`DPVariationalLDA`,
   :class:`SingleTopicModel`; replace one document): a document made only of one of the rarest
   words of the corpus, as long as the longest document of the corpus (so no length bound it must
-  respect is crossed); left out, a copy of a corpus document takes its place (the number of
+  respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
+  so that its statistics reach the clipping norm); left out, a copy of a corpus document takes its place (the number of
   documents stays the same). Score: the canary word's weight in the released topics
   (each topic normalised by its l1 norm, averaged over topics). Extra features for the
   distinguishing attack: every word's average and largest weight.
@@ -34,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor.models.completion import TensorCompletion
-from dptensor.models.dp_vi_lda import DPVariationalLDA
+from dptensor.models.dp_vi_lda import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
@@ -67,10 +68,11 @@ class DocumentCanaries:
 
     relation = "document"
 
-    def __init__(self, words: str = "rare") -> None:
+    def __init__(self, words: str = "rare", min_length: int = 0) -> None:
         if words not in ("rare", "frequent"):
             raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
         self.words = words
+        self.min_length = int(min_length)
     description = ("canary documents made of one of the corpus's rarest words, as long as its longest "
                    "document (a copy of a corpus document when left out); score: the canary word's "
                    "weight in the released topics")
@@ -84,13 +86,13 @@ class DocumentCanaries:
                 raise ValueError("X must hold at least one document")
             n_words = getattr(estimator, "n_words", None) or int(max(int(d.max()) for d in docs) + 1)
             freq = np.bincount(np.concatenate(docs), minlength=n_words)
-            length = max(len(d) for d in docs)
+            length = max(self.min_length, max(len(d) for d in docs))
         else:
             X = sp.csr_matrix(X)
             if X.shape[0] == 0:
                 raise ValueError("X must hold at least one document")
             freq = np.asarray(X.sum(axis=0)).ravel()
-            length = int(np.asarray(X.sum(axis=1)).max())
+            length = max(self.min_length, int(np.asarray(X.sum(axis=1)).max()))
         m = min(int(n_canaries), freq.size)
         order = np.lexsort((rng.random(freq.size), freq if self.words == "rare" else -freq))
         words = np.sort(order[:m])
@@ -202,6 +204,13 @@ def _completion_canaries(estimator: TensorCompletion) -> CompletionCanaries:
     return CompletionCanaries(estimator.neighbouring or "entry-value")
 
 
-for _type in (PrivateSpectralLDA, DPVariationalLDA, SingleTopicModel):
+def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
+    # a document may be as long as the declared maximum (the public default when none is declared):
+    # long enough for its statistics to reach the clipping norm
+    return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
+
+
+for _type in (PrivateSpectralLDA, SingleTopicModel):
     register_canaries(_type, lambda estimator: DocumentCanaries())
+register_canaries(DPVariationalLDA, _dp_vi_canaries)
 register_canaries(TensorCompletion, _completion_canaries)
