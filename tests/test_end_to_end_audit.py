@@ -184,3 +184,17 @@ def test_single_topic_honest_default_is_not_refuted() -> None:
                                              random_state=0, noise=source),
                     [np.asarray(t) for t in corpus.tokens], n_runs=6)
     assert result.epsilon_lower <= result.epsilon_claimed == 1.0
+
+
+@pytest.mark.parametrize("mode", ["output", "gradient"])
+def test_papers_unproven_completion_modes_are_caught(mode: str) -> None:
+    # Wei et al.'s output (Algorithm 3) and gradient (Algorithm 2) perturbation: their claimed
+    # epsilon = 1 is refuted by extreme-rating canaries (fresh secret noise, 20 fits)
+    from dptensor.privacy import enable_features
+
+    with enable_features("unproven"):
+        result = _audit(lambda: TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=1.0,
+                                                 value_range=(1.0, 5.0), n_epochs=10, random_state=0),
+                        _ratings(), n_runs=20)
+    assert not result.holds and result.epsilon_claimed == 1.0
+    assert result.epsilon_lower > result.epsilon_claimed
