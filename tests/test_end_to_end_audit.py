@@ -111,7 +111,8 @@ def test_canaries_respect_each_relation() -> None:
     X = make_lda_corpus(20, 8, 2, alpha=0.3, doc_length=10, random_state=0).counts
     adapter = canary_adapter_for(PrivateSpectralLDA(2, epsilon=1.0, delta=1e-5))
     plan = adapter.plan(PrivateSpectralLDA(2), X, 3, np.random.default_rng(0))
-    (with_all,), (without,) = adapter.fit_args(plan, np.ones(3, bool)), adapter.fit_args(plan, np.zeros(3, bool))
+    (with_all,) = adapter.fit_args(plan, np.ones(3, bool))
+    (without,) = adapter.fit_args(plan, np.zeros(3, bool))
     assert with_all.shape == without.shape == (23, 8)  # replace-one: the number of documents is kept
     rare = np.argsort(np.asarray(X.sum(axis=0)).ravel(), kind="stable")
     assert set(plan.words) <= set(rare[:5])
@@ -166,7 +167,8 @@ def test_dpals_entry_value_under_noised_is_caught() -> None:
 
 @pytest.mark.parametrize("make", [
     lambda s: PrivateSpectralLDA(2, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0, noise=s),
-    lambda s: DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0, noise=s),
+    lambda s: DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
+                               noise=s),
 ])
 def test_topic_models_honest_defaults_are_not_refuted(make) -> None:
     X = make_lda_corpus(30, 12, 2, alpha=0.3, doc_length=15, random_state=0).counts

@@ -11,10 +11,10 @@ relation allows, and reads only the public API of a fitted estimator (``componen
   :class:`SingleTopicModel`; replace one document): a document made only of one of the rarest
   words of the corpus, as long as the longest document of the corpus (so no length bound it must
   respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
-  so that its statistics reach the clipping norm); left out, a copy of a corpus document takes its place (the number of
-  documents stays the same). Score: the canary word's weight in the released topics
-  (each topic normalised by its l1 norm, averaged over topics). Extra features for the
-  distinguishing attack: every word's average and largest weight.
+  so that its statistics reach the clipping norm); left out, a copy of a corpus document takes
+  its place (the number of documents stays the same). Score: the canary word's total weight in
+  the released topics (``components_`` summed over topics). Extra features for the
+  distinguishing attack: every word's total and largest weight.
 * **ratings** (``"entry-value"``: :class:`TensorCompletion`, change one observed value): an
   observed entry set to the top of the declared ``value_range``, left out set to its bottom.
   Score: the predicted rating at the entry; extras: predictions at the entries sharing its
@@ -157,7 +157,8 @@ class CompletionCanaries:
         values = np.asarray(X[1], dtype=float)
         shape = tuple(int(s) for s in X[2])
         if estimator.value_range is None:
-            raise ValueError("auditing TensorCompletion needs a declared value_range (the canaries' extremes)")
+            raise ValueError("auditing TensorCompletion needs a declared value_range (the canaries' "
+                             "extremes)")
         low, high = (float(v) for v in estimator.value_range)
         users = rng.permutation(np.unique(indices[:, 0]))[: int(n_canaries)]
         rows, probes = [], []

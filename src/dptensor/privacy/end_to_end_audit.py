@@ -226,7 +226,8 @@ class AuditResult:
 
     def describe(self) -> str:
         """A short report: claim, lower bound, verdict, attack."""
-        claim = f"claimed epsilon {self.epsilon_claimed:g} (delta {self.delta:g}, {self.neighbouring!r} relation"
+        claim = (f"claimed epsilon {self.epsilon_claimed:g} (delta {self.delta:g}, "
+                 f"{self.neighbouring!r} relation")
         claim += ")" if self.holds else "; the guarantee does NOT hold: the claim as written)"
         verdict = (
             "REFUTED: the lower bound exceeds the claim" if self.violated
@@ -325,9 +326,9 @@ def audit_estimator(
     if not callable(make_estimator):
         raise TypeError("make_estimator must be a callable returning a fresh unfitted estimator")
     runs = _default_runs(method) if n_runs is None else n_runs
-    if isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < (4 if method == "distinguish"
-                                                                                   else 1):
-        raise ValueError(f"n_runs must be an integer >= {4 if method == 'distinguish' else 1}, got {n_runs!r}")
+    least = 4 if method == "distinguish" else 1
+    if isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < least:
+        raise ValueError(f"n_runs must be an integer >= {least}, got {n_runs!r}")
     runs = int(runs)
     rng = np.random.default_rng(random_state)
     first = make_estimator()
