@@ -200,3 +200,29 @@ def test_papers_unproven_completion_modes_are_caught(mode: str) -> None:
                         _ratings(), n_runs=20)
     assert not result.holds and result.epsilon_claimed == 1.0
     assert result.epsilon_lower > result.epsilon_claimed
+
+
+# --------------------------------------------------------------------------- the command line
+def test_cli_audit_complete_prints_claim_bound_and_attack(tmp_path, capsys) -> None:
+    import json
+
+    from dptensor.cli import main
+
+    ind, values, _ = _ratings()
+    path = tmp_path / "train.csv"
+    path.write_text("i,j,k,value\n" + "".join(f"{a},{b},{c},{v}\n" for (a, b, c), v in zip(ind, values)))
+    out = tmp_path / "audit.json"
+    argv = ["audit", "complete", str(path), "--rank", "2", "--shape", "16", "8", "2", "--value-range", "1", "5",
+            "--privacy", "als", "--neighbouring", "entry-value", "--epsilon", "1", "--runs", "8", "--quiet",
+            "--audit-seed", "0", "--out", str(out)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert "claimed: epsilon = 1" in printed.out and "empirical lower bound" in printed.out
+    assert "attack: canary ratings" in printed.out and printed.err == ""  # --quiet: no bar
+    result = json.loads(out.read_text())
+    assert result["n_runs"] == 8 and result["epsilon_claimed"] == 1.0 and result["method"] == "one-run"
+    # a non-private configuration is refused in one line, exit 2, before the data are read
+    assert main(["audit", "complete", str(tmp_path / "missing.csv"), "--rank", "2", "--runs", "2"]) == 2
+    assert "--privacy is required" in capsys.readouterr().err
