@@ -210,10 +210,12 @@ def test_cli_audit_complete_prints_claim_bound_and_attack(tmp_path, capsys) -> N
 
     ind, values, _ = _ratings()
     path = tmp_path / "train.csv"
-    path.write_text("i,j,k,value\n" + "".join(f"{a},{b},{c},{v}\n" for (a, b, c), v in zip(ind, values)))
+    rows = "".join(f"{a},{b},{c},{v}\n" for (a, b, c), v in zip(ind, values, strict=True))
+    path.write_text("i,j,k,value\n" + rows)
     out = tmp_path / "audit.json"
-    argv = ["audit", "complete", str(path), "--rank", "2", "--shape", "16", "8", "2", "--value-range", "1", "5",
-            "--privacy", "als", "--neighbouring", "entry-value", "--epsilon", "1", "--runs", "8", "--quiet",
+    argv = ["audit", "complete", str(path), "--rank", "2", "--shape", "16", "8", "2",
+            "--value-range", "1", "5", "--privacy", "als", "--neighbouring", "entry-value",
+            "--epsilon", "1", "--runs", "8", "--quiet",
             "--audit-seed", "0", "--out", str(out)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
