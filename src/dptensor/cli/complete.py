@@ -251,8 +251,17 @@ def build_model(args: argparse.Namespace, ledger: BudgetLedger | None = None, no
 
 
 def read_training(args: argparse.Namespace) -> TensorEntries:
-    """The training entries ``complete`` reads (``--shape``, ``--movielens``, ``--one-based``)."""
-    return _read(args.entries, args, tuple(args.shape) if args.shape else None)
+    """The training entries ``complete`` reads (``--shape``, ``--movielens``, ``--day-origin``, ...).
+
+    Used by ``dptensor audit complete``; under ``--neighbouring user`` the shape must be given.
+    """
+    if args.privacy is not None and args.neighbouring == "user" and args.shape is None:
+        raise ValueError("--neighbouring user needs --shape: inferring the shape from the ratings would "
+                         "reveal the largest user, item and day")
+    day_origin = args.day_origin
+    if args.movielens and day_origin is None:
+        day_origin = ratings_day_origin(args.entries)
+    return _read(args.entries, args, tuple(args.shape) if args.shape else None, day_origin)
 
 
 def run(args: argparse.Namespace) -> int:
