@@ -115,7 +115,9 @@ def test_canaries_respect_each_relation() -> None:
     (without,) = adapter.fit_args(plan, np.zeros(3, bool))
     assert with_all.shape == without.shape == (23, 8)  # replace-one: the number of documents is kept
     rare = np.argsort(np.asarray(X.sum(axis=0)).ravel(), kind="stable")
-    assert set(plan.words) <= set(rare[:5])
+    # canary and neighbour: one-word documents of distinct rare words (no word in common)
+    assert set(plan.words) | set(plan.others) == set(rare[:6]) and not set(plan.words) & set(plan.others)
+    assert with_all[20:].sum() == without[20:].sum()  # as long
     assert (with_all[20:] != without[20:]).sum() > 0 and (with_all[:20] != without[:20]).sum() == 0
     ind, values, shape = _ratings()
     ev = canary_adapter_for(_dpals("entry-value", None))
@@ -155,6 +157,14 @@ def test_dpals_honest_default_is_not_refuted(relation: str) -> None:
     assert result.epsilon_claimed == 1.0 and result.neighbouring == relation
     assert result.epsilon_lower <= result.epsilon_claimed
     assert "lower bound" in result.describe() and result.to_dict()["n_runs"] == 20
+
+
+def test_dp_vi_under_noised_is_caught() -> None:
+    X = make_lda_corpus(40, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    source = scaled_test_noise(0.1, seed=1)
+    result = _audit(lambda: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-5,
+                                             random_state=0, noise=source), X, n_runs=20)
+    assert result.n_canaries == 10 and result.epsilon_lower > result.epsilon_claimed == 1.0
 
 
 def test_dpals_entry_value_under_noised_is_caught() -> None:

@@ -11,19 +11,21 @@ relation allows, and reads only the public API of a fitted estimator (``componen
   :class:`SingleTopicModel`; replace one document): a document made only of one of the rarest
   words of the corpus, as long as the longest document of the corpus (so no length bound it must
   respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
-  so that its statistics reach the clipping norm); left out, a copy of a corpus document takes
-  its place (the number of documents stays the same). Score: the canary word's total weight in
-  the released topics (``components_`` summed over topics). Extra features for the
-  distinguishing attack: every word's total and largest weight.
+  so that its statistics reach the clipping norm); left out, a document of another rare word, as
+  long, takes its place (the number of documents stays the same; the two documents share no
+  word, the most distinguishable replace-one pair). Score: the canary word's total weight in the
+  released topics (``components_`` summed over topics) minus its neighbour word's. Extra
+  features for the distinguishing attack: every word's total and largest weight.
 * **ratings** (``"entry-value"``: :class:`TensorCompletion`, change one observed value): an
   observed entry set to the top of the declared ``value_range``, left out set to its bottom.
   Score: the predicted rating at the entry; extras: predictions at the entries sharing its
   user or item.
 * **users** (``"user"``: change every rating of one user, their number and cells included): a
-  user who rates ``max_ratings`` cells (all of them if fewer) at the top of ``value_range``, left
-  out the same cells at its bottom.
-  Under joint DP the user's own row is not released to others, so the score is what other users
-  see: the mean prediction for *other* users at the canary's items; extras: those predictions.
+  user who rates every day of their own items (at most ``max_ratings`` cells) at the top of
+  ``value_range``, left out the same cells at its bottom; canaries rate disjoint items.
+  Under joint DP a user's own row is computed from their own ratings, which absorb shifts of the
+  released model, so the score is the mean prediction at the canary's items for a *probe user*
+  whose ratings are removed (the released model alone); extras: those predictions.
 """
 
 from __future__ import annotations
@@ -43,17 +45,20 @@ from dptensor.privacy.end_to_end_audit import register_canaries
 __all__ = ["CompletionCanaries", "DocumentCanaries"]
 
 
-def _topic_word_features(components: np.ndarray, words: np.ndarray) -> list[np.ndarray]:
-    """Per canary word: its total released weight, then every word's total and largest weight."""
+def _topic_word_features(
+    components: np.ndarray, words: np.ndarray, others: np.ndarray
+) -> list[np.ndarray]:
+    """Per canary: its word's total released weight minus its neighbour's, then every word's total and top."""
     comp = np.asarray(components, dtype=float)
     total, top = comp.sum(axis=0), comp.max(axis=0)
-    return [np.concatenate(([total[w]], total, top)) for w in words]
+    return [np.concatenate(([total[w] - total[o]], total, top)) for w, o in zip(words, others, strict=True)]
 
 
 @dataclass
 class _DocumentPlan:
     base: Any
     words: np.ndarray
+    others: np.ndarray
     canaries: list
     fillers: list
     tokens: bool
@@ -73,12 +78,17 @@ class DocumentCanaries:
             raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
         self.words = words
         self.min_length = int(min_length)
+
     description = ("canary documents made of one of the corpus's rarest words, as long as its longest "
-                   "document (a copy of a corpus document when left out); score: the canary word's "
-                   "weight in the released topics")
+                   "document, replaced when left out by a document of another rare word; score: the "
+                   "canary word's released weight minus its neighbour's")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _DocumentPlan:
-        """Pick the rarest words (one per canary) and a corpus document as each canary's neighbour."""
+        """Pick two rare words per canary: the canary's, and its neighbour's (the document left in its place).
+
+        Two documents without a word in common, each of one word, are the most distinguishable
+        replace-one pair: their statistics are orthogonal and both reach any norm bound.
+        """
         tokens = isinstance(X, list | tuple)
         if tokens:
             docs = [np.asarray(doc, dtype=np.int64) for doc in X]
@@ -93,31 +103,33 @@ class DocumentCanaries:
                 raise ValueError("X must hold at least one document")
             freq = np.asarray(X.sum(axis=0)).ravel()
             length = max(self.min_length, int(np.asarray(X.sum(axis=1)).max()))
-        m = min(int(n_canaries), freq.size)
+        m = max(1, min(int(n_canaries), freq.size // 2))
         order = np.lexsort((rng.random(freq.size), freq if self.words == "rare" else -freq))
-        words = np.sort(order[:m])
-        n_docs = len(docs) if tokens else X.shape[0]
-        picks = rng.integers(n_docs, size=m)
+        chosen = rng.permutation(order[:2 * m])
+        words, others = chosen[:m], chosen[m:]
         if tokens:
             canaries = [np.full(length, w, dtype=np.int64) for w in words]
-            fillers = [docs[i] for i in picks]
+            fillers = [np.full(length, w, dtype=np.int64) for w in others]
             base: Any = docs
         else:
-            canaries = [sp.csr_matrix(([length], ([0], [w])), shape=(1, X.shape[1])) for w in words]
-            fillers = [X[i] for i in picks]
+            def one_word(w: int) -> sp.csr_matrix:
+                return sp.csr_matrix(([length], ([0], [w])), shape=(1, X.shape[1]))
+
+            canaries = [one_word(w) for w in words]
+            fillers = [one_word(w) for w in others]
             base = X
-        return _DocumentPlan(base, words, canaries, fillers, tokens)
+        return _DocumentPlan(base, words, others, canaries, fillers, tokens)
 
     def fit_args(self, plan: _DocumentPlan, included: np.ndarray) -> tuple:
-        """The corpus followed by each canary or its filler."""
+        """The corpus followed by each canary or its neighbour."""
         extra = [c if inc else f for c, f, inc in zip(plan.canaries, plan.fillers, included, strict=True)]
         if plan.tokens:
             return (list(plan.base) + extra,)
         return (sp.vstack([plan.base, *extra], format="csr"),)
 
     def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray]:
-        """The canary word's released weight, then every word's (``components_`` only)."""
-        return _topic_word_features(estimator.components_, plan.words)
+        """Canary word's minus neighbour word's released weight, then every word's (``components_`` only)."""
+        return _topic_word_features(estimator.components_, plan.words, plan.others)
 
 
 @dataclass
@@ -146,8 +158,9 @@ class CompletionCanaries:
             self.description = ("canary ratings: observed entries at the top of value_range (its bottom when "
                                 "left out); score: the predicted rating at the entry")
         else:
-            self.description = ("canary users: every rating of a user at the top of value_range (its bottom "
-                                "when left out); score: other users' predicted ratings at the canary's items")
+            self.description = ("canary users: a user rating every day of their own items at the top of "
+                                "value_range (its bottom when left out); score: the predicted rating at "
+                                "those items of a user without ratings (the released model alone)")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _CompletionPlan:
         """Pick canaries in distinct users; the pattern of observed entries is kept."""
@@ -160,21 +173,30 @@ class CompletionCanaries:
             raise ValueError("auditing TensorCompletion needs a declared value_range (the canaries' "
                              "extremes)")
         low, high = (float(v) for v in estimator.value_range)
-        users = rng.permutation(np.unique(indices[:, 0]))[: int(n_canaries)]
+        extra = 1 if self.relation == "user" else 0  # the probe user
+        users = rng.permutation(np.unique(indices[:, 0]))[: int(n_canaries) + extra]
         rows, probes = [], []
         if self.relation == "user":
-            # a canary user rates as many (item, day) cells as the relation's bound allows
-            keep = ~np.isin(indices[:, 0], users)
-            cells = np.array([(j, k) for j in range(shape[1]) for k in range(shape[2])], dtype=np.int64)
-            cells = cells[rng.permutation(len(cells))[: int(getattr(estimator, "max_ratings", len(cells)))]]
-            new_rows = [np.column_stack([np.full(len(cells), u), cells]) for u in users]
-            start = int(keep.sum())
-            indices = np.vstack([indices[keep], *new_rows])
-            values = np.concatenate([values[keep], np.full(len(cells) * len(users), low)])
-            for n, u in enumerate(users):
-                rows.append(np.arange(start + n * len(cells), start + (n + 1) * len(cells)))
-                others = np.flatnonzero(indices[:, 0] != u)
-                probes.append(indices[others])
+            # one user's ratings are removed: the predictions for that "probe" user come from the
+            # released model alone (a user's own row is computed from their own ratings); each canary
+            # user rates every day of their own items, as many cells as max_ratings allows
+            probe_user, users = users[0], users[1:]
+            if users.size == 0:
+                raise ValueError("the user relation's audit needs at least two users")
+            split = np.array_split(rng.permutation(shape[1]), min(users.size, shape[1]))
+            groups = [g for g in split if g.size]
+            users = users[: len(groups)]
+            limit = int(getattr(estimator, "max_ratings", None) or shape[1] * shape[2])
+            keep = ~np.isin(indices[:, 0], np.append(users, probe_user))
+            blocks, start = [indices[keep]], int(keep.sum())
+            for u, items in zip(users, groups, strict=False):
+                cells = np.array([(j, k) for j in items for k in range(shape[2])], dtype=np.int64)[:limit]
+                blocks.append(np.column_stack([np.full(len(cells), u), cells]))
+                rows.append(np.arange(start, start + len(cells)))
+                probes.append(np.column_stack([np.full(len(cells), probe_user), cells]))
+                start += len(cells)
+            indices = np.vstack(blocks)
+            values = np.concatenate([values[keep], np.full(start - int(keep.sum()), low)])
         for u in users if self.relation == "entry-value" else ():
             mine = np.flatnonzero(indices[:, 0] == u)
             entry = int(rng.choice(mine))
