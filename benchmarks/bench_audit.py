@@ -13,7 +13,7 @@ under "entry-value" and under "user" -- at epsilon 1 and 4, three variants:
   (``sensitivity="paper"``).
 
 Each row: lower bound, claim, fits and seconds (one-run method of Steinke, Nasr & Jagielski 2023,
-95% confidence). Tiny synthetic data (d = 12 words, 40 documents; a 16 x 8 x 2 tensor with 100
+95% confidence). Tiny synthetic data (d = 20 words, 40 documents; a 16 x 8 x 2 tensor with 100
 observed ratings), so the whole table takes a few minutes on one core.
 
 Usage::
@@ -46,18 +46,18 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
 
 def cases(eps: float):
     """``(model, variant, factory(noise) -> estimator, data, unproven)`` for one epsilon."""
-    counts = make_lda_corpus(40, 12, 2, alpha=0.3, doc_length=20, random_state=0).counts
-    tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 12, 2, random_state=0).tokens]
+    counts = make_lda_corpus(40, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 20, 2, random_state=0).tokens]
     ratings = _ratings()
     delta = 1e-5
     models = {
         "PrivateSpectralLDA": (lambda n, **kw: PrivateSpectralLDA(2, alpha0=0.6, epsilon=eps, delta=delta,
                                                                  random_state=0, noise=n, **kw), counts,
                                {"sensitivity": "paper"}),
-        "DPVariationalLDA": (lambda n, **kw: DPVariationalLDA(2, batch_size=40, n_passes=1, epsilon=eps,
+        "DPVariationalLDA": (lambda n, **kw: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=eps,
                                                              delta=delta, random_state=0, noise=n, **kw),
                              counts, {"accountant": "paper"}),
-        "SingleTopicModel (AGN)": (lambda n, **kw: SingleTopicModel(2, mechanism="agn", n_words=12,
+        "SingleTopicModel (AGN)": (lambda n, **kw: SingleTopicModel(2, mechanism="agn", n_words=20,
                                                                      epsilon=eps, delta=delta, random_state=0,
                                                                      noise=n, **kw), tokens, None),
         "DP-ALS entry-value": (lambda n, **kw: TensorCompletion(2, privacy="als", neighbouring="entry-value",
