@@ -77,6 +77,7 @@ def test_scaled_test_noise_scales_and_voids_the_guarantee() -> None:
     model = DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
                              noise=scaled_test_noise(0.1, seed=0)).fit(X)
     assert not model.guarantee_.holds and model.guarantee_.nominal_epsilon == 1.0
+    assert "scaled_test_noise(0.1)" in model.guarantee_.reason
     for bad in (0, -1.0, float("nan"), True):
         with pytest.raises(ValueError, match="scale"):
             scaled_test_noise(bad)

@@ -151,6 +151,11 @@ class ScaledTestNoise(NoiseSource):
     def __init__(self, scale: float, generator: np.random.Generator) -> None:
         super().__init__("numpy", generator, secure=False)
         self.scale = float(scale)
+        #: Why a release made with this source is not private (its guarantee's ``reason``).
+        self.insecure_reason = (
+            f"the noise came from scaled_test_noise({self.scale:g}): every draw is multiplied by "
+            f"{self.scale:g}, a test-only variant whose calibration is not the claimed one"
+        )
 
     def __repr__(self) -> str:
         return f"ScaledTestNoise(scale={self.scale:g})"
