@@ -108,32 +108,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     fit = actions.add_parser("fit", help="fit topics to a corpus and print the top words of each",
                              epilog=FIT_EXAMPLES)
-    _corpus_arguments(fit)
-    fit.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
-    fit.add_argument("--alpha0", type=positive_float, default=1.0, help=ALPHA0_HELP)
-    fit.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
-    fit.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
-    fit.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
-    fit.add_argument("--max-features", type=positive_int, default=None, help="keep the n most frequent words")
-    fit.add_argument(
-        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
-        help="tensor decomposition (default: simultaneous power iteration)",
-    )  # fmt: skip
-    fit.add_argument(
-        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
-        help="eigensolver for M2 (default auto)",
-    )  # fmt: skip
-    fit.add_argument(
-        "--method", choices=("spectral", "vi"), default="spectral",
-        help="spectral (method of moments, default) or vi (online variational Bayes)",
-    )  # fmt: skip
-    fit.add_argument("--top", type=positive_int, default=10, help="top words printed per topic (default 10)")
-    fit.add_argument("--seed", type=seed, default=None,
-                     help="seed of the public randomness (the privacy noise is always fresh)")
-    add_quiet_argument(fit)
+    add_fit_arguments(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
-    _private_arguments(fit)
-    _vi_arguments(fit)
     add_parallel_arguments(fit)
     fit.set_defaults(func=run_fit)
 
@@ -170,6 +146,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     add_quiet_argument(transform)
     transform.set_defaults(func=run_transform)
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``lda fit`` that configure the model and read the corpus (shared with ``audit lda``)."""
+    _corpus_arguments(parser)
+    parser.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    parser.add_argument("--alpha0", type=positive_float, default=1.0, help=ALPHA0_HELP)
+    parser.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
+    parser.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
+    parser.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
+    parser.add_argument("--max-features", type=positive_int, default=None,
+                        help="keep the n most frequent words")
+    parser.add_argument(
+        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
+        help="tensor decomposition (default: simultaneous power iteration)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
+        help="eigensolver for M2 (default auto)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--method", choices=("spectral", "vi"), default="spectral",
+        help="spectral (method of moments, default) or vi (online variational Bayes)",
+    )  # fmt: skip
+    parser.add_argument("--top", type=positive_int, default=10,
+                        help="top words printed per topic (default 10)")
+    parser.add_argument("--seed", type=seed, default=None,
+                        help="seed of the public randomness (the privacy noise is always fresh)")
+    add_quiet_argument(parser)
+    _private_arguments(parser)
+    _vi_arguments(parser)
+
 
 
 def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
@@ -340,7 +348,7 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
         _print_topics(args, model, corpus)
         return 0
     progress_line(f"reading {args.corpus} ...", args.quiet)
-    corpus = _load_fit_corpus(args, private=False)
+    corpus = load_fit_corpus(args, private=False)
     progress_line(
         f"{corpus.n_documents} documents, {corpus.n_words} words, {corpus.counts.sum()} tokens "
         f"({time.perf_counter() - start:.1f} s)",
@@ -381,7 +389,7 @@ def _is_plain_text(path: Path) -> bool:
     return path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
 
 
-def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
+def load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     """The corpus of a fit; a private fit's vocabulary must be public (never chosen from the data)."""
     path = Path(args.corpus)
     plain_text = _is_plain_text(path)
@@ -448,7 +456,7 @@ def _private_vocabulary_corpus(
 
 def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """The model's ``(epsilon, delta)``: all of it, or what ``--private-vocab`` leaves."""
-    if args.private_vocab is None or args.epsilon is None:
+    if getattr(args, "private_vocab", None) is None or args.epsilon is None:
         return args.epsilon, args.delta
     rest = 1.0 - args.vocab_share
     return args.epsilon * rest, args.delta * rest
@@ -517,26 +525,53 @@ def run_private_fit(
             corpus = Corpus(pad_short_documents(corpus.counts), corpus.vocabulary, corpus.source)
         records = session.records(corpus.counts)
     else:
-        corpus = _load_fit_corpus(args, private=True)
+        corpus = load_fit_corpus(args, private=True)
         records = session.records(corpus.counts)
-    epsilon, delta = _model_budget(args)
     n_documents, n_words = public_shape(records)
     progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
-    model = PrivateSpectralLDA(
+    model = build_private_model(args, ledger, n_jobs=session.n_jobs)
+    with enable_features("unproven") if args.allow_unproven else nullcontext():
+        model.fit(records)
+    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
+    _print_topics(args, model, corpus, guarantees)
+    return 0
+
+
+def build_vi_model(
+    args: argparse.Namespace, ledger: BudgetLedger | None = None, noise: object = None
+) -> DPVariationalLDA:
+    """The :class:`DPVariationalLDA` that ``lda fit --method vi`` configures (private with ``--epsilon``).
+
+    ``noise`` replaces ``--noise`` (e.g. a test-only source for ``dptensor audit``).
+    """
+    private = args.epsilon is not None
+    epsilon, delta = _model_budget(args)
+    return DPVariationalLDA(
+        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
+        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
+        delta=delta, accountant=args.accountant, random_state=args.seed,
+        noise=(noise or args.noise) if private else None, ledger=ledger, verbose=not args.quiet,
+    )  # fmt: skip
+
+
+def build_private_model(
+    args: argparse.Namespace, ledger: BudgetLedger | None = None, *, n_jobs: int | None = None,
+    noise: object = None,
+) -> PrivateSpectralLDA | DPVariationalLDA:
+    """The private estimator ``lda fit --epsilon`` configures: PrivateSpectralLDA, or DP-VI (--method vi)."""
+    if args.method == "vi":
+        return build_vi_model(args, ledger, noise)
+    epsilon, delta = _model_budget(args)
+    return PrivateSpectralLDA(
         args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
         clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
         public_corpus=_load_public_corpus(args),
         decomposition=args.decomposition, verbose=not args.quiet,
-        random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
+        random_state=args.seed, noise=noise or args.noise, ledger=ledger, n_jobs=n_jobs,
     )  # fmt: skip
-    with enable_features("unproven") if args.allow_unproven else nullcontext():
-        model.fit(records)
-    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
-    _print_topics(args, model, corpus, guarantees)
-    return 0
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -566,15 +601,9 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if private and args.private_vocab is not None:
         corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger)
     else:
-        corpus = _load_fit_corpus(args, private=private)
+        corpus = load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
-    epsilon, delta = _model_budget(args)
-    model = DPVariationalLDA(
-        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
-        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
-        delta=delta, accountant=args.accountant, random_state=args.seed,
-        noise=args.noise if private else None, ledger=ledger, verbose=not args.quiet,
-    )  # fmt: skip
+    model = build_vi_model(args, ledger)
     with enable_features("unproven") if args.allow_unproven else nullcontext():
         model.fit(corpus.counts)
     top = model.top_words(corpus.vocabulary, args.top)

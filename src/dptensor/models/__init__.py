@@ -1,5 +1,6 @@
 """Estimators users fit (docs/design.md, layer 4), with scikit-learn conventions."""
 
+from dptensor.models import audit_canaries  # noqa: F401 - registers the canaries of every private estimator
 from dptensor.models.completion import TensorCompletion
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.pipeline_guarantee import pipeline_guarantee
