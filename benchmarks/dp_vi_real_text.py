@@ -1,0 +1,253 @@
+"""DP-VI on real text: held-out perplexity against the unigram model, NPMI against the non-private fit.
+
+Two corpora any Debian machine has (read at run time, never downloaded, never committed):
+
+* ``debian``: the ``Description:`` field of every package in ``apt-cache dumpavail`` (one line
+  each, exact duplicates dropped);
+* ``wordnet``: WordNet's glosses (``/usr/share/wordnet/data.{noun,verb,adj,adv}``, the text after
+  ``|``; Debian's ``wordnet-base``).
+
+**Public vocabulary from separate text**: a random ``--public-fraction`` of each corpus's texts
+(public seed) is set apart as the public text and removed from the corpus; the vocabulary is its
+``--words`` most frequent words (letters only, at least two, scikit-learn's English stop words
+removed), so no vocabulary choice looks at the private documents. (The other corpus would be
+separate text too, but shares too few words: a median of one in-vocabulary token per document.)
+The remaining documents are split at random (public seed) into ``1 - --test-fraction`` training
+and ``--test-fraction`` held-out documents.
+
+Scores (the same for every model):
+
+* **document-completion perplexity** on the held-out documents with at least two tokens: each
+  document's tokens are split at random (public seed) into two halves; the topic proportions are
+  inferred from the first (``transform``), and the second half is scored by
+  ``sum_w n_w log sum_k theta_k beta_kw``; ``exp(-total / tokens)``. The **unigram model** (no
+  topics) scores the second half with the training corpus's word frequencies (add-one smoothed):
+  every private model must beat it.
+* **NPMI** of each topic's top 10 words, document co-occurrence over the whole corpus (pairs that
+  never co-occur count -1), averaged over topics.
+
+Models: scikit-learn's ``LatentDirichletAllocation(learning_method="online")`` (its defaults:
+``learning_offset=10``, batch 128, priors ``1/k``), the non-private ``DPVariationalLDA`` with its
+defaults (the same online VB), and the private ``DPVariationalLDA`` with its defaults at each
+``--epsilons`` (``delta = --delta``), ``--repeats`` fits each (fresh secret noise).
+
+Usage::
+
+    python benchmarks/dp_vi_real_text.py --corpora debian,wordnet --out /tmp/dp_vi_real
+    python benchmarks/dp_vi_real_text.py --corpora wordnet --max-documents 20000 --epsilons 1
+
+Timings are wall-clock on whatever machine runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer  # noqa: E402
+
+from dptensor import DPVariationalLDA  # noqa: E402
+
+TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"
+WORDNET = Path("/usr/share/wordnet")
+
+
+# ---------------------------------------------------------------------------------------------
+# corpora
+# ---------------------------------------------------------------------------------------------
+def debian_descriptions() -> list[str]:
+    """The ``Description:`` line of every package ``apt-cache dumpavail`` lists (duplicates dropped)."""
+    text = subprocess.run(["apt-cache", "dumpavail"], capture_output=True, text=True, check=True).stdout
+    lines = re.findall(r"^Description: (.*)$", text, flags=re.MULTILINE)
+    return list(dict.fromkeys(lines))
+
+
+def wordnet_glosses() -> list[str]:
+    """The gloss (text after ``|``) of every synset in WordNet's four data files."""
+    out: list[str] = []
+    for part in ("noun", "verb", "adj", "adv"):
+        with open(WORDNET / f"data.{part}", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("  ") or "|" not in line:
+                    continue
+                out.append(line.split("|", 1)[1].strip())
+    return out
+
+
+LOADERS = {"debian": debian_descriptions, "wordnet": wordnet_glosses}
+
+
+def public_vocabulary(texts: list[str], n_words: int) -> list[str]:
+    """The ``n_words`` most frequent non-stop words of ``texts`` (the separate, public text)."""
+    vec = CountVectorizer(token_pattern=TOKEN_PATTERN, stop_words=sorted(ENGLISH_STOP_WORDS),
+                          max_features=n_words, lowercase=True)  # fmt: skip
+    vec.fit(texts)
+    return sorted(vec.vocabulary_)
+
+
+def load(name: str, n_words: int, public_fraction: float, max_documents: int | None, seed: int) -> dict:
+    """The corpus's counts over a vocabulary from its public slice (set apart and removed)."""
+    texts = LOADERS[name]()
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(texts))
+    n_public = int(round(public_fraction * len(texts)))
+    vocab = public_vocabulary([texts[i] for i in order[:n_public]], n_words)
+    private = np.sort(order[n_public:])
+    if max_documents is not None and private.size > max_documents:
+        private = np.sort(rng.choice(private, max_documents, replace=False))
+    texts = [texts[i] for i in private]
+    counts = CountVectorizer(token_pattern=TOKEN_PATTERN, vocabulary=vocab, lowercase=True).transform(texts)
+    return {"name": name, "counts": sp.csr_matrix(counts, dtype=np.float64), "vocab": vocab}
+
+
+def split(counts: sp.csr_matrix, test_fraction: float, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    order = np.random.default_rng(seed + 1).permutation(counts.shape[0])
+    n_test = int(round(test_fraction * counts.shape[0]))
+    return counts[np.sort(order[n_test:])], counts[np.sort(order[:n_test])]
+
+
+# ---------------------------------------------------------------------------------------------
+# scores
+# ---------------------------------------------------------------------------------------------
+def completion_halves(test: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Each held-out document (>= 2 tokens) split at random into an observed and a scored half."""
+    test = sp.csr_matrix(test)
+    lengths = np.asarray(test.sum(axis=1)).ravel()
+    keep = np.flatnonzero(lengths >= 2)
+    rng = np.random.default_rng(seed + 2)
+    first = sp.lil_matrix((keep.size, test.shape[1]))
+    second = sp.lil_matrix((keep.size, test.shape[1]))
+    for row, d in enumerate(keep):
+        start, stop = test.indptr[d], test.indptr[d + 1]
+        tokens = np.repeat(test.indices[start:stop], test.data[start:stop].astype(np.int64))
+        rng.shuffle(tokens)
+        half = tokens.size // 2
+        for target, part in ((first, tokens[:half]), (second, tokens[half:])):
+            words, n = np.unique(part, return_counts=True)
+            target[row, words] = n
+    return sp.csr_matrix(first), sp.csr_matrix(second)
+
+
+def completion_perplexity(theta: np.ndarray, topics: np.ndarray, scored: sp.csr_matrix) -> float:
+    """``exp(-sum n_w log (theta beta)_w / tokens)`` over the scored halves."""
+    scored = sp.csr_matrix(scored)
+    rows = np.repeat(np.arange(scored.shape[0]), np.diff(scored.indptr))
+    prob = np.einsum("ij,ji->i", theta[rows], topics[:, scored.indices])
+    return float(np.exp(-(scored.data @ np.log(np.maximum(prob, 1e-300))) / scored.data.sum()))
+
+
+def unigram_perplexity(train: sp.csr_matrix, scored: sp.csr_matrix) -> float:
+    freq = np.asarray(train.sum(axis=0)).ravel() + 1.0
+    return completion_perplexity(np.ones((scored.shape[0], 1)), (freq / freq.sum())[None, :], scored)
+
+
+def npmi(topics: np.ndarray, counts: sp.csr_matrix, top: int = 10) -> float:
+    """Mean NPMI of each topic's ``top`` words, document co-occurrence over ``counts``."""
+    binary = sp.csr_matrix(counts, copy=True)
+    binary.data[:] = 1.0
+    n_docs = binary.shape[0]
+    scores = []
+    for row in topics:
+        words = np.argsort(row)[::-1][:top]
+        sub = sp.csc_matrix(binary[:, words])
+        df = np.asarray(sub.sum(axis=0)).ravel() / n_docs
+        co = (sub.T @ sub).toarray() / n_docs
+        values = []
+        for i in range(top):
+            for j in range(i + 1, top):
+                if co[i, j] <= 0:
+                    values.append(-1.0)
+                else:
+                    pmi = np.log(co[i, j] / (df[i] * df[j]))
+                    values.append(pmi / -np.log(co[i, j]))
+        scores.append(np.mean(values))
+    return float(np.mean(scores))
+
+
+def scores(model, data: dict) -> dict:
+    topics = model.components_ / model.components_.sum(axis=1, keepdims=True)
+    theta = model.transform(data["first"])
+    return {
+        "perplexity": completion_perplexity(theta, topics, data["second"]),
+        "npmi": npmi(topics, data["all"]),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpora", default="debian,wordnet")
+    parser.add_argument("--words", type=int, default=2000)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--test-fraction", type=float, default=0.1)
+    parser.add_argument("--public-fraction", type=float, default=0.2)
+    parser.add_argument("--max-documents", type=int, default=None)
+    parser.add_argument("--epsilons", default="1,4")
+    parser.add_argument("--delta", type=float, default=1e-6)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--private", default="{}", help="extra DPVariationalLDA parameters (JSON) for private fits")
+    parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="folder for results.json")
+    args = parser.parse_args(argv)
+    names = args.corpora.split(",")
+    extra = json.loads(args.private)
+    rows = []
+    for name in names:
+        corpus = load(name, args.words, args.public_fraction, args.max_documents, args.seed)
+        train, test = split(corpus["counts"], args.test_fraction, args.seed)
+        first, second = completion_halves(test, args.seed)
+        data = {"first": first, "second": second, "all": corpus["counts"]}
+        lengths = np.asarray(train.sum(axis=1)).ravel()
+        print(f"[{name}] {train.shape[0]} training, {test.shape[0]} held-out documents, V={train.shape[1]}, "
+              f"median length {np.median(lengths):g}, empty {np.mean(lengths == 0):.1%}", flush=True)  # fmt: skip
+        rows.append({"corpus": name, "model": "unigram", "epsilon": None,
+                     "perplexity": unigram_perplexity(train, second), "npmi": None, "seconds": 0.0})  # fmt: skip
+        print(rows[-1], flush=True)
+        fits = []
+        if not args.skip_sklearn:
+            from sklearn.decomposition import LatentDirichletAllocation
+
+            def sklearn_fit(seed: int):
+                model = LatentDirichletAllocation(args.k, learning_method="online", random_state=seed)
+                return model.fit(train)
+
+            fits.append(("sklearn online", None, sklearn_fit))
+        fits.append(("DPVariationalLDA", None, lambda seed: DPVariationalLDA(args.k, random_state=seed).fit(train)))
+        for eps in (float(e) for e in args.epsilons.split(",") if e):
+            def private_fit(seed: int, eps: float = eps):
+                return DPVariationalLDA(args.k, epsilon=eps, delta=args.delta, random_state=seed, **extra).fit(train)
+
+            fits.append(("DPVariationalLDA", eps, private_fit))
+        for label, eps, fit in fits:
+            for rep in range(args.repeats if eps is not None else 1):
+                start = time.perf_counter()
+                model = fit(rep)
+                row = {"corpus": name, "model": label, "epsilon": eps, **scores(model, data),
+                       "seconds": time.perf_counter() - start}  # fmt: skip
+                if eps is not None:
+                    g = model.guarantee_
+                    row.update(clip=g.details["clip"], noise_std=g.details["noise_std"],
+                               batch_size=g.details["batch_size"], steps=g.n_releases)  # fmt: skip
+                rows.append(row)
+                print(row, flush=True)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
