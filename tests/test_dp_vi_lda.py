@@ -230,9 +230,9 @@ def test_accounting_poisson_replace_one_against_dp_accounting(corpus):
     assert eps(z, 1e-3) <= 1.0 and eps(z, 1e-4) <= 1.0  # pessimistic PLDs: upper bounds
     assert eps(z * (1 - 3e-4), 1e-3) > 1.0  # and z is the smallest (to 1e-4)
     assert g.epsilon_exact <= 1.0
-    # noise: sigma = z C / S, C = 0.1 * 500 by default
-    assert g.details["clip"] == 50.0
-    assert g.details["noise_std"] == pytest.approx(z * 50.0 / 100)
+    # noise: sigma = z C / S, C = DEFAULT_CLIP = 2 by default (the paper mode keeps 0.1 * 500)
+    assert g.details["clip"] == 2.0
+    assert g.details["noise_std"] == pytest.approx(z * 2.0 / 100)
     # exposed in dptensor's units as an (epsilon, delta) event: compose() accepts it
     assert event_epsilon(g.to_dp_event(), 1e-6) <= 1.0 + 1e-3
     total = compose(g, g, delta=2e-6)
@@ -472,11 +472,14 @@ def test_truncation_to_declared_length(corpus):
     X = corpus.counts[:200].toarray()
     X[0, 0] = 10_000
     model = DPVariationalLDA(3, max_doc_length=80, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6)
-    assert model._clip_norm() == pytest.approx(8.0)
+    assert model._clip_norm() == pytest.approx(2.0)  # C no longer follows L (the paper mode's 0.1 L does)
     truncated = model._check_counts(X)
     assert truncated.sum(axis=1).max() <= 80 + 1e-9
     model.fit(X)
-    assert model.guarantee_.details["clip"] == pytest.approx(8.0)
+    assert model.guarantee_.details["clip"] == pytest.approx(2.0)
+    assert model.guarantee_.details["max_doc_length"] == 80
+    paper = DPVariationalLDA(3, max_doc_length=80, accountant="paper", epsilon=1.0, delta=1e-6)
+    assert paper._clip_norm() == pytest.approx(8.0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -556,7 +559,9 @@ def test_bound_document_lengths_against_plain_arithmetic():
         assert bounded.sum(axis=1).max() <= length * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("row", [[HUGE, HUGE, 0.0], [1e308, 1e308, 1.0], [HUGE, 0.0, 0.0], [2.0**63, 1.0, 3.0]])
+@pytest.mark.parametrize(
+    "row", [[HUGE, HUGE, 0.0], [1e308, 1e308, 1.0], [HUGE, 0.0, 0.0], [2.0**63, 1.0, 3.0]]
+)
 def test_bound_document_lengths_scales_extreme_counts_without_overflow(row):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow warning: a warning would be observable
@@ -578,7 +583,8 @@ def test_sensitivity_brute_force_with_extreme_documents():
     lam = rng.gamma(2.0, 1.0, (3, 4))
     exp_elog_beta = np.exp(psi(lam) - psi(lam.sum(axis=1, keepdims=True)))
     docs = [list(c) for c in itertools.product((0, 1, 3), repeat=4)]
-    docs += [[HUGE, HUGE, 0, 0], [HUGE, 0, 0, 0], [1e160, 0, 1e160, 1], [2.0**63 - 1, 0, 0, 5], [500, 0, 0, 0]]
+    docs += [[HUGE, HUGE, 0, 0], [HUGE, 0, 0, 0], [1e160, 0, 1e160, 1], [2.0**63 - 1, 0, 0, 5]]
+    docs += [[500, 0, 0, 0]]
     model = DPVariationalLDA(3, epsilon=1.0, delta=1e-6)
     X = model._check_counts(np.array(docs, dtype=float))
     for clip in (model._clip_norm(), 0.3):
@@ -647,7 +653,8 @@ def test_single_document_neighbours_look_alike():
 
 
 def test_guarantee_declares_the_enforced_bounds():
-    g = DPVariationalLDA(2, batch_size=40, n_passes=1, epsilon=1.0, delta=1e-6).fit(np.ones((80, 5))).guarantee_
+    model = DPVariationalLDA(2, batch_size=40, n_passes=1, epsilon=1.0, delta=1e-6)
+    g = model.fit(np.ones((80, 5))).guarantee_
     assert g.details["max_doc_length"] == dp_vi_lda.DEFAULT_MAX_DOC_LENGTH
     assert g.details["clip"] == dp_vi_lda.DEFAULT_CLIP
     assert "document length" in g.public and "clipping norm" in g.public

@@ -177,13 +177,15 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
     vi = parser.add_argument_group("variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=positive_int, default=128,
-                    help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--batch-size", type=positive_int, default=None,
+                    help="(expected) minibatch size S (default: all documents when private, else 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (default 0.1 x max document length)")
+                    help="clipping norm C of each document's statistics (default 2; 0.1 x max document length "
+                    "with --accountant paper)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
-                    help="declared maximum document length; longer documents are truncated (default C: 500)")
+                    help="declared maximum document length; longer documents are scaled down to it "
+                    "(default 500 when private)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
                     help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
                          "--allow-unproven)")

@@ -23,9 +23,17 @@ Algorithm (one step ``t = 1..T``; ``K`` topics, ``V`` words, ``N`` documents)
    ``s_d[k, w] = n_dw exp(E log theta_dk + E log beta_kw) / phinorm_dw`` (``K x V``, entries
    ``>= 0``, summing to the document length), **clipped** to Frobenius norm ``C``:
    ``s_d <- s_d min(1, C / ||s_d||_F)``.
-4. Release ``s_bar = (1/S) sum_{d in B_t} s_d + N(0, sigma^2 I)`` and zero its negative entries
-   (post-processing).
-5. ``lambda <- (1 - rho_t) lambda + rho_t (eta + N s_bar)`` with ``rho_t = (tau_0 + t)^-kappa``.
+4. Release ``s_bar = (1/S) sum_{d in B_t} s_d + N(0, sigma^2 I)`` (``accountant="paper"``:
+   zero its negative entries, as the authors do).
+5. ``lambda <- (1 - rho_t) lambda + rho_t (eta + N s_bar)`` with ``rho_t = (tau_0 + t)^-kappa``,
+   then (exact accountant) ``lambda <- max(lambda, eta)`` entrywise. Both are post-processing;
+   flooring after the average lets the noise of successive releases cancel first, where
+   zeroing each release adds about ``0.4 N sigma`` to every entry with no signal.
+
+Before step 2 every document is scaled to at most the public length ``L``
+(:func:`bound_document_lengths`, always on a private path), in a form in which no finite
+count overflows, so a neighbour with counts near float64's maximum behaves as any other long
+document.
 
 Neighbouring relation and sensitivity
 -------------------------------------
@@ -115,6 +123,7 @@ from dptensor.privacy import (
 from dptensor.tensor.lda_moments import check_count_matrix
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_CLIP",
     "DEFAULT_MAX_DOC_LENGTH",
     "MAX_EPSILON",
@@ -134,6 +143,12 @@ DEFAULT_MAX_DOC_LENGTH = 500
 #: Frobenius norm of one document's statistics is about ``sqrt(length)`` (Debian package
 #: descriptions: median 2.0, 95th percentile 2.7), far below the authors' worst-case ``0.1 L = 50``.
 DEFAULT_CLIP = 2.0
+#: Minibatch size of a non-private (or ``accountant="paper"``) fit when ``batch_size`` is None
+#: (scikit-learn's default). A private fit's default is the full batch, ``S = N``: ``T =
+#: n_passes`` releases whose noise on ``N s_bar`` has standard deviation ``sqrt(2) z C`` with ``z``
+#: growing as ``sqrt(T)``, where small minibatches put ``N / S`` times that on each early step
+#: (on Debian's package descriptions at epsilon = 1: NPMI -0.68 at S = 128, -0.07 at S = N).
+DEFAULT_BATCH_SIZE = 128
 #: The authors' ``clippingProportion``: ``C = 0.1 * max_doc_length`` (``accountant="paper"``).
 CLIP_PROPORTION = 0.1
 #: The largest budget a private fit accepts. Above it the noise is negligible (the fit is, for any
@@ -491,26 +506,34 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         Number of topics ``K``.
     doc_topic_prior, topic_word_prior : float, optional
         ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn).
-    batch_size : int, default 128
+    batch_size : int, optional
         ``S``: the expected (``"exact"``) or exact (``"paper"``, non-private) minibatch size.
+        Default: every document (``S = N``, full batch) for a private fit with the exact
+        accountant, :data:`DEFAULT_BATCH_SIZE` ``= 128`` otherwise (as scikit-learn).
     n_passes : int, default 10
         Passes over the corpus: ``T = n_passes * ceil(N / S)`` steps.
     clip : float, optional
         ``C``, the Frobenius norm each document's statistics are clipped to. Default (private):
-        ``0.1 * max_doc_length`` (the authors' rule). It is a public parameter: it is never
-        derived from the data.
+        :data:`DEFAULT_CLIP` ``= 2``, chosen for real text (a document of ``n`` distinct words
+        assigned to one topic has norm ``sqrt(n)``); ``0.1 * max_doc_length`` (the authors'
+        rule) with ``accountant="paper"``. It is a public parameter: never derived from the data.
     max_doc_length : int, optional
-        A declared, public maximum document length ``L``. Documents with more tokens are
-        truncated to ``L`` tokens (their counts scaled by ``L / length``, a per-document map), so
-        the declaration holds. Private fits default to ``L = 500`` for the default ``clip`` only
-        and truncate only when ``max_doc_length`` is given.
-    learning_offset, learning_decay : float, default 1024 and 0.7
-        ``tau_0`` and ``kappa`` of ``rho_t = (tau_0 + t)^-kappa``, ``t = 1, 2, ...``.
+        A declared, public maximum document length ``L``. Documents with more tokens are scaled
+        down to ``L`` tokens (counts times ``L / length``, a per-document map, computed so that
+        no finite count overflows: :func:`bound_document_lengths`), so the declaration holds.
+        Private fits always enforce a bound: ``L = 500`` (:data:`DEFAULT_MAX_DOC_LENGTH`) unless
+        given; it is declared in the guarantee's details. Non-private fits truncate only when
+        it is given.
+    learning_offset, learning_decay : float, default 10 and 0.7
+        ``tau_0`` and ``kappa`` of ``rho_t = (tau_0 + t)^-kappa``, ``t = 1, 2, ...``
+        (scikit-learn's defaults; the earlier 1024 made the non-private fit about 20% worse in
+        held-out perplexity on a real corpus).
     max_doc_update_iter : int, default 100
     mean_change_tol : float, default 1e-3
         E-step stopping rule (per document).
     epsilon, delta : float, optional
-        Total budget over all ``T`` steps; ``epsilon=None`` is non-private.
+        Total budget over all ``T`` steps; ``epsilon=None`` is non-private. ``epsilon`` at most
+        :data:`MAX_EPSILON` ``= 1000``.
     accountant : {"exact", "paper"}, default "exact"
         ``"exact"``: Poisson sampling and dp-accounting's PLD accountant under replace-one (a
         proved guarantee). ``"paper"``: the authors' fixed-size minibatches and moments
@@ -563,7 +586,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [None, Interval(Integral, 1, None, closed="left")],
         "n_passes": [Interval(Integral, 1, None, closed="left")],
         "clip": [None, Interval(Real, 0, None, closed="neither")],
         "max_doc_length": [None, Interval(Integral, 1, None, closed="left")],
@@ -583,11 +606,11 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         *,
         doc_topic_prior: float | None = None,
         topic_word_prior: float | None = None,
-        batch_size: int = 128,
+        batch_size: int | None = None,
         n_passes: int = 10,
         clip: float | None = None,
         max_doc_length: int | None = None,
-        learning_offset: float = 1024.0,
+        learning_offset: float = 10.0,
         learning_decay: float = 0.7,
         max_doc_update_iter: int = 100,
         mean_change_tol: float = 1e-3,
@@ -628,6 +651,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 "calibrates (the noise would be negligible); use epsilon=None for a non-private fit"
             )
 
+    def _batch_size(self, n_documents: int) -> int:
+        """``batch_size``; by default every document for a private fit (``"exact"``), else 128."""
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        if self._is_private and self.accountant != "paper":
+            return int(n_documents)
+        return DEFAULT_BATCH_SIZE
+
     def _clip_norm(self) -> float | None:
         """``clip``; by default :data:`DEFAULT_CLIP` (private), ``0.1 L`` (``accountant="paper"``), none."""
         if self.clip is not None:
@@ -641,7 +672,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     def _plan_guarantee(self, n_documents: int, n_steps: int) -> tuple[PrivacyGuarantee, float]:
         """The guarantee and the noise standard deviation, from parameters and ``N`` only."""
         eps, delta = float(self.epsilon), float(self.delta)
-        S = int(self.batch_size)
+        S = self._batch_size(n_documents)
         clip = self._clip_norm()
         assert clip is not None
         q = min(1.0, S / n_documents)
@@ -796,7 +827,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
         release had begun).
         """
-        S = int(self.batch_size)
+        S = self._batch_size(n_docs)
         n_steps = n_passes * math.ceil(n_docs / S)
         clip = self._clip_norm()
         k = int(self.n_components)
