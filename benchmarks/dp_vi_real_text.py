@@ -176,19 +176,38 @@ def npmi(topics: np.ndarray, counts: sp.csr_matrix, top: int = 10) -> float:
 
 
 def scores(model, data: dict) -> dict:
+    """Completion perplexity, NPMI, and scikit-learn's variational-bound perplexity of the held-out set."""
     topics = model.components_ / model.components_.sum(axis=1, keepdims=True)
     theta = model.transform(data["first"])
+    k = model.components_.shape[0]
+    bound = DPVariationalLDA.from_components(model.components_, doc_topic_prior=1 / k, topic_word_prior=1 / k)
     return {
         "perplexity": completion_perplexity(theta, topics, data["second"]),
         "npmi": npmi(topics, data["all"]),
+        "bound_perplexity": bound.perplexity(data["test"]),
     }
 
 
 # ---------------------------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------------------------
+def fit(
+    label: str, train: sp.csr_matrix, k: int, epsilon: float | None, delta: float, seed: int, params: dict
+):  # noqa: ANN201 - a fitted estimator
+    """scikit-learn's online LDA, or DPVariationalLDA with its defaults (plus ``params`` when private)."""
+    if label.startswith("sklearn"):
+        from sklearn.decomposition import LatentDirichletAllocation
+
+        return LatentDirichletAllocation(k, learning_method="online", random_state=seed).fit(train)
+    if epsilon is None:
+        return DPVariationalLDA(k, random_state=seed).fit(train)
+    return DPVariationalLDA(k, epsilon=epsilon, delta=delta, random_state=seed, **params).fit(train)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--corpora", default="debian,wordnet")
     parser.add_argument("--words", type=int, default=2000)
     parser.add_argument("--k", type=int, default=10)
@@ -198,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epsilons", default="1,4")
     parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--private", default="{}", help="extra DPVariationalLDA parameters (JSON) for private fits")
+    parser.add_argument("--private", default="{}", help="extra DPVariationalLDA parameters (JSON)")
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json")
@@ -210,32 +229,23 @@ def main(argv: list[str] | None = None) -> None:
         corpus = load(name, args.words, args.public_fraction, args.max_documents, args.seed)
         train, test = split(corpus["counts"], args.test_fraction, args.seed)
         first, second = completion_halves(test, args.seed)
-        data = {"first": first, "second": second, "all": corpus["counts"]}
+        data = {"first": first, "second": second, "all": corpus["counts"], "test": test}
         lengths = np.asarray(train.sum(axis=1)).ravel()
-        print(f"[{name}] {train.shape[0]} training, {test.shape[0]} held-out documents, V={train.shape[1]}, "
-              f"median length {np.median(lengths):g}, empty {np.mean(lengths == 0):.1%}", flush=True)  # fmt: skip
-        rows.append({"corpus": name, "model": "unigram", "epsilon": None,
-                     "perplexity": unigram_perplexity(train, second), "npmi": None, "seconds": 0.0})  # fmt: skip
+        print(f"[{name}] {train.shape[0]} training, {test.shape[0]} held-out documents, "
+              f"V={train.shape[1]}, median length {np.median(lengths):g}, "
+              f"empty {np.mean(lengths == 0):.1%}", flush=True)  # fmt: skip
+        rows.append({"corpus": name, "model": "unigram", "epsilon": None, "npmi": None, "seconds": 0.0,
+                     "perplexity": unigram_perplexity(train, second)})  # fmt: skip
         print(rows[-1], flush=True)
         fits = []
         if not args.skip_sklearn:
-            from sklearn.decomposition import LatentDirichletAllocation
-
-            def sklearn_fit(seed: int):
-                model = LatentDirichletAllocation(args.k, learning_method="online", random_state=seed)
-                return model.fit(train)
-
-            fits.append(("sklearn online", None, sklearn_fit))
-        fits.append(("DPVariationalLDA", None, lambda seed: DPVariationalLDA(args.k, random_state=seed).fit(train)))
-        for eps in (float(e) for e in args.epsilons.split(",") if e):
-            def private_fit(seed: int, eps: float = eps):
-                return DPVariationalLDA(args.k, epsilon=eps, delta=args.delta, random_state=seed, **extra).fit(train)
-
-            fits.append(("DPVariationalLDA", eps, private_fit))
-        for label, eps, fit in fits:
+            fits.append(("sklearn online", None, {}))
+        fits.append(("DPVariationalLDA", None, {}))
+        fits += [("DPVariationalLDA", float(e), extra) for e in args.epsilons.split(",") if e]
+        for label, eps, params in fits:
             for rep in range(args.repeats if eps is not None else 1):
                 start = time.perf_counter()
-                model = fit(rep)
+                model = fit(label, train, args.k, eps, args.delta, rep, params)
                 row = {"corpus": name, "model": label, "epsilon": eps, **scores(model, data),
                        "seconds": time.perf_counter() - start}  # fmt: skip
                 if eps is not None:

@@ -181,8 +181,8 @@ def _vi_arguments(parser: argparse.ArgumentParser) -> None:
                     help="(expected) minibatch size S (default: all documents when private, else 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (default 2; 0.1 x max document length "
-                    "with --accountant paper)")
+                    help="clipping norm C of each document's statistics (default 2; 0.1 x max document "
+                    "length with --accountant paper)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
                     help="declared maximum document length; longer documents are scaled down to it "
                     "(default 500 when private)")

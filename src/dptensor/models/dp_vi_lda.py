@@ -652,12 +652,16 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             )
 
     def _batch_size(self, n_documents: int) -> int:
-        """``batch_size``; by default every document for a private fit (``"exact"``), else 128."""
+        """``S``: ``batch_size`` (at most ``N``); by default ``N`` for a private fit (``"exact"``), else 128.
+
+        A ``batch_size`` above ``N`` means the full batch: the minibatch mean is then divided by
+        ``N``, not by the larger ``batch_size`` (which scaled every statistic by ``N / S < 1``).
+        """
         if self.batch_size is not None:
-            return int(self.batch_size)
+            return min(int(self.batch_size), int(n_documents))
         if self._is_private and self.accountant != "paper":
             return int(n_documents)
-        return DEFAULT_BATCH_SIZE
+        return min(DEFAULT_BATCH_SIZE, int(n_documents))
 
     def _clip_norm(self) -> float | None:
         """``clip``; by default :data:`DEFAULT_CLIP` (private), ``0.1 L`` (``accountant="paper"``), none."""
