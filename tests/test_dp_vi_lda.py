@@ -343,12 +343,12 @@ EPSILON, DELTA = 1.0, 1e-5
 
 def _audit_samples(pair, runs, **kw):
     """``lambda[0, 0] - lambda[0, 1]`` after a fit of one topic on each corpus of the pair."""
+    kw = {"clip": 5.0, **kw}
     out = []
     for X in pair:
         stats = np.empty(runs)
         for r in range(runs):
-            model = DPVariationalLDA(1, n_passes=1, clip=5.0, epsilon=EPSILON, delta=DELTA, random_state=0,
-                                     **kw)
+            model = DPVariationalLDA(1, n_passes=1, epsilon=EPSILON, delta=DELTA, random_state=0, **kw)
             lam = model.fit(X).components_
             stats[r] = lam[0, 0] - lam[0, 1]
         out.append(stats)
@@ -370,10 +370,10 @@ def _under_noised(monkeypatch, factor=20.0):
     monkeypatch.setattr(dp_vi_lda, "dp_vi_noise_multiplier", calibrated_for_more)
 
 
-def _audit(monkeypatch, runs: int, batch_size: int) -> None:
-    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+def _audit(monkeypatch, runs: int, **kw) -> None:
+    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, **kw), DELTA)
     _under_noised(monkeypatch)
-    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, **kw), DELTA)
     assert honest <= EPSILON
     assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
 
@@ -387,6 +387,27 @@ def test_audit_poisson_subsampled(monkeypatch):
 def test_audit_full_batch(monkeypatch):
     """Full batch: the statistic sees the whole sqrt(2) C / S shift (the sqrt(2) sensitivity is tight)."""
     _audit(monkeypatch, runs=2500, batch_size=16)
+
+
+@pytest.mark.slow
+def test_audit_defaults(monkeypatch):
+    """The private defaults (full batch S = N, C = DEFAULT_CLIP, lambda floored at eta) pass and catch."""
+    _audit(monkeypatch, runs=2500, clip=None)
+
+
+def test_batch_size_above_n_is_the_full_batch():
+    X = make_lda_corpus(60, 10, 2, alpha=0.3, doc_length=15, random_state=0).counts
+    fits = []
+    for batch_size in (60, 10**6, None):
+        with pytest.warns(PrivacyWarning):  # insecure test noise
+            fits.append(DPVariationalLDA(2, batch_size=batch_size, n_passes=2, epsilon=1.0, delta=1e-6,
+                                         noise=insecure_test_noise(1), random_state=0).fit(X))  # fmt: skip
+    for model in fits[1:]:
+        np.testing.assert_array_equal(model.components_, fits[0].components_)
+        assert model.guarantee_.details["batch_size"] == 60 and model.guarantee_.n_releases == 2
+        assert model.guarantee_.details["sensitivity"] == pytest.approx(math.sqrt(2) * 2.0 / 60)
+    # non-private: the default minibatch is scikit-learn's 128 (at most N)
+    assert DPVariationalLDA(2)._batch_size(1000) == 128 and DPVariationalLDA(2)._batch_size(60) == 60
 
 
 # ------------------------------------------------------------------------------------------------
@@ -671,3 +692,21 @@ def test_huge_epsilon_is_refused_before_anything_is_charged():
         fitted = DPVariationalLDA(2, batch_size=10, n_passes=1, epsilon=dp_vi_lda.MAX_EPSILON, delta=1e-6,
                                   random_state=0).fit(np.ones((50, 4)))  # fmt: skip
     assert fitted.guarantee_.holds and fitted.guarantee_.epsilon_exact <= dp_vi_lda.MAX_EPSILON
+
+
+def test_lambda_noise_std_is_the_noise_left_in_lambda():
+    """The public noise level used by shrink_noise equals the empirical spread of lambda over runs."""
+    X = np.zeros((30, 4))
+    X[:, 0] = 3  # every statistic is the same: lambda's spread over runs is the noise alone
+    lams = []
+    for _ in range(300):
+        model = DPVariationalLDA(1, n_passes=3, epsilon=1.0, delta=1e-6, random_state=0).fit(X)
+        lams.append(model.components_[0, 0] + model.lambda_noise_std_)  # undo the shrinkage of a big entry
+    rho = [(10.0 + t) ** -0.7 for t in (1, 2, 3)]
+    weights = [rho[0] * (1 - rho[1]) * (1 - rho[2]), rho[1] * (1 - rho[2]), rho[2]]
+    expected = 30 * model.noise_std_ * math.sqrt(sum(w * w for w in weights))
+    assert model.lambda_noise_std_ == pytest.approx(expected)
+    assert np.std(lams) == pytest.approx(expected, rel=0.15)
+    shrunk = dp_vi_lda.shrink_noise(np.array([0.5, 3.0, 10.0]), 2.0, 1.0)
+    np.testing.assert_array_equal(shrunk, [1.0, 1.0, 8.0])
+    assert DPVariationalLDA(1, n_passes=1).fit(X).lambda_noise_std_ == 0.0
