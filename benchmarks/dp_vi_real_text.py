@@ -27,9 +27,12 @@ Scores (the same for every model):
   never co-occur count -1), averaged over topics.
 
 Models: scikit-learn's ``LatentDirichletAllocation(learning_method="online")`` (its defaults:
-``learning_offset=10``, batch 128, priors ``1/k``), the non-private ``DPVariationalLDA`` with its
-defaults (the same online VB), and the private ``DPVariationalLDA`` with its defaults at each
-``--epsilons`` (``delta = --delta``), ``--repeats`` fits each (fresh secret noise).
+``learning_offset=10``, batch 128, 10 passes, priors ``1/k``), the non-private ``DPVariationalLDA``
+with its defaults (the same online VB) and with the full batch (the private default's schedule
+without noise), and the private ``DPVariationalLDA`` with its defaults (full batch, ``C = 2``,
+``L = 500``) at each ``--epsilons`` (``delta = --delta``), ``--repeats`` fits each (fresh secret
+noise). Also reported: scikit-learn's variational-bound perplexity of the held-out documents
+(``bound_perplexity``, the same evaluator for every ``lambda``).
 
 Usage::
 
@@ -200,7 +203,7 @@ def fit(
 
         return LatentDirichletAllocation(k, learning_method="online", random_state=seed).fit(train)
     if epsilon is None:
-        return DPVariationalLDA(k, random_state=seed).fit(train)
+        return DPVariationalLDA(k, random_state=seed, **params).fit(train)
     return DPVariationalLDA(k, epsilon=epsilon, delta=delta, random_state=seed, **params).fit(train)
 
 
@@ -241,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_sklearn:
             fits.append(("sklearn online", None, {}))
         fits.append(("DPVariationalLDA", None, {}))
+        fits.append(("DPVariationalLDA full batch", None, {"batch_size": train.shape[0]}))
         fits += [("DPVariationalLDA", float(e), extra) for e in args.epsilons.split(",") if e]
         for label, eps, params in fits:
             for rep in range(args.repeats if eps is not None else 1):
