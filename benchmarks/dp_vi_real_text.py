@@ -28,16 +28,18 @@ Scores (the same for every model):
 
 Models: scikit-learn's ``LatentDirichletAllocation(learning_method="online")`` (its defaults:
 ``learning_offset=10``, batch 128, 10 passes, priors ``1/k``), the non-private ``DPVariationalLDA``
-with its defaults (the same online VB) and with the full batch (the private default's schedule
-without noise), and the private ``DPVariationalLDA`` with its defaults (full batch, ``C = 2``,
-``L = 500``) at each ``--epsilons`` (``delta = --delta``), ``--repeats`` fits each (fresh secret
-noise). Also reported: scikit-learn's variational-bound perplexity of the held-out documents
-(``bound_perplexity``, the same evaluator for every ``lambda``).
+with its defaults (the same online VB) and with the full batch and ``alpha = 0.5`` (the private
+defaults without noise), and the private ``DPVariationalLDA`` with its defaults (full batch,
+``C = 2``, ``L = 500``, ``alpha = 0.5``) at each ``--epsilons`` (``delta = --delta``),
+``--repeats`` fits each (fresh secret noise). Also reported: scikit-learn's variational-bound
+perplexity of the held-out documents (``bound_perplexity``, the same evaluator for every
+``lambda``).
 
 Usage::
 
     python benchmarks/dp_vi_real_text.py --corpora debian,wordnet --out /tmp/dp_vi_real
     python benchmarks/dp_vi_real_text.py --corpora wordnet --max-documents 20000 --epsilons 1
+    python benchmarks/dp_vi_real_text.py --models full,private --repeats 2   # no scikit-learn
 
 Timings are wall-clock on whatever machine runs it.
 """
@@ -61,6 +63,7 @@ import scipy.sparse as sp  # noqa: E402
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer  # noqa: E402
 
 from dptensor import DPVariationalLDA  # noqa: E402
+from dptensor.models.dp_vi_lda import DEFAULT_PRIVATE_DOC_TOPIC_PRIOR  # noqa: E402
 
 TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"
 WORDNET = Path("/usr/share/wordnet")
@@ -221,7 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--private", default="{}", help="extra DPVariationalLDA parameters (JSON)")
-    parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument("--models", default="sklearn,online,full,private",
+                        help="rows to fit: sklearn, online (non-private defaults), full (non-private "
+                        "full batch, alpha 0.5), private")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json")
     args = parser.parse_args(argv)
@@ -240,12 +245,17 @@ def main(argv: list[str] | None = None) -> None:
         rows.append({"corpus": name, "model": "unigram", "epsilon": None, "npmi": None, "seconds": 0.0,
                      "perplexity": unigram_perplexity(train, second)})  # fmt: skip
         print(rows[-1], flush=True)
+        models = args.models.split(",")
         fits = []
-        if not args.skip_sklearn:
+        if "sklearn" in models:
             fits.append(("sklearn online", None, {}))
-        fits.append(("DPVariationalLDA", None, {}))
-        fits.append(("DPVariationalLDA full batch", None, {"batch_size": train.shape[0]}))
-        fits += [("DPVariationalLDA", float(e), extra) for e in args.epsilons.split(",") if e]
+        if "online" in models:
+            fits.append(("DPVariationalLDA", None, {}))
+        if "full" in models:  # the private defaults' schedule and prior, without noise
+            full = {"batch_size": train.shape[0], "doc_topic_prior": DEFAULT_PRIVATE_DOC_TOPIC_PRIOR}
+            fits.append(("DPVariationalLDA full batch", None, full))
+        if "private" in models:
+            fits += [("DPVariationalLDA", float(e), extra) for e in args.epsilons.split(",") if e]
         for label, eps, params in fits:
             for rep in range(args.repeats if eps is not None else 1):
                 start = time.perf_counter()

@@ -51,12 +51,13 @@ TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
 THETA_FORMATS = (".txt", ".csv", ".npy")
 
+FIT_DEFAULT_ALPHA0 = 1.0
 ALPHA0_HELP = (
     "Dirichlet concentration alpha_0 = sum of the topic priors alpha_i (default 1). It sets how many topics "
     "a document mixes: small (0.1-1) for documents about one or two topics, about k/2 or more for documents "
     "mixing many. The spectral fit's moments assume it, so a wrong value costs accuracy: try a grid "
     "(e.g. 0.1 0.3 1 3 10) and keep the value with the best held-out perplexity (docs/lda.md, 'Choosing "
-    "alpha0')"
+    "alpha0'). A private --method vi fit defaults to 0.5 per topic (alpha_0 = k/2)"
 )
 
 FIT_EXAMPLES = """examples:
@@ -93,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              epilog=FIT_EXAMPLES)
     _corpus_arguments(fit)
     fit.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
-    fit.add_argument("--alpha0", type=positive_float, default=1.0, help=ALPHA0_HELP)
+    fit.add_argument("--alpha0", type=positive_float, default=FIT_DEFAULT_ALPHA0, help=ALPHA0_HELP)
     fit.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
     fit.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
     fit.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
@@ -381,8 +382,11 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     progress_line(f"reading {args.corpus} ...", args.quiet)
     corpus = _load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
+    # --alpha0 left at its default: the estimator's own default prior (0.5 per topic when private)
+    default_alpha0 = args.alpha0 == FIT_DEFAULT_ALPHA0 and args.accountant == "exact" and private
     model = DPVariationalLDA(
-        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
+        args.topics, doc_topic_prior=None if default_alpha0 else args.alpha0 / args.topics,
+        batch_size=args.batch_size,
         n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=args.epsilon,
         delta=args.delta, accountant=args.accountant, random_state=args.seed,
         noise=args.noise if private else None, ledger=ledger, verbose=not args.quiet,

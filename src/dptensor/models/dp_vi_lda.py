@@ -127,6 +127,7 @@ from dptensor.tensor.lda_moments import check_count_matrix
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "DEFAULT_PRIVATE_DOC_TOPIC_PRIOR",
     "DEFAULT_CLIP",
     "DEFAULT_MAX_DOC_LENGTH",
     "MAX_EPSILON",
@@ -153,6 +154,12 @@ DEFAULT_CLIP = 2.0
 #: growing as ``sqrt(T)``, where small minibatches put ``N / S`` times that on each early step
 #: (on Debian's package descriptions at epsilon = 1: NPMI -0.68 at S = 128, -0.07 at S = N).
 DEFAULT_BATCH_SIZE = 128
+#: Default document-topic prior ``alpha`` of a private fit (exact accountant): flatter than the
+#: non-private ``1/K``, so that a document's proportions do not commit to one noisy topic on the
+#: strength of a few words. On two real corpora of short documents (Debian package descriptions,
+#: WordNet glosses; ``K = 10``, ``epsilon = 1``) it lowered the held-out completion perplexity by
+#: 6-7% and raised the topics' NPMI, against ``alpha = 1/K``.
+DEFAULT_PRIVATE_DOC_TOPIC_PRIOR = 0.5
 #: The authors' ``clippingProportion``: ``C = 0.1 * max_doc_length`` (``accountant="paper"``).
 CLIP_PROPORTION = 0.1
 #: The largest budget a private fit accepts. Above it the noise is negligible (the fit is, for any
@@ -524,7 +531,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     n_components : int
         Number of topics ``K``.
     doc_topic_prior, topic_word_prior : float, optional
-        ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn).
+        ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn), except
+        ``alpha = 0.5`` (:data:`DEFAULT_PRIVATE_DOC_TOPIC_PRIOR`) for a private fit with the
+        exact accountant.
     batch_size : int, optional
         ``S``: the expected (``"exact"``) or exact (``"paper"``, non-private) minibatch size.
         Default: every document (``S = N``, full batch) for a private fit with the exact
@@ -685,6 +694,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         if self._is_private and self.accountant != "paper":
             return int(n_documents)
         return min(DEFAULT_BATCH_SIZE, int(n_documents))
+
+    def _doc_topic_prior(self) -> float:
+        """``alpha``: ``doc_topic_prior``; by default 0.5 (private, exact accountant), else ``1/K``."""
+        if self.doc_topic_prior is not None:
+            return float(self.doc_topic_prior)
+        if self._is_private and self.accountant != "paper":
+            return DEFAULT_PRIVATE_DOC_TOPIC_PRIOR
+        return 1.0 / int(self.n_components)
 
     def _clip_norm(self) -> float | None:
         """``clip``; by default :data:`DEFAULT_CLIP` (private), ``0.1 L`` (``accountant="paper"``), none."""
@@ -858,7 +875,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         n_steps = n_passes * math.ceil(n_docs / S)
         clip = self._clip_norm()
         k = int(self.n_components)
-        alpha = 1.0 / k if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        alpha = self._doc_topic_prior()
         eta = 1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior)
         source: NoiseSource | None = None
         sigma = 0.0
