@@ -965,7 +965,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         k = lam.shape[0]
         model.components_ = lam
         model.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(lam))
-        model.doc_topic_prior_ = 1.0 / k if model.doc_topic_prior is None else float(model.doc_topic_prior)
+        model.doc_topic_prior_ = model._doc_topic_prior()
         model.topic_word_prior_ = 1.0 / k if model.topic_word_prior is None else float(model.topic_word_prior)
         model.n_features_in_ = lam.shape[1]
         return model
