@@ -114,4 +114,4 @@ def test_private_defaults_and_huge_epsilon(tmp_path, capsys, counts):
     assert "doc_topic_prior = 0.1" in capsys.readouterr().out  # an explicit --alpha0 is kept
     assert main(base + ["--epsilon", "1e6"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "epsilon" in err[0] and "1000" in err[0]
+    assert len(err) == 1 and "--epsilon" in err[0] and "1000" in err[0] and "reading" not in err[0]

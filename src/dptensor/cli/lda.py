@@ -33,7 +33,7 @@ from dptensor.cli._options import (
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
-from dptensor.models.dp_vi_lda import DPVariationalLDA
+from dptensor.models.dp_vi_lda import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
 from dptensor.parallel import public_shape
@@ -379,6 +379,11 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if args.topics is None or args.topics < 1:
         raise ValueError(f"--topics must be a positive integer, got {args.topics}")
     private = args.epsilon is not None
+    if private and args.epsilon > MAX_EPSILON:
+        raise ValueError(
+            f"--epsilon {args.epsilon:g} is above {MAX_EPSILON:g}, the largest budget --method vi "
+            "calibrates; leave out --epsilon for a non-private fit"
+        )
     progress_line(f"reading {args.corpus} ...", args.quiet)
     corpus = _load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
