@@ -15,16 +15,15 @@ separate text too, but shares too few words: a median of one in-vocabulary token
 The remaining documents are split at random (public seed) into ``1 - --test-fraction`` training
 and ``--test-fraction`` held-out documents.
 
-Scores (the same for every model):
+Scores (the same for every model, from :mod:`dptensor.evaluation`):
 
-* **document-completion perplexity** on the held-out documents with at least two tokens: each
-  document's tokens are split at random (public seed) into two halves; the topic proportions are
-  inferred from the first (``transform``), and the second half is scored by
-  ``sum_w n_w log sum_k theta_k beta_kw``; ``exp(-total / tokens)``. The **unigram model** (no
-  topics) scores the second half with the training corpus's word frequencies (add-one smoothed):
-  every private model must beat it.
-* **NPMI** of each topic's top 10 words, document co-occurrence over the whole corpus (pairs that
-  never co-occur count -1), averaged over topics.
+* **document-completion perplexity** on the held-out documents with at least two tokens
+  (``split_documents``, ``completion_perplexity``: topic proportions inferred from a random half
+  of each document's tokens, the other half scored), against the **unigram model** (no topics;
+  ``unigram_perplexity``, the training corpus's word frequencies, add-one smoothed): every
+  private model must beat it;
+* **NPMI** of each topic's top 10 words (``topic_npmi``, boolean document co-occurrence over the
+  whole corpus, gensim's smoothing), averaged over topics.
 
 Models: scikit-learn's ``LatentDirichletAllocation(learning_method="online")`` (its defaults:
 ``learning_offset=10``, batch 128, 10 passes, priors ``1/k``), the non-private ``DPVariationalLDA``
@@ -62,7 +61,7 @@ import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer  # noqa: E402
 
-from dptensor import DPVariationalLDA  # noqa: E402
+from dptensor import DPVariationalLDA, evaluation  # noqa: E402
 from dptensor.models.dp_vi_lda import DEFAULT_PRIVATE_DOC_TOPIC_PRIOR  # noqa: E402
 
 TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"
@@ -124,72 +123,15 @@ def split(counts: sp.csr_matrix, test_fraction: float, seed: int) -> tuple[sp.cs
 
 
 # ---------------------------------------------------------------------------------------------
-# scores
+# scores (dptensor.evaluation)
 # ---------------------------------------------------------------------------------------------
-def completion_halves(test: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """Each held-out document (>= 2 tokens) split at random into an observed and a scored half."""
-    test = sp.csr_matrix(test)
-    lengths = np.asarray(test.sum(axis=1)).ravel()
-    keep = np.flatnonzero(lengths >= 2)
-    rng = np.random.default_rng(seed + 2)
-    first = sp.lil_matrix((keep.size, test.shape[1]))
-    second = sp.lil_matrix((keep.size, test.shape[1]))
-    for row, d in enumerate(keep):
-        start, stop = test.indptr[d], test.indptr[d + 1]
-        tokens = np.repeat(test.indices[start:stop], test.data[start:stop].astype(np.int64))
-        rng.shuffle(tokens)
-        half = tokens.size // 2
-        for target, part in ((first, tokens[:half]), (second, tokens[half:])):
-            words, n = np.unique(part, return_counts=True)
-            target[row, words] = n
-    return sp.csr_matrix(first), sp.csr_matrix(second)
-
-
-def completion_perplexity(theta: np.ndarray, topics: np.ndarray, scored: sp.csr_matrix) -> float:
-    """``exp(-sum n_w log (theta beta)_w / tokens)`` over the scored halves."""
-    scored = sp.csr_matrix(scored)
-    rows = np.repeat(np.arange(scored.shape[0]), np.diff(scored.indptr))
-    prob = np.einsum("ij,ji->i", theta[rows], topics[:, scored.indices])
-    return float(np.exp(-(scored.data @ np.log(np.maximum(prob, 1e-300))) / scored.data.sum()))
-
-
-def unigram_perplexity(train: sp.csr_matrix, scored: sp.csr_matrix) -> float:
-    freq = np.asarray(train.sum(axis=0)).ravel() + 1.0
-    return completion_perplexity(np.ones((scored.shape[0], 1)), (freq / freq.sum())[None, :], scored)
-
-
-def npmi(topics: np.ndarray, counts: sp.csr_matrix, top: int = 10) -> float:
-    """Mean NPMI of each topic's ``top`` words, document co-occurrence over ``counts``."""
-    binary = sp.csr_matrix(counts, copy=True)
-    binary.data[:] = 1.0
-    n_docs = binary.shape[0]
-    scores = []
-    for row in topics:
-        words = np.argsort(row)[::-1][:top]
-        sub = sp.csc_matrix(binary[:, words])
-        df = np.asarray(sub.sum(axis=0)).ravel() / n_docs
-        co = (sub.T @ sub).toarray() / n_docs
-        values = []
-        for i in range(top):
-            for j in range(i + 1, top):
-                if co[i, j] <= 0:
-                    values.append(-1.0)
-                else:
-                    pmi = np.log(co[i, j] / (df[i] * df[j]))
-                    values.append(pmi / -np.log(co[i, j]))
-        scores.append(np.mean(values))
-    return float(np.mean(scores))
-
-
 def scores(model, data: dict) -> dict:
     """Completion perplexity, NPMI, and scikit-learn's variational-bound perplexity of the held-out set."""
-    topics = model.components_ / model.components_.sum(axis=1, keepdims=True)
-    theta = model.transform(data["first"])
     k = model.components_.shape[0]
     bound = DPVariationalLDA.from_components(model.components_, doc_topic_prior=1 / k, topic_word_prior=1 / k)
     return {
-        "perplexity": completion_perplexity(theta, topics, data["second"]),
-        "npmi": npmi(topics, data["all"]),
+        "perplexity": evaluation.completion_perplexity(model, data["split"]),
+        "npmi": float(np.mean(evaluation.topic_npmi(model, data["all"]))),
         "bound_perplexity": bound.perplexity(data["test"]),
     }
 
@@ -236,14 +178,14 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         corpus = load(name, args.words, args.public_fraction, args.max_documents, args.seed)
         train, test = split(corpus["counts"], args.test_fraction, args.seed)
-        first, second = completion_halves(test, args.seed)
-        data = {"first": first, "second": second, "all": corpus["counts"], "test": test}
+        split_ = evaluation.split_documents(test, random_state=args.seed + 2)
+        data = {"split": split_, "all": corpus["counts"], "test": test}
         lengths = np.asarray(train.sum(axis=1)).ravel()
         print(f"[{name}] {train.shape[0]} training, {test.shape[0]} held-out documents, "
               f"V={train.shape[1]}, median length {np.median(lengths):g}, "
               f"empty {np.mean(lengths == 0):.1%}", flush=True)  # fmt: skip
         rows.append({"corpus": name, "model": "unigram", "epsilon": None, "npmi": None, "seconds": 0.0,
-                     "perplexity": unigram_perplexity(train, second)})  # fmt: skip
+                     "perplexity": evaluation.unigram_perplexity(train, split_)})  # fmt: skip
         print(rows[-1], flush=True)
         models = args.models.split(",")
         fits = []
