@@ -152,7 +152,7 @@ DEFAULT_CLIP = 2.0
 #: (scikit-learn's default). A private fit's default is the full batch, ``S = N``: ``T =
 #: n_passes`` releases whose noise on ``N s_bar`` has standard deviation ``sqrt(2) z C`` with ``z``
 #: growing as ``sqrt(T)``, where small minibatches put ``N / S`` times that on each early step
-#: (on Debian's package descriptions at epsilon = 1: NPMI -0.68 at S = 128, -0.07 at S = N).
+#: (on Debian's package descriptions at epsilon = 1: NPMI -0.68 at S = 128, -0.07 at full batch).
 DEFAULT_BATCH_SIZE = 128
 #: Default document-topic prior ``alpha`` of a private fit (exact accountant): flatter than the
 #: non-private ``1/K``, so that a document's proportions do not commit to one noisy topic on the
