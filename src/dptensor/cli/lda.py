@@ -40,7 +40,7 @@ from dptensor.datasets.corpus import (
     load_vocabulary,
     read_text_documents,
 )
-from dptensor.models.dp_vi_lda import DPVariationalLDA
+from dptensor.models.dp_vi_lda import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.private_vectorizer import PrivateCountVectorizer
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
@@ -63,12 +63,13 @@ TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
 THETA_FORMATS = (".txt", ".csv", ".npy")
 
+FIT_DEFAULT_ALPHA0 = 1.0
 ALPHA0_HELP = (
     "Dirichlet concentration alpha_0 = sum of the topic priors alpha_i (default 1). It sets how many topics "
     "a document mixes: small (0.1-1) for documents about one or two topics, about k/2 or more for documents "
     "mixing many. The spectral fit's moments assume it, so a wrong value costs accuracy: try a grid "
     "(e.g. 0.1 0.3 1 3 10) and keep the value with the best held-out perplexity (docs/lda.md, 'Choosing "
-    "alpha0')"
+    "alpha0'). A private --method vi fit defaults to 0.5 per topic (alpha_0 = k/2)"
 )
 
 FIT_EXAMPLES = """examples:
@@ -152,7 +153,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``lda fit`` that configure the model and read the corpus (shared with ``audit lda``)."""
     _corpus_arguments(parser)
     parser.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
-    parser.add_argument("--alpha0", type=positive_float, default=1.0, help=ALPHA0_HELP)
+    parser.add_argument("--alpha0", type=positive_float, default=FIT_DEFAULT_ALPHA0, help=ALPHA0_HELP)
     parser.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
     parser.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
     parser.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
@@ -242,14 +243,16 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
     vi = parser.add_argument_group("variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=positive_int, default=128,
-                    help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--batch-size", type=positive_int, default=None,
+                    help="(expected) minibatch size S (default: all documents when private, else 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
                     help="clipping norm C of each document's statistics (private fits; spectral: default "
-                         "1/V, docs/lda.md; vi: default 0.1 x max document length)")
+                         "1/V, docs/lda.md; vi: default 2, 0.1 x max document length with --accountant "
+                         "paper)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
-                    help="declared maximum document length; longer documents are truncated (default C: 500)")
+                    help="declared maximum document length; longer documents are scaled down to it "
+                    "(default 500 when private)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
                     help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
                          "--allow-unproven)")
@@ -547,8 +550,11 @@ def build_vi_model(
     """
     private = args.epsilon is not None
     epsilon, delta = _model_budget(args)
+    # --alpha0 left at its default: the estimator's own default prior (0.5 per topic when private)
+    default_alpha0 = args.alpha0 == FIT_DEFAULT_ALPHA0 and args.accountant == "exact" and private
     return DPVariationalLDA(
-        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
+        args.topics, doc_topic_prior=None if default_alpha0 else args.alpha0 / args.topics,
+        batch_size=args.batch_size,
         n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
         delta=delta, accountant=args.accountant, random_state=args.seed,
         noise=(noise or args.noise) if private else None, ledger=ledger, verbose=not args.quiet,
@@ -596,6 +602,11 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if args.topics is None or args.topics < 1:
         raise ValueError(f"--topics must be a positive integer, got {args.topics}")
     private = args.epsilon is not None
+    if private and args.epsilon > MAX_EPSILON:
+        raise ValueError(
+            f"--epsilon {args.epsilon:g} is above {MAX_EPSILON:g}, the largest budget --method vi "
+            "calibrates; leave out --epsilon for a non-private fit"
+        )
     progress_line(f"reading {args.corpus} ...", args.quiet)
     vocabulary_guarantee = None
     if private and args.private_vocab is not None:
