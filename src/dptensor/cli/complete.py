@@ -134,7 +134,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEntries:
+def _read(
+    path: str, args: argparse.Namespace, shape: tuple | None, *, allow_empty: bool = False
+) -> TensorEntries:
     if args.movielens:
         with open(path) as handle:
             recbole = ":" in handle.readline()  # RecBole's header of name:type fields
@@ -145,7 +147,7 @@ def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEnt
                 raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
         return reader(path)
-    return read_entries(path, shape=shape, one_based=args.one_based)
+    return read_entries(path, shape=shape, one_based=args.one_based, allow_empty=allow_empty)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -221,8 +223,10 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
             raise ValueError("--neighbouring user: --out needs --test (predictions at the training entries "
                              "would reveal which ratings exist)")
     shape = tuple(args.shape) if args.shape else None
-    train = _read(args.entries, args, shape)
-    test = _read(args.test, args, shape) if args.test else None
+    user = args.neighbouring == "user" and args.privacy is not None
+    # under the user relation a file without ratings is a neighbour of one with one user's ratings
+    train = _read(args.entries, args, shape, allow_empty=user)
+    test = _read(args.test, args, shape, allow_empty=user) if args.test else None
     if shape is None and test is not None:
         shape = tuple(max(a, b) for a, b in zip(train.shape, test.shape, strict=True))
         train = TensorEntries(train.indices, train.values, shape)
@@ -253,7 +257,6 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     seconds = time.perf_counter() - start
     # the training error is computed from the private values without noise: shown only without --privacy
     train_rmse = model.history_[-1] if args.privacy is None and model.history_ else None
-    user = args.neighbouring == "user" and args.privacy is not None
     # under the user relation even the number of ratings is private: it is not printed
     observed = "" if user else f", {len(train)} observed entries"
     steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
@@ -271,7 +274,13 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                      "guarantee": None if guarantee is None else guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)
-    if test is not None:
+    if test is not None and user:
+        # Joint DP: user i's predictions come from user i's un-noised ratings and may go to user i
+        # only; an aggregate over users (an RMSE, a count, a non-finite check) is not released.
+        payload["test_rmse"] = payload["n_test"] = None
+        print("test RMSE: not computed under --neighbouring user (joint DP: an error aggregated over "
+              "users' own predictions is not private)")
+    elif test is not None:
         payload["test_rmse"] = rmse(test.values, predictions)
         payload["n_test"] = len(test)
         print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries")
@@ -289,8 +298,10 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                                               target.values.tolist(), strict=True):
                 ids = [i + base[0], j + base[1], k + base[2]]
                 writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
-        print(f"wrote {len(predictions)} predictions to {path}")
+        print(f"wrote predictions to {path}" if user else f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
+    if user:
+        return 0  # a check over every user's predictions would be an aggregate too
     return 0 if np.all(np.isfinite(predictions)) else 1

@@ -62,8 +62,24 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8")  # noqa: SIM115
 
 
+#: The largest count a corpus holds (``int64``); the readers refuse larger ones, naming the bound only.
+MAX_COUNT = np.iinfo(np.int64).max
+
+
+def _count_bound_error(name: str) -> ValueError:
+    return ValueError(
+        f"{name} contains a count above {MAX_COUNT} (2**63 - 1, the int64 limit of a corpus's counts); "
+        "word counts must be whole numbers in [0, 2**63 - 1]"
+    )
+
+
 def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
-    return check_count_matrix(matrix, name).astype(np.int64)
+    """Validated counts as int64, refusing counts that do not fit (they wrapped negative before)."""
+    counts = check_count_matrix(matrix, name)
+    # 2**63 is the first float64 above MAX_COUNT (which float64 rounds up to 2**63).
+    if counts.nnz and counts.data.max() >= 2.0**63:
+        raise _count_bound_error(name)
+    return counts.astype(np.int64)
 
 
 def load_vocabulary(path: str | Path) -> list[str]:
@@ -195,11 +211,15 @@ def _append_triples(text: str, rows: list, cols: list, vals: list, source: Path)
         return
     try:  # integer parsing is the fast path (valid UCI files hold integers only)
         numbers = np.array(tokens, dtype=np.int64)
-    except (ValueError, OverflowError):
+    except OverflowError:
+        raise _count_bound_error(str(source)) from None
+    except ValueError:
         try:
-            np.array(tokens, dtype=np.float64)
+            values = np.array(tokens, dtype=np.float64)
         except ValueError as exc:
             raise ValueError(f"{source}: expected numeric 'docID wordID count' triples") from exc
+        if np.all(np.isfinite(values) & (values == np.round(values))) and np.max(np.abs(values)) >= 2.0**63:
+            raise _count_bound_error(str(source)) from None
         raise ValueError(
             f"{source}: contains non-integer values; ids and word counts must be whole numbers"
         ) from None

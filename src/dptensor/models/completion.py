@@ -855,7 +855,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        indices, values, shape = check_entries(indices, values, shape)
+        # Under the user relation a data set with no ratings is a neighbour (of one user's ratings): it fits.
+        user_relation = self.privacy == "als" and self.neighbouring == "user"
+        indices, values, shape = check_entries(indices, values, shape, allow_empty=user_relation)
         n = values.shape[0]
         p = self._check_params(shape, n)
         if p["ranks"] is None and p["solver"] == "sgd":
