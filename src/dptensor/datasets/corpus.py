@@ -74,12 +74,19 @@ def _count_bound_error(name: str) -> ValueError:
 
 
 def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
-    """Validated counts as int64, refusing counts that do not fit (they wrapped negative before)."""
+    """Validated counts as int64, refusing counts that do not fit (they wrapped negative before).
+
+    Counts are checked in float64, where ``MAX_COUNT`` rounds to ``2**63``: a count that reads as
+    ``2**63`` is held as ``MAX_COUNT``; larger ones are refused.
+    """
     counts = check_count_matrix(matrix, name)
-    # 2**63 is the first float64 above MAX_COUNT (which float64 rounds up to 2**63).
-    if counts.nnz and counts.data.max() >= 2.0**63:
+    if counts.nnz and counts.data.max() > 2.0**63:
         raise _count_bound_error(name)
-    return counts.astype(np.int64)
+    at_bound = counts.data == 2.0**63
+    counts.data[at_bound] = 0.0
+    exact = counts.astype(np.int64)
+    exact.data[at_bound] = MAX_COUNT
+    return exact
 
 
 def load_vocabulary(path: str | Path) -> list[str]:

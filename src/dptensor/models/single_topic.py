@@ -45,7 +45,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from dptensor._validation import check_random_state, check_rank
+from dptensor._validation import check_epsilon_delta, check_random_state, check_rank
 from dptensor.decomposition.power_method import PowerMethodResult, default_n_restarts, power_method
 from dptensor.decomposition.private_power_method import default_private_n_iter, private_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
@@ -200,6 +200,7 @@ def single_topic_release(
     """
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    check_epsilon_delta(epsilon, delta)  # finite, positive, and never a bool
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     if not 0 < budget_split < 1:
