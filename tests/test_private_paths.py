@@ -19,6 +19,7 @@ from dptensor.datasets.entries import read_entries
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.single_topic import single_topic_release
+from dptensor.privacy import NoiseSource, PrivacyWarning
 from dptensor.privacy.audit import observable_differences, observe
 from dptensor.tensor.lda_moments import check_count_matrix
 
@@ -188,3 +189,60 @@ def test_messages_name_no_private_values(tmp_path):
     with pytest.raises(ValueError, match="negative index") as info:
         read_entries(path)
     assert "6" not in str(info.value).replace(str(path), "")
+
+
+# -- finding 4: under noise="opendp" the Gaussian releases go through OpenDP's measurement on the values
+
+
+class _RecordingNoise(NoiseSource):
+    """A NumPy noise source that records what each ``add_gaussian`` call was given."""
+
+    def __init__(self) -> None:
+        super().__init__("numpy", np.random.default_rng(), secure=True)
+        self.inputs: list[np.ndarray] = []
+
+    def add_gaussian(self, values, sigma):
+        self.inputs.append(np.array(values, dtype=float, copy=True))
+        return super().add_gaussian(values, sigma)
+
+
+@pytest.mark.parametrize("release", ["single-topic agn", "input_perturbation entry",
+                                     "input_perturbation record", "private spectral LDA"])
+def test_dense_symmetric_releases_add_noise_to_the_values(release):
+    """OpenDP sampled the noise on zeros and NumPy added it: every add_gaussian call got zeros."""
+    from dptensor import input_perturbation
+    from dptensor.tensor import SampleMoment
+
+    source = _RecordingNoise()
+    rng = np.random.default_rng(3)
+    if release == "single-topic agn":
+        SingleTopicModel(2, mechanism="agn", epsilon=1.0, delta=1e-6, moments="all", noise_sampler="dense",
+                         noise=source, random_state=0).fit(sp.csr_matrix(_counts()))
+    elif release == "input_perturbation entry":
+        v = rng.standard_normal(4)
+        input_perturbation(np.einsum("a,b,c->abc", v, v, v), 1, epsilon=1.0, delta=1e-6, noise=source)
+    elif release == "input_perturbation record":
+        x = rng.standard_normal((20, 4)) / 4
+        input_perturbation(SampleMoment(x), 1, epsilon=1.0, delta=1e-6, neighbouring="record",
+                           record_bound=1.0, noise=source)
+    else:
+        PrivateSpectralLDA(2, alpha0=1.0, epsilon=1.0, delta=1e-6, private_whitening="analyze-gauss",
+                           noise=source, random_state=0).fit(sp.csr_matrix(_counts()))
+    assert source.inputs and all(np.any(values != 0) for values in source.inputs)
+
+
+def test_add_symmetric_gaussian_has_the_law_of_symmetric_noise_and_uses_opendp_on_values():
+    from dptensor.privacy import add_symmetric_gaussian, insecure_test_noise, symmetric_gaussian_tensor
+
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(4)
+    tensor = np.einsum("a,b,c->abc", v, v, v)
+    with pytest.warns(PrivacyWarning):
+        added = add_symmetric_gaussian(tensor, 0.5, convention="entry", noise=insecure_test_noise(7))
+        noise = symmetric_gaussian_tensor(4, 0.5, convention="entry", noise=insecure_test_noise(7))
+    reference = tensor + noise
+    np.testing.assert_allclose(added, reference, rtol=0, atol=1e-15)
+    released = add_symmetric_gaussian(tensor, 0.5, noise="opendp")
+    np.testing.assert_array_equal(released, np.transpose(released, (1, 0, 2)))
+    np.testing.assert_array_equal(released, np.transpose(released, (2, 1, 0)))
+    assert np.all(released != tensor)

@@ -97,7 +97,7 @@ from dptensor.privacy.lda_sensitivity import (
     whitened_tensor_local_sensitivity,
 )
 from dptensor.privacy.lower_bound import private_lower_bound
-from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
+from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
@@ -689,7 +689,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             local = whitened_tensor_local_sensitivity(self.alpha0, n, k, sigma_lower, paper=paper)
             scale = min(plan.multipliers["e6"] * local, _MAX_SCALE)
             self.noise_scales_["e6"] = scale
-            noisy = tensor + symmetric_gaussian_tensor(k, scale, convention="frobenius", noise=source)
+            noisy = add_symmetric_gaussian(tensor, scale, convention="frobenius", noise=source)
             inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
             whitening = _with_inverse(clean, inverse.whitening)
             return self._decompose_unwhiten(noisy, whitening, rng, timings)
@@ -759,7 +759,7 @@ def release_projected_m3(
     ``U`` (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`).
     """
     projected = whitened_third_moment(docs, alpha0, basis)
-    return projected + symmetric_gaussian_tensor(basis.shape[1], scale, convention="frobenius", noise=source)
+    return add_symmetric_gaussian(projected, scale, convention="frobenius", noise=source)
 
 
 def _with_inverse(whitening: Whitening, other: Whitening) -> Whitening:

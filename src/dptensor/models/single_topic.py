@@ -63,12 +63,7 @@ from dptensor.privacy.calibration import (
     gaussian_sigma_classic,
 )
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.mechanisms import (
-    exponential_norm_noise,
-    symmetric_from_unique,
-    symmetric_gaussian_matrix,
-    symmetric_gaussian_tensor,
-)
+from dptensor.privacy.mechanisms import add_symmetric_gaussian, exponential_norm_noise, symmetric_from_unique
 from dptensor.privacy.noise import NoiseSource
 from dptensor.privacy.sensitivity import WhitenedDocumentNeighbouring
 from dptensor.privacy.whitened_noise import WhitenedNoiseLaw
@@ -510,9 +505,7 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         if dense:
             matrix = dense_second_moment(docs, self.moments)
             if release is not None:
-                matrix = matrix + symmetric_gaussian_matrix(
-                    d, release.sigma_m2, convention="unique", noise=source
-                )
+                matrix = add_symmetric_gaussian(matrix, release.sigma_m2, convention="unique", noise=source)
             values, vectors = top_eigenpairs(matrix, k, method="dense")
         else:
             operator = second_moment(docs, self.moments)
@@ -554,9 +547,7 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         if dense:
             moment = third_moment(docs, self.moments)
             if release is not None and release.mechanism == "agn":
-                moment = moment + symmetric_gaussian_tensor(
-                    d, release.sigma_m3, convention="unique", noise=source
-                )
+                moment = add_symmetric_gaussian(moment, release.sigma_m3, convention="unique", noise=source)
             elif release is not None:
                 unique = exponential_norm_noise(
                     d * (d + 1) * (d + 2) // 6, release.sensitivity, release.epsilon_m3, noise=source
