@@ -210,7 +210,8 @@ USER_PUBLIC = (
     "max_ratings, value_range, budget_split) and the public randomness (random_state). Joint DP: "
     "the released model (global mean, item and day factors and biases, core) is (epsilon, delta)-DP; "
     "user i's row of factors_[0] and biases_[0], and predictions for user i, are computed from user "
-    "i's own ratings and that model only -- give them to user i alone"
+    "i's own ratings and that model only -- give them to user i alone, and release no aggregate of "
+    "them (an error, a count or a check over users)"
 )
 
 
