@@ -144,7 +144,7 @@ def _read(
         if shape is not None:
             entries = reader(path, n_users=shape[0], n_items=shape[1])
             if entries.shape[2] > shape[2]:
-                raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
+                raise ValueError(f"{path}: the ratings' days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
         return reader(path)
     return read_entries(path, shape=shape, one_based=args.one_based, allow_empty=allow_empty)

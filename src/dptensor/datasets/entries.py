@@ -219,10 +219,7 @@ def read_movielens(
         raise ValueError(f"{path}: no ratings")
     bad = [n for n, row in enumerate(rows) if len(row) != 4]
     if bad:
-        raise ValueError(
-            f"{path}: expected 4 columns (user item rating timestamp), "
-            f"row {bad[0] + 1} has {len(rows[bad[0]])}"
-        )
+        raise ValueError(f"{path}: expected 4 columns (user item rating timestamp) in every row")
     try:
         table = np.array(rows, dtype=np.int64)
     except ValueError:
@@ -287,8 +284,7 @@ def read_recbole_inter(
         raise ValueError(f"{path}: no interactions")
     bad = [n for n, row in enumerate(rows) if len(row) != len(header)]
     if bad:
-        raise ValueError(f"{path}: expected {len(header)} tab-separated fields, row {bad[0] + 2} has "
-                         f"{len(rows[bad[0]])}")
+        raise ValueError(f"{path}: expected {len(header)} tab-separated fields in every row")
     cols = {name: header.index(name) for name in INTER_FIELDS}
     try:
         users, items = (np.array([int(row[cols[f]]) for row in rows], dtype=np.int64)

@@ -1303,7 +1303,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``value_range`` when there is one.
         """
         self._check_fitted()
-        indices = check_indices(indices, self.shape_)
+        indices = check_indices(indices, self.shape_, allow_empty=True)
+        if indices.shape[0] == 0:
+            return np.zeros(0)
         params = CompletionParameters(self.model, self.factors_, self.core_, self.mean_, self.biases_)
         out = params.predict(indices)
         if self.biscaling_ is not None:
