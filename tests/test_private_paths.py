@@ -246,3 +246,17 @@ def test_add_symmetric_gaussian_has_the_law_of_symmetric_noise_and_uses_opendp_o
     np.testing.assert_array_equal(released, np.transpose(released, (1, 0, 2)))
     np.testing.assert_array_equal(released, np.transpose(released, (2, 1, 0)))
     assert np.all(released != tensor)
+
+
+def test_bool_budgets_are_refused_by_the_calibration_functions():
+    from dptensor.models.dp_vi_lda import dp_vi_noise_multiplier
+    from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_delta
+
+    with pytest.raises(ValueError, match="epsilon"):
+        gaussian_delta(1.0, True)
+    with pytest.raises(ValueError, match="epsilon"):
+        classic_gaussian_formula(True, 1e-5)
+    with pytest.raises(ValueError, match="epsilon"):
+        dp_vi_noise_multiplier(True, 1e-5, 0.1, 10)
+    with pytest.raises(ValueError, match="delta"):
+        dp_vi_noise_multiplier(1.0, True, 0.1, 10)
