@@ -142,6 +142,8 @@ def _counts_adversarial() -> dict[str, Callable]:
         "two-counts-float-max": pair(lambda d: _one_hot(d, 1, HUGE) + _one_hot(d, 2, HUGE)),
         "every-word-float-max": pair(spread(HUGE)),
         "shortest-document": pair(lambda d: _one_hot(d, 0, 3.0)),
+        "single-document-corpus": lambda counts: (counts[:1], _replace_document(counts[:1], _one_hot(
+            counts.shape[1], 4, float(MAX_COUNT)))),
     }
 
 
@@ -162,6 +164,7 @@ def _tokens_adversarial() -> dict[str, Callable]:
     return {
         "longest-document": replace(np.arange(200_000) % 6),
         "shortest-document": replace(np.array([5, 5, 5])),
+        "single-document-corpus": lambda tokens: (tokens[:1], [np.array([1, 2, 3])]),
     }
 
 
@@ -214,7 +217,7 @@ def _records_adversarial() -> dict[str, Callable]:
         return build
 
     return {"record-float-max": row(HUGE), "record-float-min": row(-HUGE), "record-tiny": row(TINY),
-            "record-zero": row(0.0)}
+            "record-zero": row(0.0), "single-record": lambda x: (x[:1], np.full((1, x.shape[1]), HUGE))}
 
 
 SHAPE = (6, 5, 3)
@@ -241,8 +244,13 @@ def _value_adversarial() -> dict[str, Callable]:
             return data, (indices, out)
         return build
 
+    def single(data: tuple) -> tuple:
+        indices, values = data
+        return indices[:1], values[:1]
+
     return {"value-float-max": value(HUGE), "value-float-min": value(-HUGE), "value-tiny": value(TINY),
-            "value-zero": value(0.0), "value-2**63-1": value(float(MAX_COUNT))}
+            "value-zero": value(0.0), "value-2**63-1": value(float(MAX_COUNT)),
+            "single-rating": lambda data: (single(data), (single(data)[0], np.array([-HUGE])))}
 
 
 def _user_ratings(rng: np.random.Generator, user: int) -> tuple[np.ndarray, np.ndarray]:
