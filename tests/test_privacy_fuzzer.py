@@ -194,6 +194,8 @@ def _tensor_adversarial() -> dict[str, Callable]:
         "zero-tensor": lambda t: (np.zeros_like(t), _change_entry(np.zeros_like(t), (0, 0, 0), 1.0)),
         "tiny-change": lambda t: (t, _change_entry(t, (0, 1, 2), TINY)),
         "largest-change": lambda t: (t, _change_entry(t, (1, 1, 1), -1.0)),
+        "entry-near-float-max": lambda t: (_change_entry(t, (0, 0, 0), 1e307),
+                                           _change_entry(_change_entry(t, (0, 0, 0), 1e307), (0, 1, 2), 1.0)),
     }
 
 
