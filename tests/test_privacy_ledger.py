@@ -391,13 +391,16 @@ def test_deleted_or_replaced_file_is_an_error_not_a_new_budget(tmp_path):
     path = tmp_path / "b.ledger"
     ledger = BudgetLedger(path, epsilon=5.0, delta=DELTA)
     ledger.charge(gaussian_guarantee(30.0))
-    path.unlink()  # while this process still has it open: its log files stay behind
+    path.unlink()  # while this process still has it open
     with pytest.raises(LedgerError, match="deleted after it was opened"):
         ledger.charge(gaussian_guarantee(30.0))
+    # the main file alone holds every charge (rollback journal): deleting it leaves no log behind,
+    # but a journal a killed charge left must never be rolled back into a new ledger
+    Path(f"{path}-journal").write_bytes(b"\0" * 512)
     with pytest.raises(LedgerError, match="a ledger was deleted while a process still had it open"):
         BudgetLedger(path, epsilon=5.0, delta=DELTA)
     ledger.close()
-    for suffix in ("-wal", "-shm"):
+    for suffix in ("-journal", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     other = tmp_path / "other.ledger"
     with BudgetLedger(other, epsilon=1.0, delta=DELTA):

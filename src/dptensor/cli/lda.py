@@ -41,11 +41,11 @@ from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening", "jobs", "scheduler")
-VI_OPTIONS = ("batch_size", "passes", "clip", "max_doc_length", "accountant")
+                    "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus")
+VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
-                   "private_whitening", "accountant")
+                   "private_whitening", "accountant", "no_clip", "public_corpus")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
 TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
@@ -68,8 +68,12 @@ FIT_EXAMPLES = """examples:
   dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
 """
 
+PLAN_EXAMPLES = """examples:
+  dptensor lda plan --documents 44795 --words 2000 --topics 10 --epsilon 1 --delta 1e-6 --typical-length 7
+"""
+
 TRANSFORM_EXAMPLES = """examples:
-  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # text, one row per document
+  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # CSV: document,topic_1,...
   dptensor lda transform model.json docword.synthetic.txt --out theta.npy   # NumPy binary
 """
 
@@ -120,6 +124,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_parallel_arguments(fit)
     fit.set_defaults(func=run_fit)
 
+    plan = actions.add_parser(
+        "plan", help="predict, from public quantities only, whether a private spectral fit will work",
+        description="Predict the signal-to-noise of PrivateSpectralLDA's M2 release (clipped contributions) "
+        "from N, V, k, alpha0, epsilon, delta and a public typical document length; nothing is read or "
+        "charged (docs/lda.md, 'Planning a private fit').",
+        epilog=PLAN_EXAMPLES,
+    )  # fmt: skip
+    plan.add_argument("--documents", "-n", type=positive_int, required=True, help="number of documents N")
+    plan.add_argument("--words", "-V", type=positive_int, required=True, help="vocabulary size V")
+    plan.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    plan.add_argument("--alpha0", type=positive_float, default=1.0, help="alpha_0 (default 1)")
+    plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")
+    plan.add_argument("--delta", type=probability, required=True, help="total delta")
+    plan.add_argument("--typical-length", type=positive_float, default=None,
+                      help="a public typical document length in vocabulary tokens (default 10)")
+    plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
+                      help="release of M2 (as for lda fit)")
+    add_quiet_argument(plan)
+    plan.set_defaults(func=run_plan)
+
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
                                    epilog=TRANSFORM_EXAMPLES)
     transform.add_argument("model", help="model file written by 'dptensor lda fit --out'")
@@ -127,7 +151,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     transform.add_argument(
         "--out", metavar="FILE",
         help="write the proportions (documents x topics) to exactly FILE, in the format its extension names: "
-        ".csv (comma-separated text), .txt (space-separated text) or .npy (NumPy binary); "
+        ".csv (a header 'document,topic_1,...' and the document's row number from 0 in the corpus's "
+        "order, then its proportions), .txt (space-separated numbers only) or .npy (NumPy binary); "
         "default: print them",
     )  # fmt: skip
     add_quiet_argument(transform)
@@ -150,8 +175,9 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "differential privacy",
         "With --epsilon the fit is document-level (epsilon, delta)-DP (replace one document; N and the "
-        "vocabulary public). Every document must have at least 3 tokens, and a plain-text corpus needs a "
-        "public --vocab (a vocabulary built from the documents would leak).",
+        "vocabulary public). Each document's contribution is bounded by --clip (spectral: any document, "
+        "short or empty too; --no-clip: the worst-case noise, every document needs at least 3 tokens), and "
+        "a plain-text corpus needs a public --vocab (a vocabulary built from the documents would leak).",
     )
     group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
     group.add_argument("--delta", type=probability, default=None,
@@ -171,6 +197,11 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
     spectral.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
                           help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
+    spectral.add_argument("--public-corpus", metavar="FILE", default=None,
+                          help="public documents of similar text (same format and --vocab as the corpus): "
+                               "the whitening comes from them, only M1 and the whitened M3 are released")
+    spectral.add_argument("--no-clip", action="store_true",
+                          help="noise for the worst-case document instead of clipped contributions (--clip)")
     spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
                           default="auto", help="release of M2: Analyze Gauss or the noisy power method")
 
@@ -182,7 +213,8 @@ def _vi_arguments(parser: argparse.ArgumentParser) -> None:
                     help="(expected) minibatch size S (default 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (default 0.1 x max document length)")
+                    help="clipping norm C of each document's statistics (private fits; spectral: default "
+                         "1/V, docs/lda.md; vi: default 0.1 x max document length)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
                     help="declared maximum document length; longer documents are truncated (default C: 500)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
@@ -214,6 +246,13 @@ def check_fit_options(args: argparse.Namespace) -> None:
         refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
     if args.epsilon is None:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
+        if args.method != "vi":
+            refuse_unused(args, ("clip",), "bounds the contributions of a private fit; pass --epsilon")
+    elif args.delta is None:  # both private fits are (epsilon, delta)-DP; said before the corpus is read
+        raise ValueError("--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; "
+                         "choose delta well below 1/(number of documents), e.g. --delta 1e-6")
+    if args.no_clip and args.clip is not None:
+        raise ValueError("--clip: cannot be combined with --no-clip")
     if not _is_plain_text(Path(args.corpus)):
         refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
                       "is a count matrix whose columns are the vocabulary")
@@ -334,13 +373,26 @@ def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     )  # fmt: skip
 
 
+def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
+    """``--public-corpus``: counts over the fit's vocabulary (plain text needs ``--vocab``)."""
+    if args.public_corpus is None:
+        return None
+    path = Path(args.public_corpus)
+    if _is_plain_text(path):
+        if args.vocab is None:
+            raise ValueError("--public-corpus: plain text needs the public vocabulary of the fit (--vocab)")
+        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab)).counts
+    return load_corpus(path, vocabulary=args.vocab).counts
+
+
 def run_private_fit(
     args: argparse.Namespace, ledger: BudgetLedger | None = None, session: ParallelSession | None = None
 ) -> int:
     """``dptensor lda fit --epsilon E --delta D``: PrivateSpectralLDA; prints the guarantee.
 
     Nothing printed or written depends on the documents except through the release: no token
-    counts, no dropped documents (short ones are an input error), no timings in the model file.
+    counts, no dropped documents (clipped: short ones get weight 0; ``--no-clip``: they are an input
+    error), no timings in the model file.
     With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
     session = session or ParallelSession(None)
@@ -357,6 +409,8 @@ def run_private_fit(
         args.topics, args.alpha0, epsilon=args.epsilon, delta=args.delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
+        public_corpus=_load_public_corpus(args),
         decomposition=args.decomposition, verbose=not args.quiet,
         random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
     )  # fmt: skip
@@ -364,6 +418,18 @@ def run_private_fit(
         model.fit(records)
     print(f"guarantee: {model.guarantee_.describe()}")
     _print_topics(args, model, corpus)
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.private_lda_plan`)."""
+    from dptensor.models.private_lda_plan import plan_private_lda
+
+    prediction = plan_private_lda(
+        args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
+        typical_length=args.typical_length, private_whitening=args.private_whitening,
+    )  # fmt: skip
+    print(prediction.describe())
     return 0
 
 
@@ -407,7 +473,7 @@ def save_model(path: str | Path, model: TopicModelInference | DPVariationalLDA, 
     A :class:`DPVariationalLDA` file holds ``lambda`` (``components``).
     """
     path = Path(path)
-    skip = {"random_state", "noise", "ledger", "verbose"}
+    skip = {"random_state", "noise", "ledger", "verbose", "public_corpus"}  # data, not settings
     meta = {
         "model": type(model).__name__,
         "params": {k: v for k, v in model.get_params().items() if k not in skip},
@@ -498,8 +564,13 @@ def run_transform(args: argparse.Namespace) -> int:
         with atomic_path(out) as tmp:  # the temporary name keeps the suffix: np.save adds none
             if out.suffix.lower() == ".npy":
                 np.save(tmp, theta)
+            elif out.suffix.lower() == ".csv":
+                header = ",".join(["document"] + [f"topic_{i}" for i in range(1, theta.shape[1] + 1)])
+                table = np.column_stack([np.arange(theta.shape[0]), theta])
+                np.savetxt(tmp, table, delimiter=",", fmt=["%d"] + ["%.6g"] * theta.shape[1], header=header,
+                           comments="")
             else:
-                np.savetxt(tmp, theta, delimiter="," if out.suffix.lower() == ".csv" else " ", fmt="%.6g")
+                np.savetxt(tmp, theta, delimiter=" ", fmt="%.6g")
         print(f"wrote {out} ({theta.shape[0]} documents x {theta.shape[1]} topics)")
     else:
         for row in theta:

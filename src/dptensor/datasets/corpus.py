@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class Corpus:
     Attributes
     ----------
     counts : scipy.sparse.csr_matrix of shape (n_documents, n_words)
-        Non-negative integer counts (int64).
+        Non-negative integer counts (int64; float64 holding whole numbers when a count is ``>= 2^63``).
     vocabulary : list of str or None
         ``vocabulary[j]`` is the word of column ``j`` (None when the source has none).
     source : str
@@ -62,31 +63,17 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8")  # noqa: SIM115
 
 
-#: The largest count a corpus holds (``int64``); the readers refuse larger ones, naming the bound only.
-MAX_COUNT = np.iinfo(np.int64).max
-
-
-def _count_bound_error(name: str) -> ValueError:
-    return ValueError(
-        f"{name} contains a count above {MAX_COUNT} (2**63 - 1, the int64 limit of a corpus's counts); "
-        "word counts must be whole numbers in [0, 2**63 - 1]"
-    )
+#: Counts at or above this do not fit in int64; such a matrix stays float64 (whole numbers).
+_INT64_LIMIT = float(2**63)
 
 
 def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
-    """Validated counts as int64, refusing counts that do not fit (they wrapped negative before).
-
-    Counts are checked in float64, where ``MAX_COUNT`` rounds to ``2**63``: a count that reads as
-    ``2**63`` is held as ``MAX_COUNT``; larger ones are refused.
-    """
     counts = check_count_matrix(matrix, name)
-    if counts.nnz and counts.data.max() > 2.0**63:
-        raise _count_bound_error(name)
-    at_bound = counts.data == 2.0**63
-    counts.data[at_bound] = 0.0
-    exact = counts.astype(np.int64)
-    exact.data[at_bound] = MAX_COUNT
-    return exact
+    # A valid count may be any finite whole number (up to 1.8e308): casting one >= 2^63 to int64 would
+    # wrap (and warn), so a matrix holding one keeps float64; a private fit must read it as it is.
+    if counts.nnz and float(counts.data.max()) >= _INT64_LIMIT:
+        return counts
+    return counts.astype(np.int64)
 
 
 def load_vocabulary(path: str | Path) -> list[str]:
@@ -152,6 +139,7 @@ def load_text_corpus(
     if fixed_vocabulary is not None:
         vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase)
     else:
+        _check_document_frequencies(path, min_df, max_df, len(documents))
         vectorizer = CountVectorizer(
             stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
             lowercase=lowercase,
@@ -165,6 +153,22 @@ def load_text_corpus(
         vocabulary=[str(w) for w in vectorizer.get_feature_names_out()],
         source=str(path),
     )
+
+
+def _check_document_frequencies(
+    path: Path, min_df: float | int, max_df: float | int, n_documents: int
+) -> None:
+    """Refuse ``min_df``/``max_df`` that keep no word, in the options' words (not CountVectorizer's)."""
+    def count(value: float | int) -> float:  # CountVectorizer's rule: an integer counts documents
+        return value if isinstance(value, numbers.Integral) else value * n_documents
+
+    if count(min_df) > count(max_df):
+        raise ValueError(
+            f"{path}: min_df={min_df} keeps only words in at least {count(min_df):g} documents, but max_df="
+            f"{max_df} keeps only words in at most {count(max_df):g} of the {n_documents} documents, so no "
+            "word is left; lower min_df (--min-df; a fraction such as 0.001 is a share of the documents) "
+            "or raise max_df (--max-df)"
+        )
 
 
 def load_uci_bow(
@@ -218,23 +222,24 @@ def _append_triples(text: str, rows: list, cols: list, vals: list, source: Path)
         return
     try:  # integer parsing is the fast path (valid UCI files hold integers only)
         numbers = np.array(tokens, dtype=np.int64)
-    except OverflowError:
-        raise _count_bound_error(str(source)) from None
-    except ValueError:
+    except (ValueError, OverflowError):
+        # A count beyond int64 (or written as 1e300) is a valid whole number: read it as float64
+        # (it wrapped negative, or was called non-integer, before); anything else is an error.
         try:
-            values = np.array(tokens, dtype=np.float64)
+            numbers = np.array(tokens, dtype=np.float64)
         except ValueError as exc:
             raise ValueError(f"{source}: expected numeric 'docID wordID count' triples") from exc
-        if np.all(np.isfinite(values) & (values == np.round(values))) and np.max(np.abs(values)) >= 2.0**63:
-            raise _count_bound_error(str(source)) from None
-        raise ValueError(
-            f"{source}: contains non-integer values; ids and word counts must be whole numbers"
-        ) from None
+        if not np.all(np.isfinite(numbers) & (numbers == np.round(numbers))):
+            raise ValueError(
+                f"{source}: contains non-integer values; ids and word counts must be whole numbers"
+            ) from None
     if numbers.size % 3:
         raise ValueError(f"{source}: expected 'docID wordID count' triples")
     triples = numbers.reshape(-1, 3)
-    rows.append(triples[:, 0])
-    cols.append(triples[:, 1])
+    if triples.dtype != np.int64 and np.any(np.abs(triples[:, :2]) >= _INT64_LIMIT):
+        raise ValueError(f"{source}: a document or word id outside the int64 range")
+    rows.append(triples[:, 0].astype(np.int64))
+    cols.append(triples[:, 1].astype(np.int64))
     vals.append(triples[:, 2])
 
 

@@ -521,7 +521,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
         "mean_change_tol": [Interval(Real, 0, None, closed="left")],
         "accountant": [StrOptions({"exact", "paper"})],
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
         "verbose": ["boolean"],
         **PrivateEstimatorMixin._privacy_parameter_constraints,
     }

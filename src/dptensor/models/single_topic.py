@@ -377,7 +377,8 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         "simplex": ["boolean"],
         "n_restarts": [None, Interval(Integral, 1, None, closed="left")],
         "n_iter": [None, Interval(Integral, 1, None, closed="left")],
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
         **PrivateEstimatorMixin._privacy_parameter_constraints,
     }
 
