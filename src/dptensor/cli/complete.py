@@ -71,6 +71,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         epilog=EXAMPLES,
     )
+    add_fit_arguments(parser)
+    parser.add_argument("--test", metavar="ENTRIES", help="held-out entries: predict them and report RMSE")
+    add_ledger_argument(parser)
+    # the bar is shown by default now; the old opt-in flag is accepted and does nothing
+    parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", metavar="FILE",
+                        help="write predictions as CSV (i,j,k,prediction[,value]); i, j, k are written in "
+                             "the base they came in (1-based with --one-based; MovieLens user and item ids "
+                             "as in the file, the day index k from 0)")
+    parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
+    parser.set_defaults(func=run)
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``complete`` that configure the model and read the entries (shared with ``audit``)."""
     parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
     parser.add_argument("--shape", type=positive_int, nargs=3, metavar=("I", "J", "K"),
                         help="tensor shape (default: largest index + 1 in each mode, over all files)")
@@ -116,7 +131,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
                         help="declared value range: values are clipped into it, predictions clamped to it "
                              "(input perturbation's Delta = MAX - MIN)")
-    parser.add_argument("--test", metavar="ENTRIES", help="held-out entries: predict them and report RMSE")
     parser.add_argument("--movielens", action="store_true",
                         help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
                              ".inter file")
@@ -135,16 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-unproven", action="store_true",
                         help="run the paper's modes whose privacy claim does not hold (gradient, output, "
                              "input without --value-range), to reproduce the paper")
-    add_ledger_argument(parser)
     add_quiet_argument(parser)
-    # the bar is shown by default now; the old opt-in flag is accepted and does nothing
-    parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", metavar="FILE",
-                        help="write predictions as CSV (i,j,k,prediction[,value]); i, j, k are written in "
-                             "the base they came in (1-based with --one-based; MovieLens user and item ids "
-                             "as in the file, the day index k from 0)")
-    parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
-    parser.set_defaults(func=run)
 
 
 def _read(
@@ -227,6 +232,42 @@ def _physical_memory() -> int:
         return 1 << 40
 
 
+def build_model(args: argparse.Namespace, ledger: BudgetLedger | None = None, noise: object = None
+                ) -> TensorCompletion:
+    """The :class:`TensorCompletion` ``complete`` configures (``noise`` replaces ``--noise``)."""
+    reg = args.reg
+    if reg is not None and reg != "auto":
+        try:
+            reg = float(reg)
+        except ValueError:
+            raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
+    return TensorCompletion(
+        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
+        neighbouring=args.neighbouring,
+        epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
+        learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
+        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
+        clip=args.clip,
+        max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
+        random_state=args.seed, noise=(noise or args.noise) if args.privacy else None, ledger=ledger,
+        verbose=not args.quiet,
+    )
+
+
+def read_training(args: argparse.Namespace) -> TensorEntries:
+    """The training entries ``complete`` reads (``--shape``, ``--movielens``, ``--day-origin``, ...).
+
+    Used by ``dptensor audit complete``; under ``--neighbouring user`` the shape must be given.
+    """
+    if args.privacy is not None and args.neighbouring == "user" and args.shape is None:
+        raise ValueError("--neighbouring user needs --shape: inferring the shape from the ratings would "
+                         "reveal the largest user, item and day")
+    day_origin = args.day_origin
+    if args.movielens and day_origin is None:
+        day_origin = ratings_day_origin(args.entries)
+    return _read(args.entries, args, tuple(args.shape) if args.shape else None, day_origin)
+
+
 def run(args: argparse.Namespace) -> int:
     check_options(args)
     with opened_ledger(args, private=args.privacy is not None) as ledger:
@@ -263,23 +304,7 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
-    reg = args.reg
-    if reg is not None and reg != "auto":
-        try:
-            reg = float(reg)
-        except ValueError:
-            raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
-    model = TensorCompletion(
-        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
-        neighbouring=args.neighbouring,
-        epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
-        learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
-        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
-        clip=args.clip,
-        max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
-        random_state=args.seed, noise=args.noise if args.privacy else None, ledger=ledger,
-        verbose=not args.quiet,
-    )
+    model = build_model(args, ledger)
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):
         model.fit(train.indices, train.values, train.shape)

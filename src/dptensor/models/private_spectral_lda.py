@@ -123,6 +123,7 @@ from dptensor.privacy.lda_sensitivity import (
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.tensor.clipped_lda_moments import (
     ClippedMoments,
     ClippedSecondMoment,
@@ -172,14 +173,17 @@ ANALYZE_GAUSS_MAX_WORDS = 2000
 
 NEIGHBOURING = "document"
 PROTECTED = "one document (all its words and counts), replaced by any other document of at least 3 tokens"
-PUBLIC = "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k"
+PUBLIC = (
+    "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k; "
+    + VOCABULARY_ASSUMPTION
+)
 CLIPPED_PROTECTED = (
     "one document (all its words and counts), replaced by any other document (any finite counts, "
     "including none)"
 )
 CLIPPED_PUBLIC = (
     "the number of documents N, the vocabulary (columns), alpha_0, the number of topics k and the "
-    "clipping bounds C, C1"
+    "clipping bounds C, C1; " + VOCABULARY_ASSUMPTION
 )
 
 #: Why the paper's Configurations 2-4 do not give the stated guarantee (reference notes B.9).

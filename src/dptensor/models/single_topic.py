@@ -66,6 +66,7 @@ from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.mechanisms import add_symmetric_gaussian, exponential_norm_noise, symmetric_from_unique
 from dptensor.privacy.noise import NoiseSource
 from dptensor.privacy.sensitivity import WhitenedDocumentNeighbouring
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.privacy.whitened_noise import WhitenedNoiseLaw
 from dptensor.tensor.operators import symmetrize
 from dptensor.tensor.single_topic_moments import (
@@ -94,7 +95,7 @@ NEIGHBOURING = "document"
 PROTECTED = "one document replaced by any other document of at least 3 tokens over the same vocabulary"
 PUBLIC = (
     "the number of documents N, the vocabulary size d, the number of topics K and the algorithm's "
-    "parameters"
+    "parameters; " + VOCABULARY_ASSUMPTION
 )
 
 
