@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from dptensor import SingleTopicModel, TensorCompletion, input_perturbation, private_power_method
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+from dptensor.models.private_vectorizer import PrivateCountVectorizer
 from dptensor.privacy.audit import Observation, observable_differences, observe, observe_command
 from dptensor.tensor import SampleMoment
 
@@ -298,7 +299,36 @@ def _user_adversarial() -> dict[str, Callable]:
     }
 
 
+WORDS = ("tensor", "power", "method", "topic", "model", "privacy", "noise", "budget")
+
+
+def _text(rng: np.random.Generator) -> str:
+    return " ".join(rng.choice(WORDS, size=int(rng.integers(3, 9))))
+
+
+def _draw_texts(rng: np.random.Generator, n: int = 300) -> list:
+    return [_text(rng) for _ in range(n)]
+
+
+def _texts_neighbour(texts: list, rng: np.random.Generator) -> list:
+    out = list(texts)
+    out[int(rng.integers(len(out)))] = _text(rng)
+    return out
+
+
+def _texts_adversarial() -> dict[str, Callable]:
+    def replace(text: str) -> Callable:
+        return lambda texts: (texts, [text, *texts[1:]])
+
+    return {
+        "longest-document": replace("rare " * 100_000),
+        "empty-document": replace(""),
+        "single-document-corpus": lambda texts: (texts[:1], ["rare words only here"]),
+    }
+
+
 KINDS = {
+    "texts": Kind("texts", _draw_texts, _texts_neighbour, _texts_adversarial()),
     "counts": Kind("counts", _draw_counts, _counts_neighbour, _counts_adversarial()),
     "tokens": Kind("tokens", _draw_tokens, _tokens_neighbour, _tokens_adversarial()),
     "tensor": Kind("tensor", _draw_tensor, _tensor_neighbour, _tensor_adversarial()),
@@ -436,6 +466,8 @@ ENTRY_POINTS = [
         lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
         .fit(sp.csr_matrix(x))),
         xfail=_VI_EXTREME),
+    EntryPoint("PrivateCountVectorizer", "texts", _api(
+        lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6).fit(texts))),
     EntryPoint("SingleTopicModel(agn, counts)", "counts", _api(
         lambda x: SingleTopicModel(2, mechanism="agn", **BUDGET, moments="all", random_state=0)
         .fit(sp.csr_matrix(x)))),
@@ -579,6 +611,7 @@ def test_every_private_entry_point_has_a_row() -> None:
     """Each estimator and function with epsilon, and each command with --epsilon, is in the table."""
     names = " ".join(entry.name for entry in ENTRY_POINTS)
     for path in ("private_power_method", "input_perturbation", "TensorCompletion", "PrivateSpectralLDA",
+                 "PrivateCountVectorizer",
                  "DPVariationalLDA", "SingleTopicModel", "lda fit --epsilon", "lda fit --method vi",
                  "single-topic fit", "complete --neighbouring entry-value", "complete --neighbouring user"):
         assert path in names
