@@ -152,17 +152,21 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     add_quiet_argument(parser)
 
 
-def _read(path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None) -> TensorEntries:
+def _read(
+    path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None, *,
+    allow_empty: bool = False,
+) -> TensorEntries:
     if args.movielens:
         reader = read_recbole_inter if is_recbole_inter(path) else read_movielens
         if shape is not None:
             entries = reader(path, n_users=shape[0], n_items=shape[1], day_origin=day_origin)
             if entries.shape[2] > shape[2]:
-                raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
+                raise ValueError(f"{path}: the ratings' days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
         return reader(path, day_origin=day_origin)
     # the timestamp check reads every value: only where the values are not private
-    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None)
+    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None,
+                        allow_empty=allow_empty)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -283,14 +287,16 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
             raise ValueError("--neighbouring user with --movielens needs --day-origin: numbering the days "
                              "from the earliest rating would reveal when the first user rated")
     shape = tuple(args.shape) if args.shape else None
+    user = args.neighbouring == "user" and args.privacy is not None
     # MovieLens days count from the earliest rating of all the files, so that the same calendar day
     # has the same index in the training and the test file (a temporal split's test days follow on)
     files = [args.entries] + ([args.test] if args.test else [])
     day_origin = args.day_origin
     if args.movielens and day_origin is None:
         day_origin = ratings_day_origin(*files)
-    train = _read(args.entries, args, shape, day_origin)
-    test = _read(args.test, args, shape, day_origin) if args.test else None
+    # under the user relation a file without ratings is a neighbour of one with one user's ratings
+    train = _read(args.entries, args, shape, day_origin, allow_empty=user)
+    test = _read(args.test, args, shape, day_origin, allow_empty=user) if args.test else None
     if shape is None and test is not None:
         shape = tuple(max(a, b) for a, b in zip(train.shape, test.shape, strict=True))
         train = TensorEntries(train.indices, train.values, shape)
@@ -305,7 +311,6 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     seconds = time.perf_counter() - start
     # the training error is computed from the private values without noise: shown only without --privacy
     train_rmse = model.history_[-1] if args.privacy is None and model.history_ else None
-    user = args.neighbouring == "user" and args.privacy is not None
     # under the user relation even the number of ratings is private: it is not printed
     observed = "" if user else f", {len(train)} observed entries"
     steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
@@ -325,7 +330,13 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                      "guarantee": None if guarantee is None else guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)
-    if test is not None:
+    if test is not None and user:
+        # Joint DP: user i's predictions come from user i's un-noised ratings and may go to user i
+        # only; an aggregate over users (an RMSE, a count, a non-finite check) is not released.
+        payload["test_rmse"] = payload["test_rmse_constant"] = payload["n_test"] = None
+        print("test RMSE: not computed under --neighbouring user (joint DP: an error aggregated over "
+              "users' own predictions is not private)")
+    elif test is not None:
         if args.privacy:
             choices = ([] if args.privacy == "als" else ["--privacy als (DP-ALS)"]) + ["a larger --epsilon"]
             choices += [] if args.value_range else ["a declared --value-range"]
@@ -352,8 +363,10 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                                               target.values.tolist(), strict=True):
                 ids = [i + base[0], j + base[1], k + base[2]]
                 writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
-        print(f"wrote {len(predictions)} predictions to {path}")
+        print(f"wrote predictions to {path}" if user else f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
+    if user:
+        return 0  # a check over every user's predictions would be an aggregate too
     return 0 if np.all(np.isfinite(predictions)) else 1

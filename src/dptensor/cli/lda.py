@@ -208,7 +208,8 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
     group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
-                       help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
+                       help="sampler of the privacy noise (numpy, or opendp: floating-point-safe releases; "
+                            "docs/protection.md lists what it covers)")
     add_ledger_argument(group)
     group.add_argument(
         "--private-vocab", type=positive_int, default=None, metavar="V",

@@ -93,7 +93,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
                         help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
     parser.add_argument("--noise", choices=NOISE_BACKENDS, default=None,
-                        help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
+                        help="sampler of the privacy noise (numpy, or opendp: floating-point-safe releases; "
+                        "docs/protection.md lists what it covers)")
     parser.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
     parser.add_argument("--top", type=positive_int, default=10,
                         help="top words printed per topic (default 10)")

@@ -225,9 +225,8 @@ def user_contribution_scales(
     n = contributions.shape[0]
     grouping = sp.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(uniq.shape[0], n))
     sums = np.asarray(grouping @ contributions)
-    norms = np.sqrt(
-        np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums), minlength=int(users.max()) + 1)
-    )
+    n_users = int(users.max()) + 1 if users.size else 0  # no ratings at all: a valid user-level neighbour
+    norms = np.sqrt(np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums), minlength=n_users))
     scale = np.ones_like(norms)
     over = norms > bound
     scale[over] = bound / norms[over]

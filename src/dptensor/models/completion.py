@@ -212,7 +212,8 @@ USER_PUBLIC = (
     "max_ratings, value_range, budget_split) and the public randomness (random_state). Joint DP: "
     "the released model (global mean, item and day factors and biases, core) is (epsilon, delta)-DP; "
     "user i's row of factors_[0] and biases_[0], and predictions for user i, are computed from user "
-    "i's own ratings and that model only -- give them to user i alone"
+    "i's own ratings and that model only -- give them to user i alone, and release no aggregate of "
+    "them (an error, a count or a check over users)"
 )
 
 
@@ -857,7 +858,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        indices, values, shape = check_entries(indices, values, shape)
+        # Under the user relation a data set with no ratings is a neighbour (of one user's ratings): it fits.
+        user_relation = self.privacy == "als" and self.neighbouring == "user"
+        indices, values, shape = check_entries(indices, values, shape, allow_empty=user_relation)
         n = values.shape[0]
         p = self._check_params(shape, n)
         if p["ranks"] is None and p["solver"] == "sgd":
@@ -1302,7 +1305,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``value_range`` when there is one.
         """
         self._check_fitted()
-        indices = check_indices(indices, self.shape_)
+        indices = check_indices(indices, self.shape_, allow_empty=True)
+        if indices.shape[0] == 0:
+            return np.zeros(0)
         params = CompletionParameters(self.model, self.factors_, self.core_, self.mean_, self.biases_)
         out = params.predict(indices)
         if self.biscaling_ is not None:

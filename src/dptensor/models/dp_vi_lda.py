@@ -112,7 +112,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from tqdm.auto import tqdm
 
-from dptensor._validation import check_random_state
+from dptensor._validation import check_epsilon_delta, check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
 from dptensor.privacy import (
@@ -289,6 +289,7 @@ def dp_vi_noise_multiplier(
     PLD is discretised at :func:`pld_discretization` ``(epsilon)``. The full-batch exact case is
     the closed-form Gaussian-DP calibration.
     """
+    check_epsilon_delta(epsilon, delta)  # never a bool
     if accountant == "exact" and sampling_probability >= 1.0:
         return composed_noise_multiplier(epsilon, delta, n_steps, "exact")
     interval = pld_discretization(epsilon)

@@ -24,10 +24,19 @@ Backends
 ``noise="opendp"``
     The samplers of the OpenDP library (``pip install "dptensor[opendp]"``), which draw from the
     operating system's cryptographically secure generator and sample the Gaussian and Laplace
-    mechanisms exactly on a fine grid (floating-point safe), about 10^5 values per second. Used
-    for every Gaussian and Laplace release (``add_gaussian``, ``add_laplace``); the
-    exponential-norm (l2 K-norm) mechanism has no OpenDP sampler and uses NumPy's Gamma sampler
-    seeded from OS entropy under both backends.
+    mechanisms exactly on a fine grid (floating-point safe), about 10^5 values per second.
+    **What it covers, exactly** (``docs/protection.md``, *Noise backends*): OpenDP's measurement is
+    applied *to the released values* by :meth:`NoiseSource.add_gaussian` and
+    :meth:`NoiseSource.add_laplace`, which every Gaussian and Laplace release calls on the values it
+    releases -- except those below. Not covered, under either backend: noise that is transformed
+    before it is added (:meth:`NoiseSource.gaussian` / :meth:`~NoiseSource.laplace` draw OpenDP noise
+    on zeros; the single-topic model's scalable ``M3`` noise ``E3(W, W, W)`` is such a linear image,
+    added in NumPy), the single-topic model's scalable ``M2`` noise (a secret key expanded block by
+    block through PCG64), the l2 exponential-norm mechanism (NumPy's normal and Gamma samplers), and
+    the secret random choices that are not noise on a value (DP-VI's Poisson subsample and its
+    secret Gamma initialisation: :meth:`NoiseSource.random`, :meth:`~NoiseSource.gamma`). Those are
+    drawn by PCG64 seeded from fresh OS entropy, as under ``"numpy"``; for them the guarantee is that
+    of the ideal real-valued mechanism, as for the NumPy backend.
 :func:`insecure_test_noise` (``seed``)
     Reproducible noise from a public seed, **for tests and experiments on synthetic data only**.
     The noise is known to anyone who knows the seed, so a release made with it carries a
@@ -110,7 +119,11 @@ class NoiseSource:
         return values + sigma * self._rng.standard_normal(values.shape)
 
     def gaussian(self, shape: int | tuple[int, ...], sigma: float | np.ndarray = 1.0) -> np.ndarray:
-        """``N(0, sigma^2)`` noise of the given shape (``add_gaussian`` on zeros)."""
+        """``N(0, sigma^2)`` noise of the given shape (``add_gaussian`` on zeros).
+
+        Whoever adds the result to a value does so in NumPy: under ``"opendp"`` only the draw is
+        OpenDP's. To release ``values + noise`` through OpenDP's measurement, call :meth:`add_gaussian`.
+        """
         return self.add_gaussian(np.zeros(shape), sigma)
 
     # -- Laplace -----------------------------------------------------------------------------
@@ -123,7 +136,7 @@ class NoiseSource:
         return values + self._rng.laplace(0.0, 1.0, size=values.shape) * scale
 
     def laplace(self, shape: int | tuple[int, ...], scale: float | np.ndarray = 1.0) -> np.ndarray:
-        """``Laplace(0, scale)`` noise of the given shape."""
+        """``Laplace(0, scale)`` noise of the given shape (``add_laplace`` on zeros; see :meth:`gaussian`)."""
         return self.add_laplace(np.zeros(shape), scale)
 
     # -- raw draws for samplers OpenDP does not offer ----------------------------------------
@@ -136,7 +149,7 @@ class NoiseSource:
         return self._rng.gamma(shape, scale, size=size)
 
     def random(self, size: int | tuple[int, ...]) -> np.ndarray:
-        """Uniform ``[0, 1)`` draws, e.g. for secret (Poisson) subsampling."""
+        """Uniform ``[0, 1)`` draws, e.g. for secret (Poisson) subsampling (PCG64 under both backends)."""
         return self._rng.random(size)
 
 
