@@ -46,7 +46,6 @@ RUNS = 3
 MAX_COUNT = 2**63 - 1
 HUGE = float(np.finfo(np.float64).max)  # 1.7976931348623157e308
 TINY = float(np.finfo(np.float64).smallest_subnormal)  # 5e-324
-EXTREME_DOCUMENTS = "extreme documents: fixed by the spectral-clip/vi-clip change"
 
 
 # ----------------------------------------------------------------------------- what a caller sees
@@ -430,14 +429,10 @@ class EntryPoint:
     name: str
     kind: str
     run: Callable[[Any, Path], Seen]
-    xfail: dict[str, str] = field(default_factory=dict)
     #: Joint DP (the user relation): what is shown to the analyst is the DP model, never an aggregate
     #: of users' own predictions, so no number written may move between neighbours beyond its noise.
     joint: bool = False
 
-
-_VI_EXTREME = {label: EXTREME_DOCUMENTS for label in
-               ("count-1e160", "two-counts-float-max", "every-word-float-max")}
 
 ENTRY_POINTS = [
     EntryPoint("private_power_method(entry)", "tensor", _api(
@@ -464,8 +459,7 @@ ENTRY_POINTS = [
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0).fit(sp.csr_matrix(x)))),
     EntryPoint("DPVariationalLDA", "counts", _api(
         lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
-        .fit(sp.csr_matrix(x))),
-        xfail=_VI_EXTREME),
+        .fit(sp.csr_matrix(x)))),
     EntryPoint("PrivateCountVectorizer", "texts", _api(
         lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6).fit(texts))),
     EntryPoint("SingleTopicModel(agn, counts)", "counts", _api(
@@ -481,7 +475,7 @@ ENTRY_POINTS = [
         "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor lda fit --method vi --epsilon", "counts", _cli(_counts_file, lambda path: [
         "lda", "fit", path, "-k", "2", "--method", "vi", "--epsilon", "1", "--delta", "1e-5", "--passes", "1",
-        "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"]), xfail=_VI_EXTREME),
+        "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor single-topic fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "single-topic", "fit", path, "-k", "2", "--mechanism", "agn", "--epsilon", "1", "--delta", "1e-5",
         "--seed", "0", "--quiet", "--out", "out/model.json"])),
@@ -565,10 +559,7 @@ def _adversarial_cases() -> list:
     cases = []
     for entry in ENTRY_POINTS:
         for label in KINDS[entry.kind].adversarial:
-            marks = ()
-            if label in entry.xfail:
-                marks = (pytest.mark.xfail(strict=True, reason=entry.xfail[label]),)
-            cases.append(pytest.param(entry, label, id=f"{entry.name}-{label}", marks=marks))
+            cases.append(pytest.param(entry, label, id=f"{entry.name}-{label}"))
     return cases
 
 
