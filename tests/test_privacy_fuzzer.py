@@ -408,6 +408,15 @@ def _ratings_file(data: Any, path: Path, suffix: str = ".csv") -> str:
     return _write_ratings(data, path.with_suffix(suffix))
 
 
+def _texts_folder(data: Any, path: Path) -> str:
+    """A folder of ``.txt`` documents, one file each (a folder keeps empty documents; lines would not)."""
+    folder = path.with_suffix("")
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, text in enumerate(data):
+        (folder / f"{i:05d}.txt").write_text(text, encoding="utf-8")
+    return folder.name
+
+
 BUDGET = {"epsilon": 1.0, "delta": 1e-5}
 RATING_RANGE = (1.0, 5.0)
 
@@ -476,6 +485,9 @@ ENTRY_POINTS = [
     EntryPoint("dptensor lda fit --method vi --epsilon", "counts", _cli(_counts_file, lambda path: [
         "lda", "fit", path, "-k", "2", "--method", "vi", "--epsilon", "1", "--delta", "1e-5", "--passes", "1",
         "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"])),
+    EntryPoint("dptensor lda fit --private-vocab --epsilon", "texts", _cli(_texts_folder, lambda path: [
+        "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "1", "--delta", "1e-5",
+        "--seed", "0", "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor single-topic fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "single-topic", "fit", path, "-k", "2", "--mechanism", "agn", "--epsilon", "1", "--delta", "1e-5",
         "--seed", "0", "--quiet", "--out", "out/model.json"])),
@@ -604,7 +616,8 @@ def test_every_private_entry_point_has_a_row() -> None:
     for path in ("private_power_method", "input_perturbation", "TensorCompletion", "PrivateSpectralLDA",
                  "PrivateCountVectorizer",
                  "DPVariationalLDA", "SingleTopicModel", "lda fit --epsilon", "lda fit --method vi",
-                 "single-topic fit", "complete --neighbouring entry-value", "complete --neighbouring user"):
+                 "single-topic fit", "lda fit --private-vocab",
+                 "complete --neighbouring entry-value", "complete --neighbouring user"):
         assert path in names
     for kind in {entry.kind for entry in ENTRY_POINTS}:
         assert KINDS[kind].adversarial
