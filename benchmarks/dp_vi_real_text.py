@@ -62,7 +62,7 @@ import scipy.sparse as sp  # noqa: E402
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer  # noqa: E402
 
 from dptensor import DPVariationalLDA, evaluation  # noqa: E402
-from dptensor.models.dp_vi_lda import DEFAULT_PRIVATE_DOC_TOPIC_PRIOR  # noqa: E402
+from dptensor.models.topics.dp_vi import DEFAULT_PRIVATE_DOC_TOPIC_PRIOR  # noqa: E402
 
 TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"
 WORDNET = Path("/usr/share/wordnet")

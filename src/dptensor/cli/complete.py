@@ -30,8 +30,14 @@ from dptensor.datasets.entries import (
     read_movielens,
     read_recbole_inter,
 )
-from dptensor.models._completion_dpals import RELATIONS
-from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, compare_with_mean
+from dptensor.models.completion._dp_als import RELATIONS
+from dptensor.models.completion.estimator import (
+    OFFSETS,
+    PRIVACY_MODES,
+    SOLVERS,
+    TensorCompletion,
+    compare_with_mean,
+)
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).

@@ -40,10 +40,10 @@ from dptensor.datasets.corpus import (
     load_vocabulary,
     read_text_documents,
 )
-from dptensor.models.dp_vi_lda import MAX_EPSILON, DPVariationalLDA
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
-from dptensor.models.private_vectorizer import PrivateCountVectorizer
-from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
+from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
+from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.parallel import public_shape
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, PrivacyGuarantee, compose, enable_features
 from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT
@@ -582,8 +582,8 @@ def build_private_model(
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.private_lda_plan`)."""
-    from dptensor.models.private_lda_plan import plan_private_lda
+    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.topics.plan`)."""
+    from dptensor.models.topics.plan import plan_private_lda
 
     prediction = plan_private_lda(
         args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,

@@ -34,7 +34,7 @@ from dptensor.cli._options import (
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
-from dptensor.models.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
+from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
 from dptensor.privacy import NOISE_BACKENDS
 from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS

@@ -43,9 +43,9 @@ from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.evaluation import completion_perplexity, split_documents
 from dptensor.metrics import matched_topic_l1
-from dptensor.models.dp_vi_lda import DPVariationalLDA
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
-from dptensor.models.spectral_lda import SpectralLDA, decompose_whitened_tensor, top_eigenpairs
+from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.spectral import SpectralLDA, decompose_whitened_tensor, top_eigenpairs
 from dptensor.privacy import enable_features
 from dptensor.tensor.lda_moments import LDASecondMoment, prepare_counts, whitened_third_moment
 

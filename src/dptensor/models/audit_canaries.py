@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.models.completion import TensorCompletion
-from dptensor.models.dp_vi_lda import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
-from dptensor.models.single_topic import SingleTopicModel
+from dptensor.models.completion.estimator import TensorCompletion
+from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
 
 __all__ = ["CompletionCanaries", "DocumentCanaries"]

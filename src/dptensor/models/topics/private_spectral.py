@@ -1,6 +1,6 @@
 """Differentially private spectral LDA (DeCarolis et al., paper 004): Configurations 1--4.
 
-The non-private pipeline (:mod:`dptensor.models.spectral_lda`) is a graph of edges e0--e9
+The non-private pipeline (:mod:`dptensor.models.topics.spectral`) is a graph of edges e0--e9
 (Figure 1 of the paper); a *configuration* is a cut of that graph whose edges get noise, so that
 everything after the cut is post-processing. Relation: **replace one document**; the number of
 documents ``N``, the vocabulary (the columns of ``X``), ``alpha_0`` and ``k`` are public, and
@@ -91,7 +91,7 @@ from dptensor.decomposition.private_whitening import (
 )
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models._base import PrivateEstimatorMixin
-from dptensor.models.spectral_lda import (
+from dptensor.models.topics.spectral import (
     SPECTRAL_PARAMETER_CONSTRAINTS,
     TopicModelInference,
     _Step,
@@ -745,7 +745,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
         """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
-        from dptensor.models.private_lda_plan import NOISE_LEVEL, plan_private_lda
+        from dptensor.models.topics.plan import NOISE_LEVEL, plan_private_lda
 
         args = (n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
                 float(self.delta))  # fmt: skip

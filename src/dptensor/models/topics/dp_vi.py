@@ -114,7 +114,7 @@ from tqdm.auto import tqdm
 
 from dptensor._validation import check_epsilon_delta, check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
+from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     NoiseSource,

@@ -54,7 +54,7 @@ from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, orient_columns, orientation_signs, unwhiten
 from dptensor.metrics import matched_topic_l1
 from dptensor.models._base import declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks, mixture_log_likelihood
+from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks, mixture_log_likelihood
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -389,7 +389,7 @@ class TopicModelInference(FittedTopicsMixin):
     (pass only data you may see; the private fit itself never calls them).
 
     The fitted-state checks, output names and :meth:`top_words` come from
-    :class:`~dptensor.models._fitted_topics.FittedTopicsMixin`.
+    :class:`~dptensor.models.topics._fitted.FittedTopicsMixin`.
     """
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
