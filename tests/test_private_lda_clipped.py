@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
 
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models import private_spectral_lda as psl
@@ -267,3 +268,62 @@ def test_public_corpus_command(tmp_path, capsys):
     assert main(["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2",
                  "--public-corpus", str(tmp_path / "public.npz")]) == 2  # fmt: skip
     assert "--public-corpus" in capsys.readouterr().err
+
+
+# --- shrinkage toward the released unigram distribution (post-processing) ------------------------------
+def _lda_split(n, seed):
+    from dptensor.datasets.lda import make_lda_corpus
+    from dptensor.evaluation import split_documents
+
+    corpus = make_lda_corpus(n, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=seed)
+    test = make_lda_corpus(400, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=seed)
+    return corpus, split_documents(test.counts[:, :], random_state=0)
+
+
+def test_released_unigram_floors_at_the_noise_level():
+    mean = np.array([0.5, 0.3, -0.01, 0.0])
+    u = psl.released_unigram(mean, 0.02)
+    assert u.sum() == pytest.approx(1.0) and np.all(u > 0)
+    assert u[2] == pytest.approx(u[3]) == pytest.approx(0.01 / (0.8 + 0.04))
+    assert psl.released_unigram(np.array([-1.0, -2.0]), 0.0) == pytest.approx([0.5, 0.5])
+
+
+def test_shrinkage_weight_limits():
+    from dptensor.models.private_lda_plan import GOOD_LEVEL, shrinkage_weight
+
+    assert shrinkage_weight(0.0) == 1.0 and shrinkage_weight(GOOD_LEVEL) == pytest.approx(0.5)
+    assert shrinkage_weight(100 * GOOD_LEVEL) < 1e-3 and shrinkage_weight(-1.0) == 1.0
+
+
+def test_shrinkage_zero_signal_gives_the_released_unigram_and_strong_signal_keeps_the_topics():
+    from dptensor.evaluation import completion_perplexity
+
+    corpus, split = _lda_split(3000, 0)
+    noisy = PrivateSpectralLDA(3, 0.3, epsilon=0.002, delta=1e-6, random_state=0,
+                               noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
+    assert noisy.shrinkage_ > 0.9  # (nearly) zero signal: (nearly) the released unigram model
+    assert noisy.components_.shape == (3, 30) and not np.allclose(noisy.components_, noisy.unigram_)
+    raw = clone(noisy).set_params(shrinkage=0.0, noise=insecure_test_noise(0)).fit(corpus.counts)  # same release
+    held = np.asarray(split.held_out.sum(axis=0)).ravel()
+    unigram_ppl = float(np.exp(-(held * np.log(noisy.unigram_)).sum() / held.sum()))
+    assert raw.shrinkage_ == 0.0 and np.array_equal(raw.components_, noisy.components_)
+    raw_ppl, shrunk_ppl = completion_perplexity(raw, split), completion_perplexity(noisy, split)
+    assert abs(shrunk_ppl - unigram_ppl) < 0.25 * abs(raw_ppl - unigram_ppl)
+    assert shrunk_ppl < raw_ppl
+    strong = PrivateSpectralLDA(3, 0.3, epsilon=1e4, delta=1e-6, random_state=0).fit(corpus.counts)
+    assert strong.shrinkage_ < 0.01
+    assert np.abs(strong.topic_word_distribution() - strong.components_).max() < 0.01
+    # post-processing: the guarantee does not depend on the shrinkage
+    assert raw.guarantee_.epsilon == noisy.guarantee_.epsilon and raw.noise_scales_ == noisy.noise_scales_
+
+
+def test_shrinkage_parameter_checks_and_the_unclipped_mode():
+    X = _base_corpus(50)
+    with pytest.raises(ValueError, match="shrinkage"):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, shrinkage=1.5).fit(X)
+    with pytest.raises(ValueError, match="shrinkage=0.5 needs the clipped mode"):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, clip=None, shrinkage=0.5).fit(X + 1)
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, clip=None, random_state=0).fit(X + 1)
+    assert model.unigram_ is None and model.shrinkage_ == 0.0
+    fixed = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, shrinkage=0.25, random_state=0).fit(X)
+    assert fixed.shrinkage_ == 0.25

@@ -775,6 +775,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         if "m2" not in self.noise_scales_:  # public whitening: no noise on M2
             return 0.0
         scale = float(np.max(self.noise_scales_["m2"]))  # released S0 enters it: public
+        # m2's noise over S0 is scale * S0; a 2-sigma lower bound of S0 keeps a noisy S0 from
+        # overstating the signal-to-noise when the m1 noise is comparable to S0 (tiny epsilon).
+        total, total_sd = self._released_total
+        scale *= total / max(total - 2.0 * total_sd, 1.0)
         method = self._whitening_method(n_words)
         width = min(n_words, int(self.n_components) + int(self.n_oversamples))
         snr = signal_guess(n_words, int(self.n_components), float(self.alpha0)) / noise_norm(
@@ -884,6 +888,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             mean = released[1:] / total
         self.noise_scales_["m1"] = scale1
         self.unigram_ = released_unigram(mean, scale1 / total)
+        self._released_total = (total, scale1 / moments.word_clip)  # S0 and its noise sd (for shrinkage_)
         if public_whitening is not None:
             return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
         operator = ClippedSecondMoment(moments, total, mean, self.alpha0)
