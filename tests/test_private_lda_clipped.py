@@ -303,7 +303,8 @@ def test_shrinkage_zero_signal_gives_the_released_unigram_and_strong_signal_keep
                                noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
     assert noisy.shrinkage_ > 0.9  # (nearly) zero signal: (nearly) the released unigram model
     assert noisy.components_.shape == (3, 30) and not np.allclose(noisy.components_, noisy.unigram_)
-    raw = clone(noisy).set_params(shrinkage=0.0, noise=insecure_test_noise(0)).fit(corpus.counts)  # same release
+    # the same release (same test noise), not shrunk
+    raw = clone(noisy).set_params(shrinkage=0.0, noise=insecure_test_noise(0)).fit(corpus.counts)
     held = np.asarray(split.held_out.sum(axis=0)).ravel()
     unigram_ppl = float(np.exp(-(held * np.log(noisy.unigram_)).sum() / held.sum()))
     assert raw.shrinkage_ == 0.0 and np.array_equal(raw.components_, noisy.components_)
