@@ -414,3 +414,19 @@ def test_shrinkage_parameter_checks_and_the_unclipped_mode():
     assert model.unigram_ is None and model.shrinkage_ == 0.0
     fixed = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, shrinkage=0.25, random_state=0).fit(X)
     assert fixed.shrinkage_ == 0.25
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_saved_model_keeps_the_shrinkage(tmp_path, suffix):
+    from dptensor.cli.lda import load_model, save_model
+    from dptensor.datasets.corpus import Corpus
+
+    X = _base_corpus(200)
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(X)
+    assert 0 < model.shrinkage_ < 1
+    path = tmp_path / f"model{suffix}"
+    save_model(path, model, Corpus(sp.csr_matrix(X), [f"w{i}" for i in range(12)], "test"))
+    loaded, _ = load_model(path)
+    assert loaded.shrinkage_ == model.shrinkage_
+    np.testing.assert_allclose(loaded.unigram_, model.unigram_)
+    np.testing.assert_allclose(loaded.transform(X[:20]), model.transform(X[:20]))
