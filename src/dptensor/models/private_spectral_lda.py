@@ -53,6 +53,11 @@ dropped row); ``N``, the vocabulary, ``alpha_0``, ``k``, ``C`` and ``C1`` are pu
 sensitivities do not involve ``N``: the normalisation by ``S0`` is released. Composition as
 in point 4 above, over the three releases.
 
+Inference shrinks the topics toward the released unigram distribution ``unigram_`` (from ``E1``)
+by a weight ``shrinkage_`` chosen from public parameters and released quantities (``shrinkage``;
+docs/lda.md, *Shrinkage toward the private unigram model*): post-processing, so the guarantee is
+that of the three releases.
+
 Configurations 2--4 (as printed; their guarantee does not hold)
 ---------------------------------------------------------------
 2. noise on ``T_hat`` built with the **clean** whitening (e6) and on ``M2_hat`` for ``(W^T)^+`` (e8);
@@ -1055,8 +1060,9 @@ def released_unigram(mean: np.ndarray, noise_std: float) -> np.ndarray:
     on each entry of ``E1`` (public: the ``m1`` noise scale over the released ``S0``). A word whose
     frequency is below the noise is indistinguishable from an absent one; the floor keeps it
     possible at about the noise level instead of at zero, as the Euclidean projection onto the
-    simplex would (on Debian descriptions at ``epsilon = 1`` the projection gives held-out
-    perplexity 566, the floor 442--470 for ``0.3 <= floor <= 1``; docs/lda.md, *Shrinkage*).
+    simplex would (on Debian descriptions at ``epsilon = 1`` the projection gave held-out
+    perplexity 566, a floor of 0.3--1 noise sd 442--470, with ``s`` estimated from the negative
+    entries; docs/lda.md, *Shrinkage toward the private unigram model*).
     """
     mean = np.asarray(mean, dtype=np.float64)
     out = np.maximum(mean, 0.0) + UNIGRAM_FLOOR * max(float(noise_std), 0.0)
