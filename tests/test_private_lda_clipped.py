@@ -414,6 +414,12 @@ def test_shrinkage_parameter_checks_and_the_unclipped_mode():
     assert model.unigram_ is None and model.shrinkage_ == 0.0
     fixed = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, shrinkage=0.25, random_state=0).fit(X)
     assert fixed.shrinkage_ == 0.25
+    power = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, private_whitening="noisy-power",
+                               random_state=0).fit(X)  # fmt: skip
+    assert isinstance(power.noise_scales_["m2"], list) and 0 < power.shrinkage_ <= 1
+    public = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, public_corpus=_base_corpus(50, seed=1),
+                                random_state=0).fit(X)  # fmt: skip
+    assert public.shrinkage_ == 0.0 and public.unigram_ is not None  # no noise on the whitening
 
 
 @pytest.mark.parametrize("suffix", [".json", ".npz"])
