@@ -6,10 +6,11 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
 
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models import private_spectral_lda as psl
-from dptensor.privacy import PrivacyWarning, insecure_test_noise
+from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 from dptensor.privacy.lda_sensitivity import clipped_sensitivities
 from dptensor.tensor.clipped_lda_moments import ClippedMoments, clipped_terms
@@ -185,11 +186,43 @@ class _Released(Exception):
     pass
 
 
-def _released_word_sum(monkeypatch, X, seed, sensitivity_factor):
-    """Released ``S0 + S1[0]`` of the m1 release of a fit on ``X`` (the fit stops right after it).
+def _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs=AUDIT_RUNS, **params):
+    """Fit ``2 runs`` times on ``X``; a patched step appends the audited statistic to
+    ``captured`` and raises ``_Released`` (the fit stops right after the release under audit).
 
-    All the budget goes to m1 (``budget_split``), so the audit sees the whole epsilon.
+    ``sensitivity_factor`` scales every clipped sensitivity: 1 is the honest estimator, 0.1 an
+    under-noised variant. ``params``: the budget split that gives the audited release all of epsilon.
     """
+    def weak(clip, word_clip):
+        true = clipped_sensitivities(clip, word_clip)
+        return {key: value * sensitivity_factor for key, value in true.items()}
+
+    monkeypatch.setattr(psl, "clipped_sensitivities", weak)
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PrivacyWarning (insecure test noise), UtilityWarning
+        for _ in range(2 * runs):
+            model = PrivateSpectralLDA(
+                1, 0.1, epsilon=AUDIT_EPSILON, delta=AUDIT_DELTA, clip=1.0, word_clip=1.0,
+                noise=insecure_test_noise(int(rng.integers(2**31))), random_state=0, **params,
+            )  # fmt: skip
+            with pytest.raises(_Released):
+                model.fit(X)
+    return np.array(captured)
+
+
+def _audit(samples_fn):
+    """``(honest, under-noised)`` epsilon lower bounds for the neighbours ``[0, 0]`` -> ``[3, 0]``."""
+    base = [[3, 0], [3, 0], [0, 3]]
+    first = np.array([*base, [0, 0]], dtype=float)
+    second = np.array([*base, [3, 0]], dtype=float)
+    honest = epsilon_lower_bound(samples_fn(first, 0, 1.0), samples_fn(second, 1, 1.0), AUDIT_DELTA)
+    under = epsilon_lower_bound(samples_fn(first, 2, 0.1), samples_fn(second, 3, 0.1), AUDIT_DELTA)
+    return honest, under
+
+
+def _released_word_sum(monkeypatch, X, seed, sensitivity_factor):
+    """Released ``S0 + S1[0]`` of the m1 release (all the budget on m1)."""
     captured = []
 
     class Capture(psl.ClippedSecondMoment):
@@ -197,36 +230,90 @@ def _released_word_sum(monkeypatch, X, seed, sensitivity_factor):
             captured.append(float(total + mean[0] * total))
             raise _Released
 
-    def weak(clip, word_clip):
-        true = clipped_sensitivities(clip, word_clip)
-        return {key: value * sensitivity_factor for key, value in true.items()}
-
     monkeypatch.setattr(psl, "ClippedSecondMoment", Capture)
-    monkeypatch.setattr(psl, "clipped_sensitivities", weak)
-    rng = np.random.default_rng(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)
-        for _ in range(2 * AUDIT_RUNS):
-            model = PrivateSpectralLDA(
-                1, 0.1, epsilon=AUDIT_EPSILON, delta=AUDIT_DELTA, clip=1.0, word_clip=1.0,
-                budget_split={"m1": 1e6, "m2": 1.0, "e3": 1.0},
-                noise=insecure_test_noise(int(rng.integers(2**31))), random_state=0,
-            )  # fmt: skip
-            with pytest.raises(_Released):
-                model.fit(X)
-    return np.array(captured)
+    return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured,
+                            budget_split={"m1": 1e6, "m2": 1.0, "e3": 1.0})  # fmt: skip
 
 
 def test_audit_m1_release_and_catch_an_under_noised_variant(monkeypatch):
-    base = [[3, 0], [3, 0], [0, 3]]
-    first = np.array([*base, [0, 0]], dtype=float)
-    second = np.array([*base, [3, 0]], dtype=float)  # (S0, S1) moves by (1, 1, 0): sqrt2 of the bound sqrt3
-    honest = epsilon_lower_bound(_released_word_sum(monkeypatch, first, 0, 1.0),
-                                 _released_word_sum(monkeypatch, second, 1, 1.0), AUDIT_DELTA)  # fmt: skip
-    under = epsilon_lower_bound(_released_word_sum(monkeypatch, first, 2, 0.1),
-                                _released_word_sum(monkeypatch, second, 3, 0.1), AUDIT_DELTA)  # fmt: skip
+    # (S0, S1) moves by (1, 1, 0): sqrt2 of the bound sqrt3
+    honest, under = _audit(lambda X, seed, factor: _released_word_sum(monkeypatch, X, seed, factor))
     assert honest <= AUDIT_EPSILON
     assert under > 1.5 * AUDIT_EPSILON
+
+
+def _released_pair_entry(monkeypatch, X, seed, sensitivity_factor, runs):
+    """Released ``S2[0, 0]`` of the m2 release (Analyze Gauss; all the budget on m2).
+
+    The noisy ``M2 = S2 / S0 - a E1 E1^T + E`` is read back from the mechanism's own array;
+    ``S2[0, 0] + S0 E[0, 0]`` is a function of it and the released ``S0`` (noise of std ``z Delta``
+    whatever the ``S0`` that the starved m1 release gave).
+    """
+    captured = []
+    from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs as real
+
+    def capture(operator, rank, *, noise_scale, source):
+        clean = operator.to_dense()
+        noisy = clean.copy()
+
+        class Proxy:
+            shape = operator.shape
+
+            def to_dense(self):
+                return noisy  # the mechanism adds its noise to this array in place
+
+        real(Proxy(), rank, noise_scale=noise_scale, source=source)
+        s2 = operator.moments.pair_dense()[0, 0]
+        captured.append(float(s2 + (noisy[0, 0] - clean[0, 0]) * operator.total_weight))
+        raise _Released
+
+    monkeypatch.setattr(psl, "analyze_gauss_eigenpairs", capture)
+    return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs,
+                            budget_split={"m1": 1.0, "m2": 1e6, "e3": 1.0})  # fmt: skip
+
+
+#: Runs per input of the m2 and e3 audits: a fast default check (a 10x under-noised variant is far
+#: off) and the full-power one, ``slow``.
+RUNS = [250, pytest.param(AUDIT_RUNS, marks=pytest.mark.slow)]
+
+
+def _caught(under, runs):
+    """Caught: the lower bound exceeds epsilon (by half of it with the full-power run)."""
+    return under > (1.5 if runs >= AUDIT_RUNS else 1.0) * AUDIT_EPSILON
+
+
+@pytest.mark.parametrize("runs", RUNS)
+def test_audit_m2_release_and_catch_an_under_noised_variant(monkeypatch, runs):
+    # [3, 0] has P_n = e0 e0^T (weight 1 at C = 1): S2[0, 0] moves by 1, against the bound sqrt2
+    honest, under = _audit(lambda X, seed, factor: _released_pair_entry(monkeypatch, X, seed, factor, runs))
+    assert honest <= AUDIT_EPSILON
+    assert _caught(under, runs)
+
+
+def _released_third_entry(monkeypatch, X, seed, sensitivity_factor, runs):
+    """Released ``S3(U, U, U)[0, 0, 0]`` of the e3 release (all the budget on e3).
+
+    The basis ``U`` comes from a public corpus (no noise, the same in every run): ``[3, 0]``
+    documents, so ``U = +-e0`` and the sign is undone.
+    """
+    captured = []
+
+    def capture(third, total, mean, U, sigma, alpha0):
+        captured.append(float(third[0, 0, 0] * np.sign(U[0, 0]) ** 3))
+        raise _Released
+
+    monkeypatch.setattr(psl, "clipped_whitened_third_moment", capture)
+    public = np.array([[3, 0]] * 4 + [[0, 3]], dtype=float)
+    return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs, public_corpus=public,
+                            budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip
+
+
+@pytest.mark.parametrize("runs", RUNS)
+def test_audit_e3_release_and_catch_an_under_noised_variant(monkeypatch, runs):
+    # [3, 0] has G_n = e0 (x) e0 (x) e0 (weight 1 at C = 1): the entry moves by 1, against the bound sqrt2
+    honest, under = _audit(lambda X, seed, factor: _released_third_entry(monkeypatch, X, seed, factor, runs))
+    assert honest <= AUDIT_EPSILON
+    assert _caught(under, runs)
 
 
 # --- public-data assistance ---------------------------------------------------------------------------
@@ -267,3 +354,85 @@ def test_public_corpus_command(tmp_path, capsys):
     assert main(["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2",
                  "--public-corpus", str(tmp_path / "public.npz")]) == 2  # fmt: skip
     assert "--public-corpus" in capsys.readouterr().err
+
+
+# --- shrinkage toward the released unigram distribution (post-processing) ------------------------------
+def _lda_split(n, seed):
+    from dptensor.datasets.lda import make_lda_corpus
+    from dptensor.evaluation import split_documents
+
+    corpus = make_lda_corpus(n, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=seed)
+    test = make_lda_corpus(400, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=seed)
+    return corpus, split_documents(test.counts[:, :], random_state=0)
+
+
+def test_released_unigram_floors_at_the_noise_level():
+    mean = np.array([0.5, 0.3, -0.01, 0.0])
+    u = psl.released_unigram(mean, 0.02)
+    assert u.sum() == pytest.approx(1.0) and np.all(u > 0)
+    assert u[2] == pytest.approx(u[3]) == pytest.approx(0.01 / (0.8 + 0.04))
+    assert psl.released_unigram(np.array([-1.0, -2.0]), 0.0) == pytest.approx([0.5, 0.5])
+
+
+def test_shrinkage_weight_limits():
+    from dptensor.models.topics.plan import GOOD_LEVEL, shrinkage_weight
+
+    assert shrinkage_weight(0.0) == 1.0 and shrinkage_weight(GOOD_LEVEL) == pytest.approx(0.5)
+    assert shrinkage_weight(100 * GOOD_LEVEL) < 1e-3 and shrinkage_weight(-1.0) == 1.0
+
+
+def test_shrinkage_zero_signal_gives_the_released_unigram_and_strong_signal_keeps_the_topics():
+    from dptensor.evaluation import completion_perplexity
+
+    corpus, split = _lda_split(3000, 0)
+    noisy = PrivateSpectralLDA(3, 0.3, epsilon=0.002, delta=1e-6, random_state=0,
+                               noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
+    assert noisy.shrinkage_ > 0.9  # (nearly) zero signal: (nearly) the released unigram model
+    assert noisy.components_.shape == (3, 30) and not np.allclose(noisy.components_, noisy.unigram_)
+    # the same release (same test noise), not shrunk
+    raw = clone(noisy).set_params(shrinkage=0.0, noise=insecure_test_noise(0)).fit(corpus.counts)
+    held = np.asarray(split.held_out.sum(axis=0)).ravel()
+    unigram_ppl = float(np.exp(-(held * np.log(noisy.unigram_)).sum() / held.sum()))
+    assert raw.shrinkage_ == 0.0 and np.array_equal(raw.components_, noisy.components_)
+    raw_ppl, shrunk_ppl = completion_perplexity(raw, split), completion_perplexity(noisy, split)
+    assert abs(shrunk_ppl - unigram_ppl) < 0.25 * abs(raw_ppl - unigram_ppl)
+    assert shrunk_ppl < raw_ppl
+    strong = PrivateSpectralLDA(3, 0.3, epsilon=1e4, delta=1e-6, random_state=0).fit(corpus.counts)
+    assert strong.shrinkage_ < 0.01
+    assert np.abs(strong.topic_word_distribution() - strong.components_).max() < 0.01
+    # post-processing: the guarantee does not depend on the shrinkage
+    assert raw.guarantee_.epsilon == noisy.guarantee_.epsilon and raw.noise_scales_ == noisy.noise_scales_
+
+
+def test_shrinkage_parameter_checks_and_the_unclipped_mode():
+    X = _base_corpus(50)
+    with pytest.raises(ValueError, match="shrinkage"):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, shrinkage=1.5).fit(X)
+    with pytest.raises(ValueError, match="shrinkage=0.5 needs the clipped mode"):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, clip=None, shrinkage=0.5).fit(X + 1)
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, clip=None, random_state=0).fit(X + 1)
+    assert model.unigram_ is None and model.shrinkage_ == 0.0
+    fixed = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, shrinkage=0.25, random_state=0).fit(X)
+    assert fixed.shrinkage_ == 0.25
+    power = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, private_whitening="noisy-power",
+                               random_state=0).fit(X)  # fmt: skip
+    assert isinstance(power.noise_scales_["m2"], list) and 0 < power.shrinkage_ <= 1
+    public = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, public_corpus=_base_corpus(50, seed=1),
+                                random_state=0).fit(X)  # fmt: skip
+    assert public.shrinkage_ == 0.0 and public.unigram_ is not None  # no noise on the whitening
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_saved_model_keeps_the_shrinkage(tmp_path, suffix):
+    from dptensor.cli.lda import load_model, save_model
+    from dptensor.datasets.corpus import Corpus
+
+    X = _base_corpus(200)
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(X)
+    assert 0 < model.shrinkage_ < 1
+    path = tmp_path / f"model{suffix}"
+    save_model(path, model, Corpus(sp.csr_matrix(X), [f"w{i}" for i in range(12)], "test"))
+    loaded, _ = load_model(path)
+    assert loaded.shrinkage_ == model.shrinkage_
+    np.testing.assert_allclose(loaded.unigram_, model.unigram_)
+    np.testing.assert_allclose(loaded.transform(X[:20]), model.transform(X[:20]))

@@ -665,6 +665,9 @@ def save_model(
         arrays["alpha"] = model.alpha_
         if isinstance(model, PrivateSpectralLDA):
             meta["guarantee"] = model.guarantee_.to_dict()
+            meta["shrinkage"] = model.shrinkage_  # inference's weight of the released unigram_
+            if model.unigram_ is not None:
+                arrays["unigram"] = model.unigram_
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
@@ -701,6 +704,7 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
             meta = json.loads(str(f["meta"]))
             components = f["components"]
             alpha = f["alpha"] if "alpha" in f.files else None
+            unigram = f["unigram"] if "unigram" in f.files else None
             vocabulary = [str(w) for w in f["vocabulary"]] or None
     else:
         try:
@@ -711,6 +715,7 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
             raise ValueError(f"{path} has no 'components': it is not {written_by}")
         components = np.asarray(meta["components"])
         alpha = np.asarray(meta["alpha"]) if "alpha" in meta else None
+        unigram = np.asarray(meta["unigram"]) if "unigram" in meta else None
         vocabulary = meta.get("vocabulary")
     if not isinstance(meta, dict) or "params" not in meta:
         raise ValueError(f"{path} has no 'params': it is not {written_by}")
@@ -723,6 +728,9 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
     model.components_ = np.asarray(components, dtype=np.float64)
     model.alpha_ = np.asarray(alpha, dtype=np.float64)
     model.n_features_in_ = model.components_.shape[1]
+    if isinstance(model, PrivateSpectralLDA):  # the shrinkage toward the released unigram distribution
+        model.unigram_ = None if unigram is None else np.asarray(unigram, dtype=np.float64)
+        model.shrinkage_ = float(meta.get("shrinkage", 0.0)) if unigram is not None else 0.0
     return model, vocabulary
 
 

@@ -53,6 +53,11 @@ dropped row); ``N``, the vocabulary, ``alpha_0``, ``k``, ``C`` and ``C1`` are pu
 sensitivities do not involve ``N``: the normalisation by ``S0`` is released. Composition as
 in point 4 above, over the three releases.
 
+Inference shrinks the topics toward the released unigram distribution ``unigram_`` (from ``E1``)
+by a weight ``shrinkage_`` chosen from public parameters and released quantities (``shrinkage``;
+docs/lda.md, *Shrinkage toward the private unigram model*): post-processing, so the guarantee is
+that of the three releases.
+
 Configurations 2--4 (as printed; their guarantee does not hold)
 ---------------------------------------------------------------
 2. noise on ``T_hat`` built with the **clean** whitening (e6) and on ``M2_hat`` for ``(W^T)^+`` (e8);
@@ -329,6 +334,16 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         of fewer than 3 tokens are an error).
     word_clip : "auto" or float, default "auto"
         Bound ``C1`` on each document's term in ``M1_hat`` (``"auto"``: ``3 C``).
+    shrinkage : "auto" or float in [0, 1], default "auto"
+        Weight ``lambda`` of the released unigram distribution ``unigram_`` in the topics that
+        inference uses (``transform``, ``score``, ``perplexity``, :meth:`topic_word_distribution`):
+        ``(1 - lambda) mu_i + lambda unigram_`` (docs/lda.md, *Shrinkage toward the private unigram
+        model*). Post-processing of the releases: the guarantee is unchanged. ``"auto"``:
+        ``1 / (1 + snr^2)`` with ``snr`` the predicted signal-to-noise of the ``M2`` release
+        (:func:`~dptensor.models.topics.plan.shrinkage_weight`; ``0`` with ``public_corpus``,
+        whose whitening has no noise). ``lambda = 1`` is the unigram model. Clipped mode only (the
+        unclipped configurations release no ``M1``): there ``"auto"`` means 0 and a positive
+        value is an error. ``components_`` and ``top_words`` are not shrunk.
     public_corpus : array_like or scipy.sparse matrix of shape (n_public, d), optional
         Word counts of **public** documents of similar text over the same vocabulary (clipped mode
         only). The whitening (``M2``'s top eigenpairs) is computed from them without noise, so only
@@ -365,6 +380,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         Private topic-word distributions (rows on the simplex), by decreasing ``alpha_``.
     alpha_ : ndarray of shape (k,)
     guarantee_ : PrivacyGuarantee
+    unigram_ : ndarray of shape (d,) or None
+        The released ``M1`` normalised (``S1 / S0``, projected onto the simplex): the private
+        unigram distribution (clipped mode; ``None`` otherwise).
+    shrinkage_ : float
+        The ``lambda`` used by inference (``shrinkage``).
     budget_split_ : dict
         The normalised shares used.
     noise_scales_ : dict
@@ -400,6 +420,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "projected_sensitivity": ["boolean"],
         "clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
         "word_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
         "public_corpus": ["array-like", "sparse matrix", None],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": ["random_state"],
@@ -423,6 +444,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         projected_sensitivity: bool = True,
         clip: float | str | None = "auto",
         word_clip: float | str = "auto",
+        shrinkage: float | str = "auto",
         public_corpus: object = None,
         decomposition: str = "simultaneous",
         n_restarts: int | None = None,
@@ -452,6 +474,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.projected_sensitivity = projected_sensitivity
         self.clip = clip
         self.word_clip = word_clip
+        self.shrinkage = shrinkage
         self.public_corpus = public_corpus
         self.decomposition = decomposition
         self.n_restarts = n_restarts
@@ -712,6 +735,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 plan.guarantee.reason,
             )
         clipping = self._clipping(n_words)
+        if clipping is None and self.shrinkage != "auto" and float(self.shrinkage) > 0:
+            raise ValueError(
+                f"shrinkage={self.shrinkage!r} needs the clipped mode (clip set): the unclipped "
+                "configurations release no unigram distribution to shrink toward"
+            )
         if clipping is None:
             docs = check_private_counts(X, n_jobs=self.n_jobs)
         else:
@@ -728,6 +756,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )
         self.noise_scales_ = {}
         self.budget_split_ = dict(plan.shares)
+        self.unigram_ = None
         if clipping is not None:
             topics, alpha = self._fit_clipped(
                 ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
@@ -738,10 +767,42 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             topics, alpha = self._fit_paper_config(docs, plan, source, rng, timings)
         self.components_ = topics
         self.alpha_ = alpha
+        self.shrinkage_ = self._shrinkage_weight(n_words)
         self.n_features_in_ = n_words
         self.n_documents_ = n_documents
         self.timings_ = timings
         return self
+
+    def _shrinkage_weight(self, n_words: int) -> float:
+        """``shrinkage_`` from public parameters and released noise scales only (post-processing)."""
+        from dptensor.models.topics.plan import noise_norm, shrinkage_weight, signal_guess
+
+        if self.unigram_ is None:
+            return 0.0
+        if self.shrinkage != "auto":
+            return float(self.shrinkage)
+        if "m2" not in self.noise_scales_:  # public whitening: no noise on M2
+            return 0.0
+        scale = float(np.max(self.noise_scales_["m2"]))  # released S0 enters it: public
+        # m2's noise over S0 is scale * S0; a 2-sigma lower bound of S0 keeps a noisy S0 from
+        # overstating the signal-to-noise when the m1 noise is comparable to S0 (tiny epsilon).
+        total, total_sd = self._released_total
+        scale *= total / max(total - 2.0 * total_sd, 1.0)
+        method = self._whitening_method(n_words)
+        width = min(n_words, int(self.n_components) + int(self.n_oversamples))
+        snr = signal_guess(n_words, int(self.n_components), float(self.alpha0)) / noise_norm(
+            scale, n_words, method, width
+        )
+        return shrinkage_weight(snr)
+
+    def _smoothed_topics(self) -> np.ndarray:
+        """``(1 - smoothing) ((1 - lambda) mu_i + lambda unigram_) + smoothing / d`` (``shrinkage``)."""
+        s = self._check_smoothing()
+        topics = self.components_
+        lam = float(getattr(self, "shrinkage_", 0.0))
+        if lam > 0 and self.unigram_ is not None:
+            topics = (1.0 - lam) * topics + lam * self.unigram_[None, :]
+        return (1.0 - s) * topics + s / self.n_features_in_
 
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
         """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
@@ -835,6 +896,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             total = max(float(released[0]) / moments.word_clip, 1.0)
             mean = released[1:] / total
         self.noise_scales_["m1"] = scale1
+        self.unigram_ = released_unigram(mean, scale1 / total)
+        self._released_total = (total, scale1 / moments.word_clip)  # S0 and its noise sd (for shrinkage_)
         if public_whitening is not None:
             return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
         operator = ClippedSecondMoment(moments, total, mean, self.alpha0)
@@ -987,6 +1050,29 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         noisy_topics *= np.where(noisy_topics.sum(axis=1) < 0, -1.0, 1.0)[:, None]
         order = np.argsort(-noisy_alpha, kind="stable")
         return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
+
+
+#: Floor, in noise standard deviations, added to every word of the released unigram distribution.
+UNIGRAM_FLOOR = 0.5
+
+
+def released_unigram(mean: np.ndarray, noise_std: float) -> np.ndarray:
+    """The private unigram distribution from the released ``E1 = S1 / S0`` (post-processing).
+
+    ``normalise(max(E1, 0) + UNIGRAM_FLOOR * s)`` with ``s`` the standard deviation of the noise
+    on each entry of ``E1`` (public: the ``m1`` noise scale over the released ``S0``). A word whose
+    frequency is below the noise is indistinguishable from an absent one; the floor keeps it
+    possible at about the noise level instead of at zero, as the Euclidean projection onto the
+    simplex would (on Debian descriptions at ``epsilon = 1`` the projection gave held-out
+    perplexity 566, a floor of 0.3--1 noise sd 442--470, with ``s`` estimated from the negative
+    entries; docs/lda.md, *Shrinkage toward the private unigram model*).
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    out = np.maximum(mean, 0.0) + UNIGRAM_FLOOR * max(float(noise_std), 0.0)
+    total = float(out.sum())
+    if not total > 0:  # every entry non-positive and no noise: fall back to uniform
+        return np.full(mean.shape, 1.0 / mean.size)
+    return out / total
 
 
 def _composed_multiplier(
