@@ -59,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     show.add_argument("file", help="the ledger file")
     show.add_argument("--json", metavar="FILE", help="also write the summary and every charge as JSON")
+    show.add_argument(
+        "--plot", metavar="FILE.png", help="also draw the epsilon spent over time, by caller (PNG)",
+    )
     add_quiet_argument(show)
     show.set_defaults(func=run_show)
 
@@ -125,6 +128,7 @@ def _say(args: argparse.Namespace, line: str) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     output_path(args.json, "--json")
+    output_path(args.plot, "--plot", suffixes=(".png",))
     ledger = _open(args.file)
     summary = ledger.summary()
     charges = ledger.charges()
@@ -148,6 +152,12 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, summary)
         _say(args, f"wrote {args.json}")
+    if args.plot:
+        from dptensor.report import plot_budget
+
+        with atomic_path(args.plot) as tmp:
+            plot_budget(charges, budget=ledger.epsilon).savefig(tmp, format="png", dpi=90)
+        _say(args, f"wrote {args.plot}")
     return 0
 
 

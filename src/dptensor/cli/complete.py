@@ -21,6 +21,7 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._report import add_report_arguments, begin_report, write_completion_report
 from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens, read_recbole_inter
 from dptensor.models._completion_dpals import RELATIONS
 from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
@@ -131,6 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the base they came in (1-based with --one-based; MovieLens user and item ids "
                              "as in the file, the day index k from 0)")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
+    add_report_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -207,6 +209,7 @@ def _physical_memory() -> int:
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)
+    begin_report(args)
     with opened_ledger(args, private=args.privacy is not None) as ledger:
         return _run(args, ledger)
 
@@ -293,4 +296,5 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
+    write_completion_report(args, model, train, test, private=args.privacy is not None, user=user)
     return 0 if np.all(np.isfinite(predictions)) else 1

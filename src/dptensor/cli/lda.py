@@ -32,6 +32,7 @@ from dptensor.cli._options import (
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
@@ -118,6 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _private_arguments(fit)
     _vi_arguments(fit)
     add_parallel_arguments(fit)
+    add_report_arguments(fit, test=True)
     fit.set_defaults(func=run_fit)
 
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
@@ -220,6 +222,7 @@ def check_fit_options(args: argparse.Namespace) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     check_fit_options(args)
+    begin_report(args)
     # --ledger without --epsilon is an error: nothing would be charged
     with opened_ledger(args, private=args.epsilon is not None) as ledger:
         if args.method == "vi":
@@ -297,6 +300,8 @@ def _print_topics(args: argparse.Namespace, model: TopicModelInference, corpus: 
     if args.out:
         save_model(args.out, model, corpus)
         print(f"wrote {args.out}")
+    private_or_parts = isinstance(model, PrivateSpectralLDA) or corpus.counts.shape[0] == 0
+    write_topic_report(args, model, corpus.vocabulary, None if private_or_parts else corpus.counts)
 
 
 def _is_plain_text(path: Path) -> bool:
@@ -395,6 +400,7 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if args.out:
         save_model(args.out, model, corpus)
         print(f"wrote {args.out}")
+    write_topic_report(args, model, corpus.vocabulary, None if private else corpus.counts)
     return 0
 
 

@@ -6,6 +6,7 @@ private release), held-out errors, or a ledger's charges. Nothing reads training
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,8 +75,10 @@ def intertopic_coordinates(topics: np.ndarray, *, random_state: int = 0) -> np.n
         for j in range(i + 1, k):
             distances[i, j] = distances[j, i] = jensenshannon(topics[i], topics[j], base=2)
     distances = np.nan_to_num(distances)
-    mds = MDS(n_components=2, dissimilarity="precomputed", random_state=random_state, n_init=1)
-    return mds.fit_transform(distances)
+    with warnings.catch_warnings():  # scikit-learn >= 1.8 renames `dissimilarity` and changes `init`
+        warnings.simplefilter("ignore", FutureWarning)
+        mds = MDS(n_components=2, dissimilarity="precomputed", random_state=random_state, n_init=1)
+        return mds.fit_transform(distances)
 
 
 def plot_topics(

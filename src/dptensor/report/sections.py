@@ -86,7 +86,8 @@ def add_guarantee(page: ReportPage, guarantee: Any) -> ReportPage:
     for line in guarantee_sentences(guarantee):
         page.paragraph(line)
     if g is not None:
-        keys = ("epsilon", "delta", "neighbouring", "accountant", "mechanism", "n_releases", "noise_multiplier")
+        keys = ("epsilon", "delta", "neighbouring", "accountant", "mechanism", "n_releases",
+                "noise_multiplier")
         page.table(["quantity", "value"], [(key, g.get(key)) for key in keys])
     return page
 
@@ -245,7 +246,9 @@ def add_completion_errors(
     return page
 
 
-def add_provenance(page: ReportPage, argv: Sequence[str] | None, started: str, *, note: str = "") -> ReportPage:
+def add_provenance(
+    page: ReportPage, argv: Sequence[str] | None, started: str, *, note: str = ""
+) -> ReportPage:
     """Section "Reproduce": the command, the versions of dptensor and its libraries, and the time."""
     import matplotlib
     import scipy
