@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from scipy.spatial.distance import jensenshannon
 from sklearn.manifold import MDS
 
@@ -123,6 +124,7 @@ def plot_topics(
         ax.barh(range(top)[::-1], topics[t, order], color=f"C{t % 10}")
         ax.set_yticks(range(top)[::-1], words, fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.set_title(f"topic {t + 1} ({100 * prevalence[t]:.1f}%)", fontsize=9)
     return fig
 
@@ -174,9 +176,9 @@ def plot_budget(charges: Sequence[Any], *, budget: float | None = None) -> Figur
         times = [dt.datetime.fromisoformat(c.time.replace("Z", "+00:00")) for c in charges]
         spent = [c.spent_after for c in charges]
         ax.step(times, spent, where="post", color="0.6", zorder=1)
-        callers = list(dict.fromkeys(c.caller for c in charges))
-        for n, caller in enumerate(callers):
-            mine = [(t, s) for t, s, c in zip(times, spent, charges, strict=True) if c.caller == caller]
+        labels = [_caller_label(c) for c in charges]
+        for n, caller in enumerate(dict.fromkeys(labels)):
+            mine = [(t, s) for t, s, label in zip(times, spent, labels, strict=True) if label == caller]
             ax.scatter(*zip(*mine, strict=True), color=f"C{n % 10}", label=caller, zorder=2)
         ax.legend(fontsize=7, loc="upper left")
         fig.autofmt_xdate()
@@ -188,3 +190,12 @@ def plot_budget(charges: Sequence[Any], *, budget: float | None = None) -> Figur
     ax.set_xlabel("time (UTC)")
     ax.set_title("privacy budget spent over time, by caller", fontsize=10)
     return fig
+
+
+def _caller_label(charge: Any) -> str:
+    """Who charged, for a legend: ``user@host`` and the calling function, or the dptensor command run."""
+    caller = str(charge.caller)
+    if caller.startswith("__main__") or caller.startswith("dptensor"):
+        words = [w for w in str(charge.argv).split()[1:] if not w.startswith("-")][:2]
+        caller = "dptensor " + " ".join(words)
+    return f"{charge.user}@{charge.host}: {caller}"

@@ -18,7 +18,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor.report.page import ReportPage
-from dptensor.report.plots import plot_budget, plot_error_by_count, plot_intertopic_map, plot_topics
+from dptensor.report.plots import (
+    plot_budget,
+    plot_error_by_count,
+    plot_intertopic_map,
+    plot_topics,
+    topic_distributions,
+    topic_prevalence,
+)
 
 __all__ = [
     "COUNT_BUCKETS",
@@ -124,6 +131,13 @@ def add_topics(
     page.paragraph("Each chart shows a topic's most probable words and their probabilities; the title gives "
                    "the topic's prevalence (its share of the corpus as the model estimates it).")
     page.figure(plot_topics(model, vocabulary, top=top), f"top {top} words of each topic")
+    topics, prevalence = topic_distributions(model), topic_prevalence(model)
+    rows = []
+    for t, row in enumerate(topics):
+        order = np.argsort(-row, kind="stable")[: min(top, row.size)]
+        words = " ".join(str(vocabulary[j]) if vocabulary is not None else str(j) for j in order)
+        rows.append((f"topic {t + 1}", f"{100 * prevalence[t]:.1f}%", words))
+    page.table(["topic", "prevalence", f"top {top} words"], rows)
     page.figure(plot_intertopic_map(model),
                 "intertopic distance map: metric MDS of the Jensen-Shannon distances between topics; "
                 "circle area ~ prevalence")
