@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy.spatial.distance import jensenshannon
@@ -83,7 +84,7 @@ def intertopic_coordinates(topics: np.ndarray, *, random_state: int = 0) -> np.n
 
 
 def plot_topics(
-    model: Any, vocabulary: Sequence[str] | None = None, *, top: int = 10, columns: int = 4
+    model: Any, vocabulary: Sequence[str] | None = None, *, top: int = 10, columns: int = 5
 ) -> Figure:
     """Bar charts of each topic's ``top`` words with their probabilities, titled by prevalence.
 
@@ -96,7 +97,7 @@ def plot_topics(
         Word of each column (word indices are shown without it).
     top : int, default 10
         Words per topic.
-    columns : int, default 4
+    columns : int, default 5
         Charts per row.
 
     Returns
@@ -113,7 +114,7 @@ def plot_topics(
     top = min(top, d)
     columns = min(columns, k)
     rows = -(-k // columns)
-    fig = Figure(figsize=(3.2 * columns, 0.28 * top * rows + 0.9 * rows), layout="constrained")
+    fig = Figure(figsize=(2.7 * columns, 0.28 * top * rows + 0.9 * rows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, columns, squeeze=False)).ravel()
     for t, ax in enumerate(axes):
         if t >= k:
@@ -181,7 +182,11 @@ def plot_budget(charges: Sequence[Any], *, budget: float | None = None) -> Figur
             mine = [(t, s) for t, s, label in zip(times, spent, labels, strict=True) if label == caller]
             ax.scatter(*zip(*mine, strict=True), color=f"C{n % 10}", label=caller, zorder=2)
         ax.legend(fontsize=7, loc="upper left")
-        fig.autofmt_xdate()
+        if min(times) == max(times):  # one moment: give the axis a minute each side
+            ax.set_xlim(times[0] - dt.timedelta(minutes=1), times[0] + dt.timedelta(minutes=1))
+        locator = AutoDateLocator(maxticks=6)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     else:
         ax.text(0.5, 0.5, "no charges yet", ha="center", va="center", transform=ax.transAxes)
     if budget is not None:
