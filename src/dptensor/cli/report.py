@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dptensor.cli._options import output_path, positive_int
+from dptensor.cli._options import add_quiet_argument, output_path, positive_int, progress_line
 from dptensor.cli._report import begin_report, model_file_guarantee, write_topic_report
 
 EXAMPLES = """examples:
@@ -37,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--test", metavar="CORPUS", help="held-out corpus: perplexity and coherence")
     parser.add_argument("--vocab", help="vocabulary file of a --test count matrix without one")
     parser.add_argument("--top", type=positive_int, default=10, help="words per topic (default 10)")
+    add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.exists():
         raise FileNotFoundError(f"no such model file: {path}")
+    progress_line(f"reading {path} ...", args.quiet)
     single = _single_topic(path)
     if single is not None:
         model, vocabulary = single
