@@ -154,8 +154,9 @@ def write_completion_report(
     page = ReportPage("dptensor tensor completion report")
     add_guarantee(page, model.guarantee_)
     page.heading("Model")
-    page.table(["", ""], [("model", args.model.upper()), ("rank", args.rank), ("shape", str(train.shape)),
-                          ("privacy", args.privacy or "none"), ("neighbouring", args.neighbouring or "-")])
+    settings = [("model", args.model.upper()), ("rank", args.rank), ("shape", str(train.shape)),
+                ("privacy", args.privacy or "none"), ("neighbouring", args.neighbouring or "-")]
+    page.table(["setting", "value"], settings)
     if user:
         page.heading("Held-out error")
         page.paragraph(

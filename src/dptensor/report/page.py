@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -66,9 +67,11 @@ class ReportPage:
         return self
 
     def table(self, header: Sequence[str], rows: Iterable[Sequence[object]]) -> ReportPage:
-        """A table; cells are shown with ``str`` (floats with 4 significant digits)."""
+        """A table; cells are shown with ``str`` (floats with 4 significant digits, NaN as a dash)."""
         def cell(value: object) -> str:
-            return html.escape(f"{value:.4g}" if isinstance(value, float) else str(value))
+            if isinstance(value, float):
+                return "&ndash;" if math.isnan(value) else html.escape(f"{value:.4g}")
+            return html.escape(str(value))
 
         head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)

@@ -159,7 +159,9 @@ def plot_error_by_count(labels: Sequence[str], series: dict[str, Sequence[float]
     ax.set_xticks(x, list(labels))
     ax.set_ylabel("held-out RMSE")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    highest = np.nanmax([np.nanmax(np.asarray(v, dtype=float), initial=0.0) for v in series.values()] + [0.0])
+    ax.set_ylim(0, 1.5 * highest if highest > 0 else 1.0)  # headroom for the legend
+    ax.legend(fontsize=7, loc="upper left")
     return fig
 
 
