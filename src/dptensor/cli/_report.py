@@ -153,6 +153,8 @@ def write_completion_report(
         return
     page = ReportPage("dptensor tensor completion report")
     add_guarantee(page, model.guarantee_)
+    # joint DP however it is stated: the relation, or the guarantee's own details
+    user = user or bool(private and model.guarantee_ is not None and model.guarantee_.details.get("joint_dp"))
     page.heading("Model")
     settings = [("model", args.model.upper()), ("rank", args.rank), ("shape", str(train.shape)),
                 ("privacy", args.privacy or "none"), ("neighbouring", args.neighbouring or "-")]

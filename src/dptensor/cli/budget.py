@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     show = actions.add_parser(
         "show", help="the budget, what is spent and left, and a table of charges",
-        epilog="example:\n  dptensor budget show ratings.ledger --json budget.json\n",
+        epilog="example:\n  dptensor budget show ratings.ledger --json budget.json --plot budget.png\n",
     )  # fmt: skip
     show.add_argument("file", help="the ledger file")
     show.add_argument("--json", metavar="FILE", help="also write the summary and every charge as JSON")
