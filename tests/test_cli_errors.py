@@ -341,7 +341,7 @@ def test_movielens_ids_are_written_back_as_in_the_file(tmp_path):
     ("name", "reader"),
     [
         ("theta.txt", lambda p: np.loadtxt(p)),
-        ("theta.csv", lambda p: np.loadtxt(p, delimiter=",")),
+        ("theta.csv", lambda p: np.loadtxt(p, delimiter=",", skiprows=1)[:, 1:]),  # header, document id
         ("theta.npy", lambda p: np.load(p)),
     ],
 )

@@ -202,7 +202,8 @@ def test_cli_fit_and_transform_on_text(tmp_path, capsys):
         assert set(words) <= set(sports) or set(words) <= set(food)
     theta_path = tmp_path / "theta.csv"
     assert _run_cli(["lda", "transform", str(model_path), str(text), "--out", str(theta_path)]) == 0
-    theta = np.loadtxt(theta_path, delimiter=",")
+    assert theta_path.read_text().startswith("document,topic_1,topic_2\n0,")
+    theta = np.loadtxt(theta_path, delimiter=",", skiprows=1)[:, 1:]
     assert theta.shape == (400, 2)
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-5)
 

@@ -63,7 +63,7 @@ def test_private_fit_on_text_with_public_vocabulary(tmp_path, capsys, counts):
     assert payload["guarantee"]["epsilon"] == 1.0 and np.array(payload["components"]).shape == (2, 40)
     theta = tmp_path / "theta.csv"
     assert main(["lda", "transform", str(model), str(text), "--out", str(theta)]) == 0
-    assert np.loadtxt(theta, delimiter=",").shape == (400, 2)
+    assert np.loadtxt(theta, delimiter=",", skiprows=1)[:, 1:].shape == (400, 2)
 
 
 def test_private_refusals(tmp_path, capsys, counts):

@@ -43,15 +43,16 @@ def corpus():
     return make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=50, topic_concentration=0.1, random_state=0)
 
 
-def test_config1_recovers_topics_and_guarantee_holds(corpus):
-    model = PrivateSpectralLDA(3, corpus.alpha0, epsilon=3.0, delta=1e-6, random_state=0)
+@pytest.mark.parametrize("clip, releases", [("auto", {"m1", "m2", "e3"}), (None, {"e4+e8", "e3"})])
+def test_config1_recovers_topics_and_guarantee_holds(corpus, clip, releases):
+    model = PrivateSpectralLDA(3, corpus.alpha0, epsilon=3.0, delta=1e-6, clip=clip, random_state=0)
     assert model.fit(corpus.counts) is model
     g = model.guarantee_
     assert g.holds and g.epsilon == 3.0 and g.delta == 1e-6 and g.neighbouring == "document"
     assert g.epsilon_exact <= 3.0 and "N" in g.public
     assert _l1_error(corpus.topics, model.components_) < 0.15
     np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
-    assert set(model.noise_scales_) == {"e4+e8", "e3"}
+    assert set(model.noise_scales_) == releases
     assert sum(model.budget_split_.values()) == pytest.approx(1.0)
     # one composed dp_event; dp-accounting's PLD accountant agrees with the exact GDP total
     assert isinstance(g.dp_event, dp_accounting.ComposedDpEvent)
@@ -75,9 +76,9 @@ def test_more_budget_less_error(corpus):
 def test_noisy_power_whitening_at_larger_vocabulary():
     c = make_lda_corpus(30000, 600, 4, alpha=0.1, doc_length=80, topic_concentration=0.02, random_state=1)
     npm = PrivateSpectralLDA(4, c.alpha0, epsilon=10.0, delta=1e-6, private_whitening="noisy-power",
-                             random_state=0).fit(c.counts)  # fmt: skip
+                             clip=None, random_state=0).fit(c.counts)  # fmt: skip
     ag = PrivateSpectralLDA(4, c.alpha0, epsilon=10.0, delta=1e-6, private_whitening="analyze-gauss",
-                            random_state=0).fit(c.counts)  # fmt: skip
+                            clip=None, random_state=0).fit(c.counts)  # fmt: skip
     assert npm.guarantee_.n_releases == 4 + 1 and ag.guarantee_.n_releases == 2
     assert len(npm.noise_scales_["e4+e8"]) == 4
     assert _l1_error(c.topics, npm.components_) < 0.4  # chance level is about 1.9
@@ -227,7 +228,9 @@ def test_ledger_is_charged_once_before_the_release(corpus):
     assert len(charges) == 1 and charges[0][0] is model.guarantee_
     with pytest.raises(ValueError, match="fewer than 3 tokens"):  # invalid input: nothing charged
         bad = np.ones((5, 4)) * [1, 1, 0, 0]
-        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(bad)
+        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, clip=None, ledger=Ledger()).fit(bad)
+    with pytest.raises(ValueError, match="negative counts"):  # clipped (default): invalid, nothing charged
+        PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(-np.ones((5, 4)))
     assert len(charges) == 1
 
 
@@ -301,9 +304,12 @@ def test_short_documents_are_an_error_naming_them(corpus):
     counts[7, 0] = 2
     counts[42, :] = 0
     with pytest.raises(ValueError, match=r"2 document\(s\) with fewer than 3 tokens \(rows 7, 42\)"):
-        PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6).fit(counts.tocsr())
+        PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, clip=None).fit(counts.tocsr())
     with pytest.raises(ValueError, match="at least 3"):
         PrivateSpectralLDA(1, 0.3, epsilon=1.0, delta=1e-6).fit(np.full((2, 4), 2.0))
+    # clipped (the default): short documents get weight 0, N stays the number of rows
+    model = PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, random_state=0).fit(counts.tocsr())
+    assert model.n_documents_ == 100
 
 
 def test_estimator_conventions():

@@ -56,8 +56,17 @@ def test_private_fit_refusals(tmp_path, counts, capsys):
     short = sp.csr_matrix(np.vstack([counts[:10].toarray(), np.eye(30)[:1] * 2]))
     sp.save_npz(tmp_path / "short.npz", short)
     assert main(["lda", "fit", str(tmp_path / "short.npz"), "--topics", "3", "--epsilon", "1",
-                 "--delta", "1e-6", "--quiet"]) == 2  # fmt: skip
+                 "--delta", "1e-6", "--no-clip", "--quiet"]) == 2  # fmt: skip
     assert "rows 10" in capsys.readouterr().err
+    # clipped (the default): a short document gets weight 0, no error
+    assert main(["lda", "fit", str(tmp_path / "short.npz"), "--topics", "3", "--epsilon", "1",
+                 "--delta", "1e-6", "--quiet"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["lda", "fit", str(path), "--topics", "3", "--clip", "0.1", "--quiet"]) == 2
+    assert "--clip" in capsys.readouterr().err
+    assert main(["lda", "fit", str(path), "--topics", "3", "--epsilon", "1", "--delta", "1e-6",
+                 "--clip", "0.1", "--no-clip", "--quiet"]) == 2  # fmt: skip
+    assert "--clip" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config", ["1", "3"])
@@ -93,3 +102,30 @@ def test_private_fit_prints_no_durations(tmp_path, counts, capsys):
     assert "[spectral-lda]" in printed.err  # progress is on (no --quiet) ...
     assert not re.search(r"\d s\b|fitted in", printed.out + printed.err)  # ... without any timing
 
+
+
+@pytest.mark.parametrize("row", ["max float", "two 1e308", "empty"])
+def test_extreme_neighbour_observes_the_same_command_output(tmp_path, counts, row, monkeypatch):
+    """Clipped (default) fit through the CLI: an extreme document changes nothing observable but the release.
+
+    Issue 27 finding 1 (the neighbour used to warn, raise, or exit 2 with no file)."""
+    first = counts.tolil(copy=True)
+    second = first.copy().astype(np.float64)
+    second[0, :] = 0
+    if row == "max float":
+        second[0, 3] = np.finfo(float).max
+    elif row == "two 1e308":
+        second[0, 3] = second[0, 4] = 1e308
+    observations = []
+    for name, matrix in (("a", first), ("b", second)):
+        work = tmp_path / name
+        work.mkdir()
+        sp.save_npz(work / "corpus.npz", sp.csr_matrix(matrix, dtype=np.float64))
+        monkeypatch.chdir(work)
+        observations.append(observe_command(
+            ["lda", "fit", "corpus.npz", "--topics", "3", "--alpha0", "0.3", "--epsilon", "1", "--delta",
+             "1e-6", "--seed", "0", "--out", "model.json"],
+            work,
+        ))  # fmt: skip
+    assert observations[0].attributes[0] == ("exit_code", 0)
+    assert observable_differences(*observations) == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import math
 import re
 import shutil
 import subprocess
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from scipy.spatial.distance import jensenshannon
 
 from dptensor.cli import main
@@ -29,7 +27,6 @@ from dptensor.privacy.audit import observable_differences, observe_command
 from dptensor.report import (
     ReportPage,
     intertopic_coordinates,
-    npmi_coherence,
     plot_topics,
     topic_distributions,
     topic_prevalence,
@@ -130,24 +127,21 @@ def test_intertopic_map_reproduces_the_jensen_shannon_distances_of_three_topics(
         assert np.linalg.norm(xy[i] - xy[j]) == pytest.approx(expected, rel=1e-3, abs=1e-4)
 
 
-def test_npmi_coherence_matches_brute_force_on_a_tiny_corpus() -> None:
-    counts = sp.csr_matrix(np.array([[1, 2, 0, 0], [0, 1, 1, 0], [3, 1, 0, 0], [0, 0, 0, 5]]))
-    components = np.array([[0.4, 0.3, 0.2, 0.1], [0.1, 0.0, 0.2, 0.7]])
-    present = counts.toarray() > 0
+def test_heldout_section_reports_the_evaluation_modules_numbers() -> None:
+    from dptensor.evaluation import completion_perplexity, split_documents, topic_npmi, unigram_perplexity
+    from dptensor.models import SpectralLDA
+    from dptensor.report import add_heldout_topics
 
-    def npmi(a: int, b: int) -> float:
-        p_ab = np.mean(present[:, a] & present[:, b])
-        if p_ab == 0:
-            return -1.0
-        if p_ab == 1:
-            return 1.0
-        return math.log(p_ab / (present[:, a].mean() * present[:, b].mean())) / -math.log(p_ab)
-
-    expected = []
-    for row in components:
-        top = np.argsort(-row, kind="stable")[:3]
-        expected.append(np.mean([npmi(a, b) for a, b in combinations(top, 2)]))
-    np.testing.assert_allclose(npmi_coherence(components, counts, top=3), expected)
+    corpus = make_lda_corpus(500, 30, 3, alpha=0.2, doc_length=30, random_state=0).counts
+    train, test = corpus[:400], corpus[400:]
+    model = SpectralLDA(3, alpha0=0.6, random_state=0).fit(train)
+    text = add_heldout_topics(ReportPage("t"), model, test, train=train, top=5).to_html()
+    split = split_documents(test, random_state=0)
+    for value in (completion_perplexity(model, split), unigram_perplexity(train, split),
+                  topic_npmi(model, test, n_top=5).mean()):
+        assert f"<td>{value:.4g}</td>" in text
+    page = add_heldout_topics(ReportPage("t"), model, test, unigram_note="No unigram baseline: private")
+    assert "No unigram baseline" in page.to_html() and "training word frequencies" not in page.to_html()
 
 
 def test_plot_topics_draws_one_chart_per_topic_with_the_top_words() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import csv
 import json
 import os
@@ -53,6 +54,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     Whatever writes to the yielded path, a reader never sees a half-written ``path``: the
     temporary file lives in the same directory (so :func:`os.replace` is atomic) and is removed
     if the block raises, including on ``KeyboardInterrupt``. The parent directory is created.
+    The finished file has the permissions a plain ``open(path, "w")`` would give it (``0666``
+    less the umask), not the private ``0600`` of a temporary file.
 
     Examples
     --------
@@ -71,10 +74,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        # mkstemp creates the file with mode 0600; a finished output gets the mode open() would have
+        # given it (0666 less the umask), as every other program's output does
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | Path, text: str) -> Path:
@@ -85,11 +98,33 @@ def write_text(path: str | Path, text: str) -> Path:
     return path
 
 
+#: How the running command was invoked (dptensor version, command, every option): set by the CLI.
+_RUN = contextvars.ContextVar("dptensor_run", default=None)
+
+
+@contextlib.contextmanager
+def recording_run(record: Mapping[str, Any]) -> Iterator[None]:
+    """Add ``record`` as the key ``"run"`` to every JSON file :func:`write_json` writes in the block.
+
+    The command line wraps each command in it, so that a result file says which version of
+    dptensor made it, with which command, seed and settings.
+    """
+    token = _RUN.set(dict(record))
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> Path:
     """Write ``payload`` as indented, strict JSON (NumPy values as plain Python, ``inf`` as ``"inf"``).
 
-    The file is written atomically (:func:`atomic_path`): it is complete or absent.
+    The file is written atomically (:func:`atomic_path`): it is complete or absent. Inside
+    :func:`recording_run` the payload gains a ``"run"`` entry (unless it has one).
     """
+    record = _RUN.get()
+    if record is not None and "run" not in payload:
+        payload = {**payload, "run": record}
     return write_text(path, json_text(payload) + "\n")
 
 

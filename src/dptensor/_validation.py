@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-RandomStateLike = None | int | np.integer | np.random.Generator
+RandomStateLike = None | int | np.integer | np.random.Generator | np.random.RandomState
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -25,9 +25,12 @@ def check_random_state(random_state: RandomStateLike, name: str = "random_state"
 
     Parameters
     ----------
-    random_state : None, int or numpy.random.Generator
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
         ``None`` draws fresh OS entropy, an integer seeds a new PCG64 generator, and a
-        ``Generator`` is used as it is (so successive calls continue its stream).
+        ``Generator`` is used as it is (so successive calls continue its stream). A legacy
+        ``RandomState`` (accepted as scikit-learn accepts it) seeds a new generator with a number
+        drawn from it, so successive calls continue its stream too and equal states give equal
+        results.
     name : str
         Argument name used in error messages.
 
@@ -43,8 +46,10 @@ def check_random_state(random_state: RandomStateLike, name: str = "random_state"
         if random_state < 0:
             raise ValueError(f"{name} must be a non-negative integer seed, got {random_state}")
         return np.random.default_rng(int(random_state))
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(int(random_state.randint(0, 2**63 - 1, dtype=np.int64)))
     raise TypeError(
-        f"{name} must be None, a non-negative int or a numpy.random.Generator, "
+        f"{name} must be None, a non-negative int, a numpy.random.Generator or a numpy.random.RandomState, "
         f"got {type(random_state).__name__}"
     )
 

@@ -175,8 +175,10 @@ class CsvStream(BatchStream):
     delimiter : str, optional
         Field separator; default tab for ``.tsv``/``.tab`` files, comma for ``.csv`` and any
         whitespace otherwise.
-    skip_header : int, default 0
-        Lines to skip at the top of the file (e.g. ``1`` for a header row).
+    skip_header : int or "auto", default "auto"
+        Lines to skip at the top of the file. ``"auto"`` skips the first row when none of its
+        fields is a number (a header such as ``a,b,c``; a row such as ``1,x`` is a data row with a
+        bad cell, an error); an integer skips exactly that many lines.
     comments : str, default "#"
     """
 
@@ -186,7 +188,7 @@ class CsvStream(BatchStream):
         batch_size: int,
         *,
         delimiter: str | None = None,
-        skip_header: int = 0,
+        skip_header: int | str = "auto",
         comments: str = "#",
     ) -> None:
         super().__init__(batch_size)
@@ -195,13 +197,22 @@ class CsvStream(BatchStream):
             suffix = self.path.suffix.lower()
             delimiter = "\t" if suffix in (".tsv", ".tab") else "," if suffix == ".csv" else None
         self.delimiter = delimiter
-        self.skip_header = check_positive_int(skip_header, "skip_header", minimum=0)
         self.comments = comments
+        if skip_header == "auto":
+            first = next(self._rows(0), None)
+            skip_header = 1 if first is not None and _is_header(first, delimiter) else 0
+        self.skip_header = check_positive_int(skip_header, "skip_header", minimum=0)
+
+    def _rows(self, skip: int) -> Iterator[str]:
+        """The data lines after the first ``skip`` lines (no blank or comment lines)."""
+        with open(self.path, encoding="utf-8") as handle:
+            for line in itertools.islice(handle, skip, None):
+                if line.strip() and not line.lstrip().startswith(self.comments):
+                    yield line
 
     def _iter_from(self, start: int) -> Iterator[Batch]:
-        with open(self.path, encoding="utf-8") as handle:
-            lines = itertools.islice(handle, self.skip_header, None)
-            rows = (line for line in lines if line.strip() and not line.lstrip().startswith(self.comments))
+        rows = self._rows(self.skip_header)
+        try:
             for _ in itertools.islice(rows, start):
                 pass
             width = None
@@ -227,6 +238,19 @@ class CsvStream(BatchStream):
                     )
                 position += len(chunk)
                 yield batch
+        finally:
+            rows.close()
+
+
+def _is_header(line: str, delimiter: str | None) -> bool:
+    """Whether no field of a text row is a number (column names, not data)."""
+    for cell in line.split(delimiter):
+        try:
+            float(cell)
+        except ValueError:
+            continue
+        return False
+    return True
 
 
 class _NpyMember:

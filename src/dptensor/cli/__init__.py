@@ -9,10 +9,14 @@ an example at the end of ``--help``) live in :mod:`dptensor.cli._options`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from dptensor import __version__
+from dptensor._files import recording_run
 from dptensor.cli import budget, complete, decompose, experiment, lda, report, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error
 from dptensor.cli._report import command_line
@@ -68,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = args._parser.prog
     args._argv = command_line(None if argv is None else list(argv))  # for reports: the command run
     try:
-        return int(args.func(args) or 0)
+        with _line_buffered_stdout(), _one_line_warnings(prog), recording_run(run_record(args)):
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted (Ctrl-C); no output file was written by the interrupted step",
               file=sys.stderr)
@@ -81,6 +86,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError, ImportError) as exc:
         print_error(prog, exc)
         return EXIT_USAGE
+
+
+def run_record(args: argparse.Namespace) -> dict:
+    """What a command's JSON outputs record about the run: version, command and every option.
+
+    The options are the parsed command line (paths, seed, parameters), public by construction:
+    nothing computed from the data.
+    """
+    settings = {key: value for key, value in sorted(vars(args).items())
+                if not key.startswith("_") and key not in ("func", "command", "experiment")}
+    return {"dptensor_version": __version__, "command": args._parser.prog, "settings": settings}
+
+
+def warning_line(prog: str, message: Warning | str, category: type[Warning]) -> str:
+    """One line ``<prog>: warning: <message> (<Category>)`` for a warning (newlines folded)."""
+    text = " ".join(str(message).split())
+    return f"{prog}: warning: {text} ({category.__name__})"
+
+
+@contextlib.contextmanager
+def _one_line_warnings(prog: str) -> Iterator[None]:
+    """Show every warning a command raises as one clean line on stderr.
+
+    Python's default format names the library file and line that issued the warning (e.g.
+    scikit-learn's ``base.py:1403``, through which estimators are fitted) and repeats a source line,
+    which means nothing to a command-line user. Filters are left as they are (``-W`` still works).
+    """
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+        print(warning_line(prog, message, category), file=sys.stderr if file is None else file, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
+@contextlib.contextmanager
+def _line_buffered_stdout() -> Iterator[None]:
+    """Flush standard output at every line, also when it is redirected to a file or a pipe.
+
+    Python buffers a redirected stdout in blocks, so a command's header lines would appear after
+    its progress bars (stderr, unbuffered) or only at the end; line buffering keeps the two streams
+    in the order they were written.
+    """
+    stream = sys.stdout
+    reconfigure = getattr(stream, "reconfigure", None)
+    if not isinstance(stream, io.TextIOWrapper) or reconfigure is None or stream.line_buffering:
+        yield
+        return
+    reconfigure(line_buffering=True)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # closed by the command
+            reconfigure(line_buffering=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

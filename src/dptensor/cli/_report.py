@@ -112,11 +112,13 @@ def _load_test_counts(path: str, vocabulary: list[str] | None, vocab_file: str |
 def write_topic_report(
     args: argparse.Namespace, model: Any, vocabulary: list[str] | None, train_counts: Any = None,
     *, title: str = "dptensor topic model report", test: str | None = None,
+    guarantees: dict[str, Any] | None = None,
 ) -> None:
     """Write a topic model's report if ``--report`` was given.
 
     ``train_counts`` (a non-private fit's corpus) gives the unigram baseline; a private fit passes
-    none: its word frequencies are private and not released.
+    none: its word frequencies are private and not released. ``guarantees`` (``lda fit``'s with a
+    private vocabulary) puts the ``total_guarantee`` (vocabulary + model) on the page.
     """
     if getattr(args, "_report", None) is None:
         return
@@ -124,18 +126,18 @@ def write_topic_report(
     counts = None
     if test is not None:
         counts = _load_test_counts(test, vocabulary, getattr(args, "vocab", None), model.components_.shape[1])
-    private = getattr(model, "guarantee_", None) is not None
-    unigram, note = None, ""
+    guarantee = (guarantees or {}).get("total_guarantee") or getattr(model, "guarantee_", None)
+    private = guarantee is not None
+    train, note = None, ""
     if train_counts is not None and not private:
-        frequencies = np.asarray(train_counts.sum(axis=0), dtype=np.float64).ravel() + 1.0  # add-one
-        unigram = frequencies / frequencies.sum()
+        train = train_counts
     elif private:
         note = ("No unigram baseline: it would be the training corpus's word frequencies, computed from the "
                 "private documents without noise.")
     else:
         note = "No unigram baseline: the training corpus is not at hand."
-    page = topic_report(model, vocabulary, title=title, test=counts, unigram=unigram, unigram_note=note,
-                        top=getattr(args, "top", 10))
+    page = topic_report(model, vocabulary, title=title, test=counts, train=train, unigram_note=note,
+                        top=getattr(args, "top", 10), guarantee=guarantee)
     finish_report(args, page)
 
 
@@ -170,7 +172,9 @@ def write_completion_report(
         page.heading("Held-out error")
         page.paragraph("No --test entries given: no held-out error.")
     else:
-        predictions = {"this model": model.predict(test.indices)}
+        predictions = {"this model": model.predict(test.indices),
+                       # the held-out values' own mean: a public constant (as 'complete' prints it)
+                       "constant: the test entries' mean": np.full(len(test), float(np.mean(test.values)))}
         if not private:
             from dptensor.models.completion import TensorCompletion
 
@@ -188,14 +192,19 @@ def write_completion_report(
 
 
 def model_file_guarantee(path: str | Path) -> dict[str, Any] | None:
-    """The ``guarantee`` recorded in a model file (``.json`` or ``.npz`` with a ``meta`` entry)."""
+    """The guarantee recorded in a model file (``.json`` or ``.npz`` with a ``meta`` entry).
+
+    The ``total_guarantee`` (vocabulary + model, ``lda fit --private-vocab``) when the file has one.
+    """
     path = Path(path)
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as f:
             meta = json.loads(str(f["meta"])) if "meta" in f.files else {}
     else:
         meta = json.loads(path.read_text(encoding="utf-8"))
-    return meta.get("guarantee") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    return meta.get("total_guarantee") or meta.get("guarantee")
 
 
 def command_line(argv: list[str] | None) -> list[str]:

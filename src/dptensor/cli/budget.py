@@ -9,7 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dptensor._files import atomic_path, write_json
+from dptensor._files import atomic_path
+from dptensor.cli._io import write_json
 from dptensor.cli._options import add_quiet_argument, output_path, positive_float, probability
 from dptensor.privacy import BudgetLedger, Charge, LedgerError
 

@@ -13,6 +13,7 @@ from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
     add_quiet_argument,
+    nonnegative_int,
     output_path,
     positive_float,
     positive_int,
@@ -22,9 +23,16 @@ from dptensor.cli._options import (
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_completion_report
-from dptensor.datasets.entries import TensorEntries, read_entries, read_movielens, read_recbole_inter
+from dptensor.datasets.entries import (
+    TensorEntries,
+    is_recbole_inter,
+    ratings_day_origin,
+    read_entries,
+    read_movielens,
+    read_recbole_inter,
+)
 from dptensor.models._completion_dpals import RELATIONS
-from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, rmse
+from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, compare_with_mean
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
@@ -67,7 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
     parser.add_argument("--shape", type=positive_int, nargs=3, metavar=("I", "J", "K"),
                         help="tensor shape (default: largest index + 1 in each mode, over all files)")
-    parser.add_argument("--rank", "-r", type=positive_int, required=True, help="CP rank / Tucker core size")
+    parser.add_argument("--rank", "-r", type=positive_int, default=None,
+                        help="CP rank / Tucker core size (required unless --no-factors)")
     parser.add_argument("--no-factors", action="store_true",
                         help="fit the offsets alone (global mean and biases: the bias baseline)")
     parser.add_argument("--model", choices=("cp", "tucker"), default="cp")
@@ -112,6 +121,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--movielens", action="store_true",
                         help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
                              ".inter file")
+    parser.add_argument("--day-origin", type=nonnegative_int, metavar="SECONDS",
+                        help="--movielens: the Unix timestamp where day 0 starts (default: the earliest "
+                             "rating of the training and test files, so both number the same calendar day "
+                             "alike; needed with --neighbouring user, whose earliest rating is private)")
     parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (initialisation, shuffles, validation split); "
@@ -136,18 +149,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _read(path: str, args: argparse.Namespace, shape: tuple | None) -> TensorEntries:
+def _read(path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None) -> TensorEntries:
     if args.movielens:
-        with open(path) as handle:
-            recbole = ":" in handle.readline()  # RecBole's header of name:type fields
-        reader = read_recbole_inter if recbole else read_movielens
+        reader = read_recbole_inter if is_recbole_inter(path) else read_movielens
         if shape is not None:
-            entries = reader(path, n_users=shape[0], n_items=shape[1])
+            entries = reader(path, n_users=shape[0], n_items=shape[1], day_origin=day_origin)
             if entries.shape[2] > shape[2]:
                 raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
-        return reader(path)
-    return read_entries(path, shape=shape, one_based=args.one_based)
+        return reader(path, day_origin=day_origin)
+    # the timestamp check reads every value: only where the values are not private
+    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -167,8 +179,14 @@ def check_options(args: argparse.Namespace) -> None:
             refuse_unused(args, ["max_ratings"], "--max-ratings applies only with --neighbouring user")
     if args.movielens:
         refuse_unused(args, ["one_based"], "MovieLens ids are read as one-based already (--movielens)")
+    else:
+        refuse_unused(args, ["day_origin"], "--day-origin numbers the days of MovieLens timestamps "
+                      "(--movielens)")
     if args.no_factors:
-        refuse_unused(args, ["model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
+        refuse_unused(args, ["rank", "model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
+    elif args.rank is None:
+        raise ValueError("--rank is required (the CP rank or Tucker core size), unless --no-factors fits the "
+                         "offsets alone")
     if args.model != "tucker":
         refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
     solver = args.solver
@@ -223,9 +241,18 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         if args.out and not args.test:
             raise ValueError("--neighbouring user: --out needs --test (predictions at the training entries "
                              "would reveal which ratings exist)")
+        if args.movielens and args.day_origin is None:
+            raise ValueError("--neighbouring user with --movielens needs --day-origin: numbering the days "
+                             "from the earliest rating would reveal when the first user rated")
     shape = tuple(args.shape) if args.shape else None
-    train = _read(args.entries, args, shape)
-    test = _read(args.test, args, shape) if args.test else None
+    # MovieLens days count from the earliest rating of all the files, so that the same calendar day
+    # has the same index in the training and the test file (a temporal split's test days follow on)
+    files = [args.entries] + ([args.test] if args.test else [])
+    day_origin = args.day_origin
+    if args.movielens and day_origin is None:
+        day_origin = ratings_day_origin(*files)
+    train = _read(args.entries, args, shape, day_origin)
+    test = _read(args.test, args, shape, day_origin) if args.test else None
     if shape is None and test is not None:
         shape = tuple(max(a, b) for a, b in zip(train.shape, test.shape, strict=True))
         train = TensorEntries(train.indices, train.values, shape)
@@ -260,7 +287,9 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     # under the user relation even the number of ratings is private: it is not printed
     observed = "" if user else f", {len(train)} observed entries"
     steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
-    print(f"{args.model.upper()} completion, rank {args.rank}, shape {train.shape}{observed}, {steps}: "
+    what = ("offsets alone (--no-factors)" if args.no_factors
+            else f"{args.model.upper()} completion, rank {args.rank}")
+    print(f"{what}, shape {train.shape}{observed}, {steps}: "
           f"{seconds:.2f} s" + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
     guarantee = model.guarantee_
     if guarantee is not None:
@@ -275,9 +304,18 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     target = test if test is not None else train
     predictions = model.predict(target.indices)
     if test is not None:
-        payload["test_rmse"] = rmse(test.values, predictions)
+        if args.privacy:
+            choices = ([] if args.privacy == "als" else ["--privacy als (DP-ALS)"]) + ["a larger --epsilon"]
+            choices += [] if args.value_range else ["a declared --value-range"]
+            advice = (f"--privacy {args.privacy} at --epsilon {args.epsilon:g} adds too much noise: try "
+                      + ", ".join(choices))
+        else:
+            advice = "try another --rank or --reg" + ("" if args.no_factors else ", or --no-factors")
+        payload["test_rmse"], payload["test_rmse_constant"] = compare_with_mean(test.values, predictions,
+                                                                               advice=advice)
         payload["n_test"] = len(test)
-        print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries")
+        print(f"test RMSE {payload['test_rmse']:.4f} on {len(test)} entries (predicting their mean: "
+              f"{payload['test_rmse_constant']:.4f})")
     # IDs are written back in the base they came in: --one-based files, MovieLens's 1-based user and
     # item ids (its day index k is derived from the timestamps and stays zero-based, as documented)
     base = (1, 1, 1) if args.one_based else (1, 1, 0) if args.movielens else (0, 0, 0)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse
 
 from dptensor.cli._io import load_array, write_json
 from dptensor.cli._options import (
@@ -27,7 +28,7 @@ from dptensor.cli._options import (
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition import power_method
-from dptensor.decomposition.online import OnlineTensorPower
+from dptensor.decomposition.online import OnlineTensorPower, StreamTooShortError
 from dptensor.metrics import match_components
 from dptensor.streams import open_stream
 from dptensor.tensor import DenseTensor, SampleMoment, SymmetricTensor
@@ -151,7 +152,7 @@ def run_batch(args: argparse.Namespace, session: ParallelSession) -> int:
         rank = _require_rank(args)
         source = f"third moment of {args.moment_of} ({operator.n_samples} records, d={operator.dim})"
     else:
-        operator = DenseTensor(load_array(args.tensor))
+        operator = DenseTensor(_dense_tensor(args.tensor))
         rank = _require_rank(args)
         source = f"tensor {args.tensor} (d={operator.dim})"
 
@@ -204,6 +205,19 @@ def run_batch(args: argparse.Namespace, session: ParallelSession) -> int:
     return 0
 
 
+def _dense_tensor(path: str) -> np.ndarray:
+    """The positional tensor file, refused (naming the options that fit) when it is a data matrix."""
+    array = load_array(path)
+    if scipy.sparse.issparse(array) or np.ndim(array) == 2:
+        kind = "a sparse matrix" if scipy.sparse.issparse(array) else "a matrix"
+        raise ValueError(
+            f"tensor {path} is {kind} of shape {array.shape}, not a d x d x d tensor; to decompose the third "
+            f"moment of its rows use --moment-of {path} (or --online {path}); for a topic model of a count "
+            "matrix use dptensor lda fit"
+        )
+    return array
+
+
 def _require_rank(args: argparse.Namespace) -> int:
     if args.rank is None:
         raise ValueError("--rank is required")
@@ -217,7 +231,10 @@ def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
         raise ValueError("--batch-size is required with --online")
     checkpoint = Path(args.checkpoint) if args.checkpoint else None
     if checkpoint is not None and checkpoint.exists():
-        model = OnlineTensorPower.load_checkpoint(checkpoint)
+        try:
+            model = OnlineTensorPower.load_checkpoint(checkpoint)
+        except ValueError as exc:
+            raise ValueError(f"--checkpoint {checkpoint}: {exc}") from exc
         _check_resumable(model, args, checkpoint)
         model.n_jobs = n_jobs
         resumed = True
@@ -263,8 +280,15 @@ def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
     start = time.perf_counter()
     try:
         model.fit(stream, cycle=args.cycle, resume=resumed, progress=progress)
-    except ValueError as exc:  # the library's keyword, in the command line's words
-        raise ValueError(str(exc).replace("cycle=True", "--cycle")) from exc
+    except StreamTooShortError as exc:  # the library's advice (partial_fit, cycle=True) in the CLI's words
+        saved = checkpoint is not None and checkpoint.exists()
+        resume = (f"; the rounds done are saved in --checkpoint {checkpoint}, so a rerun with a longer file "
+                  "resumes" if saved else "")
+        raise ValueError(
+            f"--online {args.online}: Algorithm 2 reads k*R*n = {exc.needed} points but the data set has "
+            f"{exc.available} (k = --rank, R from --target-error or --iters, n = --batch-size); pass --cycle "
+            f"to cycle over it (fits its empirical moment), or a smaller --batch-size{resume}"
+        ) from exc
     finally:
         if bar is not None:
             bar.close()

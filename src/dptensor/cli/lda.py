@@ -4,7 +4,8 @@
 ``--epsilon/--delta`` (:class:`PrivateSpectralLDA`, DeCarolis et al.); ``fit --method vi`` is online
 variational Bayes (:class:`DPVariationalLDA`), private with ``--epsilon/--delta`` (Park, Foulds,
 Chaudhuri & Welling). Both private fits protect one document; the number of documents and the
-vocabulary are public.
+vocabulary are public -- or, for plain text with ``--private-vocab V``, the vocabulary is chosen
+under DP (:class:`PrivateCountVectorizer`) from a share of the budget and the total is composed.
 """
 
 from __future__ import annotations
@@ -33,20 +34,31 @@ from dptensor.cli._options import (
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
-from dptensor.datasets.corpus import Corpus, load_corpus, load_text_corpus, load_vocabulary
+from dptensor.datasets.corpus import (
+    Corpus,
+    load_corpus,
+    load_text_corpus,
+    load_vocabulary,
+    read_text_documents,
+)
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+from dptensor.models.private_vectorizer import PrivateCountVectorizer
 from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
 from dptensor.parallel import public_shape
-from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
+from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, PrivacyGuarantee, compose, enable_features
+from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT
+from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening", "jobs", "scheduler")
-VI_OPTIONS = ("batch_size", "passes", "clip", "max_doc_length", "accountant")
+                    "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus")
+VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
-                   "private_whitening", "accountant")
+                   "private_whitening", "accountant", "no_clip", "public_corpus", "private_vocab")
+#: Options of the private vocabulary (refused without --private-vocab).
+PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
 TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
@@ -67,10 +79,15 @@ FIT_EXAMPLES = """examples:
   dptensor lda fit docword.synthetic.txt --topics 5 --alpha0 0.5 --out model.json
   dptensor lda fit docword.synthetic.txt --topics 5 --epsilon 1 --delta 1e-6 --out private.json
   dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
+  dptensor lda fit notes.txt --topics 5 --epsilon 2 --delta 1e-6 --private-vocab 500  # no public vocabulary
+"""
+
+PLAN_EXAMPLES = """examples:
+  dptensor lda plan --documents 44795 --words 2000 --topics 10 --epsilon 1 --delta 1e-6 --typical-length 7
 """
 
 TRANSFORM_EXAMPLES = """examples:
-  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # text, one row per document
+  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # CSV: document,topic_1,...
   dptensor lda transform model.json docword.synthetic.txt --out theta.npy   # NumPy binary
 """
 
@@ -122,6 +139,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_report_arguments(fit, test=True)
     fit.set_defaults(func=run_fit)
 
+    plan = actions.add_parser(
+        "plan", help="predict, from public quantities only, whether a private spectral fit will work",
+        description="Predict the signal-to-noise of PrivateSpectralLDA's M2 release (clipped contributions) "
+        "from N, V, k, alpha0, epsilon, delta and a public typical document length; nothing is read or "
+        "charged (docs/lda.md, 'Planning a private fit').",
+        epilog=PLAN_EXAMPLES,
+    )  # fmt: skip
+    plan.add_argument("--documents", "-n", type=positive_int, required=True, help="number of documents N")
+    plan.add_argument("--words", "-V", type=positive_int, required=True, help="vocabulary size V")
+    plan.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    plan.add_argument("--alpha0", type=positive_float, default=1.0, help="alpha_0 (default 1)")
+    plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")
+    plan.add_argument("--delta", type=probability, required=True, help="total delta")
+    plan.add_argument("--typical-length", type=positive_float, default=None,
+                      help="a public typical document length in vocabulary tokens (default 10)")
+    plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
+                      help="release of M2 (as for lda fit)")
+    add_quiet_argument(plan)
+    plan.set_defaults(func=run_plan)
+
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
                                    epilog=TRANSFORM_EXAMPLES)
     transform.add_argument("model", help="model file written by 'dptensor lda fit --out'")
@@ -129,7 +166,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     transform.add_argument(
         "--out", metavar="FILE",
         help="write the proportions (documents x topics) to exactly FILE, in the format its extension names: "
-        ".csv (comma-separated text), .txt (space-separated text) or .npy (NumPy binary); "
+        ".csv (a header 'document,topic_1,...' and the document's row number from 0 in the corpus's "
+        "order, then its proportions), .txt (space-separated numbers only) or .npy (NumPy binary); "
         "default: print them",
     )  # fmt: skip
     add_quiet_argument(transform)
@@ -152,8 +190,10 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "differential privacy",
         "With --epsilon the fit is document-level (epsilon, delta)-DP (replace one document; N and the "
-        "vocabulary public). Every document must have at least 3 tokens, and a plain-text corpus needs a "
-        "public --vocab (a vocabulary built from the documents would leak).",
+        "vocabulary public). Each document's contribution is bounded by --clip (spectral: any document, "
+        "short or empty too; --no-clip: the worst-case noise, every document needs at least 3 tokens), and "
+        "a plain-text corpus needs a public --vocab (a vocabulary built from the documents would leak) or "
+        "--private-vocab V (the V most frequent words chosen under DP, paid from the budget).",
     )
     group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
     group.add_argument("--delta", type=probability, default=None,
@@ -163,6 +203,18 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
                        help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
     add_ledger_argument(group)
+    group.add_argument(
+        "--private-vocab", type=positive_int, default=None, metavar="V",
+        help="plain text without a public --vocab: choose up to V frequent words under DP (Gaussian "
+             "partition selection) from --vocab-share of --epsilon and --delta; the total composes both",
+    )  # fmt: skip
+    group.add_argument("--vocab-share", type=probability, default=0.2,
+                       help="share of --epsilon and --delta spent on --private-vocab (default 0.2)")
+    group.add_argument(
+        "--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT,
+        help="public bound on the distinct words one document contributes to --private-vocab (longer "
+             f"documents keep their most frequent ones; default {DEFAULT_MAX_WORDS_PER_DOCUMENT})",
+    )  # fmt: skip
     spectral = parser.add_argument_group("private spectral fit (--method spectral --epsilon)")
     spectral.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
                           help="configuration of DeCarolis et al. (default 1; 2-4 need --allow-unproven)")
@@ -172,6 +224,11 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
     spectral.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
                           help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
+    spectral.add_argument("--public-corpus", metavar="FILE", default=None,
+                          help="public documents of similar text (same format and --vocab as the corpus): "
+                               "the whitening comes from them, only M1 and the whitened M3 are released")
+    spectral.add_argument("--no-clip", action="store_true",
+                          help="noise for the worst-case document instead of clipped contributions (--clip)")
     spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
                           default="auto", help="release of M2: Analyze Gauss or the noisy power method")
 
@@ -183,7 +240,8 @@ def _vi_arguments(parser: argparse.ArgumentParser) -> None:
                     help="(expected) minibatch size S (default 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (default 0.1 x max document length)")
+                    help="clipping norm C of each document's statistics (private fits; spectral: default "
+                         "1/V, docs/lda.md; vi: default 0.1 x max document length)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
                     help="declared maximum document length; longer documents are truncated (default C: 500)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
@@ -215,9 +273,23 @@ def check_fit_options(args: argparse.Namespace) -> None:
         refuse_unused(args, VI_OPTIONS, "options of --method vi; this is the spectral fit (the default)")
     if args.epsilon is None:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --epsilon (without it nothing is private)")
+        if args.method != "vi":
+            refuse_unused(args, ("clip",), "bounds the contributions of a private fit; pass --epsilon")
+    elif args.delta is None:  # both private fits are (epsilon, delta)-DP; said before the corpus is read
+        raise ValueError("--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; "
+                         "choose delta well below 1/(number of documents), e.g. --delta 1e-6")
+    if args.no_clip and args.clip is not None:
+        raise ValueError("--clip: cannot be combined with --no-clip")
+    if args.private_vocab is None:
+        refuse_unused(args, PRIVATE_VOCAB_OPTIONS, "they need --private-vocab")
+    elif args.vocab is not None:
+        raise ValueError("--private-vocab chooses the vocabulary under DP, --vocab gives a public one")
+    else:
+        refuse_unused(args, ("min_df", "max_df", "max_features"), "these would choose words from the private "
+                      "documents without noise; --private-vocab V chooses them under DP")
     if not _is_plain_text(Path(args.corpus)):
-        refuse_unused(args, TEXT_OPTIONS, f"these choose the words of a plain-text corpus; {args.corpus} "
-                      "is a count matrix whose columns are the vocabulary")
+        refuse_unused(args, (*TEXT_OPTIONS, "private_vocab"), "these choose the words of a plain-text "
+                      f"corpus; {args.corpus} is a count matrix whose columns are the vocabulary")
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -238,10 +310,11 @@ def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[C
     path = Path(args.corpus)
     if not (path.is_dir() and any(path.glob("*.npz")) and not any(path.glob("*.txt"))):
         return None
-    if args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None:
+    if (args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None
+            or getattr(args, "private_vocab", None) is not None):
         raise ValueError(
-            "--stop-words, --min-df, --max-df and --max-features apply to plain-text corpora, not to "
-            "count-matrix parts (their columns are the vocabulary)"
+            "--stop-words, --min-df, --max-df, --max-features and --private-vocab apply to plain-text "
+            "corpora, not to count-matrix parts (their columns are the vocabulary)"
         )
     records = session.parts(path)
     vocabulary = load_vocabulary(args.vocab) if args.vocab else None
@@ -289,7 +362,10 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
     return 0
 
 
-def _print_topics(args: argparse.Namespace, model: TopicModelInference, corpus: Corpus) -> None:
+def _print_topics(
+    args: argparse.Namespace, model: TopicModelInference, corpus: Corpus,
+    guarantees: dict[str, PrivacyGuarantee] | None = None,
+) -> None:
     top = model.top_words(corpus.vocabulary, args.top)
     # a private fit prints no durations (they depend on the documents; see save_model)
     seconds = sum(model.timings_.values())
@@ -298,10 +374,11 @@ def _print_topics(args: argparse.Namespace, model: TopicModelInference, corpus: 
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
         print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}")
     if args.out:
-        save_model(args.out, model, corpus)
+        save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
     private_or_parts = isinstance(model, PrivateSpectralLDA) or corpus.counts.shape[0] == 0
-    write_topic_report(args, model, corpus.vocabulary, None if private_or_parts else corpus.counts)
+    write_topic_report(args, model, corpus.vocabulary, None if private_or_parts else corpus.counts,
+                       guarantees=guarantees)
 
 
 def _is_plain_text(path: Path) -> bool:
@@ -321,12 +398,14 @@ def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
         if chosen:
             raise ValueError(
                 f"{', '.join(chosen)} would choose the vocabulary from the private documents; a private "
-                "fit needs a public vocabulary (pass it with --vocab, or a count matrix)"
+                "fit needs a public vocabulary (pass it with --vocab, or a count matrix) or one chosen "
+                "under DP (--private-vocab V)"
             )
         if plain_text and args.vocab is None:
             raise ValueError(
-                "a private fit of plain text needs a public vocabulary file (--vocab): building it from "
-                "the documents would reveal which words they contain"
+                "a private fit of plain text needs a public vocabulary file (--vocab) or a private one, "
+                "chosen under DP from a share of the budget (--private-vocab V, e.g. --private-vocab 2000): "
+                "building it from the documents without noise would reveal which words they contain"
             )
     if plain_text and args.vocab is not None:
         return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab))
@@ -338,36 +417,141 @@ def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     )  # fmt: skip
 
 
+def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
+    """``--public-corpus``: counts over the fit's vocabulary (plain text needs ``--vocab``)."""
+    if args.public_corpus is None:
+        return None
+    path = Path(args.public_corpus)
+    if _is_plain_text(path):
+        if args.vocab is None:
+            raise ValueError("--public-corpus: plain text needs the public vocabulary of the fit (--vocab)")
+        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab)).counts
+    return load_corpus(path, vocabulary=args.vocab).counts
+
+
+def _private_vocabulary_corpus(
+    args: argparse.Namespace, ledger: BudgetLedger | None
+) -> tuple[Corpus, PrivacyGuarantee]:
+    """``--private-vocab V``: the vocabulary released under DP (charged first), then the counts over it.
+
+    The vocabulary spends ``--vocab-share`` of ``--epsilon`` and ``--delta``
+    (:class:`PrivateCountVectorizer`, Gaussian partition selection); the model gets the rest.
+    """
+    path = Path(args.corpus)
+    documents = read_text_documents(path)
+    vectorizer = PrivateCountVectorizer(
+        args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
+        max_words_per_document=args.max_doc_words, stop_words=args.stop_words, noise=args.noise,
+        ledger=ledger,
+    )  # fmt: skip
+    counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
+    words = [str(w) for w in vectorizer.get_feature_names_out()]
+    progress_line(f"private vocabulary: {len(words)} words (released under DP)", args.quiet)
+    return Corpus(counts, words, str(path)), vectorizer.guarantee_
+
+
+def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """The model's ``(epsilon, delta)``: all of it, or what ``--private-vocab`` leaves."""
+    if args.private_vocab is None or args.epsilon is None:
+        return args.epsilon, args.delta
+    rest = 1.0 - args.vocab_share
+    return args.epsilon * rest, args.delta * rest
+
+
+def pad_short_documents(counts: sp.csr_matrix) -> sp.csr_matrix:
+    """Documents with fewer than 3 tokens made valid for the private spectral fit, one by one.
+
+    Over a vocabulary chosen under DP a document may keep fewer than
+    :data:`~dptensor.tensor.lda_moments.MIN_DOCUMENT_LENGTH` tokens, which the private spectral fit
+    refuses -- an error that would depend on one document. Instead each such document is mapped
+    on its own: its counts are multiplied by ``ceil(3 / length)`` (1 token -> 3, 2 -> 4), and an
+    empty one becomes one token of each of the first three columns. The map looks at one document
+    only (the released vocabulary is public), so a neighbouring corpus stays a neighbouring corpus
+    and the guarantee holds; it biases the moments slightly towards the padded documents.
+    """
+    counts = sp.csr_matrix(counts, dtype=np.int64)
+    lengths = np.asarray(counts.sum(axis=1)).ravel()
+    factor = np.where((lengths > 0) & (lengths < MIN_DOCUMENT_LENGTH),
+                      -(-MIN_DOCUMENT_LENGTH // np.maximum(lengths, 1)), 1)
+    padded = sp.diags(factor.astype(np.int64), dtype=np.int64) @ counts
+    empty = np.flatnonzero(lengths == 0)
+    if empty.size:
+        n_cols = counts.shape[1]
+        cols = np.arange(MIN_DOCUMENT_LENGTH) % n_cols
+        rows = np.repeat(empty, MIN_DOCUMENT_LENGTH)
+        filler = sp.csr_matrix((np.ones(rows.size, dtype=np.int64), (rows, np.tile(cols, empty.size))),
+                               shape=counts.shape)
+        padded = padded + filler
+    return sp.csr_matrix(padded, dtype=np.int64)
+
+
+def _print_guarantees(model_guarantee: PrivacyGuarantee, vocabulary: PrivacyGuarantee | None,
+                      delta: float) -> dict[str, PrivacyGuarantee] | None:
+    """Print the model's guarantee, and with a private vocabulary its guarantee and the composed total."""
+    if vocabulary is None:
+        print(f"guarantee: {model_guarantee.describe()}")
+        return None
+    total = compose(vocabulary, model_guarantee, delta=delta)
+    print(f"vocabulary guarantee: {vocabulary.describe()}")
+    print(f"model guarantee: {model_guarantee.describe()}")
+    print(f"guarantee (total, vocabulary + model): {total.describe()}")
+    return {"vocabulary_guarantee": vocabulary, "total_guarantee": total}
+
+
 def run_private_fit(
     args: argparse.Namespace, ledger: BudgetLedger | None = None, session: ParallelSession | None = None
 ) -> int:
     """``dptensor lda fit --epsilon E --delta D``: PrivateSpectralLDA; prints the guarantee.
 
     Nothing printed or written depends on the documents except through the release: no token
-    counts, no dropped documents (short ones are an input error), no timings in the model file.
+    counts, no dropped documents (clipped: short ones get weight 0; ``--no-clip``: they are an input
+    error), no timings in the model file.
     With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
     session = session or ParallelSession(None)
     parts = _corpus_parts(args, session)
+    vocabulary_guarantee = None
     if parts is not None:
         corpus, records = parts
+    elif args.private_vocab is not None:
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger)
+        if args.no_clip:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
+            progress_line("documents with fewer than 3 tokens over it are padded one by one "
+                          "(pad_short_documents)", args.quiet)
+            corpus = Corpus(pad_short_documents(corpus.counts), corpus.vocabulary, corpus.source)
+        records = session.records(corpus.counts)
     else:
         corpus = _load_fit_corpus(args, private=True)
         records = session.records(corpus.counts)
+    epsilon, delta = _model_budget(args)
     n_documents, n_words = public_shape(records)
     progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
     model = PrivateSpectralLDA(
-        args.topics, args.alpha0, epsilon=args.epsilon, delta=args.delta, config=args.config,
+        args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
+        public_corpus=_load_public_corpus(args),
         decomposition=args.decomposition, verbose=not args.quiet,
         random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
     )  # fmt: skip
     with enable_features("unproven") if args.allow_unproven else nullcontext():
         model.fit(records)
-    print(f"guarantee: {model.guarantee_.describe()}")
-    _print_topics(args, model, corpus)
+    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
+    _print_topics(args, model, corpus, guarantees)
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.private_lda_plan`)."""
+    from dptensor.models.private_lda_plan import plan_private_lda
+
+    prediction = plan_private_lda(
+        args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
+        typical_length=args.typical_length, private_whitening=args.private_whitening,
+    )  # fmt: skip
+    print(prediction.describe())
     return 0
 
 
@@ -382,12 +566,17 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
         raise ValueError(f"--topics must be a positive integer, got {args.topics}")
     private = args.epsilon is not None
     progress_line(f"reading {args.corpus} ...", args.quiet)
-    corpus = _load_fit_corpus(args, private=private)
+    vocabulary_guarantee = None
+    if private and args.private_vocab is not None:
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger)
+    else:
+        corpus = _load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
+    epsilon, delta = _model_budget(args)
     model = DPVariationalLDA(
         args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
-        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=args.epsilon,
-        delta=args.delta, accountant=args.accountant, random_state=args.seed,
+        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
+        delta=delta, accountant=args.accountant, random_state=args.seed,
         noise=args.noise if private else None, ledger=ledger, verbose=not args.quiet,
     )  # fmt: skip
     with enable_features("unproven") if args.allow_unproven else nullcontext():
@@ -396,23 +585,34 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")
     for i, words in enumerate(top, start=1):
         print(f"topic {i:>3}  {' '.join(words)}")
-    print("privacy: " + (model.guarantee_.describe() if private else "none (no --epsilon)"))
+    guarantees = None
+    if not private:
+        print("privacy: none (no --epsilon)")
+    elif vocabulary_guarantee is None:
+        print("privacy: " + model.guarantee_.describe())
+    else:
+        guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
     if args.out:
-        save_model(args.out, model, corpus)
+        save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
-    write_topic_report(args, model, corpus.vocabulary, None if private else corpus.counts)
+    write_topic_report(args, model, corpus.vocabulary, None if private else corpus.counts,
+                       guarantees=guarantees)
     return 0
 
 
-def save_model(path: str | Path, model: TopicModelInference | DPVariationalLDA, corpus: Corpus) -> None:
+def save_model(
+    path: str | Path, model: TopicModelInference | DPVariationalLDA, corpus: Corpus,
+    guarantees: dict[str, PrivacyGuarantee] | None = None,
+) -> None:
     """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies).
 
     A private model records its guarantee and omits everything computed from the documents without
     noise (token counts, dropped documents, timings: wall-clock time is not covered by the guarantee).
-    A :class:`DPVariationalLDA` file holds ``lambda`` (``components``).
+    A :class:`DPVariationalLDA` file holds ``lambda`` (``components``). ``guarantees`` adds more
+    (e.g. ``vocabulary_guarantee`` and ``total_guarantee`` of a private vocabulary).
     """
     path = Path(path)
-    skip = {"random_state", "noise", "ledger", "verbose"}
+    skip = {"random_state", "noise", "ledger", "verbose", "public_corpus"}  # data, not settings
     meta = {
         "model": type(model).__name__,
         "params": {k: v for k, v in model.get_params().items() if k not in skip},
@@ -433,6 +633,7 @@ def save_model(path: str | Path, model: TopicModelInference | DPVariationalLDA, 
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
+    meta.update({key: g.to_dict() for key, g in (guarantees or {}).items()})
     if path.suffix == ".npz":
         with atomic_path(path) as tmp:
             _save_npz(tmp, arrays, corpus, meta)
@@ -503,8 +704,13 @@ def run_transform(args: argparse.Namespace) -> int:
         with atomic_path(out) as tmp:  # the temporary name keeps the suffix: np.save adds none
             if out.suffix.lower() == ".npy":
                 np.save(tmp, theta)
+            elif out.suffix.lower() == ".csv":
+                header = ",".join(["document"] + [f"topic_{i}" for i in range(1, theta.shape[1] + 1)])
+                table = np.column_stack([np.arange(theta.shape[0]), theta])
+                np.savetxt(tmp, table, delimiter=",", fmt=["%d"] + ["%.6g"] * theta.shape[1], header=header,
+                           comments="")
             else:
-                np.savetxt(tmp, theta, delimiter="," if out.suffix.lower() == ".csv" else " ", fmt="%.6g")
+                np.savetxt(tmp, theta, delimiter=" ", fmt="%.6g")
         print(f"wrote {out} ({theta.shape[0]} documents x {theta.shape[1]} topics)")
     else:
         for row in theta:

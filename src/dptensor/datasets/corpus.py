@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class Corpus:
     Attributes
     ----------
     counts : scipy.sparse.csr_matrix of shape (n_documents, n_words)
-        Non-negative integer counts (int64).
+        Non-negative integer counts (int64; float64 holding whole numbers when a count is ``>= 2^63``).
     vocabulary : list of str or None
         ``vocabulary[j]`` is the word of column ``j`` (None when the source has none).
     source : str
@@ -62,8 +63,17 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8")  # noqa: SIM115
 
 
+#: Counts at or above this do not fit in int64; such a matrix stays float64 (whole numbers).
+_INT64_LIMIT = float(2**63)
+
+
 def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
-    return check_count_matrix(matrix, name).astype(np.int64)
+    counts = check_count_matrix(matrix, name)
+    # A valid count may be any finite whole number (up to 1.8e308): casting one >= 2^63 to int64 would
+    # wrap (and warn), so a matrix holding one keeps float64; a private fit must read it as it is.
+    if counts.nnz and float(counts.data.max()) >= _INT64_LIMIT:
+        return counts
+    return counts.astype(np.int64)
 
 
 def load_vocabulary(path: str | Path) -> list[str]:
@@ -129,6 +139,7 @@ def load_text_corpus(
     if fixed_vocabulary is not None:
         vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase)
     else:
+        _check_document_frequencies(path, min_df, max_df, len(documents))
         vectorizer = CountVectorizer(
             stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
             lowercase=lowercase,
@@ -142,6 +153,22 @@ def load_text_corpus(
         vocabulary=[str(w) for w in vectorizer.get_feature_names_out()],
         source=str(path),
     )
+
+
+def _check_document_frequencies(
+    path: Path, min_df: float | int, max_df: float | int, n_documents: int
+) -> None:
+    """Refuse ``min_df``/``max_df`` that keep no word, in the options' words (not CountVectorizer's)."""
+    def count(value: float | int) -> float:  # CountVectorizer's rule: an integer counts documents
+        return value if isinstance(value, numbers.Integral) else value * n_documents
+
+    if count(min_df) > count(max_df):
+        raise ValueError(
+            f"{path}: min_df={min_df} keeps only words in at least {count(min_df):g} documents, but max_df="
+            f"{max_df} keeps only words in at most {count(max_df):g} of the {n_documents} documents, so no "
+            "word is left; lower min_df (--min-df; a fraction such as 0.001 is a share of the documents) "
+            "or raise max_df (--max-df)"
+        )
 
 
 def load_uci_bow(

@@ -11,6 +11,7 @@ the dense tensor unless asked to (:meth:`TensorEntries.to_dense`), so a MovieLen
 :func:`read_entries`                         ``i j k value`` text files (CSV, TSV, whitespace)
 :func:`read_movielens`                       MovieLens ``u.data`` as user x item x day (Wei et al., Sec. 5.2)
 :func:`read_recbole_inter`                   RecBole ``.inter`` files (``ml-100k.inter``) as that tensor
+:func:`ratings_day_origin`                   one day origin for a train/test pair of MovieLens files
 :func:`holdout_per_user`                     every user's ``k``-th to ``l``-th ratings held out (ua/ub)
 :func:`entries_from_dense`                   a dense array with NaN for the missing cells
 :func:`train_test_split_entries`             random split of the observed entries
@@ -100,6 +101,7 @@ def read_entries(
     shape: tuple[int, int, int] | None = None,
     delimiter: str | None = None,
     one_based: bool = False,
+    check_timestamps: bool = True,
 ) -> TensorEntries:
     """Read ``i j k value`` rows from a CSV, TSV or whitespace-separated file.
 
@@ -112,6 +114,11 @@ def read_entries(
         ``","``, ``"\\t"``...; by default sniffed from the first row (comma, tab, else whitespace).
     one_based : bool, default False
         Indices in the file start at 1.
+    check_timestamps : bool, default True
+        Refuse a file whose every value is a whole number of seconds in the Unix-time range of
+        :data:`TIMESTAMP_RANGE` (1973 to 2106): that is a MovieLens-style ``user item rating
+        timestamp`` file, whose timestamps would otherwise be completed as values. The check reads
+        every value, so a private fit (where the values are protected) turns it off.
 
     Lines starting with ``#`` are skipped, and so is a first row whose cells are not numbers
     (a header).
@@ -135,6 +142,12 @@ def read_entries(
         table = np.array(rows, dtype=np.float64)
     except ValueError as exc:
         raise ValueError(f"{path}: non-numeric cell ({exc})") from None
+    if check_timestamps and _looks_like_timestamps(table[:, 3]):
+        raise ValueError(
+            f"{path}: every value in the fourth column is a whole number between "
+            f"{TIMESTAMP_RANGE[0]:.0e} and {TIMESTAMP_RANGE[1]:.1e}, like a Unix timestamp: this looks like "
+            "a MovieLens file (user item rating timestamp); read it with --movielens (read_movielens)"
+        )
     indices = table[:, :3]
     if np.any(indices != np.round(indices)):
         raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
@@ -150,6 +163,16 @@ def read_entries(
     if shape is None:
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
     return TensorEntries(indices, table[:, 3], shape)
+
+
+#: Seconds since 1970 that :func:`read_entries` takes for timestamps (March 1973 to February 2106).
+TIMESTAMP_RANGE = (1e8, 2.0**32)
+
+
+def _looks_like_timestamps(values: np.ndarray) -> bool:
+    """Whether every value is a whole number of seconds inside :data:`TIMESTAMP_RANGE`."""
+    return bool(np.all((values >= TIMESTAMP_RANGE[0]) & (values < TIMESTAMP_RANGE[1]))
+                and np.all(values == np.round(values)))
 
 
 def write_entries(path: str | Path, entries: TensorEntries, *, delimiter: str = ",") -> Path:
@@ -170,13 +193,14 @@ def read_movielens(
     n_users: int | None = None,
     n_items: int | None = None,
     day_seconds: int = SECONDS_PER_DAY,
+    day_origin: int | None = None,
 ) -> TensorEntries:
     """Read MovieLens ``u.data`` (``user item rating timestamp``, tab-separated) as a tensor.
 
     Wei, Li, Mao & Wang, *Applying Differential Privacy to Tensor Completion*, Section 5.2: the
     rating matrix is unfolded into a user x item x day tensor. User and item ids (one-based in the
     file) become zero-based indices; the day index is
-    ``(timestamp - min timestamp) // day_seconds``, so the third mode has
+    ``(timestamp - day_origin) // day_seconds``, so the third mode has
     ``max day + 1`` entries (the paper reports 212 days for ML-100K; the exact count depends on
     where day boundaries are put, and the first-to-last span of ML-100K covers 215 calendar days).
 
@@ -188,13 +212,30 @@ def read_movielens(
         Mode sizes (943 and 1682 for ML-100K); by default the largest id in the file. Pass them
         when reading a train/test pair so both get the same shape.
     day_seconds : int, default 86400
+    day_origin : int, optional
+        The Unix timestamp (seconds) of the start of day 0; by default this file's earliest
+        timestamp. **Pass one origin to every file of a train/test pair**
+        (``ratings_day_origin(train, test)``): each file's own earliest rating would number
+        different calendar days alike (a temporal split's test days would restart at 0).
 
     Returns
     -------
     TensorEntries
         Values are the ratings.
+
+    Examples
+    --------
+    >>> origin = ratings_day_origin("ua.base", "ua.test")  # doctest: +SKIP
+    >>> train = read_movielens("ua.base", n_users=943, n_items=1682, day_origin=origin)  # doctest: +SKIP
+    >>> test = read_movielens("ua.test", n_users=943, n_items=1682, day_origin=origin)  # doctest: +SKIP
     """
     path = Path(path)
+    users, items, ratings, stamps = _udata_columns(path)
+    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, day_origin, path)
+
+
+def _udata_columns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Users, items, ratings and timestamps of a ``u.data`` file."""
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
@@ -211,18 +252,27 @@ def read_movielens(
     except ValueError:
         raise ValueError(f"{path}: u.data cells must be integers") from None
     users, items, ratings, stamps = table.T
-    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, path)
+    return users, items, ratings, stamps
 
 
 def _ratings_tensor(
     users: np.ndarray, items: np.ndarray, ratings: np.ndarray, stamps: np.ndarray, n_users: int | None,
-    n_items: int | None, day_seconds: int, path: Path,
+    n_items: int | None, day_seconds: int, day_origin: int | None, path: Path,
 ) -> TensorEntries:
     """User x item x day entries from one-based ids, ratings and Unix timestamps (shared by the readers)."""
     day_seconds = check_positive_int(day_seconds, "day_seconds")
     if users.min() < 1 or items.min() < 1:
         raise ValueError(f"{path}: user and item ids must start at 1")
-    days = (stamps - stamps.min()) // day_seconds
+    if day_origin is None:
+        day_origin = int(stamps.min())
+    elif not isinstance(day_origin, numbers.Integral) or isinstance(day_origin, bool):
+        raise TypeError(f"day_origin must be an integer Unix timestamp, got {type(day_origin).__name__}")
+    elif stamps.min() < day_origin:
+        raise ValueError(
+            f"{path}: a rating at timestamp {int(stamps.min())} precedes day_origin={int(day_origin)}; "
+            "pass the earliest timestamp of all the files read together (ratings_day_origin)"
+        )
+    days = (stamps - int(day_origin)) // day_seconds
     shape = (
         int(users.max()) if n_users is None else check_positive_int(n_users, "n_users"),
         int(items.max()) if n_items is None else check_positive_int(n_items, "n_items"),
@@ -230,6 +280,29 @@ def _ratings_tensor(
     )
     indices = np.column_stack([users - 1, items - 1, days])
     return TensorEntries(indices, ratings.astype(np.float64), shape)
+
+
+def is_recbole_inter(path: str | Path) -> bool:
+    """Whether ``path`` starts with RecBole's header of ``name:type`` fields (else: ``u.data``)."""
+    with open(path) as handle:
+        return ":" in handle.readline()
+
+
+def ratings_day_origin(*paths: str | Path) -> int:
+    """The earliest timestamp of several MovieLens files (``u.data`` or RecBole ``.inter``).
+
+    Pass it as ``day_origin`` to :func:`read_movielens` / :func:`read_recbole_inter` for every
+    file of a train/test pair, so that the same calendar day gets the same day index in both.
+    """
+    if not paths:
+        raise ValueError("ratings_day_origin needs at least one file")
+    earliest = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"no such file: {path}")
+        columns = _inter_columns(path) if is_recbole_inter(path) else _udata_columns(path)
+        earliest.append(int(columns[3].min()))
+    return min(earliest)
 
 
 #: The columns :func:`read_recbole_inter` needs, by RecBole field name.
@@ -242,6 +315,7 @@ def read_recbole_inter(
     n_users: int | None = None,
     n_items: int | None = None,
     day_seconds: int = SECONDS_PER_DAY,
+    day_origin: int | None = None,
 ) -> TensorEntries:
     """Read a RecBole atomic interaction file (``ml-100k.inter``) as a user x item x day tensor.
 
@@ -250,9 +324,15 @@ def read_recbole_inter(
     The fields may come in any order and others may be present. User and item tokens must be
     positive integers (as in the MovieLens files RecBole ships); they become zero-based indices
     exactly as :func:`read_movielens` makes them, and the rows keep the file's order (which
-    :func:`holdout_per_user` relies on). Days as in :func:`read_movielens`.
+    :func:`holdout_per_user` relies on). Days (and ``day_origin``) as in :func:`read_movielens`.
     """
     path = Path(path)
+    users, items, ratings, stamps = _inter_columns(path)
+    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, day_origin, path)
+
+
+def _inter_columns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Users, items, ratings and timestamps of a RecBole ``.inter`` file."""
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     lines = [line for line in path.read_text().splitlines() if line.strip()]
@@ -282,7 +362,7 @@ def read_recbole_inter(
         raise ValueError(
             f"{path}: user and item tokens must be integers, rating and timestamp numbers"
         ) from None
-    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, path)
+    return users, items, ratings, stamps
 
 
 def holdout_per_user(entries: TensorEntries, start: int, stop: int) -> tuple[TensorEntries, TensorEntries]:

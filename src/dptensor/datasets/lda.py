@@ -46,6 +46,7 @@ def make_lda_corpus(
     doc_length: int = 100,
     topic_concentration: float = 0.05,
     topics: np.ndarray | None = None,
+    lengths: np.ndarray | None = None,
     random_state: RandomStateLike = None,
 ) -> LDACorpus:
     """Draw a corpus from Latent Dirichlet Allocation (Blei, Ng & Jordan 2003).
@@ -69,6 +70,10 @@ def make_lda_corpus(
         vocabulary unless ``topics`` is given (smaller means sparser, better separated topics).
     topics : ndarray of shape (n_topics, n_words), optional
         Use these topic-word distributions instead of drawing them.
+    lengths : array_like of int, optional
+        An empirical length distribution (e.g. a real corpus' document lengths): each document's
+        length is drawn from these values uniformly with replacement instead of
+        ``3 + Poisson(doc_length - 3)`` (then ``doc_length`` is not used).
     random_state : None, int or numpy.random.Generator
 
     Returns
@@ -94,8 +99,15 @@ def make_lda_corpus(
         if np.any(topics < 0) or not np.allclose(topics.sum(axis=1), 1.0):
             raise ValueError("topics must have non-negative rows that sum to 1")
 
+    if lengths is not None:
+        pool = np.asarray(lengths)
+        if pool.ndim != 1 or pool.size == 0 or not np.issubdtype(pool.dtype, np.integer) or pool.min() < 0:
+            raise ValueError("lengths must be a non-empty 1-D array of non-negative integers")
     theta = rng.dirichlet(alpha_vec, size=n_documents)
-    lengths = 3 + rng.poisson(doc_length - 3, size=n_documents)
+    if lengths is None:
+        lengths = 3 + rng.poisson(doc_length - 3, size=n_documents)
+    else:
+        lengths = pool[rng.integers(0, pool.size, size=n_documents)].astype(np.int64)
     # Tokens per (document, topic); the Dirichlet draw can round to a sum just above 1.
     per_topic = rng.multinomial(lengths, theta / theta.sum(axis=1, keepdims=True))
     doc_ids, word_ids = [], []

@@ -20,7 +20,7 @@ from dptensor.decomposition.private_power_method import (
     make_guarantee,
     prepare_private_input,
 )
-from dptensor.privacy.calibration import gaussian_sigma_analytic, gaussian_sigma_classic
+from dptensor.privacy.calibration import check_accountant, gaussian_sigma_analytic, gaussian_sigma_classic
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
 from dptensor.privacy.noise import NoiseLike, NoiseSource
 from dptensor.privacy.release import Ledger, begin_release
@@ -75,6 +75,11 @@ def input_perturbation(
     tensor, rank, epsilon, delta, neighbouring, record_bound, noise, ledger
         As for :func:`~dptensor.decomposition.private_power_method.private_power_method`.
     accountant : {"exact", "classic"}, default "exact"
+        ``"exact"``: the analytic Gaussian mechanism; ``"classic"``: Dwork & Roth's formula
+        (``epsilon < 1``). One release, so there is no composition and no ``"advanced"``
+        (that name is :func:`private_power_method`'s per-release classic calibration with
+        advanced composition); :data:`dptensor.privacy.calibration.ACCOUNTANT_MEANINGS` lists
+        every name.
     n_restarts, n_iter, tol
         Passed to :func:`~dptensor.decomposition.power_method.power_method`.
     random_state : None, int or numpy.random.Generator
@@ -86,8 +91,7 @@ def input_perturbation(
         With ``guarantee.n_releases == 1``.
     """
     check_epsilon_delta(epsilon, delta)
-    if accountant not in INPUT_ACCOUNTANTS:
-        raise ValueError(f"accountant must be one of {INPUT_ACCOUNTANTS}, got {accountant!r}")
+    check_accountant(accountant, INPUT_ACCOUNTANTS, who="input_perturbation")
     op, relation = prepare_private_input(tensor, neighbouring, record_bound)
     rank = check_rank(rank, op.dim)
     rng = check_random_state(random_state)

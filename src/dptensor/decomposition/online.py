@@ -54,6 +54,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval
 
+from dptensor._files import ZIP_MAGIC
 from dptensor._validation import (
     NotFittedError,
     RandomStateLike,
@@ -83,6 +84,23 @@ FINGERPRINT_HEAD_BYTES = 1 << 20
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 #: Rows per slice when ``fit`` reads an in-memory matrix (bounds the ``rows x L`` work array).
 _ARRAY_CHUNK_ELEMENTS = 1 << 21
+
+
+class StreamTooShortError(ValueError):
+    """A stream holds fewer than the ``k*R*n`` points Algorithm 2 reads (and ``cycle`` is off).
+
+    Attributes
+    ----------
+    needed : int
+        ``k*R*n``, the points the fit reads.
+    available : int
+        The points the stream held (or had given when it ended).
+    """
+
+    def __init__(self, message: str, *, needed: int, available: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.available = available
 
 
 class OnlineTensorPower(BaseEstimator):
@@ -168,7 +186,8 @@ class OnlineTensorPower(BaseEstimator):
         "n_restarts": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "n_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "target_error": [Interval(numbers.Real, 0, None, closed="neither")],  # excludes inf
-        "random_state": [None, Interval(numbers.Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(numbers.Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
         "n_jobs": [numbers.Integral, None],
     }
 
@@ -489,7 +508,8 @@ class OnlineTensorPower(BaseEstimator):
             elif width != self._dim:
                 raise ValueError(f"stream must have {self._dim} columns, got {width}")
             if not cycle and stream.n_samples < self.n_samples_needed_:
-                raise ValueError(self._short_message(stream.n_samples, finite=True))
+                raise StreamTooShortError(self._short_message(stream.n_samples, finite=True),
+                                          needed=self.n_samples_needed_, available=stream.n_samples)
         for batch in self._batches(stream, cycle):
             data = self._validated(batch, "stream batch")
             remaining = self.n_samples_needed_ - self.n_samples_seen_
@@ -500,7 +520,8 @@ class OnlineTensorPower(BaseEstimator):
                 progress(self.n_samples_seen_, self.n_samples_needed_)
             if self.is_complete:
                 return self
-        raise ValueError(self._short_message(self.n_samples_seen_, finite=False))
+        raise StreamTooShortError(self._short_message(self.n_samples_seen_, finite=False),
+                                  needed=self.n_samples_needed_, available=self.n_samples_seen_)
 
     def _check_fingerprint(self, fingerprint: dict | None, resume: bool) -> None:
         """Record the data's fingerprint on a fresh fit; on a resumed one, refuse other data."""
@@ -680,6 +701,12 @@ class OnlineTensorPower(BaseEstimator):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")
+        with open(path, "rb") as handle:
+            if handle.read(len(ZIP_MAGIC)) != ZIP_MAGIC:
+                raise ValueError(
+                    f"{path} is not an OnlineTensorPower checkpoint (a .npz archive written by "
+                    "save_checkpoint) but another file; name a new file to start afresh (e.g. state.npz)"
+                )
         try:
             with np.load(path, allow_pickle=False) as archive:
                 arrays = {name: archive[name] for name in archive.files}

@@ -302,7 +302,7 @@ def private_power_method(
     ('entry', 340)
     """
     check_epsilon_delta(epsilon, delta)
-    accountant = check_accountant(accountant)
+    accountant = check_accountant(accountant, who="private_power_method")
     op, relation = prepare_private_input(tensor, neighbouring, record_bound)
     rank = check_rank(rank, op.dim)
     n_restarts = default_n_restarts(rank) if n_restarts is None else n_restarts

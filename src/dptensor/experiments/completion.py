@@ -22,6 +22,7 @@ fresh in every run (secure by default), so reruns agree in distribution, not bit
 from __future__ import annotations
 
 import csv
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,9 +82,12 @@ class CompletionExperimentResult:
     rows : list of dict
         One record per fit: ``figure``, ``model``, ``method``, ``epsilon``, ``missing_ratio``,
         ``repeat``, ``rmse`` (against the noiseless tensor), ``rmse_noisy`` (against the held-out
-        noisy values), ``rmse_mean`` (predicting the training mean), ``holds``, ``seconds``.
+        noisy values), ``rmse_mean_predictor`` (the RMSE of predicting the training mean),
+        ``holds``, ``seconds``.
     summary : list of dict
-        Mean and standard deviation of ``rmse`` over repeats per (figure, model, method, x).
+        Per (figure, model, method, x): ``rmse_avg`` and ``rmse_std`` (average and standard
+        deviation of ``rmse`` over the ``n`` repeats), ``rmse_noisy_avg``, ``rmse_mean_predictor``
+        (averaged over the repeats). ("mean" names the mean predictor only, never an average.)
     files : dict
         ``csv``, ``summary_csv``, ``figure2_png``, ``figure3_png``, ``json``.
     """
@@ -154,7 +158,7 @@ def figure2(
                 for eps in (epsilons if method != "baseline" else (float("nan"),)):
                     res = _fit_one(model, method, eps, train, test, truth, seed + 2)
                     rows.append({"figure": 2, "model": model, "method": method, "epsilon": eps,
-                                 "missing_ratio": 0.5, "repeat": rep, "rmse_mean": mean_err, **res})
+                                 "missing_ratio": 0.5, "repeat": rep, "rmse_mean_predictor": mean_err, **res})
                     bar.update()
     bar.close()
     return rows
@@ -191,29 +195,33 @@ def figure3(
                     eps = float("nan") if method == "baseline" else epsilon
                     res = _fit_one(model, method, eps, train, test, truth, seed + 2)
                     rows.append({"figure": 3, "model": model, "method": method, "epsilon": eps,
-                                 "missing_ratio": float(ratio), "repeat": rep, "rmse_mean": mean_err, **res})
+                                 "missing_ratio": float(ratio), "repeat": rep,
+                                 "rmse_mean_predictor": mean_err, **res})
                     bar.update()
     bar.close()
     return rows
 
 
 def summarise(rows: list[dict]) -> list[dict]:
-    """Mean and standard deviation of the RMSE over repeats."""
+    """Average and standard deviation of the RMSE over repeats (``rmse_avg``, ``rmse_std``)."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         x = row["epsilon"] if row["figure"] == 2 else row["missing_ratio"]
-        groups.setdefault((row["figure"], row["model"], row["method"], x), []).append(row)
+        # one key for every NaN (the baseline's epsilon): NaN != NaN would make each repeat its own group
+        key = (row["figure"], row["model"], row["method"], x if np.isfinite(x) else None)
+        groups.setdefault(key, []).append(row)
     out = []
     for (figure, model, method, x), group in groups.items():
+        x = float("nan") if x is None else x
         errs = np.array([g["rmse"] for g in group])
         noisy = np.array([g["rmse_noisy"] for g in group])
         out.append({
             "figure": figure, "model": model, "method": method,
             "x": "epsilon" if figure == 2 else "missing_ratio", "value": x,
-            "rmse_mean": float(np.nanmean(errs)) if np.isfinite(errs).any() else float("nan"),
+            "rmse_avg": float(np.nanmean(errs)) if np.isfinite(errs).any() else float("nan"),
             "rmse_std": float(np.nanstd(errs)) if np.isfinite(errs).any() else float("nan"),
-            "rmse_noisy_mean": float(np.nanmean(noisy)) if np.isfinite(noisy).any() else float("nan"),
-            "mean_predictor": float(np.mean([g["rmse_mean"] for g in group])),
+            "rmse_noisy_avg": float(np.nanmean(noisy)) if np.isfinite(noisy).any() else float("nan"),
+            "rmse_mean_predictor": float(np.mean([g["rmse_mean_predictor"] for g in group])),
             "n": len(group), "n_failed": int(np.count_nonzero(~np.isfinite(errs))),
             "holds": group[0]["holds"],
         })
@@ -233,6 +241,15 @@ STYLES = {
 Y_MAX = 3.0
 
 
+def _spread_label(counts: Sequence[int]) -> str:
+    """What the curves and bands show, for the number of repeats behind each point."""
+    low, high = min(counts), max(counts)
+    if high == 1:
+        return "one repeat per point: no spread shown"
+    repeats = f"{low}" if low == high else f"{low}-{high}"
+    return f"average +- std over {repeats} repeats"
+
+
 def _plot(summary: list[dict], figure: int, path: Path) -> Path:
     plt = pyplot()
     rows = [r for r in summary if r["figure"] == figure]
@@ -246,15 +263,15 @@ def _plot(summary: list[dict], figure: int, path: Path) -> Path:
             if not pts:
                 continue
             if figure == 2 and method == "baseline":
-                xs, mean, std = np.array(xs_all), np.full(len(xs_all), pts[0]["rmse_mean"]), np.full(
+                xs, mean, std = np.array(xs_all), np.full(len(xs_all), pts[0]["rmse_avg"]), np.full(
                     len(xs_all), pts[0]["rmse_std"])
             else:
                 xs = np.array([r["value"] for r in pts])
-                mean = np.array([r["rmse_mean"] for r in pts])
+                mean = np.array([r["rmse_avg"] for r in pts])
                 std = np.array([r["rmse_std"] for r in pts])
             ax.plot(xs, mean, label=method, **style)
             ax.fill_between(xs, mean - std, mean + std, color=style["color"], alpha=0.12)
-        ref = np.mean([r["mean_predictor"] for r in sub])
+        ref = np.mean([r["rmse_mean_predictor"] for r in sub])
         ax.axhline(ref, color="grey", linestyle=":", label="predict the training mean")
         ax.set_yscale("log")
         if figure == 2:
@@ -271,9 +288,35 @@ def _plot(summary: list[dict], figure: int, path: Path) -> Path:
                      + (", 50% missing" if figure == 2 else ", epsilon = 1"))
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"Wei et al. Figure {figure} reproduced (mean +- std over repeats)")
+    fig.suptitle(f"Wei et al. Figure {figure} reproduced ({_spread_label([r['n'] for r in rows])})")
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def redraw_from_rows(rows_csv: str | Path, out_dir: str | Path) -> dict:
+    """Summarise a ``completion.csv`` written by :func:`run` again and redraw both PNGs (no refitting).
+
+    Writes ``completion_summary.csv`` and the two figures to ``out_dir`` and replaces the
+    ``summary`` of a ``completion.json`` there, so that a change of the summary or the plots
+    reaches committed results without running the fits again.
+    """
+    with open(rows_csv, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row["figure"], row["repeat"] = int(row["figure"]), int(row["repeat"])
+        for key in ("epsilon", "missing_ratio", "rmse_mean_predictor", "rmse", "rmse_noisy", "seconds"):
+            row[key] = float(row[key])
+        row["holds"] = {"True": True, "False": False}.get(row["holds"])
+    summary = summarise(rows)
+    out = Path(out_dir)
+    files = {"summary_csv": str(write_csv(out / "completion_summary.csv", summary))}
+    files.update(plot_from_csv(files["summary_csv"], out))
+    summary_json = out / "completion.json"
+    if summary_json.exists():
+        payload = json.loads(summary_json.read_text())
+        payload["summary"] = summary
+        files["json"] = str(write_json(summary_json, payload))
+    return files
 
 
 def plot_from_csv(summary_csv: str | Path, out_dir: str | Path) -> dict:
@@ -282,8 +325,9 @@ def plot_from_csv(summary_csv: str | Path, out_dir: str | Path) -> dict:
         rows = list(csv.DictReader(handle))
     for row in rows:
         row["figure"] = int(row["figure"])
-        for key in ("value", "rmse_mean", "rmse_std", "mean_predictor"):
+        for key in ("value", "rmse_avg", "rmse_std", "rmse_mean_predictor"):
             row[key] = float(row[key])
+        row["n"] = int(row["n"])
     out = Path(out_dir)
     return {"figure2_png": str(_plot(rows, 2, out / "completion_figure2.png")),
             "figure3_png": str(_plot(rows, 3, out / "completion_figure3.png"))}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,9 @@ from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition.input_perturbation import input_perturbation
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.private_power_method import private_power_method
+from dptensor.privacy import PrivacyWarning
 from dptensor.privacy.calibration import composed_noise_multiplier
+from dptensor.privacy.warnings import EPSILON_WARNING_THRESHOLD
 from dptensor.tensor import DenseTensor
 
 METHODS = ("ppm-exact", "ppm-advanced", "input-perturbation", "non-private")
@@ -143,25 +146,31 @@ def run(
     mu0 = []
     bar = tqdm(total=n_trials * (len(epsilons) * len(runners) + 1), disable=not progress,
                desc="privacy-utility")
-    for trial, seed in enumerate(seeds):
-        data = make_orthogonal_tensor(dim, rank, weights=weights, random_state=int(seed))
-        tensor = DenseTensor(data.tensor, check_symmetry=False)
-        v1, lam1 = data.factors[:, 0], float(data.weights[0])
-        mu0.append(incoherence(data.factors))
-        baseline = power_method(tensor, rank, n_restarts=n_restarts, n_iter=30, random_state=int(seed) + 1)
-        outcomes = [("non-private", math.inf, baseline)]
-        bar.update()
-        for method, runner in runners.items():
-            for eps in epsilons:
-                outcomes.append((method, float(eps), runner(tensor, float(eps), int(seed) + 1)))
-                bar.update()
-        for method, eps, result in outcomes:
-            lam, vec = _first_pair(result)
-            trials.append({
-                "method": method, "epsilon": eps, "trial": trial,
-                "cosine": abs(float(v1 @ vec)), "weight_error": abs(lam1 - lam) / lam1,
-            })
-    bar.close()
+    # the grid reaches past epsilon = 10 on purpose (to find where recovery starts); the library's
+    # warning that such an epsilon guarantees little would repeat for every fit of every trial
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=rf".*epsilon=\S+ exceeds {EPSILON_WARNING_THRESHOLD:g};",
+                                category=PrivacyWarning)
+        for trial, seed in enumerate(seeds):
+            data = make_orthogonal_tensor(dim, rank, weights=weights, random_state=int(seed))
+            tensor = DenseTensor(data.tensor, check_symmetry=False)
+            v1, lam1 = data.factors[:, 0], float(data.weights[0])
+            mu0.append(incoherence(data.factors))
+            baseline = power_method(tensor, rank, n_restarts=n_restarts, n_iter=30,
+                                    random_state=int(seed) + 1)
+            outcomes = [("non-private", math.inf, baseline)]
+            bar.update()
+            for method, runner in runners.items():
+                for eps in epsilons:
+                    outcomes.append((method, float(eps), runner(tensor, float(eps), int(seed) + 1)))
+                    bar.update()
+            for method, eps, result in outcomes:
+                lam, vec = _first_pair(result)
+                trials.append({
+                    "method": method, "epsilon": eps, "trial": trial,
+                    "cosine": abs(float(v1 @ vec)), "weight_error": abs(lam1 - lam) / lam1,
+                })
+        bar.close()
     elapsed = time.perf_counter() - start
 
     rows = []
@@ -239,6 +248,10 @@ def _write_markdown(path: Path, rows: list, smallest: dict, settings: dict) -> P
         "",
     ]
     lines += [f"- {m}: {'not reached' if e is None else f'{e:.3g}'}" for m, e in smallest.items()]
+    if max(epsilons) > EPSILON_WARNING_THRESHOLD:
+        lines += ["", f"The grid goes past epsilon = {EPSILON_WARNING_THRESHOLD:g} on purpose, to show where "
+                  "recovery begins; a budget that large guarantees little (outside this experiment dptensor "
+                  "warns about it: dptensor.privacy.warnings.check_privacy_parameters)."]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -27,6 +27,7 @@ decompositions' starts.
 
 from __future__ import annotations
 
+import csv
 import math
 import time
 import warnings
@@ -41,6 +42,7 @@ from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor.datasets.lda import make_lda_corpus
+from dptensor.evaluation import completion_perplexity, split_documents
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.spectral_lda import SpectralLDA, decompose_whitened_tensor, top_eigenpairs
@@ -199,18 +201,13 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
     order = rng.permutation(counts.shape[0])
     n_test = counts.shape[0] // 10
     test, train = counts[order[:n_test]], counts[order[n_test:]]
-    observed, held = _split_tokens(test, rng)
+    split = split_documents(test, random_state=rng)
     k, alpha0 = 20, 1.0
     rows = []
 
-    def perplexity(model) -> float:
-        theta = model.transform(observed)
-        pred = theta @ model._smoothed_topics()
-        coo = held.tocoo()
-        return float(np.exp(-(coo.data @ np.log(pred[coo.row, coo.col])) / coo.data.sum()))
-
     base = SpectralLDA(k, alpha0, random_state=seed).fit(train)
-    rows.append({"method": "unnoised", "epsilon": math.nan, "trial": 0, "perplexity": perplexity(base)})
+    rows.append({"method": "unnoised", "epsilon": math.nan, "trial": 0,
+                 "perplexity": completion_perplexity(base, split)})  # fmt: skip
     bar = tqdm(total=len(epsilons) * n_trials, desc="real corpus", disable=not progress)
     for eps in epsilons:
         for trial in range(n_trials):
@@ -220,7 +217,7 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
                     model = PrivateSpectralLDA(k, alpha0, epsilon=eps, delta=DELTA, random_state=trial,
                                                **METHODS[method]).fit(train)  # fmt: skip
                 rows.append({"method": method, "epsilon": eps, "trial": trial,
-                             "perplexity": perplexity(model)})  # fmt: skip
+                             "perplexity": completion_perplexity(model, split)})  # fmt: skip
             bar.update()
     bar.close()
     info = {"source": str(path.name), "n_train": int(train.shape[0]), "n_test": int(test.shape[0]),
@@ -228,17 +225,6 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
             "unit": "a 40-token document cut from the text", "vocabulary": "2000 most frequent words, "
             "English stop words removed (treated as public)"}  # fmt: skip
     return rows, info
-
-
-def _split_tokens(counts: sp.csr_matrix, rng: np.random.Generator) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """Each document's tokens split at random into an observed half and a held-out half."""
-    coo = counts.tocoo()
-    first = rng.binomial(coo.data.astype(np.int64), 0.5)
-    a = sp.csr_matrix((first.astype(float), (coo.row, coo.col)), shape=counts.shape)
-    b = sp.csr_matrix(((coo.data - first).astype(float), (coo.row, coo.col)), shape=counts.shape)
-    a.eliminate_zeros()
-    b.eliminate_zeros()
-    return a, b
 
 
 def _mean(rows, **match) -> float:
@@ -346,11 +332,22 @@ def _plot_figure3(path: Path, rows: list) -> Path:
     left.set_title("(a) k = 3")
     b = [r for r in rows if r["panel"] == "b"]
     right.plot([r["n_topics"] for r in b], [r["value"] for r in b], marker="o")
+    right.set_xticks(sorted({int(r["n_topics"]) for r in b}))  # k is a whole number: no tick at 3.5
     right.set_xlabel("k")
     right.set_ylabel("smallest eigengap of T_hat")
     right.set_title("(b) alpha0 = 1000")
+    fig.suptitle("Private spectral LDA, DeCarolis et al. Figure 3: the quantities its noise scales with")
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def plot_figure3_from_csv(figure3_csv: str | Path, out_dir: str | Path) -> Path:
+    """Redraw ``private_lda_figure3.png`` from a ``private_lda_figure3.csv`` written by :func:`run`."""
+    with open(figure3_csv, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row.update(alpha0=float(row["alpha0"]), value=float(row["value"]), n_topics=int(row["n_topics"]))
+    return _plot_figure3(Path(out_dir) / "private_lda_figure3.png", rows)
 
 
 def _plot_real(path: Path, rows: list) -> Path:

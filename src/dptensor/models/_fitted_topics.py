@@ -33,6 +33,30 @@ def document_chunks(matrix: sp.csr_matrix, n_components: int) -> list[tuple[int,
     return split_rows(matrix.shape[0], -(-matrix.nnz // per_chunk), matrix.indptr)
 
 
+def mixture_log_likelihood(counts: sp.csr_matrix, theta: np.ndarray, topic_word: np.ndarray) -> float:
+    """``sum_n sum_v c_nv log((theta_n^T phi)_v)``: the counts' log-likelihood under topic mixtures.
+
+    Parameters
+    ----------
+    counts : scipy.sparse.csr_matrix of shape (n_documents, n_words)
+    theta : ndarray of shape (n_documents, n_components)
+        Each document's topic proportions.
+    topic_word : ndarray of shape (n_components, n_words)
+        Word distributions ``phi`` (rows on the simplex, positive wherever ``counts`` is).
+
+    Only the stored entries are visited, one chunk of documents at a time
+    (:func:`document_chunks`), so memory stays bounded whatever the corpus size.
+    """
+    total = 0.0
+    topics_t = np.ascontiguousarray(topic_word.T)
+    for start, stop in document_chunks(counts, topic_word.shape[0]):
+        block = counts[start:stop]
+        rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
+        pred = np.einsum("ij,ij->i", theta[start:stop][rows], topics_t[block.indices])
+        total += float(block.data @ np.log(pred))
+    return total
+
+
 class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     """Fitted-state and input checks, output names and :meth:`top_words` of a topic model.
 
@@ -75,4 +99,4 @@ class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         return [[str(vocabulary[i]) for i in row] for row in top]
 
 
-__all__ = ["INFERENCE_CHUNK_CELLS", "FittedTopicsMixin", "document_chunks"]
+__all__ = ["INFERENCE_CHUNK_CELLS", "FittedTopicsMixin", "document_chunks", "mixture_log_likelihood"]

@@ -130,6 +130,7 @@ comes from ``random_state``; the noise from ``noise`` (fresh OS entropy by defau
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
 from typing import Any
 
@@ -169,6 +170,7 @@ from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     NoiseSource,
     PrivacyGuarantee,
+    UtilityWarning,
     begin_release,
     composed_gaussian_epsilon,
     composed_gaussian_holds,
@@ -1331,3 +1333,35 @@ def rmse(truth: object, estimate: object) -> float:
     if truth.size == 0:
         raise ValueError("truth is empty")
     return float(np.sqrt(np.mean((truth - estimate) ** 2)))
+
+
+def compare_with_mean(truth: object, estimate: object, *, advice: str = "") -> tuple[float, float]:
+    """Held-out RMSE of ``estimate`` and of the best constant; warn when the estimate is worse.
+
+    The baseline predicts every held-out value by the held-out values' own mean, so its RMSE (their
+    standard deviation) is at most that of the training mean (the "mean predictor" of Wei et al.,
+    Section 5) -- a completion above it is certainly worse than predicting the mean. A private fit
+    at a small ``epsilon`` can be (input and output perturbation, DP-SGD without a declared value
+    range). The check reads only the held-out values and the released predictions, never the
+    training data, so it is as public as the held-out RMSE itself.
+
+    Returns
+    -------
+    rmse, baseline_rmse : float
+
+    Warns
+    -----
+    UtilityWarning
+        When ``rmse > baseline_rmse``, ending with ``advice`` (what to change).
+    """
+    truth = np.asarray(truth, dtype=np.float64)
+    error = rmse(truth, estimate)
+    baseline = rmse(truth, np.full_like(truth, truth.mean()))
+    if error > baseline:
+        warnings.warn(
+            f"held-out RMSE {error:.4g} is worse than predicting one constant for every entry (the "
+            f"held-out mean: RMSE {baseline:.4g}); the predictions are useless as they stand"
+            + (f"; {advice}" if advice else ""),
+            UtilityWarning, stacklevel=2,
+        )
+    return error, baseline

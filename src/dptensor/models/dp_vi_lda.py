@@ -112,6 +112,7 @@ from dptensor.privacy import (
     composed_noise_multiplier,
     require_unproven,
 )
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.tensor.lda_moments import check_count_matrix
 
 __all__ = [
@@ -136,7 +137,8 @@ NEIGHBOURING = "document"
 PROTECTED = "the whole word-count vector of one document (replace one document by any other)"
 PUBLIC = (
     "the number of documents N, the vocabulary, the clipping norm C (and the declared maximum "
-    "document length), the minibatch size S, the number of steps and every other parameter"
+    "document length), the minibatch size S, the number of steps and every other parameter; "
+    + VOCABULARY_ASSUMPTION
 )
 PAPER_REASON = (
     "the authors calibrate with the moments accountant for Poisson sampling under add/remove with "
@@ -520,7 +522,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
         "mean_change_tol": [Interval(Real, 0, None, closed="left")],
         "accountant": [StrOptions({"exact", "paper"})],
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
         "verbose": ["boolean"],
         **PrivateEstimatorMixin._privacy_parameter_constraints,
     }

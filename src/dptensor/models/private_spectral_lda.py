@@ -32,6 +32,27 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
 5. The default split comes from the utility analysis (public quantities only;
    :func:`default_budget_split`).
 
+Clipped releases (``clip``, the default for Configuration 1)
+-----------------------------------------------------------
+The sensitivities above are those of the worst document (three tokens of one word); a real
+document's term is far smaller. With ``clip`` set, every document gets **one** weight
+``w_n in [0, 1]`` that bounds its term in every release (``||w P_n||_F <= C``, hence
+``||w G_n||_F <= C``, and ``||w p_n||_2 <= C1``; :mod:`dptensor.tensor.clipped_lda_moments`,
+computed in a scaled form that no finite count overflows), and Configuration 1 releases
+
+1. ``m1``: the vector ``(C1 S0, S1)`` -- the total weight and the weighted word frequencies --
+   Gaussian with sensitivity ``sqrt3 C1``;
+2. ``m2``: ``S2`` (Analyze Gauss) or ``S2 X_t`` (noisy power) with sensitivity ``sqrt2 C``, from which
+   ``M2 = S2/S0 - a E1 E1^T`` (post-processing with the released ``S0``, ``E1 = S1/S0``);
+3. ``e3``: ``S3(U, U, U)`` in the released eigenbasis ``U``, sensitivity ``sqrt2 C``, whitened with
+   the released ``S0``, ``E1`` and eigenvalues.
+
+Relation: **replace one document by any other document**, including an empty one or one with
+any finite counts (documents of fewer than three tokens get weight 0: no input error, no
+dropped row); ``N``, the vocabulary, ``alpha_0``, ``k``, ``C`` and ``C1`` are public. The
+sensitivities do not involve ``N``: the normalisation by ``S0`` is released. Composition as
+in point 4 above, over the three releases.
+
 Configurations 2--4 (as printed; their guarantee does not hold)
 ---------------------------------------------------------------
 2. noise on ``T_hat`` built with the **clean** whitening (e6) and on ``M2_hat`` for ``(W^T)^+`` (e8);
@@ -50,11 +71,13 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import dp_accounting
 import numpy as np
+import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
@@ -90,6 +113,7 @@ from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_epsi
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.lda_sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
+    clipped_sensitivities,
     coherence,
     lda_moment_constants,
     m2_sensitivity,
@@ -99,6 +123,12 @@ from dptensor.privacy.lda_sensitivity import (
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
 from dptensor.privacy.noise import NoiseSource
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
+from dptensor.tensor.clipped_lda_moments import (
+    ClippedMoments,
+    ClippedSecondMoment,
+    clipped_whitened_third_moment,
+)
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
     DocumentBlocks,
@@ -117,17 +147,44 @@ CONFIG_EDGES: dict[int, tuple[str, ...]] = {
     4: ("sigma_k", "gamma_s", "e9"),
 }
 
+#: Releases of the clipped Configuration 1 (module docstring, *Clipped releases*).
+CLIPPED_EDGES: tuple[str, ...] = ("m1", "m2", "e3")
+
+#: Default shares of the Gaussian-DP budget ``mu^2`` of the clipped releases (measured on real text,
+#: ``docs/lda.md``; public constants, not fitted to the private data).
+CLIPPED_BUDGET_SPLIT: dict[str, float] = {"m1": 0.1, "m2": 0.7, "e3": 0.2}
+
+#: The clipped releases when a public corpus gives the whitening (``public_corpus``): no M2 release.
+PUBLIC_WHITENING_EDGES: tuple[str, ...] = ("m1", "e3")
+PUBLIC_WHITENING_BUDGET_SPLIT: dict[str, float] = {"m1": 0.2, "e3": 0.8}
+
+#: ``word_clip="auto"`` is this multiple of ``clip`` (``||p||_2 / ||P||_F`` is about ``sqrt(l - 1)``
+#: for a document of ``l`` distinct words: 2--3 for short texts).
+WORD_CLIP_RATIO = 3.0
+
 #: Procedure 1's lower bounds are floored here, and the resulting noise scales capped at _MAX_SCALE,
 #: so that a failed bound gives a useless but finite release instead of an error or overflow.
 _FLOOR = 1e-12
 _MAX_SCALE = 1e6
 
-#: Vocabularies up to this size use Analyze Gauss under ``private_whitening="auto"``.
-ANALYZE_GAUSS_MAX_WORDS = 1000
+#: Vocabularies up to this size use Analyze Gauss under ``private_whitening="auto"`` (a ``d x d`` array:
+#: 32 MB at 2000 words; on real text at ``d = 2000`` it beats the noisy power method, ``docs/lda.md``).
+ANALYZE_GAUSS_MAX_WORDS = 2000
 
 NEIGHBOURING = "document"
 PROTECTED = "one document (all its words and counts), replaced by any other document of at least 3 tokens"
-PUBLIC = "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k"
+PUBLIC = (
+    "the number of documents N, the vocabulary (columns), alpha_0 and the number of topics k; "
+    + VOCABULARY_ASSUMPTION
+)
+CLIPPED_PROTECTED = (
+    "one document (all its words and counts), replaced by any other document (any finite counts, "
+    "including none)"
+)
+CLIPPED_PUBLIC = (
+    "the number of documents N, the vocabulary (columns), alpha_0, the number of topics k and the "
+    "clipping bounds C, C1; " + VOCABULARY_ASSUMPTION
+)
 
 #: Why the paper's Configurations 2-4 do not give the stated guarantee (reference notes B.9).
 UNPROVEN_REASONS = {
@@ -158,6 +215,10 @@ CLASSIC_REASON = (
     "calibration='classic' uses the Gaussian mechanism of Dwork & Roth (Theorem A.1) at a per-release "
     "epsilon >= 1, where that theorem does not apply"
 )
+
+class UtilityWarning(UserWarning):
+    """A private fit whose planned noise swamps the signal (a function of public inputs only)."""
+
 
 #: Steps of a private fit print their names, never their durations (see ``timings_``).
 _private_step = functools.partial(_Step, report_time=False)
@@ -258,6 +319,21 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     private_whitening : {"auto", "analyze-gauss", "noisy-power"}, default "auto"
         How ``M2_hat`` is released (:mod:`dptensor.decomposition.private_whitening`); ``"auto"`` is
         Analyze Gauss up to :data:`ANALYZE_GAUSS_MAX_WORDS` words, the noisy power method above.
+    clip : "auto", float or None, default "auto"
+        Per-document bound ``C`` on each document's term in ``M2_hat`` and ``M3_hat`` (module
+        docstring, *Clipped releases*). ``"auto"``: ``1/d`` for Configuration 1 with
+        ``sensitivity="derived"``, ``calibration="analytic"`` and ``shared_m2=True`` -- every
+        document of ordinary text is then scaled to norm ``C``, so the estimate weights each
+        document by ``1/||P_n||_F`` (about its length) and the value of ``C`` cancels -- and
+        ``None`` otherwise. ``None``: the worst-case sensitivities (``sqrt2 (1 + 2a)/N``; documents
+        of fewer than 3 tokens are an error).
+    word_clip : "auto" or float, default "auto"
+        Bound ``C1`` on each document's term in ``M1_hat`` (``"auto"``: ``3 C``).
+    public_corpus : array_like or scipy.sparse matrix of shape (n_public, d), optional
+        Word counts of **public** documents of similar text over the same vocabulary (clipped mode
+        only). The whitening (``M2``'s top eigenpairs) is computed from them without noise, so only
+        ``m1`` and the whitened ``e3`` are released from ``X`` (budget split ``m1``/``e3``); the
+        guarantee's ``public`` names the public corpus.
     n_power_steps : int, default 4
         Releases ``T`` of the noisy power method.
     n_oversamples : int, default 10
@@ -322,6 +398,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
+        "clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
+        "word_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "public_corpus": ["array-like", "sparse matrix", None],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": ["random_state"],
     }
@@ -342,6 +421,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         n_power_steps: int = 4,
         n_oversamples: int = 10,
         projected_sensitivity: bool = True,
+        clip: float | str | None = "auto",
+        word_clip: float | str = "auto",
+        public_corpus: object = None,
         decomposition: str = "simultaneous",
         n_restarts: int | None = None,
         max_iter: int | None = None,
@@ -368,6 +450,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.n_power_steps = n_power_steps
         self.n_oversamples = n_oversamples
         self.projected_sensitivity = projected_sensitivity
+        self.clip = clip
+        self.word_clip = word_clip
+        self.public_corpus = public_corpus
         self.decomposition = decomposition
         self.n_restarts = n_restarts
         self.max_iter = max_iter
@@ -387,10 +472,37 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             return self.private_whitening
         return "analyze-gauss" if n_words <= ANALYZE_GAUSS_MAX_WORDS else "noisy-power"
 
+    def _clipping(self, n_words: int) -> tuple[float, float] | None:
+        """``(C, C1)`` of the clipped releases, or ``None`` for the worst-case ones (public parameters)."""
+        supported = (
+            self.config == 1 and self.sensitivity == "derived" and self.calibration == "analytic"
+            and self.shared_m2
+        )  # fmt: skip
+        if self.clip is None or (self.clip == "auto" and not supported):
+            if self.public_corpus is not None:
+                raise ValueError("public_corpus applies to the clipped config=1 (clip='auto' or a number)")
+            return None
+        if not supported:
+            raise ValueError(
+                f"clip={self.clip!r} applies to config=1 with sensitivity='derived', calibration='analytic' "
+                "and shared_m2=True; pass clip=None for the other modes"
+            )
+        if self.public_corpus is not None and not supported:
+            raise ValueError("public_corpus applies to the clipped config=1 (clip='auto' or a number)")
+        clip = 1.0 / n_words if self.clip == "auto" else float(self.clip)
+        word_clip = WORD_CLIP_RATIO * clip if self.word_clip == "auto" else float(self.word_clip)
+        return clip, word_clip
+
     def _shares(self, n_words: int) -> dict[str, float]:
+        clipped = self._clipping(n_words) is not None
+        public = clipped and self.public_corpus is not None
         edges = CONFIG_EDGES[self.config]
+        if clipped:
+            edges = PUBLIC_WHITENING_EDGES if public else CLIPPED_EDGES
         if self.budget_split is None:
-            if self.config == 1 and self.calibration == "analytic":
+            if clipped:
+                raw = dict(PUBLIC_WHITENING_BUDGET_SPLIT if public else CLIPPED_BUDGET_SPLIT)
+            elif self.config == 1 and self.calibration == "analytic":
                 raw = default_budget_split(
                     1, self.n_components, n_words, self.alpha0,
                     whitening=self._whitening_method(n_words), n_power_steps=self.n_power_steps,
@@ -403,8 +515,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             unknown = sorted(set(raw) - set(edges))
             missing = sorted(set(edges) - set(raw))
             if unknown or missing:
+                mode = "clipped config=1" if clipped else f"config={self.config}"
+                mode += " with public_corpus" if public else ""
                 raise ValueError(
-                    f"budget_split for config={self.config} must have exactly the keys {list(edges)}"
+                    f"budget_split for {mode} must have exactly the keys {list(edges)}"
                     + (f"; unknown {unknown}" if unknown else "")
                     + (f"; missing {missing}" if missing else "")
                 )
@@ -425,6 +539,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         plan = _Plan(self._shares(n_words))
         steps = self._m2_releases(n_words)
         paper = self.sensitivity == "paper"
+        clipping = self._clipping(n_words)
+        if clipping is not None:
+            return self._plan_clipped(plan, steps, clipping)
         if self.config == 1:
             m2_edges = ["m2"] if self.shared_m2 else ["e4", "e8"]
             weight = {"e3": plan.shares["e3"], "e4": plan.shares["e4"], "e8": plan.shares["e8"]}
@@ -448,15 +565,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             if paper:
                 plan.holds = False
                 plan.reasons.append(PAPER_SENSITIVITY_REASON)
-            inverse_sq = sum(counts[e] / plan.multipliers[e] ** 2 for e in weight)
-            effective = 1.0 / math.sqrt(inverse_sq)
-            if plan.holds and gaussian_epsilon(effective, delta) > eps:
-                # Rounding: move every multiplier up by a relative 1e-12 until the total holds.
-                factor = 1.0
-                while gaussian_epsilon(effective * factor, delta) > eps:
-                    factor *= 1.0 + 1e-12
-                plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
-                effective *= factor
+            effective = _composed_multiplier(plan, counts, eps, delta, round_up=plan.holds)
             events = [
                 dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), counts[e])
                 for e in ["e3", *m2_edges]
@@ -492,9 +601,35 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )  # fmt: skip
         return plan
 
+    def _plan_clipped(self, plan: _Plan, steps: int, clipping: tuple[float, float]) -> _Plan:
+        """The clipped Configuration 1: ``mu^2`` shared by weight; ``m2`` repeated ``T`` times for NPM."""
+        eps, delta = float(self.epsilon), float(self.delta)
+        edges = tuple(plan.shares)
+        counts = {"m1": 1, "m2": steps, "e3": 1}
+        mu = 1.0 / gaussian_sigma_analytic(eps, delta)
+        for edge in edges:
+            plan.multipliers[edge] = math.sqrt(counts[edge]) / (math.sqrt(plan.shares[edge]) * mu)
+        effective = _composed_multiplier(plan, {e: counts[e] for e in edges}, eps, delta)
+        events = [
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e])
+            for e in edges
+        ]
+        clip, word_clip = clipping
+        plan.guarantee = self._guarantee(
+            plan, accountant="exact (Gaussian DP composition, analytic calibration)",
+            n_releases=sum(counts[e] for e in edges), noise_multiplier=effective,
+            epsilon_exact=min(gaussian_epsilon(effective, delta), eps),
+            dp_event=dp_accounting.ComposedDpEvent(events), nominal=eps,
+            clipping={
+                "clip": clip, "word_clip": word_clip, "sensitivities": clipped_sensitivities(clip, word_clip)
+            },
+        )  # fmt: skip
+        return plan
+
     def _guarantee(
         self, plan: _Plan, *, accountant: str, n_releases: int, noise_multiplier: float,
         epsilon_exact: float, dp_event: dp_accounting.DpEvent | None, nominal: float,
+        clipping: dict | None = None,
     ) -> PrivacyGuarantee:  # fmt: skip
         details = {
             "model": "PrivateSpectralLDA",
@@ -505,6 +640,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             "budget_split": dict(plan.shares),
             "noise_multipliers": dict(plan.multipliers),
         }
+        if clipping is not None:
+            details.update(clipping)
         if plan.epsilons:
             details["edge_epsilons"] = dict(plan.epsilons)
             details["edge_deltas"] = dict(plan.deltas)
@@ -522,8 +659,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             claim="proved" if plan.holds else "paper",
             reason="; ".join(plan.reasons),
             nominal_epsilon=None if plan.holds else nominal,
-            protected=PROTECTED,
-            public=PUBLIC,
+            protected=PROTECTED if clipping is None else CLIPPED_PROTECTED,
+            public=PUBLIC if clipping is None else CLIPPED_PUBLIC + (
+                "" if self.public_corpus is None else "; the public corpus that gives the whitening"
+            ),
             dp_event=dp_event,
         )
 
@@ -572,15 +711,28 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 f"calibration={self.calibration!r})",
                 plan.guarantee.reason,
             )
-        docs = check_private_counts(X, n_jobs=self.n_jobs)
+        clipping = self._clipping(n_words)
+        if clipping is None:
+            docs = check_private_counts(X, n_jobs=self.n_jobs)
+        else:
+            if self.public_corpus is None:
+                self._warn_if_hopeless(n_documents, n_words)
+            docs = check_clipped_counts(X, n_jobs=self.n_jobs)
+        rng = check_random_state(self.random_state)
+        timings: dict[str, float] = {}
+        public_whitening = None
+        if clipping is not None and self.public_corpus is not None:  # public data: before the charge
+            public_whitening = self._public_whitening(clipping, n_words, rng, timings)
         source = self._begin_release(
             plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
         )
-        rng = check_random_state(self.random_state)
-        timings: dict[str, float] = {}
         self.noise_scales_ = {}
         self.budget_split_ = dict(plan.shares)
-        if self.config == 1:
+        if clipping is not None:
+            topics, alpha = self._fit_clipped(
+                ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
+            )
+        elif self.config == 1:
             topics, alpha = self._fit_config1(docs, plan, source, rng, timings)
         else:
             topics, alpha = self._fit_paper_config(docs, plan, source, rng, timings)
@@ -590,6 +742,25 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.n_documents_ = n_documents
         self.timings_ = timings
         return self
+
+    def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
+        """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
+        from dptensor.models.private_lda_plan import NOISE_LEVEL, plan_private_lda
+
+        args = (n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
+                float(self.delta))  # fmt: skip
+        method = self._whitening_method(n_words)
+        if plan_private_lda(*args, private_whitening=method, suggest=False).snr < NOISE_LEVEL:
+            prediction = plan_private_lda(*args, private_whitening=method)
+            s = prediction.suggestions
+            warnings.warn(
+                f"PrivateSpectralLDA: at N={n_documents}, V={n_words}, k={self.n_components}, "
+                f"epsilon={self.epsilon:g} the predicted signal-to-noise of the M2 release is "
+                f"{prediction.snr:.2f} (< {NOISE_LEVEL:g}): the topics are likely no better than noise. "
+                f"Each alone would help: N >= {s['n_documents']}, epsilon >= {s['epsilon']:.3g}, "
+                f"V <= {s['n_words']} or k <= {s['n_components']} (dptensor lda plan; docs/lda.md)",
+                UtilityWarning, stacklevel=3,
+            )
 
     def _m2_sensitivity_fn(self, n: int):
         if self.sensitivity == "paper":
@@ -647,6 +818,79 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             tensor = projected * inv[:, None, None] * inv[None, :, None] * inv[None, None, :]
         self.noise_scales_["e3"] = scale
         whitening = _with_inverse(first.whitening, second.whitening)
+        return self._decompose_unwhiten(tensor, whitening, rng, timings)
+
+    def _fit_clipped(
+        self, moments: ClippedMoments, plan: _Plan, source: NoiseSource, rng: np.random.Generator,
+        timings: dict, public_whitening: Whitening | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """The clipped Configuration 1 (module docstring, *Clipped releases*)."""
+        k, d = int(self.n_components), moments.n_words
+        sens = clipped_sensitivities(moments.clip, moments.word_clip)
+        with _private_step("m1: private total weight and word frequencies", timings, self.verbose):
+            total, sums = moments.first_order()
+            scale1 = plan.multipliers["m1"] * sens["m1"]
+            released = source.add_gaussian(np.concatenate([[moments.word_clip * total], sums]), scale1)
+            # Post-processing: a public floor keeps the normalisation positive whatever the noise.
+            total = max(float(released[0]) / moments.word_clip, 1.0)
+            mean = released[1:] / total
+        self.noise_scales_["m1"] = scale1
+        if public_whitening is not None:
+            return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
+        operator = ClippedSecondMoment(moments, total, mean, self.alpha0)
+        method = self._whitening_method(d)
+        m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
+        with _private_step(f"m2: private M2 ({method})", timings, self.verbose):
+            if method == "analyze-gauss":
+                result = analyze_gauss_eigenpairs(
+                    operator, k, noise_scale=plan.multipliers["m2"] * m2_scale, source=source
+                )
+            else:
+                result = noisy_power_eigenpairs(
+                    operator, k, n_steps=int(self.n_power_steps),
+                    width=min(d, k + int(self.n_oversamples)), noise_multiplier=plan.multipliers["m2"],
+                    sensitivity=lambda mu: m2_scale, source=source, rng=rng,
+                )  # fmt: skip
+        self.noise_scales_["m2"] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
+            result.noise_scales
+        )
+        return self._clipped_third(moments, result.whitening, total, mean, plan, source, rng, timings)
+
+    def _public_whitening(
+        self, clipping: tuple[float, float], d: int, rng: np.random.Generator, timings: dict
+    ) -> Whitening:
+        """``M2``'s top eigenpairs from the public corpus, weighted as the private one (no noise)."""
+        k = int(self.n_components)
+        with _private_step("whitening from the public corpus (no noise)", timings, self.verbose):
+            public = ClippedMoments(check_clipped_counts(self.public_corpus, "public_corpus"), *clipping)
+            if public.n_words != d:
+                raise ValueError(f"public_corpus has {public.n_words} words, X has {d}: one vocabulary")
+            total, sums = public.first_order()
+            if total <= 0:
+                raise ValueError("public_corpus has no document of at least 3 tokens")
+            operator = ClippedSecondMoment(public, total, sums / total, self.alpha0)
+            if d <= 5000:
+                values, vectors = top_eigenpairs(operator.to_dense(), k, random_state=rng)
+            else:
+                linear = spla.LinearOperator((d, d), matvec=operator.matmat, matmat=operator.matmat)
+                values, vectors = top_eigenpairs(linear, k, method="randomized", random_state=rng)
+            floor = max(float(values[0]), 1e-300) * 1e-12
+        return Whitening.from_eigenpairs(np.maximum(values, floor), vectors)
+
+    def _clipped_third(
+        self, moments: ClippedMoments, whitening: Whitening, total: float, mean: np.ndarray, plan: _Plan,
+        source: NoiseSource, rng: np.random.Generator, timings: dict,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """The e3 release in the (released or public) eigenbasis, then decomposition and un-whitening."""
+        k = int(self.n_components)
+        sens = clipped_sensitivities(moments.clip, moments.word_clip)
+        U, sigma = whitening.eigenvectors, whitening.eigenvalues
+        with _private_step("e3: private whitened M3 (projected sums)", timings, self.verbose):
+            scale3 = plan.multipliers["e3"] * sens["e3"]
+            third = moments.third_order(U)
+            third = third + symmetric_gaussian_tensor(k, scale3, convention="frobenius", noise=source)
+            tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
+        self.noise_scales_["e3"] = scale3
         return self._decompose_unwhiten(tensor, whitening, rng, timings)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
@@ -746,6 +990,24 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
 
 
+def _composed_multiplier(
+    plan: _Plan, counts: dict[str, int], epsilon: float, delta: float, *, round_up: bool = True
+) -> float:
+    """The Gaussian-DP composition of ``counts[e]`` releases at ``plan.multipliers[e]``, as one multiplier.
+
+    With ``round_up``, every multiplier is raised by a relative ``1e-12`` until the total meets
+    ``epsilon`` (floating-point rounding of the split), in place.
+    """
+    effective = 1.0 / math.sqrt(sum(counts[e] / plan.multipliers[e] ** 2 for e in counts))
+    if round_up and gaussian_epsilon(effective, delta) > epsilon:
+        factor = 1.0
+        while gaussian_epsilon(effective * factor, delta) > epsilon:
+            factor *= 1.0 + 1e-12
+        plan.multipliers = {e: z * factor for e, z in plan.multipliers.items()}
+        effective *= factor
+    return effective
+
+
 def release_projected_m3(
     docs: Documents, alpha0: float, basis: np.ndarray, scale: float, source: NoiseSource
 ) -> np.ndarray:
@@ -796,6 +1058,27 @@ def _private_block(block: object, position: BlockPosition, name: str) -> Documen
     return DocumentCounts(
         counts=matrix, lengths=lengths, kept=np.arange(matrix.shape[0]), n_input_documents=matrix.shape[0]
     )
+
+
+def _clipped_block(block: object, name: str) -> DocumentCounts:
+    """One block of :func:`check_clipped_counts`: any valid counts, no row dropped, nothing summed."""
+    matrix = check_count_matrix(block, name, allow_no_tokens=True)
+    n = matrix.shape[0]
+    return DocumentCounts(counts=matrix, lengths=np.zeros(n), kept=np.arange(n), n_input_documents=n)
+
+
+def check_clipped_counts(X: object, name: str = "X", *, n_jobs: int | None = None) -> Documents:
+    """Validate counts for a clipped private fit: every row is a document, short or empty ones too.
+
+    The clipped releases give documents of fewer than three tokens weight 0, so no document is an
+    input error and ``N`` stays the number of rows. No length is summed here (a sum of huge
+    counts could overflow): :mod:`dptensor.tensor.clipped_lda_moments` scales each row first.
+    """
+    if isinstance(X, RowBlocks) or is_distributed(X) or effective_n_jobs(n_jobs) > 1:
+        blocks = as_row_blocks(X, n_jobs=n_jobs)
+        blocks = blocks.map(_clipped_block, name, label="clipped-counts")
+        return DocumentBlocks(blocks, blocks.n_rows)
+    return _clipped_block(X, name)
 
 
 def check_private_counts(X: object, name: str = "X", *, n_jobs: int | None = None) -> Documents:

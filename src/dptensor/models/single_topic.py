@@ -71,6 +71,7 @@ from dptensor.privacy.mechanisms import (
 )
 from dptensor.privacy.noise import NoiseSource
 from dptensor.privacy.sensitivity import WhitenedDocumentNeighbouring
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.privacy.whitened_noise import WhitenedNoiseLaw
 from dptensor.tensor.operators import symmetrize
 from dptensor.tensor.single_topic_moments import (
@@ -99,7 +100,7 @@ NEIGHBOURING = "document"
 PROTECTED = "one document replaced by any other document of at least 3 tokens over the same vocabulary"
 PUBLIC = (
     "the number of documents N, the vocabulary size d, the number of topics K and the algorithm's "
-    "parameters"
+    "parameters; " + VOCABULARY_ASSUMPTION
 )
 
 
@@ -381,7 +382,8 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         "simplex": ["boolean"],
         "n_restarts": [None, Interval(Integral, 1, None, closed="left")],
         "n_iter": [None, Interval(Integral, 1, None, closed="left")],
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
         **PrivateEstimatorMixin._privacy_parameter_constraints,
     }
 

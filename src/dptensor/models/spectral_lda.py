@@ -52,7 +52,7 @@ from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
+from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks, mixture_log_likelihood
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -299,6 +299,11 @@ class TopicModelInference(FittedTopicsMixin):
         s = self._check_smoothing()
         return (1.0 - s) * self.components_ + s / self.n_features_in_
 
+    def topic_word_distribution(self) -> np.ndarray:
+        """Topics as inference uses them: ``(1 - smoothing) mu_i + smoothing / d`` (rows on the simplex)."""
+        self._check_fitted()
+        return self._smoothed_topics()
+
     def transform(self, X: object) -> np.ndarray:
         """Document-topic proportions ``theta_n`` given the learned topics.
 
@@ -374,15 +379,7 @@ class TopicModelInference(FittedTopicsMixin):
         """
         matrix = self._check_transform_input(X)
         topics = self._smoothed_topics()
-        theta = self._infer(matrix, topics)
-        total = 0.0
-        topics_t = np.ascontiguousarray(topics.T)
-        for start, stop in document_chunks(matrix, self.n_components):
-            block = matrix[start:stop]
-            rows = np.repeat(np.arange(stop - start), np.diff(block.indptr))
-            pred = np.einsum("ij,ij->i", theta[start:stop][rows], topics_t[block.indices])
-            total += float(block.data @ np.log(pred))
-        return total
+        return mixture_log_likelihood(matrix, self._infer(matrix, topics), topics)
 
     def perplexity(self, X: object) -> float:
         """``exp(-score(X) / total tokens)``: per-word perplexity (lower is better)."""
@@ -483,7 +480,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "n_power_iter": [Interval(Integral, 0, None, closed="left")],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
-        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator],
+        "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
+                         np.random.RandomState],
     }
 
     def __init__(

@@ -30,7 +30,13 @@ from dptensor.privacy.calibration import (
     noise_ratio,
     pld_composed_epsilon,
 )
-from dptensor.privacy.errors import BudgetExceededError, LedgerError, PrivacyWarning, UnprovenPrivacyError
+from dptensor.privacy.errors import (
+    BudgetExceededError,
+    LedgerError,
+    PrivacyWarning,
+    UnprovenPrivacyError,
+    UtilityWarning,
+)
 from dptensor.privacy.features import disable_features, enable_features, feature_enabled, require_unproven
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger import BudgetLedger, Charge
@@ -80,6 +86,7 @@ __all__ = [
     "NoiseSource",
     "PrivacyGuarantee",
     "PrivacyWarning",
+    "UtilityWarning",
     "RecordNeighbouring",
     "SymmetricGaussianOperator",
     "UnprovenPrivacyError",

@@ -10,7 +10,11 @@ Two tools, used by dptensor's own tests and offered to anyone who changes a priv
   show only through its noised release. Numbers in messages and printed lines are masked
   (released values differ between runs by design), so only their *presence* is compared.
   :func:`observe_command` does the same for a ``dptensor`` command: exit code, printed lines,
-  the files written and the structure of JSON/CSV files.
+  the files written and the structure of JSON/CSV files. A
+  :class:`~dptensor.privacy.UtilityWarning` (and the command line's one-line form of it) is left
+  out: by its contract it is computed from the released result and held-out data only, so whether
+  it appears is post-processing of the release -- like a released number, it may differ between
+  runs without revealing anything beyond the release.
 * **Empirical privacy audits.** :func:`epsilon_lower_bound` turns many runs of a mechanism on
   two neighbouring inputs into a high-confidence lower bound on its epsilon (a threshold test
   with Clopper--Pearson intervals, after Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021).
@@ -34,6 +38,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from dptensor.privacy.errors import UtilityWarning
+
 __all__ = [
     "Observation",
     "epsilon_lower_bound",
@@ -44,6 +50,10 @@ __all__ = [
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b")
 _DATA_URI = re.compile(r"data:[a-z/+]+;base64,[A-Za-z0-9+/=]+")
+
+
+#: The command line's one-line form of a UtilityWarning (``dptensor.cli.warning_line``).
+_UTILITY_LINE = re.compile(r"^\S.*: warning: .*\(UtilityWarning\)\s*$")
 
 
 def _mask(text: str) -> str:
@@ -111,8 +121,11 @@ def observe(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Observat
             obs.result = function(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - observing, not handling
             obs.exception = (type(exc).__name__, _mask(str(exc)))
-    obs.warnings = [(w.category.__name__, _mask(str(w.message))) for w in caught]
-    obs.printed = _mask(out.getvalue())
+    obs.warnings = [(w.category.__name__, _mask(str(w.message))) for w in caught
+                    if not issubclass(w.category, UtilityWarning)]
+    printed = "".join(line for line in out.getvalue().splitlines(keepends=True)
+                      if not _UTILITY_LINE.match(line))
+    obs.printed = _mask(printed)
     if obs.result is not None:
         obs.attributes = _describe_value(obs.result)
     return obs

@@ -49,11 +49,30 @@ Accountant = Literal["exact", "advanced"]
 ACCOUNTANTS: tuple[str, ...] = ("exact", "advanced")
 
 
-def check_accountant(accountant: object) -> str:
-    """Return ``accountant`` after checking it is one of :data:`ACCOUNTANTS`."""
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
-    return str(accountant)
+#: What each accountant name means, for every Gaussian release of dptensor's functional APIs.
+#: ``"exact"`` is the default everywhere; the other names reproduce a paper's calibration and
+#: apply only where that paper's shape of release exists.
+ACCOUNTANT_MEANINGS: dict[str, str] = {
+    "exact": "analytic Gaussian calibration, the releases composed exactly (Gaussian DP)",
+    "advanced": "Algorithm 3's classic Gaussian formula per release with advanced composition",
+    "classic": "the classic Gaussian mechanism of a single release (Dwork & Roth, Thm A.1; epsilon < 1)",
+}
+
+
+def check_accountant(accountant: object, allowed: tuple[str, ...] = ACCOUNTANTS, *, who: str = "") -> str:
+    """Return ``accountant`` after checking it is one of ``allowed`` (default :data:`ACCOUNTANTS`).
+
+    A name that another function accepts (see :data:`ACCOUNTANT_MEANINGS`) is refused with what it
+    means and where it applies, so ``"classic"`` and ``"advanced"`` are not confused.
+    """
+    if accountant in allowed:
+        return str(accountant)
+    where = f" for {who}" if who else ""
+    choices = "; ".join(f"{name!r}: {ACCOUNTANT_MEANINGS[name]}" for name in allowed)
+    if accountant in ACCOUNTANT_MEANINGS:
+        meaning = ACCOUNTANT_MEANINGS[accountant]
+        raise ValueError(f"accountant={accountant!r} ({meaning}) does not apply{where}; choose {choices}")
+    raise ValueError(f"accountant must be one of {allowed}{where} ({choices}), got {accountant!r}")
 
 
 def classic_gaussian_formula(epsilon: float, delta: float) -> float:

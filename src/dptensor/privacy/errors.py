@@ -12,6 +12,15 @@ class PrivacyWarning(UserWarning):
     """
 
 
+class UtilityWarning(UserWarning):
+    """A private result whose guarantee holds but which is no more useful than a baseline.
+
+    For example a private completion whose held-out RMSE is above that of predicting one constant
+    for every entry. Issued only from quantities the caller may look at (held-out evaluation data and
+    the released result), never from the protected data.
+    """
+
+
 class UnprovenPrivacyError(ValueError):
     """A paper's mode whose privacy proof fails was requested without opting in.
 

@@ -160,3 +160,25 @@ def whitened_tensor_local_sensitivity(
     shrunk = max(sigma_k - d2, sigma_k / 2.0)
     dw = math.sqrt(2.0 * k) * d2 / (sigma_k * math.sqrt(sigma_k / 2.0))
     return d3 / shrunk**1.5 + 3.0 * m3_norm_bound(alpha0) * dw / shrunk
+
+
+def clipped_sensitivities(clip: float, word_clip: float) -> dict[str, float]:
+    """L2 sensitivities of the three releases of a clipped spectral-LDA fit (replace one document).
+
+    Each document enters through one weight ``w`` with ``||w P||_F <= clip`` and ``||w p||_2 <= word_clip``
+    (:mod:`dptensor.tensor.clipped_lda_moments`; ``||w G||_F <= ||w P||_F``); a document may be
+    replaced by any other, including an empty one (weight 0). All per-document terms are
+    non-negative, so ``||x - x'||^2 <= ||x||^2 + ||x'||^2``:
+
+    * ``"m1"``: the vector ``(word_clip * S0, S1)`` (per document ``(word_clip w, w p)``):
+      ``word_clip^2 (w - w')^2 + ||w p - w' p'||^2 <= word_clip^2 + 2 word_clip^2``, so ``sqrt3 word_clip``;
+    * ``"m2"``: ``S2`` and ``S2 X`` for any public ``X`` with orthonormal columns: ``sqrt2 clip``;
+    * ``"e3"``: ``S3(U, U, U)`` for any public orthonormal ``U``: ``sqrt2 clip`` (a projection on
+      orthonormal columns does not increase a Frobenius norm).
+
+    Unlike :func:`m2_sensitivity` these do not shrink with ``N``: the normalisation by the released
+    ``S0`` is post-processing.
+    """
+    clip = check_real(clip, "clip")
+    word_clip = check_real(word_clip, "word_clip")
+    return {"m1": math.sqrt(3.0) * word_clip, "m2": SQRT2 * clip, "e3": SQRT2 * clip}

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import scipy.sparse as sp
 
 from dptensor.report.page import ReportPage
@@ -41,7 +40,6 @@ from dptensor.report.sections import (
     add_provenance,
     add_topics,
     guarantee_sentences,
-    npmi_coherence,
 )
 
 __all__ = [
@@ -54,7 +52,6 @@ __all__ = [
     "add_topics",
     "guarantee_sentences",
     "intertopic_coordinates",
-    "npmi_coherence",
     "plot_budget",
     "plot_error_by_count",
     "plot_intertopic_map",
@@ -71,9 +68,10 @@ def topic_report(
     *,
     title: str = "dptensor topic model report",
     test: sp.spmatrix | None = None,
-    unigram: np.ndarray | None = None,
+    train: sp.spmatrix | None = None,
     unigram_note: str = "",
     top: int = 10,
+    guarantee: Any = None,
 ) -> ReportPage:
     """A topic model's page: guarantee (``model.guarantee_``), topics, map and held-out evaluation.
 
@@ -87,11 +85,13 @@ def topic_report(
         The page title.
     test : sparse matrix, optional
         Held-out documents x words counts: per-word perplexity and NPMI coherence.
-    unigram, unigram_note
-        Training word probabilities for the unigram baseline (non-private fits only), or why
-        there is none; see :func:`add_heldout_topics`.
+    train, unigram_note
+        Training counts for the unigram baseline (non-private fits only), or why there is none;
+        see :func:`add_heldout_topics`.
     top : int, default 10
         Words per topic.
+    guarantee : PrivacyGuarantee or dict, optional
+        The guarantee to state (default ``model.guarantee_``; e.g. a composed total).
 
     Returns
     -------
@@ -99,8 +99,8 @@ def topic_report(
         Add budget or provenance sections, then :meth:`ReportPage.write` it.
     """
     page = ReportPage(title)
-    add_guarantee(page, getattr(model, "guarantee_", None))
+    add_guarantee(page, guarantee if guarantee is not None else getattr(model, "guarantee_", None))
     add_topics(page, model, vocabulary, top=top)
     if test is not None or hasattr(model, "perplexity"):
-        add_heldout_topics(page, model, test, unigram=unigram, unigram_note=unigram_note, top=top)
+        add_heldout_topics(page, model, test, train=train, unigram_note=unigram_note, top=top)
     return page

@@ -36,7 +36,6 @@ __all__ = [
     "add_provenance",
     "add_topics",
     "guarantee_sentences",
-    "npmi_coherence",
 ]
 
 #: Buckets of "how many training ratings a user (item) has", fixed in advance (public).
@@ -144,72 +143,48 @@ def add_topics(
     return page
 
 
-def npmi_coherence(components: np.ndarray, counts: sp.spmatrix, *, top: int = 10) -> np.ndarray:
-    """Each topic's NPMI coherence of its ``top`` words on a reference corpus (Bouma 2009; Röder et al.).
-
-    ``NPMI(w_i, w_j) = log(p_ij / (p_i p_j)) / -log p_ij`` over document co-occurrence in
-    ``counts``, averaged over the pairs of top words (pairs never co-occurring count -1). This is
-    the report's coherence hook: replace it with the library's evaluation module once it exists.
-    """
-    counts = sp.csr_matrix(counts)
-    n_docs = counts.shape[0]
-    if n_docs == 0:
-        raise ValueError("counts has no documents; coherence is undefined")
-    scores = []
-    for row in np.asarray(components):
-        words = np.argsort(-row, kind="stable")[: min(top, row.size)]
-        present = (counts[:, words] > 0).astype(np.float64)
-        joint = np.asarray((present.T @ present).todense()) / n_docs
-        single = np.diag(joint)
-        values = []
-        for i in range(len(words)):
-            for j in range(i + 1, len(words)):
-                p_ij = joint[i, j]
-                if p_ij <= 0:
-                    values.append(-1.0)
-                elif p_ij >= 1:
-                    values.append(1.0)
-                else:
-                    values.append(math.log(p_ij / (single[i] * single[j])) / -math.log(p_ij))
-        scores.append(float(np.mean(values)) if values else 0.0)
-    return np.asarray(scores)
-
-
 def add_heldout_topics(
     page: ReportPage,
     model: Any,
     test: sp.spmatrix | None,
     *,
-    unigram: np.ndarray | None = None,
+    train: sp.spmatrix | None = None,
     unigram_note: str = "",
     top: int = 10,
+    random_state: int = 0,
 ) -> ReportPage:
     """Section "Held-out evaluation": perplexity and NPMI coherence on a test corpus, with baselines.
 
-    Baselines: the uniform model (perplexity = vocabulary size, public) and, when ``unigram`` word
-    probabilities are given (fitted on the training corpus, so only for non-private fits), the
+    :mod:`dptensor.evaluation`: document-completion perplexity (Wallach et al. 2009, Section 4.3;
+    the test documents split by :func:`~dptensor.evaluation.split_documents` with the public seed
+    ``random_state``) and NPMI (:func:`~dptensor.evaluation.topic_npmi`) on the test corpus.
+    Baselines on the same held-out tokens: the uniform model (perplexity = vocabulary size, public)
+    and, when ``train`` counts are given (non-private fits only: it reads them without noise), the
     unigram model. ``unigram_note`` says why a unigram baseline is missing.
     """
+    from dptensor.evaluation import completion_perplexity, split_documents, topic_npmi, unigram_perplexity
+
     page.heading("Held-out evaluation")
     if test is None:
         page.paragraph("No test corpus given (--report-test CORPUS): no perplexity or coherence.")
         return page
     test = sp.csr_matrix(test)
-    tokens = float(test.sum())
+    split = split_documents(test, random_state=random_state)
     rows = []
-    if hasattr(model, "perplexity"):
-        rows.append(("this model", model.perplexity(test)))
+    if hasattr(model, "transform"):
+        rows.append(("this model", completion_perplexity(model, split)))
     rows.append(("uniform baseline (1/d per word)", float(test.shape[1])))
-    if unigram is not None:
-        probabilities = np.clip(np.asarray(unigram, dtype=np.float64), 1e-300, None)
-        log_likelihood = float(np.asarray(test.sum(axis=0)).ravel() @ np.log(probabilities))
-        rows.append(("unigram baseline (training word frequencies)", math.exp(-log_likelihood / tokens)))
-    page.paragraph(f"Test corpus: {test.shape[0]} documents, {int(tokens)} tokens (held out, not private).")
-    page.table(["model", "per-word perplexity (lower is better)"], rows)
-    if unigram is None and unigram_note:
+    if train is not None:
+        rows.append(("unigram baseline (training word frequencies)", unigram_perplexity(train, split)))
+    page.paragraph(f"Test corpus: {test.shape[0]} documents, {int(test.sum())} tokens (held out, not "
+                   "private). "
+                   "Perplexity: each test document's topic proportions are inferred from a random half of "
+                   "its tokens and the other half is scored.")
+    page.table(["model", "document-completion perplexity (lower is better)"], rows)
+    if train is None and unigram_note:
         page.paragraph(unigram_note, css="note")
-    coherence = npmi_coherence(np.asarray(model.components_), test, top=top)
-    page.table(["topic", f"NPMI coherence of the top {top} words on the test corpus"],
+    coherence = topic_npmi(model, test, n_top=min(top, test.shape[1]))
+    page.table(["topic", f"NPMI coherence of the top {top} words on the test corpus (higher is better)"],
                [(t + 1, float(c)) for t, c in enumerate(coherence)] + [("mean", float(coherence.mean()))])
     return page
 

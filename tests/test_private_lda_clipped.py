@@ -1,0 +1,269 @@
+"""PrivateSpectralLDA's clipped releases: moments, brute-forced sensitivities, extreme neighbours, audit."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dptensor.models import PrivateSpectralLDA
+from dptensor.models import private_spectral_lda as psl
+from dptensor.privacy import PrivacyWarning, insecure_test_noise
+from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
+from dptensor.privacy.lda_sensitivity import clipped_sensitivities
+from dptensor.tensor.clipped_lda_moments import ClippedMoments, clipped_terms
+from dptensor.tensor.lda_moments import DocumentCounts
+
+
+def _docs(X):
+    X = sp.csr_matrix(np.asarray(X, dtype=np.float64))
+    n = X.shape[0]
+    return DocumentCounts(X, np.zeros(n), np.arange(n), n)
+
+
+def _dense_terms(c):
+    """Per-document ``(p, P, G)`` straight from the counts (Lemma 21's per-document estimators)."""
+    c = np.asarray(c, dtype=np.float64)
+    d, length = c.size, c.sum()
+    eye = np.eye(d)
+    p = c / length
+    P = (np.outer(c, c) - np.diag(c)) / (length * (length - 1))
+    dc = np.einsum("i,ij,k->ijk", c, eye, c)
+    G = np.einsum("i,j,k->ijk", c, c, c) - (dc + dc.transpose(0, 2, 1) + dc.transpose(2, 0, 1))
+    G = (G + 2.0 * np.einsum("v,vi,vj,vk->ijk", c, eye, eye, eye)) / (length * (length - 1) * (length - 2))
+    return p, P, G
+
+
+def test_clipped_sums_match_the_per_document_estimators():
+    rng = np.random.default_rng(0)
+    X = rng.poisson(0.8, (25, 5)).astype(float)
+    X[0] = 0
+    X[1] = [2, 0, 0, 0, 0]  # short: weight 0
+    clip, word_clip = 0.3, 0.6
+    moments = ClippedMoments(_docs(X), clip, word_clip)
+    U = np.linalg.qr(rng.standard_normal((5, 3)))[0]
+    s0, s1, s2, s3 = 0.0, np.zeros(5), np.zeros((5, 5)), np.zeros((5, 5, 5))
+    for c in X:
+        if c.sum() < 3:
+            continue
+        p, P, G = _dense_terms(c)
+        w = min(1.0, clip / np.linalg.norm(P), word_clip / np.linalg.norm(p))
+        s0, s1, s2, s3 = s0 + w, s1 + w * p, s2 + w * P, s3 + w * G
+    total, sums = moments.first_order()
+    assert total == pytest.approx(s0) and np.allclose(sums, s1)
+    assert np.allclose(moments.pair_dense(), s2) and np.allclose(moments.pair_product(U), s2 @ U)
+    assert np.allclose(moments.third_order(U), np.einsum("abc,ai,bj,ck->ijk", s3, U, U, U))
+
+
+def _contribution(c, clip, word_clip, U):
+    """One document's terms in the three releases, as the estimator computes them."""
+    m = ClippedMoments(_docs(np.atleast_2d(c)), clip, word_clip)
+    total, sums = m.first_order()
+    return np.concatenate([[word_clip * total], sums]), m.pair_dense(), m.third_order(U)
+
+
+def _all_documents(d, max_count):
+    for counts in itertools.product(range(max_count + 1), repeat=d):
+        yield np.array(counts, dtype=float)
+
+
+@pytest.mark.parametrize("clip, word_clip", [(0.05, 0.15), (0.3, 0.4), (1.0, 0.3), (2.0, 2.0)])
+def test_brute_force_sensitivities(clip, word_clip):
+    """Every pair of documents over 3 words with counts <= 3 (the empty one included), plus extremes."""
+    rng = np.random.default_rng(1)
+    U = np.linalg.qr(rng.standard_normal((3, 2)))[0]
+    docs = list(_all_documents(3, 3)) + [np.array([1.7e308, 0, 0]), np.array([1e308, 1e308, 0]),
+                                         np.array([1e160, 1, 0]), np.array([1e15, 1e15, 1e15])]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow anywhere
+        terms = [_contribution(c, clip, word_clip, U) for c in docs]
+    bound = clipped_sensitivities(clip, word_clip)
+    worst = {"m1": 0.0, "m2": 0.0, "e3": 0.0}
+    for a, b in itertools.combinations(terms, 2):
+        for name, x, y in zip(("m1", "m2", "e3"), a, b, strict=True):
+            worst[name] = max(worst[name], float(np.linalg.norm(x - y)))
+    for name in worst:
+        assert worst[name] <= bound[name] * (1 + 1e-9), (name, worst[name], bound[name])
+    # the M2 bound is attained (two one-word documents on different words, both scaled to C)
+    assert worst["m2"] >= 0.99 * min(bound["m2"], np.sqrt(2.0) * min(1.0, word_clip))
+
+
+def test_brute_force_full_third_moment_and_random_neighbours():
+    """Adversarial search over random documents of 4 words: the full (unprojected) M3 term too."""
+    rng = np.random.default_rng(2)
+    clip, word_clip = 0.2, 0.5
+    eye = np.eye(4)
+    bound = clipped_sensitivities(clip, word_clip)
+    docs = [rng.integers(0, 6, 4) * (rng.random(4) < 0.7) for _ in range(150)]
+    docs += [np.array([3, 0, 0, 0]), np.array([0, 0, 0, 3]), np.array([1, 1, 1, 0]), np.zeros(4)]
+    terms = [_contribution(c, clip, word_clip, eye) for c in docs]
+    for a, b in itertools.combinations(terms, 2):
+        for name, x, y in zip(("m1", "m2", "e3"), a, b, strict=True):
+            assert np.linalg.norm(x - y) <= bound[name] * (1 + 1e-9)
+
+
+def test_no_finite_count_overflows_and_norms_are_ordered():
+    X = sp.csr_matrix(np.array([[1.7976931348623157e308, 0, 0], [1e308, 1e308, 0], [0, 0, 0], [1, 1, 1],
+                                [2**63 - 1, 1, 0]], dtype=float))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = clipped_terms(X, 0.1, 0.3)
+    assert np.all(np.isfinite(t.distributions.data)) and np.all(np.isfinite(t.weights))
+    assert t.weights[2] == 0.0 and np.all(t.weights[[0, 1, 3, 4]] > 0)
+    assert np.allclose(t.distributions.toarray()[1], [0.5, 0.5, 0])
+    nonempty = t.word_norms > 0
+    assert np.all(t.pair_norms[nonempty] <= t.word_norms[nonempty] + 1e-12)
+
+
+# --- the estimator: side channels on extreme neighbours ---------------------------------------------
+def _base_corpus(n=300, d=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.poisson(0.6, (n, d)).astype(float)
+
+
+EXTREME = {
+    "ordinary": [0, 2, 1, 0, 0, 3, 0, 0, 0, 0, 1, 0],
+    "max float": [np.finfo(float).max] + [0] * 11,
+    "two 1e308": [1e308, 1e308] + [0] * 10,
+    "empty": [0] * 12,
+    "one token": [0, 0, 0, 1] + [0] * 8,
+    "2^63-1": [2**63 - 1] + [0] * 10 + [5],
+}
+
+
+@pytest.mark.parametrize("whitening", ["analyze-gauss", "noisy-power"])
+def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whitening):
+    base = _base_corpus()
+
+    def fit(x):
+        return PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, private_whitening=whitening,
+                                  verbose=True, random_state=0).fit(x)  # fmt: skip
+
+    observations = {}
+    for name, row in EXTREME.items():
+        X = base.copy()
+        X[0] = row
+        observations[name] = observe(fit, sp.csr_matrix(X))
+    first = observations["ordinary"]
+    assert first.exception is None and first.warnings == []
+    for name, obs in observations.items():
+        assert observable_differences(first, obs) == [], name
+    # a corpus whose only tokens are in one document is a neighbour of an empty corpus
+    lonely = np.zeros((5, 12))
+    lonely[0] = EXTREME["two 1e308"]
+    assert observable_differences(observe(fit, lonely), observe(fit, np.zeros((5, 12)))) == []
+
+
+def test_guarantee_states_the_relation_and_the_clip():
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(_base_corpus())
+    g = model.guarantee_
+    assert g.holds and g.neighbouring == "document" and "including none" in g.protected
+    assert "clipping" in g.public and g.details["clip"] == pytest.approx(1.0 / 12)
+    assert g.details["word_clip"] == pytest.approx(3.0 / 12) and g.n_releases == 3
+    assert set(model.budget_split_) == {"m1", "m2", "e3"}
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"clip": 0.1, "config": 2}, "clip=0.1 applies to config=1"),
+    ({"clip": 0.1, "sensitivity": "paper"}, "clip=0.1 applies"),
+    ({"clip": 0.1, "shared_m2": False}, "clip=0.1 applies"),
+    ({"budget_split": {"e3": 1, "e4": 1, "e8": 1}}, "clipped config=1 must have exactly the keys"),
+    ({"clip": -1.0}, "clip"),
+    ({"word_clip": 0.0}, "word_clip"),
+])  # fmt: skip
+def test_bad_clip_parameters(params, message):
+    with pytest.raises(ValueError, match=message):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, **params).fit(_base_corpus(50))
+
+
+# --- audit: the m1 release through the estimator -------------------------------------------------------
+AUDIT_EPSILON, AUDIT_DELTA, AUDIT_RUNS = 1.0, 1e-5, 400
+
+
+class _Released(Exception):
+    pass
+
+
+def _released_word_sum(monkeypatch, X, seed, sensitivity_factor):
+    """Released ``S0 + S1[0]`` of the m1 release of a fit on ``X`` (the fit stops right after it).
+
+    All the budget goes to m1 (``budget_split``), so the audit sees the whole epsilon.
+    """
+    captured = []
+
+    class Capture(psl.ClippedSecondMoment):
+        def __init__(self, moments, total, mean, alpha0):
+            captured.append(float(total + mean[0] * total))
+            raise _Released
+
+    def weak(clip, word_clip):
+        true = clipped_sensitivities(clip, word_clip)
+        return {key: value * sensitivity_factor for key, value in true.items()}
+
+    monkeypatch.setattr(psl, "ClippedSecondMoment", Capture)
+    monkeypatch.setattr(psl, "clipped_sensitivities", weak)
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        for _ in range(2 * AUDIT_RUNS):
+            model = PrivateSpectralLDA(
+                1, 0.1, epsilon=AUDIT_EPSILON, delta=AUDIT_DELTA, clip=1.0, word_clip=1.0,
+                budget_split={"m1": 1e6, "m2": 1.0, "e3": 1.0},
+                noise=insecure_test_noise(int(rng.integers(2**31))), random_state=0,
+            )  # fmt: skip
+            with pytest.raises(_Released):
+                model.fit(X)
+    return np.array(captured)
+
+
+def test_audit_m1_release_and_catch_an_under_noised_variant(monkeypatch):
+    base = [[3, 0], [3, 0], [0, 3]]
+    first = np.array([*base, [0, 0]], dtype=float)
+    second = np.array([*base, [3, 0]], dtype=float)  # (S0, S1) moves by (1, 1, 0): sqrt2 of the bound sqrt3
+    honest = epsilon_lower_bound(_released_word_sum(monkeypatch, first, 0, 1.0),
+                                 _released_word_sum(monkeypatch, second, 1, 1.0), AUDIT_DELTA)  # fmt: skip
+    under = epsilon_lower_bound(_released_word_sum(monkeypatch, first, 2, 0.1),
+                                _released_word_sum(monkeypatch, second, 3, 0.1), AUDIT_DELTA)  # fmt: skip
+    assert honest <= AUDIT_EPSILON
+    assert under > 1.5 * AUDIT_EPSILON
+
+
+# --- public-data assistance ---------------------------------------------------------------------------
+def test_public_corpus_gives_the_whitening_and_only_m1_e3_are_released():
+    from dptensor.datasets.lda import make_lda_corpus
+
+    c = make_lda_corpus(12000, 30, 3, alpha=0.1, doc_length=50, topic_concentration=0.1, random_state=0)
+    public, private = c.counts[:3000], c.counts[3000:]
+    model = PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, public_corpus=public, random_state=0)
+    model.fit(private)
+    g = model.guarantee_
+    assert set(model.noise_scales_) == {"m1", "e3"} and g.n_releases == 2 and g.holds
+    assert "public corpus" in g.public and set(model.budget_split_) == {"m1", "e3"}
+    from scipy.optimize import linear_sum_assignment
+
+    D = np.abs(c.topics[:, None, :] - model.components_[None]).sum(-1)
+    rows, cols = linear_sum_assignment(D)
+    assert D[rows, cols].mean() < 0.3  # chance is about 1.7
+    with pytest.raises(ValueError, match="one vocabulary"):
+        PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, public_corpus=public[:, :20]).fit(private)
+    with pytest.raises(ValueError, match="public_corpus applies"):
+        PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, clip=None, public_corpus=public).fit(private)
+
+
+def test_public_corpus_command(tmp_path, capsys):
+    from dptensor.cli import main
+    from dptensor.datasets.lda import make_lda_corpus
+
+    c = make_lda_corpus(4000, 20, 2, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=1)
+    sp.save_npz(tmp_path / "private.npz", c.counts[1000:])
+    sp.save_npz(tmp_path / "public.npz", c.counts[:1000])
+    argv = ["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--public-corpus", str(tmp_path / "public.npz"), "--quiet",
+            "--out", str(tmp_path / "m.json")]  # fmt: skip
+    assert main(argv) == 0
+    assert "guarantee:" in capsys.readouterr().out
+    assert "public corpus" in (tmp_path / "m.json").read_text()
+    assert main(["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2",
+                 "--public-corpus", str(tmp_path / "public.npz")]) == 2  # fmt: skip
+    assert "--public-corpus" in capsys.readouterr().err

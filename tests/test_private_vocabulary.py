@@ -1,0 +1,380 @@
+"""A vocabulary chosen under DP (issue 23 item 2) and a vectoriser for private pipelines (issue 27 finding 8).
+
+* the per-document contribution and both sensitivities, by brute force over tiny corpora;
+* the calibration (threshold and Gaussian) against its formulas and dp-accounting;
+* empirical audits that pass for the mechanism and catch an under-noised and an under-thresholded
+  variant;
+* neighbouring corpora -- extreme documents included -- look alike to a caller of
+  ``PrivateCountVectorizer`` and of ``dptensor lda fit --private-vocab``;
+* pipelines, the ledger, and the guarantee of the models naming the vocabulary as an assumption.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, TfidfVectorizer
+from sklearn.pipeline import Pipeline, make_pipeline
+
+from dptensor.cli import main
+from dptensor.cli.lda import pad_short_documents
+from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA, pipeline_guarantee
+from dptensor.privacy import BudgetLedger, compose, event_epsilon, insecure_test_noise, resolve_noise
+from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe, observe_command
+from dptensor.privacy.errors import PrivacyWarning
+from dptensor.privacy.vocabulary import (
+    VOCABULARY_ASSUMPTION,
+    calibrate_vocabulary,
+    document_word_weights,
+    private_vocabulary,
+    select_vocabulary,
+    vocabulary_guarantee,
+    word_weights,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore:insecure_test_noise:dptensor.privacy.PrivacyWarning")
+
+
+# ------------------------------------------------------------------ contribution and sensitivity
+
+
+def test_a_document_keeps_its_most_frequent_words_with_unit_norm():
+    weights = document_word_weights("b a c a b a d".split(), 2)
+    assert weights == {"a": 1 / math.sqrt(2), "b": 1 / math.sqrt(2)}
+    # ties are broken by the word, never by anything outside the document
+    assert set(document_word_weights(["z", "y", "x"], 2)) == {"x", "y"}
+    assert document_word_weights([], 5) == {}
+    for tokens in (["a"], ["a", "b", "b"], list("abcdefgh")):
+        norm = math.sqrt(sum(w * w for w in document_word_weights(tokens, 3).values()))
+        assert norm == pytest.approx(1.0)
+
+
+def _documents(words: str, max_length: int) -> list[tuple[str, ...]]:
+    return [d for n in range(max_length + 1) for d in itertools.combinations_with_replacement(words, n)]
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_brute_force_sensitivities_on_tiny_corpora(m):
+    """Every corpus of 2 documents over 3 words (up to 3 tokens each), every replacement of one document.
+
+    On the words that occur in both corpora the weights move by at most sqrt(2) in l2 (the Gaussian
+    part's sensitivity); a word that occurs in one corpus only has weight <= 1, and there are at most
+    m of them per side (the threshold part's union bound).
+    """
+    documents = _documents("abc", 3)
+    worst_common, worst_exclusive, worst_count = 0.0, 0.0, 0
+    for other in documents:
+        for x, y in itertools.product(documents, repeat=2):
+            w = word_weights([other, x], m)
+            w2 = word_weights([other, y], m)
+            common = set(w) & set(w2)
+            diff = math.sqrt(sum((w[k] - w2[k]) ** 2 for k in common))
+            worst_common = max(worst_common, diff)
+            for a, b in ((w, w2), (w2, w)):
+                exclusive = set(a) - set(b)
+                worst_count = max(worst_count, len(exclusive))
+                worst_exclusive = max([worst_exclusive, *(a[k] for k in exclusive)])
+    assert worst_common <= math.sqrt(2) + 1e-12
+    # attained: x = {a}, y = {b} beside a document {a, b} moves (a, b) by (1, -1)/sqrt(1)
+    assert worst_common == pytest.approx(math.sqrt(2) if m > 1 else 1.0)
+    assert worst_exclusive <= 1.0 and worst_count <= m
+
+
+# ------------------------------------------------------------------ calibration and guarantee
+
+
+def test_calibration_meets_its_formulas_and_the_guarantee_composes():
+    c = calibrate_vocabulary(1.0, 1e-6, 64)
+    assert c.threshold_delta == pytest.approx(5e-7)
+    # m exclusive words of weight <= 1 pass the threshold with total probability delta_t
+    assert 64 * stats.norm.sf((c.threshold - 1.0) / c.sigma) == pytest.approx(c.threshold_delta, rel=1e-6)
+    g = vocabulary_guarantee(c, 100)
+    assert g.holds and g.neighbouring == "document" and g.epsilon == 1.0 and g.delta == 1e-6
+    assert g.epsilon_exact <= 1.0
+    # dp-accounting's PLD of the composed event agrees (up to its pessimistic discretisation)
+    assert event_epsilon(g.to_dp_event(), 1e-6) <= 1.0 + 5e-3
+    # a larger budget or a smaller m lowers the noise / threshold
+    assert calibrate_vocabulary(2.0, 1e-6, 64).sigma < c.sigma
+    assert calibrate_vocabulary(1.0, 1e-6, 8).threshold < c.threshold
+    bads = ({"epsilon": 0.0}, {"delta": 1.0}, {"max_words_per_document": 0}, {"threshold_delta_share": 1})
+    for bad in bads:
+        with pytest.raises((ValueError, TypeError), match=next(iter(bad))):
+            calibrate_vocabulary(**{"epsilon": 1.0, "delta": 1e-6, **bad})
+
+
+def test_private_vocabulary_finds_the_frequent_words_and_charges_first(tmp_path):
+    docs = [["tensor", "power", "method"]] * 3000 + [["secret", "word"]] + [[]] * 5
+    ledger = BudgetLedger(tmp_path / "budget.sqlite", epsilon=1.0, delta=1e-5)
+    vocab = private_vocabulary(docs, 2, epsilon=1.0, delta=1e-6, ledger=ledger)
+    assert len(vocab.words) == 2 and set(vocab.words) <= {"tensor", "power", "method"}
+    assert vocab.words == sorted(vocab.words) and vocab.noisy_weights.shape == (2,)
+    assert len(ledger.charges()) == 1
+    with pytest.raises(Exception, match="budget|exceed"):  # the budget is spent: refused, nothing read
+        private_vocabulary(iter(()), 2, epsilon=1.0, delta=1e-6, ledger=ledger)
+
+
+# ------------------------------------------------------------------ empirical audits
+
+
+def _audit_samples(weights, calibration, word, runs, seed):
+    source = resolve_noise(insecure_test_noise(seed))
+    out = np.empty(runs)
+    for i in range(runs):
+        words, noisy = select_vocabulary(weights, 5, calibration, source)
+        out[i] = noisy[words.index(word)] if word in words else -np.inf
+    return out
+
+
+@pytest.mark.parametrize("variant", ["correct", "under-noised"])
+def test_audit_of_the_gaussian_part(variant):
+    """Neighbours: one document {a} replaced by an empty one; the statistic is a's released weight."""
+    c = calibrate_vocabulary(1.0, 1e-3, 4)
+    if variant == "under-noised":
+        c = dataclasses.replace(c, sigma=c.sigma / 8)
+    base = {"a": c.threshold + 10 * c.sigma, "b": c.threshold + 10 * c.sigma}
+    with_a = {**base, "a": base["a"] + 1.0}
+    low = _audit_samples(base, c, "a", 6000, 1)
+    high = _audit_samples(with_a, c, "a", 6000, 2)
+    bound = epsilon_lower_bound(low, high, c.delta)
+    if variant == "correct":
+        assert bound <= 1.0
+    else:
+        assert bound > 1.0
+
+
+@pytest.mark.parametrize("variant", ["correct", "low-threshold"])
+def test_audit_of_the_threshold(variant):
+    """Neighbours: a document holding the only 'z' replaced by one without it; the statistic: z released."""
+    c = calibrate_vocabulary(1.0, 1e-3, 4)
+    if variant == "low-threshold":
+        c = dataclasses.replace(c, threshold=1.0 + c.sigma)
+    base = {"a": c.threshold + 10 * c.sigma}
+    with_z = {**base, "z": 1.0}
+    without = np.isfinite(_audit_samples(base, c, "z", 3000, 3)).astype(float)
+    released = np.isfinite(_audit_samples(with_z, c, "z", 3000, 4)).astype(float)
+    bound = epsilon_lower_bound(without, released, c.delta)
+    if variant == "correct":
+        assert released.mean() <= 0.01 and bound <= 1.0
+    else:
+        assert bound > 1.0
+
+
+# ------------------------------------------------------------------ what a caller observes
+
+COMMON = ["alpha beta gamma", "beta gamma delta", "gamma delta alpha", "delta alpha beta"]
+
+
+def _corpus(extra: str) -> list[str]:
+    return COMMON * 300 + [extra]
+
+
+EXTREME_DOCUMENTS = [
+    " ".join(f"w{i}" for i in range(1_000_000)),  # 10^6 distinct words
+    "alpha " * 200_000 + "zeta",  # huge counts
+    "",  # an empty document
+    "alpha",  # a single token
+]
+
+
+@pytest.mark.parametrize("extreme", EXTREME_DOCUMENTS, ids=["distinct-1e6", "huge-counts", "empty", "single"])
+def test_neighbouring_corpora_look_alike_to_a_vectorizer_caller(extreme):
+    observations = []
+    for corpus in (_corpus("alpha beta"), _corpus(extreme)):
+        vectorizer = PrivateCountVectorizer(10, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0))
+        observations.append(observe(vectorizer.fit, corpus))
+    first, second = observations
+    assert first.exception is None, first.exception
+    assert observable_differences(first, second) == []
+    assert sorted(first.result.vocabulary_) == ["alpha", "beta", "delta", "gamma"]
+
+
+def test_vectorizer_refuses_before_reading_or_charging(tmp_path):
+    ledger = BudgetLedger(tmp_path / "b.sqlite", epsilon=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="epsilon and delta"):
+        PrivateCountVectorizer(5, ledger=ledger).fit(["a b c"])
+    with pytest.raises(ValueError, match="not one string"):
+        PrivateCountVectorizer(5, epsilon=1.0, delta=1e-6, ledger=ledger).fit("a b c")
+    with pytest.raises(ValueError, match="n_words"):
+        PrivateCountVectorizer(0, epsilon=1.0, delta=1e-6, ledger=ledger).fit(["a b c"])
+    assert ledger.charges() == []
+    # a release in which nothing passes is an error about the noisy release only (the budget is spent)
+    with pytest.raises(ValueError, match="no word"):
+        PrivateCountVectorizer(5, epsilon=1.0, delta=1e-6, ledger=ledger).fit(["a b c"] * 3)
+    assert len(ledger.charges()) == 1
+
+
+def test_vectorizer_is_a_scikit_learn_estimator():
+    from sklearn.base import clone
+
+    vectorizer = PrivateCountVectorizer(7, epsilon=1.0, delta=1e-7, stop_words="english", ngram_range=(1, 2))
+    twin = clone(vectorizer)
+    assert twin.get_params() == vectorizer.get_params() and not hasattr(twin, "vocabulary_")
+    counts = vectorizer.fit_transform(iter(_corpus("alpha beta")))  # an iterator is read once, then counted
+    assert counts.shape == (1201, len(vectorizer.vocabulary_)) and sp.issparse(counts)
+    assert set(vectorizer.get_feature_names_out()) <= {"alpha", "beta", "gamma", "delta", "alpha beta",
+                                                       "beta gamma", "gamma delta", "delta alpha"}
+
+
+def test_delta_above_one_over_n_warns():
+    with pytest.warns(PrivacyWarning, match="delta"):
+        PrivateCountVectorizer(5, epsilon=1.0, delta=0.01).fit(_corpus("a b"))
+
+
+# ------------------------------------------------------------------ pipelines and models
+
+
+def _topic_documents(n: int = 1500) -> list[str]:
+    rng = np.random.default_rng(0)
+    topics = [["tensor", "power", "moment", "whiten"], ["privacy", "noise", "budget", "ledger"]]
+    return [" ".join(rng.choice(topics[i % 2], size=8)) for i in range(n)]
+
+
+def test_private_pipeline_composes_and_charges_both(tmp_path):
+    docs = _topic_documents()
+    ledger = BudgetLedger(tmp_path / "b.sqlite", epsilon=4.0, delta=1e-5)
+    pipe = make_pipeline(
+        PrivateCountVectorizer(20, epsilon=0.5, delta=1e-7, ledger=ledger),
+        PrivateSpectralLDA(2, 1.0, epsilon=2.0, delta=1e-6, ledger=ledger, random_state=0),
+    )
+    pipe.fit(docs)
+    vectorizer, model = pipe[0], pipe[-1]
+    assert set(vectorizer.get_feature_names_out()) <= {w for d in docs for w in d.split()}
+    assert model.components_.shape == (2, len(vectorizer.vocabulary_))
+    assert len(ledger.charges()) == 2
+    total = compose(vectorizer.guarantee_, model.guarantee_, delta=1.1e-6)
+    assert total.holds and total.epsilon <= 2.5 + 1e-3
+    assert pipe.transform(docs[:3]).shape == (3, 2)
+
+
+def test_pipeline_guarantee_sees_a_vocabulary_built_from_the_private_documents():
+    """Issue 27 finding 8: the model's guarantee_ cannot tell; the pipeline's guarantee can."""
+    docs = _topic_documents(600)
+    words = ["tensor", "power", "moment", "whiten", "privacy", "noise", "budget", "ledger"]
+
+    def model():
+        return PrivateSpectralLDA(2, epsilon=1.0, delta=1e-6, random_state=0)
+
+    wrong = make_pipeline(CountVectorizer(), model()).fit(docs)
+    assert wrong[-1].guarantee_.holds  # the estimator alone cannot see where its columns came from
+    verdict = pipeline_guarantee(wrong, delta=1e-6)
+    assert not verdict.holds and "countvectorizer" in verdict.reason and verdict.epsilon == math.inf
+    assert pipeline_guarantee(wrong, delta=1e-6, public_steps=["countvectorizer"]).holds  # vouched for
+    # a TfidfVectorizer learns idf_ from the documents even with a fixed vocabulary
+    tfidf = Pipeline([("tfidf", TfidfVectorizer(vocabulary=words).fit(docs)), ("model", wrong[-1])])
+    assert not pipeline_guarantee(tfidf, delta=1e-6).holds
+    hashing = HashingVectorizer(n_features=64, alternate_sign=False, norm=None)
+    for vectorizer in (CountVectorizer(vocabulary=words), hashing):
+        right = make_pipeline(vectorizer, model()).fit(docs)
+        assert pipeline_guarantee(right, delta=1e-6).holds
+    private = make_pipeline(PrivateCountVectorizer(20, epsilon=1.0, delta=1e-7), model()).fit(docs)
+    total = pipeline_guarantee(private, delta=1.1e-6)
+    parts = [step.guarantee_.n_releases for step in private]
+    assert total.holds and total.n_releases == sum(parts)
+    # a step after the private model learns from its per-document output (theta of private documents)
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import FunctionTransformer
+
+    after = make_pipeline(CountVectorizer(vocabulary=words), model(), KMeans(2, n_init=1, random_state=0))
+    assert "kmeans" in pipeline_guarantee(after.fit(docs), delta=1e-6).reason
+    harmless = make_pipeline(CountVectorizer(vocabulary=words), model(), FunctionTransformer(np.log1p))
+    assert pipeline_guarantee(harmless.fit(docs), delta=1e-6).holds
+    with pytest.raises(ValueError, match="nothing is private"):
+        pipeline_guarantee(make_pipeline(CountVectorizer()).fit(docs), delta=1e-6)
+    with pytest.raises(ValueError, match="public_steps"):
+        pipeline_guarantee(private, delta=1e-6, public_steps=["nope"])
+    with pytest.raises(TypeError, match="Pipeline"):
+        pipeline_guarantee(private[-1], delta=1e-6)
+
+
+@pytest.mark.parametrize("model", [
+    PrivateSpectralLDA(2, epsilon=1.0, delta=1e-6), DPVariationalLDA(2, epsilon=1.0, delta=1e-6, n_passes=1),
+])
+def test_topic_models_name_the_vocabulary_as_a_public_assumption(model):
+    counts = sp.csr_matrix(np.random.default_rng(0).integers(1, 4, size=(200, 6)))
+    model.fit(counts)
+    assert VOCABULARY_ASSUMPTION in model.guarantee_.public
+    assert "PrivateCountVectorizer" in model.guarantee_.public
+
+
+# ------------------------------------------------------------------ command line
+
+
+def test_pad_short_documents_is_per_document():
+    counts = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 0], [2, 1, 0, 5]]))
+    padded = pad_short_documents(counts).toarray()
+    np.testing.assert_array_equal(padded, [[3, 0, 0, 0], [0, 2, 2, 0], [1, 1, 1, 0], [2, 1, 0, 5]])
+    # each row depends on that row alone
+    for i in range(4):
+        np.testing.assert_array_equal(pad_short_documents(counts[i]).toarray()[0], padded[i])
+
+
+def _write_corpus(path, extra):
+    path.write_text("\n".join(_topic_documents(800) + [extra]) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("method", ["spectral", "vi"])
+def test_cli_private_vocabulary_neighbours_look_alike(tmp_path, monkeypatch, method):
+    observations = []
+    extreme = "zzz " * 100_000 + " ".join(f"u{i}" for i in range(5000))  # huge counts, many distinct words
+    for name, extra in (("a", "tensor power"), ("b", extreme)):
+        work = tmp_path / name
+        work.mkdir()
+        _write_corpus(work / "notes.txt", extra)
+        monkeypatch.chdir(work)
+        argv = ["lda", "fit", "notes.txt", "--method", method, "--topics", "2", "--epsilon", "4",
+                "--delta", "1e-5", "--private-vocab", "50", "--vocab-share", "0.5", "--seed", "0",
+                "--quiet", "--out", "model.json"]  # fmt: skip
+        if method == "vi":
+            argv += ["--passes", "1", "--batch-size", "100"]
+        observations.append(observe_command(argv, work))
+    first, second = observations
+    assert first.result == 0, first.printed
+    assert first.attributes == second.attributes  # exit code, files and their structure
+    strip = [[line for line in o.printed.splitlines() if not line.startswith("topic")] for o in observations]
+    assert strip[0] == strip[1]
+    assert first.warnings == second.warnings and first.exception == second.exception
+    saved = json.loads((tmp_path / "a" / "model.json").read_text())
+    assert set(saved["vocabulary"]) == {"tensor", "power", "moment", "whiten", "privacy", "noise", "budget",
+                                        "ledger"}
+    total = saved["total_guarantee"]
+    assert total["holds"] and total["delta"] == 1e-5 and total["epsilon"] <= 4.0 + 1e-3
+    assert saved["vocabulary_guarantee"]["epsilon"] == 2.0
+    assert "vocabulary guarantee" in first.printed and "total" in first.printed
+    # the model file carries the released vocabulary, so transform reads new text over it
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["lda", "transform", "model.json", "notes.txt", "--out", "theta.npy", "--quiet"]) == 0
+    assert np.load(tmp_path / "a" / "theta.npy").shape == (801, 2)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--epsilon", "1", "--delta", "1e-6"], "--private-vocab"),  # plain text without --vocab offers it
+    (["--private-vocab", "10"], "--epsilon"),
+    (["--epsilon", "1", "--delta", "1e-6", "--vocab-share", "0.3"], "--private-vocab"),
+    (["--epsilon", "1", "--private-vocab", "10"], "--delta"),
+    (["--epsilon", "1", "--delta", "1e-6", "--private-vocab", "10", "--vocab", "v.txt"], "--vocab"),
+    (["--epsilon", "1", "--delta", "1e-6", "--private-vocab", "10", "--min-df", "2"], "--min-df"),
+])
+def test_cli_private_vocabulary_errors(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("a b c\n" * 10)
+    (tmp_path / "v.txt").write_text("a\nb\n")
+    assert main(["lda", "fit", "notes.txt", "--topics", "2", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_private_vocabulary_refused_for_count_matrix_parts(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "parts").mkdir()
+    sp.save_npz(tmp_path / "parts" / "part0.npz", sp.csr_matrix(np.ones((20, 4), dtype=np.int64)))
+    argv = ["lda", "fit", "parts", "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--private-vocab", "3"]
+    assert main(argv) == 2
+    assert "--private-vocab" in capsys.readouterr().err
