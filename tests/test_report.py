@@ -158,6 +158,24 @@ def test_plot_topics_draws_one_chart_per_topic_with_the_top_words() -> None:
         plot_topics(Fitted(), ["a"])
 
 
+def test_guarantee_sentences_say_holds_or_why_not_from_a_guarantee_or_a_model_files_dict() -> None:
+    from dptensor.report import guarantee_sentences
+
+    assert guarantee_sentences(None)[0].startswith("Not private")
+    written = {"epsilon": 1.5, "delta": 1e-6, "holds": True, "neighbouring": "document",
+               "protected": "one doc", "public": "N", "accountant": "pld", "n_releases": 2,
+               "mechanism": "gaussian",
+               "noise_multiplier": "nan", "epsilon_exact": 1.5}  # JSON writes NaN as a string
+    text = " ".join(guarantee_sentences(written))
+    assert "(1.5, 1e-06)-differentially private under the 'document'" in text
+    assert "Protected (what one neighbouring change may be): one doc." in text
+    assert "noise multiplier" not in text
+    failing = {**written, "holds": False, "epsilon": "inf", "claim": "paper", "nominal_epsilon": 1.0,
+               "reason": "the sensitivity is wrong"}
+    first = guarantee_sentences(failing)[0]
+    assert first.startswith("NOT PRIVATE") and "epsilon = 1" in first and "the sensitivity is wrong" in first
+
+
 def test_page_escapes_text_and_inlines_figures(tmp_path: Path) -> None:
     from matplotlib.figure import Figure
 

@@ -50,6 +50,14 @@ def _as_dict(guarantee: Any) -> dict[str, Any] | None:
     return guarantee.to_dict()
 
 
+def _number(value: Any, spec: str = "g") -> str:
+    """A number as text; a model file's JSON may hold ``"nan"``/``"inf"`` strings or ``None``."""
+    try:
+        return format(float(value), spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def guarantee_sentences(guarantee: Any) -> list[str]:
     """The guarantee in plain words, one sentence a line (``None``: not private).
 
@@ -62,23 +70,27 @@ def guarantee_sentences(guarantee: Any) -> list[str]:
     relation = g.get("neighbouring")
     if not g.get("holds", True):
         nominal = g.get("nominal_epsilon")
-        asked = "" if nominal is None else f" of epsilon = {nominal:g}"
-        return [f"NOT PRIVATE. The {g.get('claim', 'paper')} claim{asked} (delta = {g['delta']:g}) under the "
+        asked = "" if nominal is None else f" of epsilon = {_number(nominal)}"
+        return [f"NOT PRIVATE. The {g.get('claim', 'paper')} claim{asked} (delta = {_number(g['delta'])}) "
+                f"under the "
                 f"'{relation}' relation does not hold: {g.get('reason', '')}",
                 "Treat everything on this page as computed from the data without a privacy guarantee."]
+    epsilon, delta = _number(g["epsilon"]), _number(g["delta"])
     lines = [
-        f"The release is ({g['epsilon']:g}, {g['delta']:g})-differentially private under the '{relation}' "
+        f"The release is ({epsilon}, {delta})-differentially private under the '{relation}' "
         "neighbouring relation: changing one protected unit of the data changes the probability of any "
-        f"output by at most a factor e^{g['epsilon']:g}, except with probability {g['delta']:g}.",
+        f"output by at most a factor e^{epsilon}, except with probability {delta}.",
     ]
     if g.get("protected"):
         lines.append(f"Protected (what one neighbouring change may be): {g['protected']}.")
     if g.get("public"):
         lines.append(f"Public (not protected): {g['public']}.")
+    multiplier = _number(g.get("noise_multiplier"), ".4g")
     lines.append(
-        f"Mechanism: {g.get('n_releases')} {g.get('mechanism')} release(s), noise multiplier "
-        f"{g.get('noise_multiplier', float('nan')):.4g}; accountant '{g.get('accountant')}' "
-        f"(exact epsilon of the noise added: {g.get('epsilon_exact', float('nan')):.4g})."
+        f"Mechanism: {g.get('n_releases')} {g.get('mechanism')} release(s)"
+        + (f", noise multiplier {multiplier}" if multiplier not in ("nan", "None") else "")
+        + f"; accountant '{g.get('accountant')}' (exact epsilon of the noise added: "
+        f"{_number(g.get('epsilon_exact'), '.4g')})."
     )
     return lines
 
