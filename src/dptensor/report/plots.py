@@ -193,6 +193,7 @@ def plot_budget(charges: Sequence[Any], *, budget: float | None = None) -> Figur
         ax.text(0.5, 0.5, "no charges yet", ha="center", va="center", transform=ax.transAxes)
     if budget is not None:
         ax.axhline(budget, ls="--", color="k", lw=1)
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("epsilon spent")
     ax.set_xlabel("time (UTC)")
     ax.set_title("privacy budget spent over time, by caller", fontsize=10)
