@@ -154,10 +154,10 @@ def run_show(args: argparse.Namespace) -> int:
         write_json(args.json, summary)
         _say(args, f"wrote {args.json}")
     if args.plot:
+        from dptensor._files import save_figure
         from dptensor.report import plot_budget
 
-        with atomic_path(args.plot) as tmp:
-            plot_budget(charges, budget=ledger.epsilon).savefig(tmp, format="png", dpi=90)
+        save_figure(plot_budget(charges, budget=ledger.epsilon), args.plot, dpi=90)
         _say(args, f"wrote {args.plot}")
     return 0
 
