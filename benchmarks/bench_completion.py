@@ -51,7 +51,7 @@ from dptensor.datasets.entries import (
     make_low_rank_completion,
     read_recbole_inter,
 )
-from dptensor.models.completion import TensorCompletion, rmse
+from dptensor.models.completion.estimator import TensorCompletion, rmse
 from dptensor.privacy import enable_features
 
 RECBOLE = "recbole==1.2.1"

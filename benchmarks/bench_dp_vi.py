@@ -171,8 +171,9 @@ def main(argv: list[str] | None = None) -> None:
                 with enable_features("unproven"):
                     lam, seconds, model = fit_dptensor(
                         train, args, rep, epsilon=epsilon, delta=args.delta, accountant=accountant,
-                        max_doc_length=args.max_doc_length,
-                    )
+                        max_doc_length=args.max_doc_length, clip=0.1 * args.max_doc_length,
+                        doc_topic_prior=1 / args.k,
+                    )  # C = 0.1 L and alpha = 1/k, as both accountants used when this table was made
                 g = model.guarantee_
                 row = {
                     "part": "private", "method": f"dptensor ({accountant})", "epsilon": epsilon,

@@ -103,7 +103,7 @@ def worker(method: str, path: Path, args: argparse.Namespace) -> dict:
     info: dict = {}
     start = time.perf_counter()
     if method == "spectral":
-        from dptensor.models.spectral_lda import SpectralLDA
+        from dptensor.models.topics.spectral import SpectralLDA
 
         model = SpectralLDA(k, float(alpha.sum()), random_state=args.seed).fit(counts)
         est = model.components_

@@ -69,7 +69,7 @@ from dptensor.evaluation import (  # noqa: E402
     unigram_perplexity,
 )
 from dptensor.experiments.private_lda import topic_error  # noqa: E402
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA  # noqa: E402
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA  # noqa: E402
 
 METHODS = ("unigram", "spectral", "private-spectral", "vi", "dp-vi", "sklearn")
 #: The issue's "before" table; the slow non-private references (10 passes of online VB) are left out.
@@ -206,12 +206,12 @@ def planner_prediction(
     """The privacy-utility planner's prediction for a private spectral fit (issue 23 item 4).
 
     Only public quantities go in (in the scaling curve the corpus is synthetic, so its typical
-    length is public). Uses ``dptensor.models.private_lda_plan.plan_private_lda`` (``dptensor lda
+    length is public). Uses ``dptensor.models.topics.plan.plan_private_lda`` (``dptensor lda
     plan``, built on the "spectral-clip" branch) and returns ``"snr <value>: <verdict>"``, or
     ``None`` where the planner is not importable yet.
     """
     try:
-        from dptensor.models.private_lda_plan import plan_private_lda
+        from dptensor.models.topics.plan import plan_private_lda
     except ImportError:
         return None
     plan = plan_private_lda(n_documents, vocab_size, n_topics, alpha0, epsilon, delta,

@@ -73,9 +73,9 @@ def test_planner_hook_passes_public_quantities_to_the_planner(monkeypatch):
         calls.append((n_documents, n_words, n_components, alpha0, epsilon, delta, typical_length))
         return types.SimpleNamespace(snr=0.5, verdict="no better than noise")
 
-    fake = types.ModuleType("dptensor.models.private_lda_plan")
+    fake = types.ModuleType("dptensor.models.topics.plan")
     fake.plan_private_lda = plan_private_lda
-    monkeypatch.setitem(sys.modules, "dptensor.models.private_lda_plan", fake)
+    monkeypatch.setitem(sys.modules, "dptensor.models.topics.plan", fake)
     got = bench.planner_prediction(n_documents=1000, vocab_size=50, n_topics=5, alpha0=0.8, epsilon=1.0,
                                    delta=1e-6, typical_length=2.0)  # fmt: skip
     assert got == "snr 0.50: no better than noise"

@@ -11,7 +11,7 @@ import pytest
 
 from dptensor._validation import NotFittedError
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
-from dptensor.models.completion import PRIVACY_MODES, TensorCompletion, rmse
+from dptensor.models.completion.estimator import PRIVACY_MODES, TensorCompletion, rmse
 from dptensor.privacy import (
     PrivacyWarning,
     UnprovenPrivacyError,

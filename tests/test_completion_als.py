@@ -8,7 +8,7 @@ from sklearn.base import clone
 
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models import TensorCompletion
-from dptensor.models._completion_als import (
+from dptensor.models.completion._als import (
     AlsSettings,
     CompletionParameters,
     EntryStatistics,
@@ -20,9 +20,9 @@ from dptensor.models._completion_als import (
     mode_ridge,
     ridge_solve,
 )
-from dptensor.models._completion_biscale import fit_biscaling
-from dptensor.models._completion_dense import DenseStatistics
-from dptensor.models.completion import rmse
+from dptensor.models.completion._biscale import fit_biscaling
+from dptensor.models.completion._dense import DenseStatistics
+from dptensor.models.completion.estimator import rmse
 
 
 def _exact(model: str, missing: float = 0.5, seed: int = 0, shape=(15, 14, 13), rank: int = 3):
@@ -262,7 +262,7 @@ def test_core_normal_equations_grouped_equal_the_direct_products(shape, ranks, n
 
 
 def test_offsets_at_matches_a_loop_over_entries_with_and_without_a_skipped_mode():
-    from dptensor.models._completion_kernels import offsets_at
+    from dptensor.models.completion._kernels import offsets_at
 
     rng = np.random.default_rng(0)
     shape = (4, 5, 3)

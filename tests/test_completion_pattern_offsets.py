@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dptensor.models import TensorCompletion
-from dptensor.models import _completion_pattern_offsets as po
+from dptensor.models.completion import _pattern_offsets as po
 from dptensor.privacy import NoiseSource
 from dptensor.privacy.audit import epsilon_lower_bound
 

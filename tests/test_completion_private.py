@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from dptensor.models import TensorCompletion
-from dptensor.models import _completion_dpals as dpals
-from dptensor.models._completion_als import initial_parameters
-from dptensor.models.completion import rmse
+from dptensor.models.completion import _dp_als as dpals
+from dptensor.models.completion._als import initial_parameters
+from dptensor.models.completion.estimator import rmse
 from dptensor.privacy import (
     NoiseSource,
     PrivacyWarning,

@@ -24,6 +24,7 @@ from dptensor.models import dp_vi_lda
 from dptensor.models.dp_vi_lda import (
     _e_step,
     _poisson_sample,
+    bound_document_lengths,
     document_statistics,
     dp_vi_epsilon,
     dp_vi_noise_multiplier,
@@ -229,9 +230,9 @@ def test_accounting_poisson_replace_one_against_dp_accounting(corpus):
     assert eps(z, 1e-3) <= 1.0 and eps(z, 1e-4) <= 1.0  # pessimistic PLDs: upper bounds
     assert eps(z * (1 - 3e-4), 1e-3) > 1.0  # and z is the smallest (to 1e-4)
     assert g.epsilon_exact <= 1.0
-    # noise: sigma = z C / S, C = 0.1 * 500 by default
-    assert g.details["clip"] == 50.0
-    assert g.details["noise_std"] == pytest.approx(z * 50.0 / 100)
+    # noise: sigma = z C / S, C = DEFAULT_CLIP = 2 by default (the paper mode keeps 0.1 * 500)
+    assert g.details["clip"] == 2.0
+    assert g.details["noise_std"] == pytest.approx(z * 2.0 / 100)
     # exposed in dptensor's units as an (epsilon, delta) event: compose() accepts it
     assert event_epsilon(g.to_dp_event(), 1e-6) <= 1.0 + 1e-3
     total = compose(g, g, delta=2e-6)
@@ -342,12 +343,12 @@ EPSILON, DELTA = 1.0, 1e-5
 
 def _audit_samples(pair, runs, **kw):
     """``lambda[0, 0] - lambda[0, 1]`` after a fit of one topic on each corpus of the pair."""
+    kw = {"clip": 5.0, **kw}
     out = []
     for X in pair:
         stats = np.empty(runs)
         for r in range(runs):
-            model = DPVariationalLDA(1, n_passes=1, clip=5.0, epsilon=EPSILON, delta=DELTA, random_state=0,
-                                     **kw)
+            model = DPVariationalLDA(1, n_passes=1, epsilon=EPSILON, delta=DELTA, random_state=0, **kw)
             lam = model.fit(X).components_
             stats[r] = lam[0, 0] - lam[0, 1]
         out.append(stats)
@@ -369,10 +370,10 @@ def _under_noised(monkeypatch, factor=20.0):
     monkeypatch.setattr(dp_vi_lda, "dp_vi_noise_multiplier", calibrated_for_more)
 
 
-def _audit(monkeypatch, runs: int, batch_size: int) -> None:
-    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+def _audit(monkeypatch, runs: int, **kw) -> None:
+    honest = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, **kw), DELTA)
     _under_noised(monkeypatch)
-    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, batch_size=batch_size), DELTA)
+    under = epsilon_lower_bound(*_audit_samples(AUDIT_PAIR, 2 * runs, **kw), DELTA)
     assert honest <= EPSILON
     assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
 
@@ -386,6 +387,27 @@ def test_audit_poisson_subsampled(monkeypatch):
 def test_audit_full_batch(monkeypatch):
     """Full batch: the statistic sees the whole sqrt(2) C / S shift (the sqrt(2) sensitivity is tight)."""
     _audit(monkeypatch, runs=2500, batch_size=16)
+
+
+@pytest.mark.slow
+def test_audit_defaults(monkeypatch):
+    """The private defaults (full batch S = N, C = DEFAULT_CLIP, lambda floored at eta) pass and catch."""
+    _audit(monkeypatch, runs=2500, clip=None)
+
+
+def test_batch_size_above_n_is_the_full_batch():
+    X = make_lda_corpus(60, 10, 2, alpha=0.3, doc_length=15, random_state=0).counts
+    fits = []
+    for batch_size in (60, 10**6, None):
+        with pytest.warns(PrivacyWarning):  # insecure test noise
+            fits.append(DPVariationalLDA(2, batch_size=batch_size, n_passes=2, epsilon=1.0, delta=1e-6,
+                                         noise=insecure_test_noise(1), random_state=0).fit(X))  # fmt: skip
+    for model in fits[1:]:
+        np.testing.assert_array_equal(model.components_, fits[0].components_)
+        assert model.guarantee_.details["batch_size"] == 60 and model.guarantee_.n_releases == 2
+        assert model.guarantee_.details["sensitivity"] == pytest.approx(math.sqrt(2) * 2.0 / 60)
+    # non-private: the default minibatch is scikit-learn's 128 (at most N)
+    assert DPVariationalLDA(2)._batch_size(1000) == 128 and DPVariationalLDA(2)._batch_size(60) == 60
 
 
 # ------------------------------------------------------------------------------------------------
@@ -471,11 +493,14 @@ def test_truncation_to_declared_length(corpus):
     X = corpus.counts[:200].toarray()
     X[0, 0] = 10_000
     model = DPVariationalLDA(3, max_doc_length=80, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6)
-    assert model._clip_norm() == pytest.approx(8.0)
+    assert model._clip_norm() == pytest.approx(2.0)  # C no longer follows L (the paper mode's 0.1 L does)
     truncated = model._check_counts(X)
     assert truncated.sum(axis=1).max() <= 80 + 1e-9
     model.fit(X)
-    assert model.guarantee_.details["clip"] == pytest.approx(8.0)
+    assert model.guarantee_.details["clip"] == pytest.approx(2.0)
+    assert model.guarantee_.details["max_doc_length"] == 80
+    paper = DPVariationalLDA(3, max_doc_length=80, accountant="paper", epsilon=1.0, delta=1e-6)
+    assert paper._clip_norm() == pytest.approx(8.0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -535,3 +560,153 @@ def test_bad_input(corpus):
         warnings.simplefilter("error")
         theta = model.transform(np.zeros((2, 200)))  # empty documents get the prior
     np.testing.assert_allclose(theta, 1 / 3)
+
+
+# ------------------------------------------------------------------------------------------------
+# the enforced length bound (scaled form), extreme neighbours, huge budgets (issue 27, findings 1, 6)
+# ------------------------------------------------------------------------------------------------
+HUGE = np.finfo(np.float64).max
+
+
+def test_bound_document_lengths_against_plain_arithmetic():
+    rng = np.random.default_rng(5)
+    dense = rng.integers(0, 9, (30, 6)).astype(float)
+    dense[3] = 0  # an empty document stays empty
+    for length in (1.0, 7.0, 12.5, 1e6):
+        bounded = bound_document_lengths(sp.csr_matrix(dense), length).toarray()
+        totals = dense.sum(axis=1, keepdims=True)
+        expected = dense * np.minimum(1.0, length / np.maximum(totals, 1.0))
+        np.testing.assert_allclose(bounded, expected, rtol=1e-13)
+        assert bounded.sum(axis=1).max() <= length * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    "row", [[HUGE, HUGE, 0.0], [1e308, 1e308, 1.0], [HUGE, 0.0, 0.0], [2.0**63, 1.0, 3.0]]
+)
+def test_bound_document_lengths_scales_extreme_counts_without_overflow(row):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning: a warning would be observable
+        bounded = bound_document_lengths(sp.csr_matrix(np.array([row, [1.0, 2.0, 0.0]])), 500)
+    out = bounded.toarray()
+    assert np.all(np.isfinite(out)) and out[0].sum() == pytest.approx(500.0, rel=1e-12)
+    np.testing.assert_allclose(out[0] / out[0].max(), np.array(row) / max(row), rtol=1e-12)
+    np.testing.assert_array_equal(out[1], [1.0, 2.0, 0.0])
+
+
+def test_sensitivity_brute_force_with_extreme_documents():
+    """Through the private path's own length bound and E-step: any two documents, extremes included.
+
+    Each document's statistic has norm <= C and non-negative entries, so the minibatch mean moves by
+    at most sqrt(2) C / S; checked over every pair of a set of ordinary, empty, single-word and
+    float64-extreme documents, at the default C and a small one.
+    """
+    rng = np.random.default_rng(8)
+    lam = rng.gamma(2.0, 1.0, (3, 4))
+    exp_elog_beta = np.exp(psi(lam) - psi(lam.sum(axis=1, keepdims=True)))
+    docs = [list(c) for c in itertools.product((0, 1, 3), repeat=4)]
+    docs += [[HUGE, HUGE, 0, 0], [HUGE, 0, 0, 0], [1e160, 0, 1e160, 1], [2.0**63 - 1, 0, 0, 5]]
+    docs += [[500, 0, 0, 0]]
+    model = DPVariationalLDA(3, epsilon=1.0, delta=1e-6)
+    X = model._check_counts(np.array(docs, dtype=float))
+    for clip in (model._clip_norm(), 0.3):
+        gamma0 = rng.gamma(100.0, 0.01, (len(docs), 3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            per_doc = np.stack([
+                _e_step(X[i], exp_elog_beta, 1 / 3, gamma0[i:i + 1], 100, 1e-3, clip, True)[1]
+                for i in range(len(docs))
+            ])  # fmt: skip
+        flat = per_doc.reshape(len(docs), -1)
+        assert np.all(np.isfinite(flat)) and flat.min() >= 0.0
+        norms = np.linalg.norm(flat, axis=1)
+        assert norms.max() <= clip * (1 + 1e-12)
+        dist = np.linalg.norm(flat[:, None, :] - flat[None, :, :], axis=2)
+        assert dist.max() <= math.sqrt(2) * clip * (1 + 1e-9)
+        assert dist.max() >= 0.9 * math.sqrt(2) * clip  # nearly attained: the bound is not loose
+        assert dist.max() / 5 <= replace_one_sensitivity(clip, 5) * (1 + 1e-9)
+
+
+def _extreme_neighbours():
+    """Ordinary corpus X and neighbours replacing document 4 by extreme but valid documents."""
+    X = make_lda_corpus(120, 12, 2, alpha=0.3, doc_length=20, random_state=1).counts.toarray().astype(float)
+    out = []
+    for replacement in ([HUGE, HUGE] + [0.0] * 10, [1e308] * 12, [0.0] * 12, [2.0**63 - 1] + [0.0] * 11):
+        Y = X.copy()
+        Y[4] = replacement
+        out.append(Y)
+    return X, out
+
+
+def _private_run(data):
+    model = DPVariationalLDA(2, batch_size=40, n_passes=2, epsilon=1.0, delta=1e-6, random_state=0,
+                             ledger=_Ledger(), verbose=True)  # fmt: skip
+    model.fit(data)
+    model.transform(data[:5])
+    return model
+
+
+def test_extreme_neighbours_look_alike():
+    """Counts up to float64's maximum and empty documents: same observables, finite topics."""
+    X, neighbours = _extreme_neighbours()
+    first = observe(_private_run, X)
+    assert first.exception is None
+    for Y in neighbours:
+        second = observe(_private_run, Y)
+        assert observable_differences(first, second) == []
+        assert second.warnings == first.warnings == []
+        lam = second.result.components_
+        assert np.all(np.isfinite(lam)) and lam.min() > 0
+        assert np.all(np.isfinite(second.result.exp_dirichlet_component_))
+        assert second.result.guarantee_.to_dict() == first.result.guarantee_.to_dict()
+
+
+def test_single_document_neighbours_look_alike():
+    """N = 1: one float64-extreme document against one empty document."""
+    runs = []
+    for row in ([HUGE, HUGE, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]):
+        def run(data):
+            return DPVariationalLDA(2, epsilon=1.0, delta=1e-6, n_passes=2, random_state=0).fit(data)
+
+        runs.append(observe(run, np.array([row])))
+    assert runs[0].exception is None
+    assert observable_differences(*runs) == []
+    assert all(np.all(np.isfinite(r.result.components_)) for r in runs)
+
+
+def test_guarantee_declares_the_enforced_bounds():
+    model = DPVariationalLDA(2, batch_size=40, n_passes=1, epsilon=1.0, delta=1e-6)
+    g = model.fit(np.ones((80, 5))).guarantee_
+    assert g.details["max_doc_length"] == dp_vi_lda.DEFAULT_MAX_DOC_LENGTH
+    assert g.details["clip"] == dp_vi_lda.DEFAULT_CLIP
+    assert "document length" in g.public and "clipping norm" in g.public
+
+
+def test_huge_epsilon_is_refused_before_anything_is_charged():
+    ledger = _Ledger()
+    model = DPVariationalLDA(2, epsilon=1e6, delta=1e-6, ledger=ledger)
+    with pytest.raises(ValueError, match=r"epsilon=1000000\.0 is above 1000.*epsilon=None"):
+        model.fit(np.ones((50, 4)))
+    assert ledger.charges == [] and not hasattr(model, "guarantee_")
+    # the largest accepted budget calibrates (subsampled and full batch)
+    with pytest.warns(PrivacyWarning):
+        fitted = DPVariationalLDA(2, batch_size=10, n_passes=1, epsilon=dp_vi_lda.MAX_EPSILON, delta=1e-6,
+                                  random_state=0).fit(np.ones((50, 4)))  # fmt: skip
+    assert fitted.guarantee_.holds and fitted.guarantee_.epsilon_exact <= dp_vi_lda.MAX_EPSILON
+
+
+def test_lambda_noise_std_is_the_noise_left_in_lambda():
+    """The public noise level used by shrink_noise equals the empirical spread of lambda over runs."""
+    X = np.zeros((30, 4))
+    X[:, 0] = 3  # every statistic is the same: lambda's spread over runs is the noise alone
+    lams = []
+    for _ in range(200):
+        model = DPVariationalLDA(1, n_passes=3, epsilon=1.0, delta=1e-6, random_state=0).fit(X)
+        lams.append(model.components_[0, 0] + model.lambda_noise_std_)  # undo the shrinkage of a big entry
+    rho = [(10.0 + t) ** -0.7 for t in (1, 2, 3)]
+    weights = [rho[0] * (1 - rho[1]) * (1 - rho[2]), rho[1] * (1 - rho[2]), rho[2]]
+    expected = 30 * model.noise_std_ * math.sqrt(sum(w * w for w in weights))
+    assert model.lambda_noise_std_ == pytest.approx(expected)
+    assert np.std(lams) == pytest.approx(expected, rel=0.2)  # 200 runs: the std's standard error is 5%
+    shrunk = dp_vi_lda.shrink_noise(np.array([0.5, 3.0, 10.0]), 2.0, 1.0)
+    np.testing.assert_array_equal(shrunk, [1.0, 1.0, 8.0])
+    assert DPVariationalLDA(1, n_passes=1).fit(X).lambda_noise_std_ == 0.0

@@ -25,7 +25,7 @@ from dptensor.datasets.corpus import load_text_corpus
 from dptensor.decomposition import input_perturbation, private_power_method
 from dptensor.decomposition.input_perturbation import INPUT_ACCOUNTANTS
 from dptensor.models import SpectralLDA
-from dptensor.models.completion import compare_with_mean
+from dptensor.models.completion.estimator import compare_with_mean
 from dptensor.privacy import PrivacyWarning, UtilityWarning
 from dptensor.privacy.calibration import ACCOUNTANT_MEANINGS, ACCOUNTANTS
 from dptensor.streams import CsvStream

@@ -248,7 +248,7 @@ def test_partial_fit_accumulates_moments(corpus):
 
 
 def test_document_chunks_cover_every_document_once_within_the_budget():
-    from dptensor.models._fitted_topics import INFERENCE_CHUNK_CELLS, document_chunks
+    from dptensor.models.topics._fitted import INFERENCE_CHUNK_CELLS, document_chunks
 
     counts = sp.random(3000, 40, density=0.2, format="csr", random_state=0)
     k = INFERENCE_CHUNK_CELLS // 1000  # about 1000 stored entries per chunk

@@ -99,3 +99,19 @@ def test_neighbouring_corpora_look_alike(tmp_path, monkeypatch, counts, extra):
     first, second = observations
     assert first.result == 0, first.printed
     assert observable_differences(first, second) == []
+
+
+def test_private_defaults_and_huge_epsilon(tmp_path, capsys, counts):
+    """Private defaults reach the CLI (full batch, C = 2, alpha 0.5); --epsilon 1e6 exits 2, one line."""
+    docword = _docword(tmp_path, counts)
+    base = ["lda", "fit", str(docword), "--method", "vi", "--topics", "3", "--delta", "1e-6", "--passes", "2",
+            "--quiet", "--out", str(tmp_path / "m.json")]  # fmt: skip
+    assert main(base + ["--epsilon", "1"]) == 0
+    assert "doc_topic_prior = 0.5" in capsys.readouterr().out
+    details = json.loads((tmp_path / "m.json").read_text())["guarantee"]["details"]
+    assert (details["batch_size"], details["clip"], details["max_doc_length"]) == (600, 2.0, 500)
+    assert main(base + ["--epsilon", "1", "--alpha0", "0.3"]) == 0
+    assert "doc_topic_prior = 0.1" in capsys.readouterr().out  # an explicit --alpha0 is kept
+    assert main(base + ["--epsilon", "1e6"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--epsilon" in err[0] and "1000" in err[0] and "reading" not in err[0]

@@ -24,7 +24,7 @@ import numpy as np
 
 from dptensor.decomposition.input_perturbation import input_perturbation
 from dptensor.decomposition.private_power_method import private_power_method
-from dptensor.models.completion import TensorCompletion
+from dptensor.models.completion.estimator import TensorCompletion
 from dptensor.privacy import NoiseSource
 from dptensor.privacy.audit import epsilon_lower_bound
 from dptensor.tensor import SampleMoment

@@ -186,3 +186,45 @@ def test_input_forms_and_bad_input():
         check_documents([], n_words=3)
     with pytest.raises(ValueError, match="moments must be one of"):
         check_documents(counts, moments="every")
+
+
+def _exact_all_words_moments(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The U-statistics of moments='all' in exact rational arithmetic (any integer counts)."""
+    from fractions import Fraction
+
+    d = counts.shape[1]
+    m2, m3 = np.zeros((d, d)), np.zeros((d, d, d))
+    for row in counts:
+        c = [Fraction(int(x)) for x in row]
+        length = sum(c)
+        l2, l3 = length * (length - 1), length * (length - 1) * (length - 2)
+
+        def diag(a, b, c=c):
+            return c[a] if a == b else 0
+
+        for a, b in itertools.product(range(d), repeat=2):
+            m2[a, b] += float((c[a] * c[b] - diag(a, b)) / l2)
+        for a, b, e in itertools.product(range(d), repeat=3):
+            value = c[a] * c[b] * c[e] - (diag(a, b) * c[e] + diag(a, e) * c[b] + diag(b, e) * c[a])
+            value += 2 * (c[a] if a == b == e else 0)
+            m3[a, b, e] += float(value / l3)
+    return m2 / len(counts), m3 / len(counts)
+
+
+@pytest.mark.parametrize("huge", [2**63 - 1, 1e160, 1.7e308])
+def test_all_words_moments_are_exact_for_extreme_counts(huge):
+    """Counts of 1e110 overflowed c c^T (a warning), 1e160 gave NaN moments (issue 27, finding 1)."""
+    rng = np.random.default_rng(1)
+    counts = rng.integers(0, 4, size=(6, 4)).astype(float)
+    counts[:, 0] += 3
+    counts[0] = [huge, huge, 0.0, 1.0]  # two huge counts: the length overflows at 1.7e308
+    counts[1] = [0.0, 3.0, 0.0, 0.0]
+    m2, m3 = _exact_all_words_moments(counts)
+    W = rng.standard_normal((4, 2))
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        docs = check_documents(sp.csr_matrix(counts), moments="all")
+        np.testing.assert_allclose(dense_second_moment(docs, "all"), m2, atol=1e-15)
+        np.testing.assert_allclose(third_moment(docs, "all"), m3, atol=1e-15)
+        np.testing.assert_allclose(
+            third_moment(docs, "all", W), np.einsum("abc,ai,bj,ck->ijk", m3, W, W, W), atol=1e-14
+        )

@@ -138,12 +138,19 @@ def check_shape(shape: object, name: str = "shape") -> tuple[int, int, int]:
     return tuple(check_positive_int(s, f"{name}[{n}]") for n, s in enumerate(shape))  # type: ignore[return-value]
 
 
-def check_indices(indices: object, shape: tuple[int, int, int], name: str = "indices") -> np.ndarray:
-    """Return ``indices`` as a C-contiguous ``(n, 3)`` int64 array inside ``shape``."""
+def check_indices(
+    indices: object, shape: tuple[int, int, int], name: str = "indices", *, allow_empty: bool = False
+) -> np.ndarray:
+    """Return ``indices`` as a C-contiguous ``(n, 3)`` int64 array inside ``shape``.
+
+    ``allow_empty`` accepts ``n = 0`` (under the user relation an empty data set is a neighbour).
+    """
     arr = np.asarray(indices)
     numeric = np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     if arr.dtype == object or not numeric:
         raise TypeError(f"{name} must be an integer array of shape (n, 3), got dtype {arr.dtype}")
+    if allow_empty and arr.size == 0 and arr.ndim in (1, 2) and arr.shape[-1] in (0, 3):
+        return np.zeros((0, 3), dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != 3:
         raise ValueError(f"{name} must have shape (n, 3), got {arr.shape}")
     if arr.shape[0] == 0:
@@ -156,15 +163,13 @@ def check_indices(indices: object, shape: tuple[int, int, int], name: str = "ind
     high = arr.max(axis=0)
     for mode in range(3):
         if low[mode] < 0 or high[mode] >= shape[mode]:
-            bad = low[mode] if low[mode] < 0 else high[mode]
-            raise ValueError(
-                f"{name}[:, {mode}] must lie in [0, {shape[mode] - 1}] for shape {shape}, found {bad}"
-            )
+            # The offending index is not named: under the user relation the indices are private.
+            raise ValueError(f"{name}[:, {mode}] must lie in [0, {shape[mode] - 1}] for shape {shape}")
     return arr
 
 
 def check_entries(
-    indices: object, values: object, shape: object
+    indices: object, values: object, shape: object, *, allow_empty: bool = False
 ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
     """Validate observed entries of a three-way tensor.
 
@@ -175,6 +180,8 @@ def check_entries(
     values : array-like of shape (n,)
         Finite observed values.
     shape : sequence of three ints
+    allow_empty : bool, default False
+        Accept no entries at all (an empty neighbour under the user relation).
 
     Returns
     -------
@@ -190,7 +197,7 @@ def check_entries(
         Non-numeric input.
     """
     shape = check_shape(shape)
-    indices = check_indices(indices, shape)
+    indices = check_indices(indices, shape, allow_empty=allow_empty)
     try:
         vals = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -200,6 +207,5 @@ def check_entries(
     if vals.shape[0] != indices.shape[0]:
         raise ValueError(f"values has {vals.shape[0]} entries but indices has {indices.shape[0]} rows")
     if not np.all(np.isfinite(vals)):
-        bad = int(np.count_nonzero(~np.isfinite(vals)))
-        raise ValueError(f"values contains {bad} NaN or infinite entries")
+        raise ValueError("values contains NaN or infinite entries")
     return indices, np.ascontiguousarray(vals), shape

@@ -50,7 +50,7 @@ from dptensor._validation import (
     check_random_state,
     check_real,
 )
-from dptensor.models._fitted_topics import mixture_log_likelihood
+from dptensor.models.topics._fitted import mixture_log_likelihood
 from dptensor.tensor.lda_moments import check_count_matrix
 
 #: gensim's ``EPSILON`` in ``topic_coherence.direct_confirmation_measure`` (Röder et al. 2015).

@@ -17,11 +17,11 @@ from collections.abc import Iterator, Sequence
 
 from dptensor import __version__
 from dptensor._files import recording_run
-from dptensor.cli import budget, complete, decompose, experiment, lda, report, single_topic
+from dptensor.cli import audit, budget, complete, decompose, experiment, lda, report, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error
 from dptensor.cli._report import command_line
 
-COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, report)
+COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit, report)
 
 #: Exit status of a command interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130

@@ -31,8 +31,14 @@ from dptensor.datasets.entries import (
     read_movielens,
     read_recbole_inter,
 )
-from dptensor.models._completion_dpals import RELATIONS
-from dptensor.models.completion import OFFSETS, PRIVACY_MODES, SOLVERS, TensorCompletion, compare_with_mean
+from dptensor.models.completion._dp_als import RELATIONS
+from dptensor.models.completion.estimator import (
+    OFFSETS,
+    PRIVACY_MODES,
+    SOLVERS,
+    TensorCompletion,
+    compare_with_mean,
+)
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
@@ -72,6 +78,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         epilog=EXAMPLES,
     )
+    add_fit_arguments(parser)
+    parser.add_argument("--test", metavar="ENTRIES", help="held-out entries: predict them and report RMSE")
+    add_ledger_argument(parser)
+    # the bar is shown by default now; the old opt-in flag is accepted and does nothing
+    parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", metavar="FILE",
+                        help="write predictions as CSV (i,j,k,prediction[,value]); i, j, k are written in "
+                             "the base they came in (1-based with --one-based; MovieLens user and item ids "
+                             "as in the file, the day index k from 0)")
+    parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
+    add_report_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``complete`` that configure the model and read the entries (shared with ``audit``)."""
     parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
     parser.add_argument("--shape", type=positive_int, nargs=3, metavar=("I", "J", "K"),
                         help="tensor shape (default: largest index + 1 in each mode, over all files)")
@@ -117,7 +139,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
                         help="declared value range: values are clipped into it, predictions clamped to it "
                              "(input perturbation's Delta = MAX - MIN)")
-    parser.add_argument("--test", metavar="ENTRIES", help="held-out entries: predict them and report RMSE")
     parser.add_argument("--movielens", action="store_true",
                         help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
                              ".inter file")
@@ -136,30 +157,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-unproven", action="store_true",
                         help="run the paper's modes whose privacy claim does not hold (gradient, output, "
                              "input without --value-range), to reproduce the paper")
-    add_ledger_argument(parser)
     add_quiet_argument(parser)
-    # the bar is shown by default now; the old opt-in flag is accepted and does nothing
-    parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", metavar="FILE",
-                        help="write predictions as CSV (i,j,k,prediction[,value]); i, j, k are written in "
-                             "the base they came in (1-based with --one-based; MovieLens user and item ids "
-                             "as in the file, the day index k from 0)")
-    parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
-    add_report_arguments(parser)
-    parser.set_defaults(func=run)
 
 
-def _read(path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None) -> TensorEntries:
+def _read(
+    path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None, *,
+    allow_empty: bool = False,
+) -> TensorEntries:
     if args.movielens:
         reader = read_recbole_inter if is_recbole_inter(path) else read_movielens
         if shape is not None:
             entries = reader(path, n_users=shape[0], n_items=shape[1], day_origin=day_origin)
             if entries.shape[2] > shape[2]:
-                raise ValueError(f"{path}: {entries.shape[2]} days do not fit --shape K={shape[2]}")
+                raise ValueError(f"{path}: the ratings' days do not fit --shape K={shape[2]}")
             return TensorEntries(entries.indices, entries.values, shape)
         return reader(path, day_origin=day_origin)
     # the timestamp check reads every value: only where the values are not private
-    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None)
+    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None,
+                        allow_empty=allow_empty)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -225,6 +240,42 @@ def _physical_memory() -> int:
         return 1 << 40
 
 
+def build_model(args: argparse.Namespace, ledger: BudgetLedger | None = None, noise: object = None
+                ) -> TensorCompletion:
+    """The :class:`TensorCompletion` ``complete`` configures (``noise`` replaces ``--noise``)."""
+    reg = args.reg
+    if reg is not None and reg != "auto":
+        try:
+            reg = float(reg)
+        except ValueError:
+            raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
+    return TensorCompletion(
+        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
+        neighbouring=args.neighbouring,
+        epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
+        learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
+        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
+        clip=args.clip,
+        max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
+        random_state=args.seed, noise=(noise or args.noise) if args.privacy else None, ledger=ledger,
+        verbose=not args.quiet,
+    )
+
+
+def read_training(args: argparse.Namespace) -> TensorEntries:
+    """The training entries ``complete`` reads (``--shape``, ``--movielens``, ``--day-origin``, ...).
+
+    Used by ``dptensor audit complete``; under ``--neighbouring user`` the shape must be given.
+    """
+    if args.privacy is not None and args.neighbouring == "user" and args.shape is None:
+        raise ValueError("--neighbouring user needs --shape: inferring the shape from the ratings would "
+                         "reveal the largest user, item and day")
+    day_origin = args.day_origin
+    if args.movielens and day_origin is None:
+        day_origin = ratings_day_origin(args.entries)
+    return _read(args.entries, args, tuple(args.shape) if args.shape else None, day_origin)
+
+
 def run(args: argparse.Namespace) -> int:
     check_options(args)
     begin_report(args)
@@ -245,14 +296,16 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
             raise ValueError("--neighbouring user with --movielens needs --day-origin: numbering the days "
                              "from the earliest rating would reveal when the first user rated")
     shape = tuple(args.shape) if args.shape else None
+    user = args.neighbouring == "user" and args.privacy is not None
     # MovieLens days count from the earliest rating of all the files, so that the same calendar day
     # has the same index in the training and the test file (a temporal split's test days follow on)
     files = [args.entries] + ([args.test] if args.test else [])
     day_origin = args.day_origin
     if args.movielens and day_origin is None:
         day_origin = ratings_day_origin(*files)
-    train = _read(args.entries, args, shape, day_origin)
-    test = _read(args.test, args, shape, day_origin) if args.test else None
+    # under the user relation a file without ratings is a neighbour of one with one user's ratings
+    train = _read(args.entries, args, shape, day_origin, allow_empty=user)
+    test = _read(args.test, args, shape, day_origin, allow_empty=user) if args.test else None
     if shape is None and test is not None:
         shape = tuple(max(a, b) for a, b in zip(train.shape, test.shape, strict=True))
         train = TensorEntries(train.indices, train.values, shape)
@@ -260,30 +313,13 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
-    reg = args.reg
-    if reg is not None and reg != "auto":
-        try:
-            reg = float(reg)
-        except ValueError:
-            raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
-    model = TensorCompletion(
-        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
-        neighbouring=args.neighbouring,
-        epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
-        learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
-        max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
-        clip=args.clip,
-        max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
-        random_state=args.seed, noise=args.noise if args.privacy else None, ledger=ledger,
-        verbose=not args.quiet,
-    )
+    model = build_model(args, ledger)
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):
         model.fit(train.indices, train.values, train.shape)
     seconds = time.perf_counter() - start
     # the training error is computed from the private values without noise: shown only without --privacy
     train_rmse = model.history_[-1] if args.privacy is None and model.history_ else None
-    user = args.neighbouring == "user" and args.privacy is not None
     # under the user relation even the number of ratings is private: it is not printed
     observed = "" if user else f", {len(train)} observed entries"
     steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
@@ -303,7 +339,13 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                      "guarantee": None if guarantee is None else guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)
-    if test is not None:
+    if test is not None and user:
+        # Joint DP: user i's predictions come from user i's un-noised ratings and may go to user i
+        # only; an aggregate over users (an RMSE, a count, a non-finite check) is not released.
+        payload["test_rmse"] = payload["test_rmse_constant"] = payload["n_test"] = None
+        print("test RMSE: not computed under --neighbouring user (joint DP: an error aggregated over "
+              "users' own predictions is not private)")
+    elif test is not None:
         if args.privacy:
             choices = ([] if args.privacy == "als" else ["--privacy als (DP-ALS)"]) + ["a larger --epsilon"]
             choices += [] if args.value_range else ["a declared --value-range"]
@@ -330,9 +372,11 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                                               target.values.tolist(), strict=True):
                 ids = [i + base[0], j + base[1], k + base[2]]
                 writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
-        print(f"wrote {len(predictions)} predictions to {path}")
+        print(f"wrote predictions to {path}" if user else f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
     write_completion_report(args, model, train, test, private=args.privacy is not None, user=user)
+    if user:
+        return 0  # a check over every user's predictions would be an aggregate too
     return 0 if np.all(np.isfinite(predictions)) else 1

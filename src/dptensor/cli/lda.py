@@ -41,10 +41,10 @@ from dptensor.datasets.corpus import (
     load_vocabulary,
     read_text_documents,
 )
-from dptensor.models.dp_vi_lda import DPVariationalLDA
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
-from dptensor.models.private_vectorizer import PrivateCountVectorizer
-from dptensor.models.spectral_lda import SpectralLDA, TopicModelInference
+from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
+from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.parallel import public_shape
 from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, PrivacyGuarantee, compose, enable_features
 from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT
@@ -64,12 +64,13 @@ TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
 #: Files ``lda transform --out`` writes, by suffix.
 THETA_FORMATS = (".txt", ".csv", ".npy")
 
+FIT_DEFAULT_ALPHA0 = 1.0
 ALPHA0_HELP = (
     "Dirichlet concentration alpha_0 = sum of the topic priors alpha_i (default 1). It sets how many topics "
     "a document mixes: small (0.1-1) for documents about one or two topics, about k/2 or more for documents "
     "mixing many. The spectral fit's moments assume it, so a wrong value costs accuracy: try a grid "
     "(e.g. 0.1 0.3 1 3 10) and keep the value with the best held-out perplexity (docs/lda.md, 'Choosing "
-    "alpha0')"
+    "alpha0'). A private --method vi fit defaults to 0.5 per topic (alpha_0 = k/2)"
 )
 
 FIT_EXAMPLES = """examples:
@@ -109,32 +110,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     fit = actions.add_parser("fit", help="fit topics to a corpus and print the top words of each",
                              epilog=FIT_EXAMPLES)
-    _corpus_arguments(fit)
-    fit.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
-    fit.add_argument("--alpha0", type=positive_float, default=1.0, help=ALPHA0_HELP)
-    fit.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
-    fit.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
-    fit.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
-    fit.add_argument("--max-features", type=positive_int, default=None, help="keep the n most frequent words")
-    fit.add_argument(
-        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
-        help="tensor decomposition (default: simultaneous power iteration)",
-    )  # fmt: skip
-    fit.add_argument(
-        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
-        help="eigensolver for M2 (default auto)",
-    )  # fmt: skip
-    fit.add_argument(
-        "--method", choices=("spectral", "vi"), default="spectral",
-        help="spectral (method of moments, default) or vi (online variational Bayes)",
-    )  # fmt: skip
-    fit.add_argument("--top", type=positive_int, default=10, help="top words printed per topic (default 10)")
-    fit.add_argument("--seed", type=seed, default=None,
-                     help="seed of the public randomness (the privacy noise is always fresh)")
-    add_quiet_argument(fit)
+    add_fit_arguments(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
-    _private_arguments(fit)
-    _vi_arguments(fit)
     add_parallel_arguments(fit)
     add_report_arguments(fit, test=True)
     fit.set_defaults(func=run_fit)
@@ -174,6 +151,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     transform.set_defaults(func=run_transform)
 
 
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``lda fit`` that configure the model and read the corpus (shared with ``audit lda``)."""
+    _corpus_arguments(parser)
+    parser.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    parser.add_argument("--alpha0", type=positive_float, default=FIT_DEFAULT_ALPHA0, help=ALPHA0_HELP)
+    parser.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
+    parser.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
+    parser.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
+    parser.add_argument("--max-features", type=positive_int, default=None,
+                        help="keep the n most frequent words")
+    parser.add_argument(
+        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
+        help="tensor decomposition (default: simultaneous power iteration)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
+        help="eigensolver for M2 (default auto)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--method", choices=("spectral", "vi"), default="spectral",
+        help="spectral (method of moments, default) or vi (online variational Bayes)",
+    )  # fmt: skip
+    parser.add_argument("--top", type=positive_int, default=10,
+                        help="top words printed per topic (default 10)")
+    parser.add_argument("--seed", type=seed, default=None,
+                        help="seed of the public randomness (the privacy noise is always fresh)")
+    add_quiet_argument(parser)
+    _private_arguments(parser)
+    _vi_arguments(parser)
+
+
+
 def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "corpus",
@@ -201,7 +210,8 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
     group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
-                       help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
+                       help="sampler of the privacy noise (numpy, or opendp: floating-point-safe releases; "
+                            "docs/protection.md lists what it covers)")
     add_ledger_argument(group)
     group.add_argument(
         "--private-vocab", type=positive_int, default=None, metavar="V",
@@ -236,14 +246,16 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
     vi = parser.add_argument_group("variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=positive_int, default=128,
-                    help="(expected) minibatch size S (default 128)")
+    vi.add_argument("--batch-size", type=positive_int, default=None,
+                    help="(expected) minibatch size S (default: all documents when private, else 128)")
     vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
     vi.add_argument("--clip", type=positive_float, default=None,
                     help="clipping norm C of each document's statistics (private fits; spectral: default "
-                         "1/V, docs/lda.md; vi: default 0.1 x max document length)")
+                         "1/V, docs/lda.md; vi: default 2, 0.1 x max document length with --accountant "
+                         "paper)")
     vi.add_argument("--max-doc-length", type=positive_int, default=None,
-                    help="declared maximum document length; longer documents are truncated (default C: 500)")
+                    help="declared maximum document length; longer documents are scaled down to it "
+                    "(default 500 when private)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
                     help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
                          "--allow-unproven)")
@@ -343,7 +355,7 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
         _print_topics(args, model, corpus)
         return 0
     progress_line(f"reading {args.corpus} ...", args.quiet)
-    corpus = _load_fit_corpus(args, private=False)
+    corpus = load_fit_corpus(args, private=False)
     progress_line(
         f"{corpus.n_documents} documents, {corpus.n_words} words, {corpus.counts.sum()} tokens "
         f"({time.perf_counter() - start:.1f} s)",
@@ -371,8 +383,10 @@ def _print_topics(
     seconds = sum(model.timings_.values())
     took = "" if isinstance(model, PrivateSpectralLDA) else f", fitted in {seconds:.2f} s"
     print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}{took}")
+    stability = getattr(model, "topic_stability_", None)  # SpectralLDA: share of runs finding it again
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
-        print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}")
+        stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
+        print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}{stable}")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
@@ -385,7 +399,7 @@ def _is_plain_text(path: Path) -> bool:
     return path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
 
 
-def _load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
+def load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     """The corpus of a fit; a private fit's vocabulary must be public (never chosen from the data)."""
     path = Path(args.corpus)
     plain_text = _is_plain_text(path)
@@ -452,7 +466,7 @@ def _private_vocabulary_corpus(
 
 def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """The model's ``(epsilon, delta)``: all of it, or what ``--private-vocab`` leaves."""
-    if args.private_vocab is None or args.epsilon is None:
+    if getattr(args, "private_vocab", None) is None or args.epsilon is None:
         return args.epsilon, args.delta
     rest = 1.0 - args.vocab_share
     return args.epsilon * rest, args.delta * rest
@@ -521,21 +535,12 @@ def run_private_fit(
             corpus = Corpus(pad_short_documents(corpus.counts), corpus.vocabulary, corpus.source)
         records = session.records(corpus.counts)
     else:
-        corpus = _load_fit_corpus(args, private=True)
+        corpus = load_fit_corpus(args, private=True)
         records = session.records(corpus.counts)
-    epsilon, delta = _model_budget(args)
     n_documents, n_words = public_shape(records)
     progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
-    model = PrivateSpectralLDA(
-        args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
-        sensitivity=args.sensitivity, calibration=args.calibration,
-        budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
-        clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
-        public_corpus=_load_public_corpus(args),
-        decomposition=args.decomposition, verbose=not args.quiet,
-        random_state=args.seed, noise=args.noise, ledger=ledger, n_jobs=session.n_jobs,
-    )  # fmt: skip
+    model = build_private_model(args, ledger, n_jobs=session.n_jobs)
     with enable_features("unproven") if args.allow_unproven else nullcontext():
         model.fit(records)
     guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
@@ -543,9 +548,48 @@ def run_private_fit(
     return 0
 
 
+def build_vi_model(
+    args: argparse.Namespace, ledger: BudgetLedger | None = None, noise: object = None
+) -> DPVariationalLDA:
+    """The :class:`DPVariationalLDA` that ``lda fit --method vi`` configures (private with ``--epsilon``).
+
+    ``noise`` replaces ``--noise`` (e.g. a test-only source for ``dptensor audit``).
+    """
+    private = args.epsilon is not None
+    epsilon, delta = _model_budget(args)
+    # --alpha0 left at its default: the estimator's own default prior (0.5 per topic when private)
+    default_alpha0 = args.alpha0 == FIT_DEFAULT_ALPHA0 and args.accountant == "exact" and private
+    return DPVariationalLDA(
+        args.topics, doc_topic_prior=None if default_alpha0 else args.alpha0 / args.topics,
+        batch_size=args.batch_size,
+        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
+        delta=delta, accountant=args.accountant, random_state=args.seed,
+        noise=(noise or args.noise) if private else None, ledger=ledger, verbose=not args.quiet,
+    )  # fmt: skip
+
+
+def build_private_model(
+    args: argparse.Namespace, ledger: BudgetLedger | None = None, *, n_jobs: int | None = None,
+    noise: object = None,
+) -> PrivateSpectralLDA | DPVariationalLDA:
+    """The private estimator ``lda fit --epsilon`` configures: PrivateSpectralLDA, or DP-VI (--method vi)."""
+    if args.method == "vi":
+        return build_vi_model(args, ledger, noise)
+    epsilon, delta = _model_budget(args)
+    return PrivateSpectralLDA(
+        args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
+        sensitivity=args.sensitivity, calibration=args.calibration,
+        budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
+        public_corpus=_load_public_corpus(args),
+        decomposition=args.decomposition, verbose=not args.quiet,
+        random_state=args.seed, noise=noise or args.noise, ledger=ledger, n_jobs=n_jobs,
+    )  # fmt: skip
+
+
 def run_plan(args: argparse.Namespace) -> int:
-    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.private_lda_plan`)."""
-    from dptensor.models.private_lda_plan import plan_private_lda
+    """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.topics.plan`)."""
+    from dptensor.models.topics.plan import plan_private_lda
 
     prediction = plan_private_lda(
         args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
@@ -565,20 +609,19 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if args.topics is None or args.topics < 1:
         raise ValueError(f"--topics must be a positive integer, got {args.topics}")
     private = args.epsilon is not None
+    if private and args.epsilon > MAX_EPSILON:
+        raise ValueError(
+            f"--epsilon {args.epsilon:g} is above {MAX_EPSILON:g}, the largest budget --method vi "
+            "calibrates; leave out --epsilon for a non-private fit"
+        )
     progress_line(f"reading {args.corpus} ...", args.quiet)
     vocabulary_guarantee = None
     if private and args.private_vocab is not None:
         corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger)
     else:
-        corpus = _load_fit_corpus(args, private=private)
+        corpus = load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
-    epsilon, delta = _model_budget(args)
-    model = DPVariationalLDA(
-        args.topics, doc_topic_prior=args.alpha0 / args.topics, batch_size=args.batch_size,
-        n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
-        delta=delta, accountant=args.accountant, random_state=args.seed,
-        noise=args.noise if private else None, ledger=ledger, verbose=not args.quiet,
-    )  # fmt: skip
+    model = build_vi_model(args, ledger)
     with enable_features("unproven") if args.allow_unproven else nullcontext():
         model.fit(corpus.counts)
     top = model.top_words(corpus.vocabulary, args.top)
@@ -633,6 +676,8 @@ def save_model(
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
+            if model.topic_stability_ is not None:
+                meta["topic_stability"] = model.topic_stability_.tolist()
     meta.update({key: g.to_dict() for key, g in (guarantees or {}).items()})
     if path.suffix == ".npz":
         with atomic_path(path) as tmp:

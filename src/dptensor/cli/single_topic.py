@@ -35,7 +35,7 @@ from dptensor.cli._options import (
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
-from dptensor.models.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
+from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
 from dptensor.privacy import NOISE_BACKENDS
 from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS
@@ -66,35 +66,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="single_topic_command", metavar="ACTION", required=True)
     fit = actions.add_parser("fit", help="fit topics to a corpus; print the guarantee and the top words",
                              epilog=EXAMPLES)
-    fit.add_argument(
-        "corpus",
-        help="word ids (.npy, N x L), plain text with --vocab, or counts (UCI docword, .mtx, .npz)",
-    )
-    fit.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics K")
-    fit.add_argument("--mechanism", choices=MECHANISMS, help="privacy mechanism (default: not private)")
-    fit.add_argument("--epsilon", type=positive_float, help="total epsilon of the fit")
-    fit.add_argument("--delta", type=probability, help="total delta of the fit")
-    fit.add_argument("--budget-split", type=probability, default=0.5,
-                     help="share of the budget for M2 (default 0.5)")
-    fit.add_argument("--calibration", choices=CALIBRATIONS, default="analytic",
-                     help="Gaussian calibration (classic: the slides', only for per-release epsilon < 1)")
-    fit.add_argument("--moments", choices=MOMENTS,
-                     help="first3 (the slides') or all (U-statistics); default: first3 for word ids and "
-                     "text, all for counts")
-    fit.add_argument("--n-words", type=positive_int, help="vocabulary size d (for .npy word ids)")
-    fit.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
-    fit.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
-                     help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
-    fit.add_argument("--noise", choices=NOISE_BACKENDS, default=None,
-                     help="sampler of the privacy noise (numpy, or opendp: floating-point safe)")
+    add_fit_arguments(fit)
     add_ledger_argument(fit)
-    fit.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
-    fit.add_argument("--top", type=positive_int, default=10, help="top words printed per topic (default 10)")
-    fit.add_argument("--seed", type=seed, default=None, help="public random seed (restarts)")
-    add_quiet_argument(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model and its guarantee as JSON")
     add_report_arguments(fit)
     fit.set_defaults(func=run_fit)
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``single-topic fit`` that configure the model and read the corpus (also ``audit``)."""
+    parser.add_argument(
+        "corpus",
+        help="word ids (.npy, N x L), plain text with --vocab, or counts (UCI docword, .mtx, .npz)",
+    )
+    parser.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics K")
+    parser.add_argument("--mechanism", choices=MECHANISMS, help="privacy mechanism (default: not private)")
+    parser.add_argument("--epsilon", type=positive_float, help="total epsilon of the fit")
+    parser.add_argument("--delta", type=probability, help="total delta of the fit")
+    parser.add_argument("--budget-split", type=probability, default=0.5,
+                        help="share of the budget for M2 (default 0.5)")
+    parser.add_argument("--calibration", choices=CALIBRATIONS, default="analytic",
+                        help="Gaussian calibration (classic: the slides', only for per-release epsilon < 1)")
+    parser.add_argument("--moments", choices=MOMENTS,
+                        help="first3 (the slides') or all (U-statistics); default: first3 for word ids and "
+                        "text, all for counts")
+    parser.add_argument("--n-words", type=positive_int, help="vocabulary size d (for .npy word ids)")
+    parser.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
+    parser.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
+                        help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
+    parser.add_argument("--noise", choices=NOISE_BACKENDS, default=None,
+                        help="sampler of the privacy noise (numpy, or opendp: floating-point-safe releases; "
+                        "docs/protection.md lists what it covers)")
+    parser.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
+    parser.add_argument("--top", type=positive_int, default=10,
+                        help="top words printed per topic (default 10)")
+    parser.add_argument("--seed", type=seed, default=None, help="public random seed (restarts)")
+    add_quiet_argument(parser)
 
 
 def read_documents(
@@ -133,6 +140,19 @@ def read_documents(
     return tokens, "tokens", len(words), words
 
 
+def build_model(
+    args: argparse.Namespace, form: str, n_words: int | None, ledger: object = None, noise: object = None
+) -> SingleTopicModel:
+    """The :class:`SingleTopicModel` ``single-topic fit`` configures (``noise`` replaces ``--noise``)."""
+    return SingleTopicModel(
+        args.topics, mechanism=args.mechanism, epsilon=args.epsilon, delta=args.delta,
+        budget_split=args.budget_split, calibration=args.calibration,
+        moments=args.moments or ("first3" if form == "tokens" else "all"), input=form,
+        n_words=n_words, noise_sampler=args.noise_sampler, simplex=args.simplex,
+        random_state=args.seed, noise=noise or args.noise, ledger=ledger,
+    )  # fmt: skip
+
+
 def run_fit(args: argparse.Namespace) -> int:
     private = args.mechanism is not None
     output_path(args.out)
@@ -147,12 +167,7 @@ def run_fit(args: argparse.Namespace) -> int:
     progress_line(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",
               args.quiet)
     with opened_ledger(args, private=private) as ledger:  # charged by fit, before the documents are read
-        model = SingleTopicModel(
-            args.topics, mechanism=args.mechanism, epsilon=args.epsilon, delta=args.delta,
-            budget_split=args.budget_split, calibration=args.calibration, moments=moments, input=form,
-            n_words=n_words, noise_sampler=args.noise_sampler, simplex=args.simplex,
-            random_state=args.seed, noise=args.noise, ledger=ledger,
-        ).fit(documents)  # fmt: skip
+        model = build_model(args, form, n_words, ledger).fit(documents)
     print(f"single-topic model: K={args.topics} topics, d={model.n_features_in_} words, "
           f"N={model.n_documents_} documents, moments {moments}")  # fmt: skip
     if private:

@@ -223,18 +223,23 @@ def _append_triples(text: str, rows: list, cols: list, vals: list, source: Path)
     try:  # integer parsing is the fast path (valid UCI files hold integers only)
         numbers = np.array(tokens, dtype=np.int64)
     except (ValueError, OverflowError):
+        # A count beyond int64 (or written as 1e300) is a valid whole number: read it as float64
+        # (it wrapped negative, or was called non-integer, before); anything else is an error.
         try:
-            np.array(tokens, dtype=np.float64)
+            numbers = np.array(tokens, dtype=np.float64)
         except ValueError as exc:
             raise ValueError(f"{source}: expected numeric 'docID wordID count' triples") from exc
-        raise ValueError(
-            f"{source}: contains non-integer values; ids and word counts must be whole numbers"
-        ) from None
+        if not np.all(np.isfinite(numbers) & (numbers == np.round(numbers))):
+            raise ValueError(
+                f"{source}: contains non-integer values; ids and word counts must be whole numbers"
+            ) from None
     if numbers.size % 3:
         raise ValueError(f"{source}: expected 'docID wordID count' triples")
     triples = numbers.reshape(-1, 3)
-    rows.append(triples[:, 0])
-    cols.append(triples[:, 1])
+    if triples.dtype != np.int64 and np.any(np.abs(triples[:, :2]) >= _INT64_LIMIT):
+        raise ValueError(f"{source}: a document or word id outside the int64 range")
+    rows.append(triples[:, 0].astype(np.int64))
+    cols.append(triples[:, 1].astype(np.int64))
     vals.append(triples[:, 2])
 
 

@@ -62,6 +62,16 @@ class TensorEntries:
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "shape", shape)
 
+    @classmethod
+    def empty(cls, shape: tuple[int, int, int]) -> TensorEntries:
+        """No observed entries in a tensor of ``shape``: under the user relation (where the shape is
+        public and every user's ratings may be removed) a data set without ratings is a valid input."""
+        entries = object.__new__(cls)
+        object.__setattr__(entries, "indices", np.zeros((0, 3), dtype=np.int64))
+        object.__setattr__(entries, "values", np.zeros(0))
+        object.__setattr__(entries, "shape", check_shape(shape))
+        return entries
+
     def __len__(self) -> int:
         return int(self.values.shape[0])
 
@@ -86,7 +96,7 @@ def _open_rows(path: Path, delimiter: str | None) -> list[list[str]]:
     text = path.read_text()
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
-        raise ValueError(f"{path}: no entries")
+        return []
     if delimiter is None:
         first = lines[0]
         delimiter = "," if "," in first else ("\t" if "\t" in first else None)
@@ -101,6 +111,7 @@ def read_entries(
     shape: tuple[int, int, int] | None = None,
     delimiter: str | None = None,
     one_based: bool = False,
+    allow_empty: bool = False,
     check_timestamps: bool = True,
 ) -> TensorEntries:
     """Read ``i j k value`` rows from a CSV, TSV or whitespace-separated file.
@@ -114,6 +125,9 @@ def read_entries(
         ``","``, ``"\\t"``...; by default sniffed from the first row (comma, tab, else whitespace).
     one_based : bool, default False
         Indices in the file start at 1.
+    allow_empty : bool, default False
+        A file without entries gives :meth:`TensorEntries.empty` (needs ``shape``) instead of an
+        error: under the user relation a data set without ratings is a valid neighbour.
     check_timestamps : bool, default True
         Refuse a file whose every value is a whole number of seconds in the Unix-time range of
         :data:`TIMESTAMP_RANGE` (1973 to 2106): that is a MovieLens-style ``user item rating
@@ -128,20 +142,23 @@ def read_entries(
         raise FileNotFoundError(f"no such file: {path}")
     rows = _open_rows(path, delimiter)
     try:
-        [float(cell) for cell in rows[0][:4]]
+        if rows:
+            [float(cell) for cell in rows[0][:4]]
     except ValueError:
         rows = rows[1:]  # header
     if not rows:
+        if allow_empty and shape is not None:
+            return TensorEntries.empty(shape)
         raise ValueError(f"{path}: no entries")
     bad = [n for n, row in enumerate(rows) if len(row) != 4]
     if bad:
         raise ValueError(
-            f"{path}: expected 4 columns (i j k value), row {bad[0] + 1} has {len(rows[bad[0]])}"
+            f"{path}: expected 4 columns (i j k value) in every row"
         )
     try:
         table = np.array(rows, dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"{path}: non-numeric cell ({exc})") from None
+    except ValueError:
+        raise ValueError(f"{path}: a non-numeric cell (every cell must be a number)") from None
     if check_timestamps and _looks_like_timestamps(table[:, 3]):
         raise ValueError(
             f"{path}: every value in the fourth column is a whole number between "
@@ -153,7 +170,7 @@ def read_entries(
         raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
     indices = indices.astype(np.int64)
     if np.any(indices < 0):
-        raise ValueError(f"{path}: negative index {int(indices.min())} (indices are counted from 0, or "
+        raise ValueError(f"{path}: a negative index (indices are counted from 0, or "
                          "from 1 with one_based=True / --one-based)")
     if one_based:
         if np.any(indices == 0):
@@ -243,10 +260,7 @@ def _udata_columns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         raise ValueError(f"{path}: no ratings")
     bad = [n for n, row in enumerate(rows) if len(row) != 4]
     if bad:
-        raise ValueError(
-            f"{path}: expected 4 columns (user item rating timestamp), "
-            f"row {bad[0] + 1} has {len(rows[bad[0]])}"
-        )
+        raise ValueError(f"{path}: expected 4 columns (user item rating timestamp) in every row")
     try:
         table = np.array(rows, dtype=np.int64)
     except ValueError:
@@ -350,8 +364,7 @@ def _inter_columns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         raise ValueError(f"{path}: no interactions")
     bad = [n for n, row in enumerate(rows) if len(row) != len(header)]
     if bad:
-        raise ValueError(f"{path}: expected {len(header)} tab-separated fields, row {bad[0] + 2} has "
-                         f"{len(rows[bad[0]])}")
+        raise ValueError(f"{path}: expected {len(header)} tab-separated fields in every row")
     cols = {name: header.index(name) for name in INTER_FIELDS}
     try:
         users, items = (np.array([int(row[cols[f]]) for row in rows], dtype=np.int64)

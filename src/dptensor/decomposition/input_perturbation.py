@@ -21,7 +21,7 @@ from dptensor.decomposition.private_power_method import (
     prepare_private_input,
 )
 from dptensor.privacy.calibration import check_accountant, gaussian_sigma_analytic, gaussian_sigma_classic
-from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
+from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseLike, NoiseSource
 from dptensor.privacy.release import Ledger, begin_release
 from dptensor.privacy.sensitivity import RecordNeighbouring
@@ -120,13 +120,12 @@ def input_perturbation(
     )
     if isinstance(relation, RecordNeighbouring):
         assert isinstance(op, SampleMoment)
-        dense = op.to_dense()
-        noise_tensor = symmetric_gaussian_tensor(
-            op.dim, z * relation.scale, convention="frobenius", noise=source
+        released = add_symmetric_gaussian(
+            op.to_dense(), z * relation.scale, convention="frobenius", noise=source
         )
     else:
         dense = op.array if isinstance(op, DenseTensor) else op.to_dense()
-        noise_tensor = symmetric_gaussian_tensor(op.dim, z, convention="entry", noise=source)
-    noisy = DenseTensor(dense + noise_tensor, check_symmetry=False)
+        released = add_symmetric_gaussian(dense, z, convention="entry", noise=source)
+    noisy = DenseTensor(released, check_symmetry=False)
     result = power_method(noisy, rank, n_restarts=n_restarts, n_iter=n_iter, tol=tol, random_state=rng)
     return PrivatePowerMethodResult._from(result, guarantee)

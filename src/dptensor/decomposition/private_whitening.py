@@ -35,7 +35,7 @@ import scipy.linalg
 
 from dptensor.decomposition.whitening import Whitening
 from dptensor.privacy.lda_sensitivity import coherence
-from dptensor.privacy.mechanisms import symmetric_gaussian_matrix
+from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
 from dptensor.tensor.lda_moments import LDASecondMoment
 
@@ -90,8 +90,9 @@ def analyze_gauss_eigenpairs(
     PrivateEigenpairs
     """
     d = second_moment.shape[0]
-    noisy = second_moment.to_dense()
-    noisy += symmetric_gaussian_matrix(d, noise_scale, convention="frobenius", noise=source)
+    dense = second_moment.to_dense()
+    noisy = add_symmetric_gaussian(dense, noise_scale, convention="frobenius", noise=source)
+    del dense
     values, vectors = scipy.linalg.eigh(noisy, subset_by_index=[d - rank, d - 1])
     del noisy
     order = np.argsort(values)[::-1]

@@ -9,6 +9,14 @@ For a latent-variable model with ``M2 = sum_i w_i mu_i mu_i^T`` and
 is an orthogonally decomposable ``k x k x k`` tensor (Anandkumar et al., JMLR 2014,
 Section 4.3; DeCarolis et al., Section 4). Its eigenpairs ``(lambda_i, v_i)`` give back
 ``w_i = lambda_i^{-2}`` and ``mu_i = lambda_i (W^T)^+ v_i`` (:func:`unwhiten`).
+
+An eigenvector is determined only up to its sign, and which sign an eigensolver returns depends on
+the rounding of its input: the same ``M2`` summed in another order (threads, Dask blocks, another
+BLAS kernel) can come back with some columns negated. The whitened tensor then has the matching
+slices negated, and a power method started from the same random vectors takes another path to the
+same eigenvectors. :func:`orient_columns` fixes one sign per column (its entry of largest magnitude
+is positive, the convention of :func:`sklearn.utils.extmath.svd_flip`), and every
+:class:`Whitening` built here is oriented, so ``W`` is a continuous function of ``M2``.
 """
 
 from __future__ import annotations
@@ -19,6 +27,24 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from dptensor._validation import RandomStateLike, check_finite_array, check_random_state, check_rank
+
+
+def orientation_signs(vectors: np.ndarray) -> np.ndarray:
+    """``+1`` or ``-1`` per column: the sign that makes the column's largest-magnitude entry positive.
+
+    The sign convention of :func:`sklearn.utils.extmath.svd_flip`, for eigenvectors (which are
+    determined up to sign only); ``+1`` for a zero column.
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if vectors.size == 0:
+        return np.ones(vectors.shape[1] if vectors.ndim == 2 else 0)
+    largest = vectors[np.argmax(np.abs(vectors), axis=0), np.arange(vectors.shape[1])]
+    return np.where(largest < 0, -1.0, 1.0)
+
+
+def orient_columns(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` with each column multiplied by its :func:`orientation_signs` (a new array)."""
+    return np.asarray(vectors, dtype=np.float64) * orientation_signs(vectors)
 
 
 @dataclass(frozen=True)
@@ -50,8 +76,8 @@ class Whitening:
     ) -> Whitening:
         """``W = U |Lambda|^{-1/2}`` and ``B = U |Lambda|^{1/2}`` from eigenpairs ``(Lambda, U)``.
 
-        Raises ``ValueError`` for a zero eigenvalue, or a non-positive one when
-        ``require_positive`` is set.
+        The columns of ``U`` are first oriented by :func:`orient_columns`. Raises ``ValueError``
+        for a zero eigenvalue, or a non-positive one when ``require_positive`` is set.
         """
         if require_positive and np.any(eigenvalues <= 0):
             raise ValueError(
@@ -61,6 +87,7 @@ class Whitening:
         magnitude = np.sqrt(np.abs(eigenvalues))
         if np.any(magnitude == 0):
             raise ValueError(f"the matrix has rank below {eigenvalues.shape[0]}; it cannot be whitened")
+        eigenvectors = orient_columns(eigenvectors)
         return cls(eigenvectors / magnitude, eigenvectors * magnitude, eigenvalues, eigenvectors)
 
 
@@ -114,7 +141,7 @@ def whiten(
         start = rng.standard_normal(dim)
         values, vectors = spla.eigsh(operator, k=rank, which="LM", v0=start)
     order = np.argsort(-np.abs(values), kind="stable")[:rank]
-    values, vectors = values[order], vectors[:, order]
+    values, vectors = values[order], orient_columns(vectors[:, order])
     if not scale:
         return Whitening(vectors, vectors, values, vectors)
     return Whitening.from_eigenpairs(values, vectors, require_positive=require_positive)

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor._validation import RandomStateLike, check_random_state
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
-from dptensor.models.completion import TensorCompletion, rmse
+from dptensor.models.completion.estimator import TensorCompletion, rmse
 from dptensor.privacy import enable_features
 
 SHAPE = (20, 20, 20)

@@ -34,8 +34,8 @@ from dptensor._files import pyplot, save_figure, write_csv, write_json, write_te
 from dptensor._validation import check_random_state
 from dptensor.datasets.single_topic import make_single_topic_corpus
 from dptensor.metrics import e_comp
-from dptensor.models.single_topic import SingleTopicModel
-from dptensor.models.spectral_lda import project_rows_to_simplex
+from dptensor.models.topics.single_topic import SingleTopicModel
+from dptensor.models.topics.spectral import project_rows_to_simplex
 
 METHODS = ("agn", "avn", "dp_tpm", "non-private")
 PRIVATE = METHODS[:3]

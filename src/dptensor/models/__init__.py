@@ -1,12 +1,23 @@
-"""Estimators users fit (docs/design.md, layer 4), with scikit-learn conventions."""
+"""Estimators users fit (docs/design.md, layer 4), with scikit-learn conventions.
 
+One folder per model family (docs/architecture.md): :mod:`dptensor.models.topics` (spectral LDA and
+its private configurations, DP variational LDA, the single-topic model, the planner and the private
+vectoriser) and :mod:`dptensor.models.completion` (CP and Tucker completion, ALS, DP-ALS, the
+offsets). ``_base`` (the private-estimator mixin), ``audit_canaries`` and ``pipeline_guarantee``
+serve both families.
+"""
+
+import sys
+
+from dptensor.models import audit_canaries  # noqa: F401 - registers the canaries of every private estimator
 from dptensor.models.completion import TensorCompletion
-from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.pipeline_guarantee import pipeline_guarantee
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
-from dptensor.models.private_vectorizer import PrivateCountVectorizer
-from dptensor.models.single_topic import SingleTopicModel
-from dptensor.models.spectral_lda import SpectralLDA
+from dptensor.models.topics import dp_vi, private_spectral, single_topic, spectral
+from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.single_topic import SingleTopicModel
+from dptensor.models.topics.spectral import SpectralLDA
+from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 
 __all__ = [
     "DPVariationalLDA",
@@ -17,3 +28,16 @@ __all__ = [
     "TensorCompletion",
     "pipeline_guarantee",
 ]
+
+#: The public module paths from before the families had folders stay importable
+#: (``from dptensor.models.spectral_lda import SpectralLDA``): each names its new module.
+FORMER_MODULES = {
+    "spectral_lda": spectral,
+    "private_spectral_lda": private_spectral,
+    "dp_vi_lda": dp_vi,
+    "single_topic": single_topic,
+}
+for _name, _module in FORMER_MODULES.items():
+    sys.modules[f"{__name__}.{_name}"] = _module
+    globals()[_name] = _module
+del _name, _module

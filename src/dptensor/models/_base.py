@@ -42,12 +42,27 @@ from __future__ import annotations
 
 from numbers import Real
 
+import numpy as np
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
 from dptensor.privacy.warnings import check_privacy_parameters
 
-__all__ = ["PrivateEstimatorMixin", "declare_count_input"]
+__all__ = ["PrivateEstimatorMixin", "RealNotBool", "declare_count_input"]
+
+
+class RealNotBool(Interval):
+    """An :class:`~sklearn.utils._param_validation.Interval` of reals that refuses bools.
+
+    ``bool`` is a subclass of ``int``, so a plain ``Interval(Real, ...)`` accepts ``epsilon=True``
+    and a fit would be charged as ``epsilon = 1``; a privacy budget must be a number.
+    """
+
+    def is_satisfied_by(self, val: object) -> bool:
+        return not isinstance(val, bool | np.bool_) and super().is_satisfied_by(val)
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} (a number, not a bool)"
 
 
 class PrivateEstimatorMixin:
@@ -59,8 +74,8 @@ class PrivateEstimatorMixin:
 
     #: Merge into the estimator's ``_parameter_constraints``.
     _privacy_parameter_constraints: dict = {
-        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
-        "delta": [Interval(Real, 0, 1, closed="neither"), None],
+        "epsilon": [RealNotBool(Real, 0, None, closed="neither"), None],
+        "delta": [RealNotBool(Real, 0, 1, closed="neither"), None],
         "noise": [None, StrOptions(set(NOISE_BACKENDS)), InsecureTestNoise, NoiseSource],
         "ledger": [None, HasMethods(["charge"])],
     }

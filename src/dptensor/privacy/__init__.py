@@ -41,6 +41,7 @@ from dptensor.privacy.features import disable_features, enable_features, feature
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger import BudgetLedger, Charge
 from dptensor.privacy.mechanisms import (
+    add_symmetric_gaussian,
     exponential_norm_noise,
     gaussian_noise,
     laplace_noise,
@@ -73,6 +74,7 @@ from dptensor.privacy.whitened_noise import WhitenedNoiseLaw, whitened_noise_gra
 
 __all__ = [
     "ACCOUNTANTS",
+    "add_symmetric_gaussian",
     "NOISE_BACKENDS",
     "BudgetExceededError",
     "BudgetLedger",

@@ -20,6 +20,10 @@ Two tools, used by dptensor's own tests and offered to anyone who changes a priv
   with Clopper--Pearson intervals, after Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021).
   A correctly calibrated mechanism gives a bound at most its claimed epsilon; a deliberately
   under-noised one gives a larger bound, which shows the test has power.
+* **End-to-end audits of a whole fit** (:func:`audit_estimator`, in
+  :mod:`dptensor.privacy.end_to_end_audit`): canaries, membership scores from what a fitted
+  estimator releases, and a lower bound on its epsilon by a distinguishing test or by auditing
+  with one training run (Steinke, Nasr & Jagielski 2023).
 """
 
 from __future__ import annotations
@@ -41,7 +45,14 @@ from scipy import stats
 from dptensor.privacy.errors import UtilityWarning
 
 __all__ = [
+    "AuditResult",
+    "CanaryAdapter",
     "Observation",
+    "audit_estimator",
+    "canary_adapter_for",
+    "one_run_epsilon_lower_bound",
+    "one_run_p_value",
+    "register_canaries",
     "epsilon_lower_bound",
     "observable_differences",
     "observe",
@@ -220,3 +231,16 @@ def epsilon_lower_bound(
     if p1_low - delta <= 0:
         return 0.0
     return float(max(0.0, np.log((p1_low - delta) / p0_high)))
+
+
+# End-to-end audits of whole fits live in their own module (one concept each); their public names
+# are importable from here too. Imported last: that module uses epsilon_lower_bound above.
+from dptensor.privacy.end_to_end_audit import (  # noqa: E402
+    AuditResult,
+    CanaryAdapter,
+    audit_estimator,
+    canary_adapter_for,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+    register_canaries,
+)

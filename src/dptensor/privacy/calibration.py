@@ -84,6 +84,7 @@ def classic_gaussian_formula(epsilon: float, delta: float) -> float:
     written (DeCarolis et al.'s Proposition 18, labelled as the paper's claim by its caller).
     :func:`gaussian_sigma_classic` is the checked mechanism.
     """
+    check_epsilon_delta(epsilon, delta)  # a number (never a bool), not a range check
     return math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
 
 
@@ -193,7 +194,9 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
     """
     sigma = check_real(sigma, "sigma")
     sensitivity = check_real(sensitivity, "sensitivity")
-    if not isinstance(epsilon, int | float | np.floating) or not math.isfinite(epsilon) or epsilon < 0:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.floating) or not (
+        math.isfinite(epsilon) and epsilon >= 0
+    ):
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
     return math.exp(_gaussian_log_delta(sigma / sensitivity, float(epsilon)))
 

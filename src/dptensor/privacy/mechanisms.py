@@ -10,6 +10,8 @@ never a public ``random_state``: see :mod:`dptensor.privacy.noise`.
 :func:`exponential_norm_noise`          l2 "exponential-norm" vectors, density ``~ exp(-eps ||b|| / Delta)``
 :func:`symmetric_gaussian_matrix`       symmetric ``d x d`` Gaussian matrices
 :func:`symmetric_gaussian_tensor`       symmetric ``d x d x d`` Gaussian tensors
+:func:`add_symmetric_gaussian`          a symmetric array plus that noise, added *to the values* by the
+                                        noise source (OpenDP's measurement under ``noise="opendp"``)
 =====================================  ==============================================================
 
 Calibration (how large ``sigma`` or ``b`` must be) lives in :mod:`dptensor.privacy.calibration`;
@@ -163,13 +165,20 @@ def _symmetric_noise(
 ) -> np.ndarray:
     dim = check_positive_int(dim, "dim")
     scale = check_real(scale, "scale", strict=False)
+    source = resolve_noise(noise)
+    batch = _shape(size)
+    representatives, inverse, std = _orbits(dim, order, convention)
+    # One independent draw per orbit (its sorted representative), copied to the whole orbit.
+    draws = source.gaussian(batch + representatives.shape, scale * std)
+    return draws[..., inverse].reshape(batch + (dim,) * order)
+
+
+def _orbits(dim: int, order: int, convention: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat indices of the sorted representatives, each entry's orbit, and the noise std per orbit."""
     allowed = ("unique", "frobenius", "entry") if order == 3 else ("unique", "frobenius")
     if convention not in allowed:
         raise ValueError(f"convention must be one of {allowed}, got {convention!r}")
-    source = resolve_noise(noise)
-    batch = _shape(size)
     flat, orbit = _sorted_index_map(dim, order)
-    # One independent draw per orbit (its sorted representative), copied to the whole orbit.
     representatives, inverse = np.unique(flat, return_inverse=True)
     orbit_size = orbit[representatives]
     if convention == "unique":
@@ -178,8 +187,46 @@ def _symmetric_noise(
         std = 1.0 / np.sqrt(orbit_size)
     else:
         std = 6.0 / orbit_size
-    draws = source.gaussian(batch + representatives.shape, scale * std)
-    return draws[..., inverse].reshape(batch + (dim,) * order)
+    return representatives, inverse.reshape(-1), std
+
+
+def add_symmetric_gaussian(
+    values: np.ndarray,
+    scale: float,
+    *,
+    convention: SymmetricConvention = "unique",
+    noise: NoiseLike | NoiseSource = None,
+) -> np.ndarray:
+    """A symmetric matrix or tensor plus symmetric Gaussian noise, added to its unique entries.
+
+    The Gaussian mechanism on the vector of unique entries of ``values`` (each orbit's sorted
+    representative; the conventions of :func:`symmetric_gaussian_tensor`), released by
+    :meth:`NoiseSource.add_gaussian` **on the values**, then copied to every orbit. For a symmetric
+    ``values`` the result has exactly the law of ``values + symmetric_gaussian_tensor(...)``
+    (or ``_matrix``); the difference is where the addition happens: under ``noise="opendp"`` it is
+    OpenDP's own floating-point-safe measurement applied to the released quantity, not OpenDP
+    noise on zeros that NumPy then adds.
+
+    Parameters
+    ----------
+    values : ndarray of shape (d, d) or (d, d, d)
+        Symmetric (only each orbit's sorted representative is read).
+    scale : float
+    convention : {"unique", "frobenius", "entry"}, default "unique"
+        ``"entry"`` for tensors only.
+    noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
+
+    Returns
+    -------
+    ndarray of the shape of ``values``, symmetric
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim not in (2, 3) or len(set(values.shape)) != 1:
+        raise ValueError(f"values must be a square matrix or a cubical tensor, got shape {values.shape}")
+    scale = check_real(scale, "scale", strict=False)
+    representatives, inverse, std = _orbits(values.shape[0], values.ndim, convention)
+    released = resolve_noise(noise).add_gaussian(values.reshape(-1)[representatives], scale * std)
+    return released[inverse].reshape(values.shape)
 
 
 def symmetric_gaussian_matrix(

@@ -24,14 +24,28 @@ Backends
 ``noise="opendp"``
     The samplers of the OpenDP library (``pip install "dptensor[opendp]"``), which draw from the
     operating system's cryptographically secure generator and sample the Gaussian and Laplace
-    mechanisms exactly on a fine grid (floating-point safe), about 10^5 values per second. Used
-    for every Gaussian and Laplace release (``add_gaussian``, ``add_laplace``); the
-    exponential-norm (l2 K-norm) mechanism has no OpenDP sampler and uses NumPy's Gamma sampler
-    seeded from OS entropy under both backends.
+    mechanisms exactly on a fine grid (floating-point safe), about 10^5 values per second.
+    **What it covers, exactly** (``docs/protection.md``, *Noise backends*): OpenDP's measurement is
+    applied *to the released values* by :meth:`NoiseSource.add_gaussian` and
+    :meth:`NoiseSource.add_laplace`, which every Gaussian and Laplace release calls on the values it
+    releases -- except those below. Not covered, under either backend: noise that is transformed
+    before it is added (:meth:`NoiseSource.gaussian` / :meth:`~NoiseSource.laplace` draw OpenDP noise
+    on zeros; the single-topic model's scalable ``M3`` noise ``E3(W, W, W)`` is such a linear image,
+    added in NumPy), the single-topic model's scalable ``M2`` noise (a secret key expanded block by
+    block through PCG64), the l2 exponential-norm mechanism (NumPy's normal and Gamma samplers), and
+    the secret random choices that are not noise on a value (DP-VI's Poisson subsample and its
+    secret Gamma initialisation: :meth:`NoiseSource.random`, :meth:`~NoiseSource.gamma`). Those are
+    drawn by PCG64 seeded from fresh OS entropy, as under ``"numpy"``; for them the guarantee is that
+    of the ideal real-valued mechanism, as for the NumPy backend.
 :func:`insecure_test_noise` (``seed``)
     Reproducible noise from a public seed, **for tests and experiments on synthetic data only**.
     The noise is known to anyone who knows the seed, so a release made with it carries a
     guarantee that does not hold (``epsilon = inf``), and a :class:`PrivacyWarning` is issued.
+:func:`scaled_test_noise` (``scale``, ``seed``)
+    **Test-only** noise multiplied by ``scale`` (e.g. ``0.1``: an under-noised variant), for
+    privacy audits that must show they can catch a mis-calibrated mechanism
+    (:func:`dptensor.privacy.audit.audit_estimator`). The guarantee is voided (``holds=False``,
+    ``epsilon = inf``; the claimed value is kept as ``nominal_epsilon``).
 """
 
 from __future__ import annotations
@@ -105,7 +119,11 @@ class NoiseSource:
         return values + sigma * self._rng.standard_normal(values.shape)
 
     def gaussian(self, shape: int | tuple[int, ...], sigma: float | np.ndarray = 1.0) -> np.ndarray:
-        """``N(0, sigma^2)`` noise of the given shape (``add_gaussian`` on zeros)."""
+        """``N(0, sigma^2)`` noise of the given shape (``add_gaussian`` on zeros).
+
+        Whoever adds the result to a value does so in NumPy: under ``"opendp"`` only the draw is
+        OpenDP's. To release ``values + noise`` through OpenDP's measurement, call :meth:`add_gaussian`.
+        """
         return self.add_gaussian(np.zeros(shape), sigma)
 
     # -- Laplace -----------------------------------------------------------------------------
@@ -118,7 +136,7 @@ class NoiseSource:
         return values + self._rng.laplace(0.0, 1.0, size=values.shape) * scale
 
     def laplace(self, shape: int | tuple[int, ...], scale: float | np.ndarray = 1.0) -> np.ndarray:
-        """``Laplace(0, scale)`` noise of the given shape."""
+        """``Laplace(0, scale)`` noise of the given shape (``add_laplace`` on zeros; see :meth:`gaussian`)."""
         return self.add_laplace(np.zeros(shape), scale)
 
     # -- raw draws for samplers OpenDP does not offer ----------------------------------------
@@ -131,8 +149,74 @@ class NoiseSource:
         return self._rng.gamma(shape, scale, size=size)
 
     def random(self, size: int | tuple[int, ...]) -> np.ndarray:
-        """Uniform ``[0, 1)`` draws, e.g. for secret (Poisson) subsampling."""
+        """Uniform ``[0, 1)`` draws, e.g. for secret (Poisson) subsampling (PCG64 under both backends)."""
         return self._rng.random(size)
+
+
+class ScaledTestNoise(NoiseSource):
+    """A :class:`NoiseSource` whose every draw is multiplied by ``scale`` -- **test-only**, not private.
+
+    Built by :func:`scaled_test_noise`. ``secure`` is ``False``, so a release made with it reports
+    ``holds=False`` (the claimed epsilon stays as ``nominal_epsilon``). Uniform draws
+    (:meth:`random`, used for subsampling) are not scaled.
+    """
+
+    def __init__(self, scale: float, generator: np.random.Generator) -> None:
+        super().__init__("numpy", generator, secure=False)
+        self.scale = float(scale)
+        #: Why a release made with this source is not private (its guarantee's ``reason``).
+        self.insecure_reason = (
+            f"the noise came from scaled_test_noise({self.scale:g}): every draw is multiplied by "
+            f"{self.scale:g}, a test-only variant whose calibration is not the claimed one"
+        )
+
+    def __repr__(self) -> str:
+        return f"ScaledTestNoise(scale={self.scale:g})"
+
+    def __deepcopy__(self, memo: dict) -> ScaledTestNoise:
+        return self  # one stream shared by every copy: a copied estimator must not repeat its noise
+
+    def add_gaussian(self, values: np.ndarray, sigma: float | np.ndarray) -> np.ndarray:
+        """``values + N(0, (scale sigma)^2)``."""
+        return super().add_gaussian(values, np.asarray(sigma, dtype=np.float64) * self.scale)
+
+    def add_laplace(self, values: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
+        """``values + Laplace(0, self.scale * scale)``."""
+        return super().add_laplace(values, np.asarray(scale, dtype=np.float64) * self.scale)
+
+    def standard_normal(self, shape: int | tuple[int, ...]) -> np.ndarray:
+        """``scale`` times standard normal draws."""
+        return self.scale * super().standard_normal(shape)
+
+    def gamma(self, shape: float, scale: float, size: int | tuple[int, ...]) -> np.ndarray:
+        """Gamma draws with their scale multiplied by ``self.scale`` (norms of K-norm noise)."""
+        return super().gamma(shape, scale * self.scale, size)
+
+
+def scaled_test_noise(scale: float, seed: int | None = None) -> ScaledTestNoise:
+    """Mechanism noise multiplied by ``scale`` -- **for privacy audits' tests only**.
+
+    ``scaled_test_noise(0.1)`` divides every noise draw by 10: the under-noised variant an audit
+    must catch (:func:`dptensor.privacy.audit.audit_estimator`). ``scaled_test_noise(1.0, seed)``
+    is correctly scaled but reproducible noise, for deterministic tests of an honest
+    configuration. Pass the *same* object to every fit of an audit: its stream continues from
+    fit to fit. Either way the release is not private: its guarantee reports ``holds=False``
+    (the claim is kept as ``nominal_epsilon``).
+
+    Parameters
+    ----------
+    scale : float
+        Positive multiplier of every noise draw.
+    seed : int, optional
+        Public seed of the stream (``None``: fresh OS entropy).
+    """
+    if isinstance(scale, bool) or not isinstance(scale, int | float | np.number) or not scale > 0 \
+            or not np.isfinite(scale):
+        raise ValueError(f"scaled_test_noise needs a positive finite scale, got {scale!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+        raise ValueError(f"scaled_test_noise needs a non-negative integer seed or None, got {seed!r}")
+    generator = _fresh_generator() if seed is None else np.random.default_rng(int(seed))
+    return ScaledTestNoise(float(scale), generator)
 
 
 def resolve_noise(noise: NoiseLike | NoiseSource) -> NoiseSource:

@@ -34,7 +34,8 @@ def void_for_insecure_noise(guarantee: PrivacyGuarantee, source: NoiseSource) ->
     if source.secure or not guarantee.holds:
         return guarantee
     return dataclasses.replace(
-        guarantee, holds=False, claim="test-noise", reason=INSECURE_NOISE_REASON,
+        guarantee, holds=False, claim="test-noise",
+        reason=getattr(source, "insecure_reason", INSECURE_NOISE_REASON),
         nominal_epsilon=guarantee.epsilon,
     )
 

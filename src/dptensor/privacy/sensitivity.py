@@ -259,7 +259,8 @@ def clip_records(data: np.ndarray | sp.spmatrix, record_bound: float) -> np.ndar
     """
     bound = check_record_bound(record_bound)
     scale, relative = _scaled_norms(data)
-    with np.errstate(under="ignore"):
+    # B / s overflows to inf for a record of subnormal entries (then it is not over: correct, silently)
+    with np.errstate(under="ignore", over="ignore"):
         over = relative > (bound / scale)
     # x -> (x / s) * (B' / ||x / s||): no overflow even for 1e308 entries, and B' = B (1 - 8 ulp)
     # keeps rounding from pushing a clipped norm above B.

@@ -197,7 +197,7 @@ def check_count_matrix(X: object, name: str = "X", *, allow_no_tokens: bool = Fa
     if not np.all(np.isfinite(data)):
         raise ValueError(f"{name} contains NaN or infinite counts")
     if np.any(data < 0):
-        raise ValueError(f"{name} contains negative counts (min {data.min():g}); word counts must be >= 0")
+        raise ValueError(f"{name} contains negative counts; word counts must be >= 0")
     if np.any(data != np.round(data)):
         raise ValueError(f"{name} contains non-integer counts; word counts must be whole numbers")
     matrix.eliminate_zeros()

@@ -56,12 +56,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dptensor._validation import check_finite_array, check_positive_int
-from dptensor.tensor.lda_moments import (
-    MIN_DOCUMENT_LENGTH,
-    DocumentCounts,
-    check_count_matrix,
-    whitened_document_average,
-)
+from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH, check_count_matrix
 from dptensor.tensor.operators import symmetrize
 
 MOMENTS: tuple[str, ...] = ("first3", "all")
@@ -93,13 +88,6 @@ class SingleTopicDocuments:
     n_words: int
     first_words: np.ndarray | None
     counts: sp.csr_matrix | None
-
-    @property
-    def lengths(self) -> np.ndarray:
-        """Tokens per document (from the counts)."""
-        if self.counts is None:
-            raise ValueError("these documents were read without counts")
-        return np.asarray(self.counts.sum(axis=1)).ravel()
 
 
 def _short_document_error(name: str, rows: np.ndarray) -> ValueError:
@@ -179,8 +167,9 @@ def _check_counts(X: object, n_words: int | None, moments: str, name: str) -> Si
     n, d = counts.shape
     if n_words is not None and check_positive_int(n_words, "n_words") != d:
         raise ValueError(f"n_words={n_words} but {name} has {d} columns (words)")
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
-    short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
+    # Shortness from counts capped at 3: the same test as ``length < 3`` without summing huge counts.
+    capped = counts.minimum(MIN_DOCUMENT_LENGTH)
+    short = np.flatnonzero(np.asarray(capped.sum(axis=1)).ravel() < MIN_DOCUMENT_LENGTH)
     if short.size:
         raise _short_document_error(name, short)
     return SingleTopicDocuments(n_documents=n, n_words=d, first_words=None, counts=counts)
@@ -235,28 +224,104 @@ def _check_tokens(X: object, n_words: int | None, moments: str, name: str) -> Si
     )
 
 
+@dataclass(frozen=True)
+class ScaledDocuments:
+    """Documents in the scaled form of the ``moments="all"`` estimators: no finite count overflows.
+
+    A document of counts ``c`` and length ``l`` is stored as ``p = c / l`` (a probability vector)
+    and ``1 / l``; the U-statistics of the module docstring are rewritten in these terms,
+
+        M2_n = (p p^T - diag(p) / l) * l / (l - 1),
+        M3_n = [p^{(x)3} - sym3(diag(p) (x) p) / l + 2 sum_v p_v e_v^{(x)3} / l^2] * l^2 / ((l-1)(l-2)),
+
+    which equal the unscaled forms exactly in real arithmetic and stay finite for every finite
+    count (up to ``1.8e308``, where ``c c^T`` and ``l(l-1)(l-2)`` overflow). Each row is first
+    divided by its largest count, so even a length that overflows float64 gives ``p`` and
+    ``1 / l`` (then ``0``, the limit) without an overflow.
+
+    Attributes
+    ----------
+    proportions : scipy.sparse.csr_matrix of shape (N, d)
+        ``p_n = c_n / l_n``.
+    inverse_lengths : ndarray of shape (N,)
+        ``1 / l_n`` (``<= 1/3``).
+    """
+
+    proportions: sp.csr_matrix
+    inverse_lengths: np.ndarray
+
+    @classmethod
+    def from_counts(cls, counts: sp.csr_matrix) -> ScaledDocuments:
+        """Scale validated counts (every row with at least three tokens)."""
+        counts = sp.csr_matrix(counts, dtype=np.float64)
+        largest = counts.max(axis=1).toarray().ravel()
+        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        relative = counts.copy()
+        relative.data = relative.data / largest[rows]
+        total = np.asarray(relative.sum(axis=1)).ravel()  # in [1, d]
+        proportions = relative.copy()
+        proportions.data = relative.data / total[rows]
+        return cls(proportions, (1.0 / largest) / total)
+
+    def weights(self, power: int) -> np.ndarray:
+        """``(1/N) l^{power} / ((l-1) ... (l-power+1))`` per document, for ``power`` 2 or 3."""
+        inv = self.inverse_lengths
+        factor = 1.0 - inv if power == 2 else (1.0 - inv) * (1.0 - 2.0 * inv)
+        return 1.0 / (self.proportions.shape[0] * factor)
+
+
 class DocumentSecondMoment:
     """``M2_hat = (1/N) sum_n (c_n c_n^T - diag c_n) / (l_n(l_n-1))`` (``moments="all"``) as an operator.
 
-    ``M2_hat V = C^T (w * (C V)) - (C^T w) * V`` with ``w_n = 1/(N l_n (l_n - 1))``: two sparse
-    passes, no ``d x d`` array.
+    In the scaled form of :class:`ScaledDocuments`: ``M2_hat V = P^T (a * (P V)) - (P^T (a / l)) * V``
+    with ``a_n = l_n / (N (l_n - 1))``: two sparse passes, no ``d x d`` array, no overflow.
     """
 
     def __init__(self, counts: sp.csr_matrix) -> None:
-        self.counts = counts
-        lengths = np.asarray(counts.sum(axis=1)).ravel()
-        self._weights = 1.0 / (counts.shape[0] * lengths * (lengths - 1.0))
-        self._diag = np.asarray(counts.T @ self._weights).ravel()
+        scaled = ScaledDocuments.from_counts(counts)
+        self.proportions = scaled.proportions
+        self._weights = scaled.weights(2)
+        self._diag = np.asarray(self.proportions.T @ (self._weights * scaled.inverse_lengths)).ravel()
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.counts.shape[1], self.counts.shape[1])
+        return (self.proportions.shape[1], self.proportions.shape[1])
 
     def matmat(self, vectors: np.ndarray) -> np.ndarray:
         V = np.asarray(vectors, dtype=np.float64)
-        return np.asarray(self.counts.T @ (self._weights[:, None] * np.asarray(self.counts @ V))) - (
-            self._diag[:, None] * V
-        )
+        P = self.proportions
+        return np.asarray(P.T @ (self._weights[:, None] * np.asarray(P @ V))) - (self._diag[:, None] * V)
+
+
+def _sym3_pairs(pair: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``sym3`` of ``X_abc = sum_v z_va w_vb w_vc``: ``X_abc + X_bca + X_cab`` (``Z = pair``, ``d x k``)."""
+    tensor = np.einsum("va,vb,vc->abc", pair, W, W, optimize=True)
+    return tensor + tensor.transpose(1, 2, 0) + tensor.transpose(2, 0, 1)
+
+
+def whitened_all_words_moment(counts: sp.csr_matrix, W: np.ndarray) -> np.ndarray:
+    """``M3_hat(W, W, W)`` of ``moments="all"`` (``k x k x k``), in the scaled form (no overflow).
+
+    With ``U = P W``, ``b_n = a_n / l_n``, ``g_n = 2 a_n / l_n^2`` and ``a_n`` the ``power=3`` weights:
+    ``sum_n a_n u_n^{(x)3} - sym3(sum_v w_v (x) w_v (x) z_v) + sum_v s_v w_v^{(x)3}`` where
+    ``Z = P^T (b * U)`` and ``s = P^T g``; ``O(nnz k + (N + d) k^3)``.
+    """
+    scaled = ScaledDocuments.from_counts(counts)
+    P, inv = scaled.proportions, scaled.inverse_lengths
+    a = scaled.weights(3)
+    U = np.asarray(P @ W)
+    k = W.shape[1]
+    tensor = np.zeros((k, k, k))
+    step = max(1, _CHUNK_ELEMENTS // (k * k))
+    for start in range(0, U.shape[0], step):
+        block = U[start : start + step]
+        weighted = a[start : start + step, None] * block
+        tensor += np.einsum("na,nb,nc->abc", weighted, block, block, optimize=True)
+    pair = np.asarray(P.T @ ((a * inv)[:, None] * U))
+    diag = np.asarray(P.T @ (2.0 * a * inv * inv)).ravel()
+    tensor -= _sym3_pairs(pair, W)
+    tensor += np.einsum("v,va,vb,vc->abc", diag, W, W, W, optimize=True)
+    return tensor
 
 
 def second_moment(docs: SingleTopicDocuments, moments: str = "first3") -> spla.LinearOperator:
@@ -323,8 +388,8 @@ def third_moment(
     -----
     ``"first3"`` whitened: ``Sym((1/N) sum_n y_{1,n} (x) y_{2,n} (x) y_{3,n})`` with ``y = W^T e_t`` the
     rows of ``W`` at the first three words, formed as ``Y1^T (Y2 * Y3)`` (row-wise Khatri-Rao products
-    in chunks), ``O(N k^3)``; dense: one ``bincount`` over the ``d^3`` cells. ``"all"``: the
-    per-document sums of :func:`~dptensor.tensor.lda_moments.whitened_document_average`,
+    in chunks), ``O(N k^3)``; dense: one ``bincount`` over the ``d^3`` cells. ``"all"``:
+    :func:`whitened_all_words_moment` (scaled, so that no finite count overflows),
     ``O(nnz k + (N + d) k^3)``; dense with ``W = I``.
     """
     if moments == "first3":
@@ -345,11 +410,8 @@ def third_moment(
             raw += W[block[:, 0]].T @ (y2[:, :, None] * y3[:, None, :]).reshape(block.shape[0], k * k)
         return symmetrize(raw.reshape(k, k, k) / n)
     if moments == "all":
-        counts = _counts(docs)
         W = np.eye(docs.n_words) if whitening is None else _check_whitening(whitening, docs.n_words)
-        lengths = np.asarray(counts.sum(axis=1)).ravel()
-        rows = np.arange(counts.shape[0])
-        return whitened_document_average(DocumentCounts(counts, lengths, rows, rows.size), W)
+        return whitened_all_words_moment(_counts(docs), W)
     raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
 
 

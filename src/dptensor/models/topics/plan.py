@@ -14,7 +14,7 @@ Prediction (first order, public guesses made explicit):
   power method, which pays a further ``sqrt(p/d)`` smaller norm but ``sqrt(T)`` more noise);
 * **signal**: ``sigma_k(M2) ~ m^2 / (k (alpha_0 + 1))`` for ``k`` equally likely topics of squared
   norm ``m^2``; the data-free guess ``m^2 = d^{-1/2}`` (between a uniform topic, ``1/d``, and a
-  point mass, 1) is the one :func:`~dptensor.models.private_spectral_lda.default_budget_split` uses.
+  point mass, 1) is the one :func:`~dptensor.models.topics.private_spectral.default_budget_split` uses.
 
 ``snr = sigma_k / noise``. The verdict levels are calibrated on measured fits (``docs/lda.md``,
 *Planning a private fit*): WordNet glosses (``N = 47827``, median length 5) predict 0.59 at
@@ -91,7 +91,7 @@ def _verdict(snr: float) -> str:
 
 def _snr(n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float,
          whitening: str) -> tuple[float, float, float, dict]:  # fmt: skip
-    from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+    from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 
     model = PrivateSpectralLDA(k, alpha0, epsilon=epsilon, delta=delta, private_whitening=whitening)
     plan = model._plan(n, d)

@@ -45,12 +45,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from dptensor._validation import check_random_state, check_rank
+from dptensor._validation import check_epsilon_delta, check_random_state, check_rank
 from dptensor.decomposition.power_method import PowerMethodResult, default_n_restarts, power_method
 from dptensor.decomposition.private_power_method import default_private_n_iter, private_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
-from dptensor.models.spectral_lda import project_rows_to_simplex, top_eigenpairs
+from dptensor.models.topics.spectral import project_rows_to_simplex, top_eigenpairs
 from dptensor.privacy.accounting import EpsilonDeltaDpEvent
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
 from dptensor.privacy.calibration import (
@@ -63,12 +63,7 @@ from dptensor.privacy.calibration import (
     gaussian_sigma_classic,
 )
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.mechanisms import (
-    exponential_norm_noise,
-    symmetric_from_unique,
-    symmetric_gaussian_matrix,
-    symmetric_gaussian_tensor,
-)
+from dptensor.privacy.mechanisms import add_symmetric_gaussian, exponential_norm_noise, symmetric_from_unique
 from dptensor.privacy.noise import NoiseSource
 from dptensor.privacy.sensitivity import WhitenedDocumentNeighbouring
 from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
@@ -201,6 +196,7 @@ def single_topic_release(
     """
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    check_epsilon_delta(epsilon, delta)  # finite, positive, and never a bool
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     if not 0 < budget_split < 1:
@@ -511,9 +507,7 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         if dense:
             matrix = dense_second_moment(docs, self.moments)
             if release is not None:
-                matrix = matrix + symmetric_gaussian_matrix(
-                    d, release.sigma_m2, convention="unique", noise=source
-                )
+                matrix = add_symmetric_gaussian(matrix, release.sigma_m2, convention="unique", noise=source)
             values, vectors = top_eigenpairs(matrix, k, method="dense")
         else:
             operator = second_moment(docs, self.moments)
@@ -555,9 +549,7 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         if dense:
             moment = third_moment(docs, self.moments)
             if release is not None and release.mechanism == "agn":
-                moment = moment + symmetric_gaussian_tensor(
-                    d, release.sigma_m3, convention="unique", noise=source
-                )
+                moment = add_symmetric_gaussian(moment, release.sigma_m3, convention="unique", noise=source)
             elif release is not None:
                 unique = exponential_norm_noise(
                     d * (d + 1) * (d + 2) // 6, release.sensitivity, release.epsilon_m3, noise=source

@@ -1,6 +1,6 @@
 """DP-ALS: completion offsets and factors from noisy per-row sufficient statistics.
 
-ALS (:mod:`dptensor.models._completion_als`) reads the data only through per-row sufficient
+ALS (:mod:`dptensor.models.completion._als`) reads the data only through per-row sufficient
 statistics: for row ``r`` of a mode, the Gram matrix ``sum_{e in r} w_e w_e^T`` and the right-hand
 side ``sum_{e in r} w_e y_e`` of its ridge regression (``w_e`` the design: the derivative of the
 model with respect to the row, extended by a 1 for the row's bias; ``y_e`` the value minus the
@@ -44,7 +44,7 @@ Noise and accounting
 Under ``"entry-value"`` the offsets (mean and biases) come from one pattern-weighted Laplace
 release of row sums, ``epsilon_o``-DP with ``epsilon_o = budget_split * epsilon`` (all of
 ``epsilon`` without factors), estimated with a pattern-informed prior
-(:mod:`dptensor.models._completion_pattern_offsets`); every later bias update re-solves that
+(:mod:`dptensor.models.completion._pattern_offsets`); every later bias update re-solves that
 posterior with the released factors' fit, post-processing of the same release.
 Every other release ``t`` adds ``N(0, (z_t s_t)^2)`` to each released coordinate, ``s_t`` its
 sensitivity; these are adaptively composed Gaussian mechanisms, ``mu``-GDP with
@@ -75,7 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.models._completion_als import (
+from dptensor.models.completion._als import (
     CompletionParameters,
     ModeIndex,
     anchor_rows,
@@ -84,8 +84,8 @@ from dptensor.models._completion_als import (
     mode_ridge,
     ridge_solve,
 )
-from dptensor.models._completion_kernels import mode_design, offsets_at
-from dptensor.models._completion_pattern_offsets import (
+from dptensor.models.completion._kernels import mode_design, offsets_at
+from dptensor.models.completion._pattern_offsets import (
     laplace_release,
     offsets_posterior,
     pattern_design,
@@ -103,7 +103,7 @@ class DpAlsPlan:
     ----------
     steps : tuple of str
         In order: ``"offsets"`` (``"entry-value"``: the pattern-weighted Laplace release of the
-        mean and biases, :mod:`dptensor.models._completion_pattern_offsets`), ``"mean"``
+        mean and biases, :mod:`dptensor.models.completion._pattern_offsets`), ``"mean"``
         (``"user"``: the global mean), ``"0"``, ``"1"``, ``"2"`` (a mode's row statistics in one
         ALS sweep; under ``"user"`` mode 0 is never released), ``"core"``.
     multipliers : tuple of float
@@ -225,9 +225,8 @@ def user_contribution_scales(
     n = contributions.shape[0]
     grouping = sp.csr_matrix((np.ones(n), (group, np.arange(n))), shape=(uniq.shape[0], n))
     sums = np.asarray(grouping @ contributions)
-    norms = np.sqrt(
-        np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums), minlength=int(users.max()) + 1)
-    )
+    n_users = int(users.max()) + 1 if users.size else 0  # no ratings at all: a valid user-level neighbour
+    norms = np.sqrt(np.bincount(uniq // n_rows, weights=np.einsum("gd,gd->g", sums, sums), minlength=n_users))
     scale = np.ones_like(norms)
     over = norms > bound
     scale[over] = bound / norms[over]

@@ -1,6 +1,6 @@
 """Differentially private spectral LDA (DeCarolis et al., paper 004): Configurations 1--4.
 
-The non-private pipeline (:mod:`dptensor.models.spectral_lda`) is a graph of edges e0--e9
+The non-private pipeline (:mod:`dptensor.models.topics.spectral`) is a graph of edges e0--e9
 (Figure 1 of the paper); a *configuration* is a cut of that graph whose edges get noise, so that
 everything after the cut is post-processing. Relation: **replace one document**; the number of
 documents ``N``, the vocabulary (the columns of ``X``), ``alpha_0`` and ``k`` are public, and
@@ -91,7 +91,7 @@ from dptensor.decomposition.private_whitening import (
 )
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models._base import PrivateEstimatorMixin
-from dptensor.models.spectral_lda import (
+from dptensor.models.topics.spectral import (
     SPECTRAL_PARAMETER_CONSTRAINTS,
     TopicModelInference,
     _Step,
@@ -121,7 +121,7 @@ from dptensor.privacy.lda_sensitivity import (
     whitened_tensor_local_sensitivity,
 )
 from dptensor.privacy.lower_bound import private_lower_bound
-from dptensor.privacy.mechanisms import symmetric_gaussian_tensor
+from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
 from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.tensor.clipped_lda_moments import (
@@ -745,7 +745,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
         """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
-        from dptensor.models.private_lda_plan import NOISE_LEVEL, plan_private_lda
+        from dptensor.models.topics.plan import NOISE_LEVEL, plan_private_lda
 
         args = (n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
                 float(self.delta))  # fmt: skip
@@ -882,13 +882,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         source: NoiseSource, rng: np.random.Generator, timings: dict,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The e3 release in the (released or public) eigenbasis, then decomposition and un-whitening."""
-        k = int(self.n_components)
         sens = clipped_sensitivities(moments.clip, moments.word_clip)
         U, sigma = whitening.eigenvectors, whitening.eigenvalues
         with _private_step("e3: private whitened M3 (projected sums)", timings, self.verbose):
             scale3 = plan.multipliers["e3"] * sens["e3"]
             third = moments.third_order(U)
-            third = third + symmetric_gaussian_tensor(k, scale3, convention="frobenius", noise=source)
+            third = add_symmetric_gaussian(third, scale3, convention="frobenius", noise=source)
             tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
         self.noise_scales_["e3"] = scale3
         return self._decompose_unwhiten(tensor, whitening, rng, timings)
@@ -933,7 +932,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             local = whitened_tensor_local_sensitivity(self.alpha0, n, k, sigma_lower, paper=paper)
             scale = min(plan.multipliers["e6"] * local, _MAX_SCALE)
             self.noise_scales_["e6"] = scale
-            noisy = tensor + symmetric_gaussian_tensor(k, scale, convention="frobenius", noise=source)
+            noisy = add_symmetric_gaussian(tensor, scale, convention="frobenius", noise=source)
             inverse = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
             whitening = _with_inverse(clean, inverse.whitening)
             return self._decompose_unwhiten(noisy, whitening, rng, timings)
@@ -1021,7 +1020,7 @@ def release_projected_m3(
     ``U`` (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`).
     """
     projected = whitened_third_moment(docs, alpha0, basis)
-    return projected + symmetric_gaussian_tensor(basis.shape[1], scale, convention="frobenius", noise=source)
+    return add_symmetric_gaussian(projected, scale, convention="frobenius", noise=source)
 
 
 def _with_inverse(whitening: Whitening, other: Whitening) -> Whitening:

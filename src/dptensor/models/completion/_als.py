@@ -39,7 +39,7 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.models._completion_kernels import (
+from dptensor.models.completion._kernels import (
     core_gradient,
     factor_values,
     mode_design,
@@ -352,7 +352,7 @@ CORE_CG_STEPS = 10
 class EntryStatistics:
     """ALS's statistics from the observed entries themselves (any size; :class:`ModeIndex` sums).
 
-    The same interface as :class:`~dptensor.models._completion_dense.DenseStatistics`.
+    The same interface as :class:`~dptensor.models.completion._dense.DenseStatistics`.
     """
 
     def __init__(self, indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int]) -> None:
@@ -390,7 +390,7 @@ class EntryStatistics:
 
 def make_statistics(indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int], width: int = 1):
     """Dense-mask statistics for small, not too sparse tensors without repeated cells; else per entry."""
-    from dptensor.models._completion_dense import DenseStatistics, use_dense
+    from dptensor.models.completion._dense import DenseStatistics, use_dense
 
     if use_dense(shape, values.shape[0], width):
         flat = np.ravel_multi_index(tuple(indices.T), shape)
@@ -520,7 +520,7 @@ def fit_als(
 
 def _blas_threads(stats):
     """One BLAS thread for the dense statistics' small products (threads cost more than they save)."""
-    from dptensor.models._completion_dense import DenseStatistics
+    from dptensor.models.completion._dense import DenseStatistics
 
     if isinstance(stats, DenseStatistics):
         from threadpoolctl import threadpool_limits

@@ -23,9 +23,20 @@ Algorithm (one step ``t = 1..T``; ``K`` topics, ``V`` words, ``N`` documents)
    ``s_d[k, w] = n_dw exp(E log theta_dk + E log beta_kw) / phinorm_dw`` (``K x V``, entries
    ``>= 0``, summing to the document length), **clipped** to Frobenius norm ``C``:
    ``s_d <- s_d min(1, C / ||s_d||_F)``.
-4. Release ``s_bar = (1/S) sum_{d in B_t} s_d + N(0, sigma^2 I)`` and zero its negative entries
-   (post-processing).
-5. ``lambda <- (1 - rho_t) lambda + rho_t (eta + N s_bar)`` with ``rho_t = (tau_0 + t)^-kappa``.
+4. Release ``s_bar = (1/S) sum_{d in B_t} s_d + N(0, sigma^2 I)`` (``accountant="paper"``:
+   zero its negative entries, as the authors do).
+5. ``lambda <- (1 - rho_t) lambda + rho_t (eta + N s_bar)`` with ``rho_t = (tau_0 + t)^-kappa``,
+   then (exact accountant) ``lambda <- max(lambda, eta)`` entrywise. Both are post-processing;
+   flooring after the average lets the noise of successive releases cancel first, where
+   zeroing each release adds about ``0.4 N sigma`` to every entry with no signal.
+6. After the last step (exact accountant): ``lambda <- max(lambda - s_lambda, eta)`` with
+   ``s_lambda`` the public standard deviation of the noise left in each entry
+   (:func:`shrink_noise`; post-processing).
+
+Before step 2 every document is scaled to at most the public length ``L``
+(:func:`bound_document_lengths`, always on a private path), in a form in which no finite
+count overflows, so a neighbour with counts near float64's maximum behaves as any other long
+document.
 
 Neighbouring relation and sensitivity
 -------------------------------------
@@ -101,9 +112,9 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from tqdm.auto import tqdm
 
-from dptensor._validation import check_random_state
+from dptensor._validation import check_epsilon_delta, check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks
+from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     NoiseSource,
@@ -116,19 +127,46 @@ from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.tensor.lda_moments import check_count_matrix
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_PRIVATE_DOC_TOPIC_PRIOR",
+    "DEFAULT_CLIP",
     "DEFAULT_MAX_DOC_LENGTH",
+    "MAX_EPSILON",
+    "bound_document_lengths",
     "DPVariationalLDA",
     "dp_vi_epsilon",
     "dp_vi_noise_multiplier",
     "document_statistics",
     "pld_discretization",
     "replace_one_sensitivity",
+    "shrink_noise",
 ]
 
 #: The authors' ``maxLen``: the default declared maximum document length.
 DEFAULT_MAX_DOC_LENGTH = 500
-#: The authors' ``clippingProportion``: ``C = 0.1 * max_doc_length``.
+#: Default clipping norm ``C`` of a private fit (``accountant="exact"``), chosen for real text
+#: from public measurements, not from the data being fitted: on short real documents the
+#: Frobenius norm of one document's statistics is about ``sqrt(length)`` (Debian package
+#: descriptions: median 2.0, 95th percentile 2.7), far below the authors' worst-case ``0.1 L = 50``.
+DEFAULT_CLIP = 2.0
+#: Minibatch size of a non-private (or ``accountant="paper"``) fit when ``batch_size`` is None
+#: (scikit-learn's default). A private fit's default is the full batch, ``S = N``: ``T =
+#: n_passes`` releases whose noise on ``N s_bar`` has standard deviation ``sqrt(2) z C`` with ``z``
+#: growing as ``sqrt(T)``, where small minibatches put ``N / S`` times that on each early step
+#: (on Debian's package descriptions at epsilon = 1: NPMI -0.68 at S = 128, -0.07 at full batch).
+DEFAULT_BATCH_SIZE = 128
+#: Default document-topic prior ``alpha`` of a private fit (exact accountant): flatter than the
+#: non-private ``1/K``, so that a document's proportions do not commit to one noisy topic on the
+#: strength of a few words. On two real corpora of short documents (Debian package descriptions,
+#: WordNet glosses; ``K = 10``, ``epsilon = 1``) it lowered the held-out completion perplexity by
+#: 6-7% and raised the topics' NPMI, against ``alpha = 1/K``.
+DEFAULT_PRIVATE_DOC_TOPIC_PRIOR = 0.5
+#: The authors' ``clippingProportion``: ``C = 0.1 * max_doc_length`` (``accountant="paper"``).
 CLIP_PROPORTION = 0.1
+#: The largest budget a private fit accepts. Above it the noise is negligible (the fit is, for any
+#: purpose, not private) and dp-accounting's PLD arithmetic overflows (``epsilon = 1e6`` raised
+#: ``OverflowError``); ``epsilon=None`` is the non-private fit.
+MAX_EPSILON = 1000.0
 #: PLD discretisation of the exact accountant (pessimistic, so the epsilon is an upper bound).
 PLD_DISCRETIZATION = 1e-3
 _EPS = np.finfo(np.float64).eps
@@ -251,6 +289,7 @@ def dp_vi_noise_multiplier(
     PLD is discretised at :func:`pld_discretization` ``(epsilon)``. The full-batch exact case is
     the closed-form Gaussian-DP calibration.
     """
+    check_epsilon_delta(epsilon, delta)  # never a bool
     if accountant == "exact" and sampling_probability >= 1.0:
         return composed_noise_multiplier(epsilon, delta, n_steps, "exact")
     interval = pld_discretization(epsilon)
@@ -389,6 +428,61 @@ def document_statistics(
     return np.asarray(ratio_matrix.T @ weights).T * exp_elog_beta
 
 
+def bound_document_lengths(counts: sp.csr_matrix, max_length: float) -> sp.csr_matrix:
+    """Scale every document longer than ``max_length`` tokens down to exactly ``max_length``.
+
+    Row ``d`` becomes ``n_d min(1, L / |n_d|)`` (a per-document map, so it keeps the
+    replace-one relation). Computed in a scaled form so that no finite count overflows: with
+    ``m_d = max_w n_dw`` and ``u_d = sum_w n_dw / m_d`` (finite, at most the number of distinct
+    words), the length is ``m_d u_d`` and a long row becomes ``(n_d / m_d) (L / u_d)``; counts
+    up to the largest float64 (two of ``1e308`` included) give finite rows of length ``L``,
+    without a floating-point warning.
+
+    Parameters
+    ----------
+    counts : scipy.sparse.csr_matrix
+        Non-negative, finite counts (validated), documents in rows.
+    max_length : float
+        The public bound ``L > 0``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        A new matrix; rows of at most ``L`` tokens are unchanged.
+    """
+    matrix = sp.csr_matrix(counts, dtype=np.float64, copy=True)
+    matrix.eliminate_zeros()
+    nonempty = np.flatnonzero(np.diff(matrix.indptr) > 0)
+    if nonempty.size == 0:
+        return matrix
+    peak = np.zeros(matrix.shape[0])
+    peak[nonempty] = np.maximum.reduceat(matrix.data, matrix.indptr[nonempty])
+    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    unit = matrix.data / peak[rows]  # in (0, 1]
+    relative = np.bincount(rows, unit, minlength=matrix.shape[0])  # u_d: length / m_d, finite
+    # length > L  <=>  u_d > L / m_d (no product that can overflow)
+    long = np.zeros(matrix.shape[0], dtype=bool)
+    long[nonempty] = relative[nonempty] > float(max_length) / peak[nonempty]
+    hit = long[rows]
+    matrix.data[hit] = unit[hit] * (float(max_length) / relative[rows[hit]])
+    return matrix
+
+
+def shrink_noise(lam: np.ndarray, noise_std: float, floor: float) -> np.ndarray:
+    """``max(lambda - noise_std, floor)`` entrywise: the private topics' noise floor removed.
+
+    Post-processing of the released ``lambda`` with a public ``noise_std`` (the standard deviation
+    of the Gaussian noise each entry carries after the online average,
+    ``sqrt(sum_t (rho_t prod_{s > t} (1 - rho_s) N sigma)^2)``, a function of the parameters and
+    ``N`` only). Every entry of ``lambda``, signal or none, carries that noise, and the floor at
+    ``eta`` keeps about ``0.4`` of it on each of the ``K V`` entries with no signal, which spreads
+    the topics' mass over every word; soft-thresholding by one standard deviation removes most of
+    it while keeping the order of each topic's words (a dptensor heuristic, not from Park et al.;
+    on Debian's package descriptions at epsilon = 1 it cut the completion perplexity by about 10%).
+    """
+    return np.maximum(lam - float(noise_std), float(floor))
+
+
 # ---------------------------------------------------------------------------------------------
 # sampling from the secret source
 # ---------------------------------------------------------------------------------------------
@@ -440,27 +534,37 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     n_components : int
         Number of topics ``K``.
     doc_topic_prior, topic_word_prior : float, optional
-        ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn).
-    batch_size : int, default 128
+        ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn), except
+        ``alpha = 0.5`` (:data:`DEFAULT_PRIVATE_DOC_TOPIC_PRIOR`) for a private fit with the
+        exact accountant.
+    batch_size : int, optional
         ``S``: the expected (``"exact"``) or exact (``"paper"``, non-private) minibatch size.
+        Default: every document (``S = N``, full batch) for a private fit with the exact
+        accountant, :data:`DEFAULT_BATCH_SIZE` ``= 128`` otherwise (as scikit-learn).
     n_passes : int, default 10
         Passes over the corpus: ``T = n_passes * ceil(N / S)`` steps.
     clip : float, optional
         ``C``, the Frobenius norm each document's statistics are clipped to. Default (private):
-        ``0.1 * max_doc_length`` (the authors' rule). It is a public parameter: it is never
-        derived from the data.
+        :data:`DEFAULT_CLIP` ``= 2``, chosen for real text (a document of ``n`` distinct words
+        assigned to one topic has norm ``sqrt(n)``); ``0.1 * max_doc_length`` (the authors'
+        rule) with ``accountant="paper"``. It is a public parameter: never derived from the data.
     max_doc_length : int, optional
-        A declared, public maximum document length ``L``. Documents with more tokens are
-        truncated to ``L`` tokens (their counts scaled by ``L / length``, a per-document map), so
-        the declaration holds. Private fits default to ``L = 500`` for the default ``clip`` only
-        and truncate only when ``max_doc_length`` is given.
-    learning_offset, learning_decay : float, default 1024 and 0.7
-        ``tau_0`` and ``kappa`` of ``rho_t = (tau_0 + t)^-kappa``, ``t = 1, 2, ...``.
+        A declared, public maximum document length ``L``. Documents with more tokens are scaled
+        down to ``L`` tokens (counts times ``L / length``, a per-document map, computed so that
+        no finite count overflows: :func:`bound_document_lengths`), so the declaration holds.
+        Private fits always enforce a bound: ``L = 500`` (:data:`DEFAULT_MAX_DOC_LENGTH`) unless
+        given; it is declared in the guarantee's details. Non-private fits truncate only when
+        it is given.
+    learning_offset, learning_decay : float, default 10 and 0.7
+        ``tau_0`` and ``kappa`` of ``rho_t = (tau_0 + t)^-kappa``, ``t = 1, 2, ...``
+        (scikit-learn's defaults; the earlier 1024 made the non-private fit about 20% worse in
+        held-out perplexity on a real corpus).
     max_doc_update_iter : int, default 100
     mean_change_tol : float, default 1e-3
         E-step stopping rule (per document).
     epsilon, delta : float, optional
-        Total budget over all ``T`` steps; ``epsilon=None`` is non-private.
+        Total budget over all ``T`` steps; ``epsilon=None`` is non-private. ``epsilon`` at most
+        :data:`MAX_EPSILON` ``= 1000``.
     accountant : {"exact", "paper"}, default "exact"
         ``"exact"``: Poisson sampling and dp-accounting's PLD accountant under replace-one (a
         proved guarantee). ``"paper"``: the authors' fixed-size minibatches and moments
@@ -485,6 +589,10 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         The clipping norm used.
     noise_std_ : float
         Standard deviation of the noise added to each released mean (0 when not private).
+    lambda_noise_std_ : float
+        Standard deviation of the noise each entry of ``lambda`` carries after the online
+        average (public; 0 when not private). A private fit (exact accountant) returns
+        ``max(lambda - lambda_noise_std_, eta)`` (:func:`shrink_noise`, post-processing).
     n_batch_iter_ : int
         Steps taken so far (public: fixed by ``N``, ``S`` and ``n_passes``).
     n_iter_ : int
@@ -513,7 +621,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [None, Interval(Integral, 1, None, closed="left")],
         "n_passes": [Interval(Integral, 1, None, closed="left")],
         "clip": [None, Interval(Real, 0, None, closed="neither")],
         "max_doc_length": [None, Interval(Integral, 1, None, closed="left")],
@@ -534,11 +642,11 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         *,
         doc_topic_prior: float | None = None,
         topic_word_prior: float | None = None,
-        batch_size: int = 128,
+        batch_size: int | None = None,
         n_passes: int = 10,
         clip: float | None = None,
         max_doc_length: int | None = None,
-        learning_offset: float = 1024.0,
+        learning_offset: float = 10.0,
         learning_decay: float = 0.7,
         max_doc_update_iter: int = 100,
         mean_change_tol: float = 1e-3,
@@ -570,18 +678,49 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ planning (public only)
+    def _check_privacy_parameters(self, *, requires_delta: bool = True) -> None:
+        """The mixin's checks, and a budget the accountant can calibrate (at most :data:`MAX_EPSILON`)."""
+        super()._check_privacy_parameters(requires_delta=requires_delta)
+        if self._is_private and float(self.epsilon) > MAX_EPSILON:
+            raise ValueError(
+                f"epsilon={self.epsilon!r} is above {MAX_EPSILON:g}, the largest budget DPVariationalLDA "
+                "calibrates (the noise would be negligible); use epsilon=None for a non-private fit"
+            )
+
+    def _batch_size(self, n_documents: int) -> int:
+        """``S``: ``batch_size`` (at most ``N``); by default ``N`` for a private fit (``"exact"``), else 128.
+
+        A ``batch_size`` above ``N`` means the full batch: the minibatch mean is then divided by
+        ``N``, not by the larger ``batch_size`` (which scaled every statistic by ``N / S < 1``).
+        """
+        if self.batch_size is not None:
+            return min(int(self.batch_size), int(n_documents))
+        if self._is_private and self.accountant != "paper":
+            return int(n_documents)
+        return min(DEFAULT_BATCH_SIZE, int(n_documents))
+
+    def _doc_topic_prior(self) -> float:
+        """``alpha``: ``doc_topic_prior``; by default 0.5 (private, exact accountant), else ``1/K``."""
+        if self.doc_topic_prior is not None:
+            return float(self.doc_topic_prior)
+        if self._is_private and self.accountant != "paper":
+            return DEFAULT_PRIVATE_DOC_TOPIC_PRIOR
+        return 1.0 / int(self.n_components)
+
     def _clip_norm(self) -> float | None:
+        """``clip``; by default :data:`DEFAULT_CLIP` (private), ``0.1 L`` (``accountant="paper"``), none."""
         if self.clip is not None:
             return float(self.clip)
-        if self._is_private:
-            length = self.max_doc_length if self.max_doc_length is not None else DEFAULT_MAX_DOC_LENGTH
-            return CLIP_PROPORTION * float(length)
-        return None
+        if not self._is_private:
+            return None
+        if self.accountant == "paper":
+            return CLIP_PROPORTION * float(self._max_doc_length())
+        return DEFAULT_CLIP
 
     def _plan_guarantee(self, n_documents: int, n_steps: int) -> tuple[PrivacyGuarantee, float]:
         """The guarantee and the noise standard deviation, from parameters and ``N`` only."""
         eps, delta = float(self.epsilon), float(self.delta)
-        S = int(self.batch_size)
+        S = self._batch_size(n_documents)
         clip = self._clip_norm()
         assert clip is not None
         q = min(1.0, S / n_documents)
@@ -593,7 +732,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             "sampling_probability": q,
             "n_steps": n_steps,
             "clip": clip,
-            "max_doc_length": self.max_doc_length,
+            "max_doc_length": self._max_doc_length(),
             "replace_one_sensitivity": replace_one_sensitivity(clip, S),
         }
         shared = {"neighbouring": NEIGHBOURING, "protected": PROTECTED, "public": PUBLIC}
@@ -651,14 +790,17 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         """``lambda ~ Gamma(100, 1/100)`` entrywise (Hoffman et al.; public randomness)."""
         return rng.gamma(100.0, 0.01, (int(self.n_components), n_words))
 
-    def _check_counts(self, X: object) -> sp.csr_matrix:
-        """Read the counts (after the release has begun), truncating to ``max_doc_length``."""
-        matrix = check_count_matrix(X, allow_no_tokens=True)
+    def _max_doc_length(self) -> int | None:
+        """The enforced length bound: ``max_doc_length``, or :data:`DEFAULT_MAX_DOC_LENGTH` when private."""
         if self.max_doc_length is not None:
-            lengths = np.asarray(matrix.sum(axis=1)).ravel()
-            scale = np.minimum(1.0, float(self.max_doc_length) / np.maximum(lengths, 1.0))
-            matrix = sp.csr_matrix(sp.diags(scale) @ matrix)
-        return matrix
+            return int(self.max_doc_length)
+        return DEFAULT_MAX_DOC_LENGTH if self._is_private else None
+
+    def _check_counts(self, X: object) -> sp.csr_matrix:
+        """Read the counts (after the release has begun), truncating to the declared maximum length."""
+        matrix = check_count_matrix(X, allow_no_tokens=True)
+        length = self._max_doc_length()
+        return matrix if length is None else bound_document_lengths(matrix, length)
 
     @staticmethod
     def _public_shape(X: object) -> tuple[int, int]:
@@ -733,14 +875,15 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
         release had begun).
         """
-        S = int(self.batch_size)
+        S = self._batch_size(n_docs)
         n_steps = n_passes * math.ceil(n_docs / S)
         clip = self._clip_norm()
         k = int(self.n_components)
-        alpha = 1.0 / k if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        alpha = self._doc_topic_prior()
         eta = 1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior)
         source: NoiseSource | None = None
         sigma = 0.0
+        noise_var = 0.0  # variance of the noise carried in each entry of lambda (public)
         if self._is_private:
             if self.accountant == "paper":
                 require_unproven(
@@ -785,10 +928,17 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 scaled = sstats * (n_docs / max(batch.size, 1))
             else:
                 released = source.add_gaussian(sstats / S, sigma)
-                np.maximum(released, 0.0, out=released)  # post-processing
+                if self.accountant == "paper":  # the authors' post-processing: zero each release
+                    np.maximum(released, 0.0, out=released)
                 scaled = n_docs * released
             rho = (float(self.learning_offset) + n_batch_iter) ** (-float(self.learning_decay))
             lam = (1.0 - rho) * lam + rho * (eta + scaled)
+            if source is not None and self.accountant != "paper":
+                # post-processing after the average: the noise of many releases averages out
+                # before the floor, where zeroing each release would add a bias of about
+                # 0.4 N sigma to every entry whose statistic is zero
+                np.maximum(lam, eta, out=lam)
+                noise_var = (1.0 - rho) ** 2 * noise_var + (rho * n_docs * sigma) ** 2
             exp_elog_beta = np.exp(_dirichlet_expectation(lam))
             n_batch_iter += 1
         if source is None:
@@ -797,7 +947,11 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self.doc_topic_prior_, self.topic_word_prior_ = alpha, eta
         self.n_batch_iter_, self.n_iter_ = n_batch_iter, n_passes
         self.n_features_in_, self.n_documents_ = int(lam.shape[1]), n_docs
+        if source is not None and self.accountant != "paper":
+            lam = shrink_noise(lam, math.sqrt(noise_var), eta)
+            exp_elog_beta = np.exp(_dirichlet_expectation(lam))
         self.clip_, self.noise_std_, self.random_state_ = clip, sigma, rng
+        self.lambda_noise_std_ = math.sqrt(noise_var)
 
     @classmethod
     def from_components(cls, components: object, **params: object) -> DPVariationalLDA:
@@ -815,7 +969,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         k = lam.shape[0]
         model.components_ = lam
         model.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(lam))
-        model.doc_topic_prior_ = 1.0 / k if model.doc_topic_prior is None else float(model.doc_topic_prior)
+        model.doc_topic_prior_ = model._doc_topic_prior()
         model.topic_word_prior_ = 1.0 / k if model.topic_word_prior is None else float(model.topic_word_prior)
         model.n_features_in_ = lam.shape[1]
         return model
@@ -835,13 +989,19 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     def transform(self, X: object) -> np.ndarray:
         """Document-topic proportions: the variational ``gamma`` of each document, normalised.
 
-        The output is about the documents passed (it is not a private release of them).
+        The output is about the documents passed (it is not a private release of them). When a
+        maximum document length is in force (``max_doc_length``, or the default of a private
+        fit), longer documents are read as the fit read them, scaled down to that length (so no
+        finite count overflows).
 
         Returns
         -------
         ndarray of shape (n_documents, n_components), rows on the simplex
         """
         matrix = self._check_transform_input(X)
+        length = self._max_doc_length()
+        if length is not None:
+            matrix = bound_document_lengths(matrix, length)
         gamma = self._unnormalized_doc_topic(matrix)
         return gamma / gamma.sum(axis=1, keepdims=True)
 

@@ -12,9 +12,9 @@ and objective (7) (Tucker)
 
 optionally with **offsets** -- a global mean ``mu`` and per-mode biases, ``x_hat_ijk = mu + beta1_i +
 beta2_j + beta3_k + [[...]]_ijk``, penalised by ``reg_bias`` -- or the paper's per-day **bi-scaling**
-(Section 5.2; :mod:`dptensor.models._completion_biscale`), and with *context modes* whose factor
+(Section 5.2; :mod:`dptensor.models.completion._biscale`), and with *context modes* whose factor
 rows are shrunk towards the all-ones row instead of zero (a day then modulates a user-item
-interaction; see :mod:`dptensor.models._completion_als`). Nothing of the tensor's size is formed.
+interaction; see :mod:`dptensor.models.completion._als`). Nothing of the tensor's size is formed.
 
 Solvers
 -------
@@ -22,7 +22,7 @@ Solvers
     Alternating least squares: with all factors but one fixed, each row of that factor (with its
     bias) is a ridge regression on the row's observed entries; the normal equations of all rows
     are formed at once and solved by one batched ``numpy.linalg.solve``
-    (:mod:`dptensor.models._completion_als`). ``reg="auto"`` picks ``lambda`` along a decreasing
+    (:mod:`dptensor.models.completion._als`). ``reg="auto"`` picks ``lambda`` along a decreasing
     path on a validation split drawn from ``random_state`` (public randomness), with early
     stopping, and refits on every entry; ``early_stopping=True`` keeps a fixed ``reg`` and stops
     on the validation split.
@@ -98,10 +98,10 @@ their number, items, days and values -- may change; only the shape is public) fo
     sequential composition.
 ``"als"`` -- DP-ALS from noisy per-row sufficient statistics (both relations)
     Every ALS sweep's per-row statistics are released with Gaussian noise and the rows solved
-    from them (:mod:`dptensor.models._completion_dpals`, which states the sensitivities): under
+    from them (:mod:`dptensor.models.completion._dp_als`, which states the sensitivities): under
     ``"entry-value"`` only right-hand sides are noised (Gram matrices are public), and the
     offsets come from one Laplace release of row sums whose per-entry weights and prior are
-    built from the public pattern Omega (:mod:`dptensor.models._completion_pattern_offsets`):
+    built from the public pattern Omega (:mod:`dptensor.models.completion._pattern_offsets`):
     ``(epsilon, delta)``-DP by basic composition of the pure Laplace release with the exactly
     composed Gaussian ones (pure ``epsilon``-DP without factors). Under ``"user"`` Gram matrices
     and right-hand sides of the item-side modes are noised with each user's contribution
@@ -150,16 +150,16 @@ from dptensor._validation import (
     check_real,
 )
 from dptensor.models._base import PrivateEstimatorMixin
-from dptensor.models._completion_als import (
+from dptensor.models.completion._als import (
     AlsSettings,
     CompletionParameters,
     fit_als,
     fit_als_path,
     initial_parameters,
 )
-from dptensor.models._completion_biscale import BiScaling, fit_biscaling
-from dptensor.models._completion_dpals import RELATIONS, DpAlsSettings, dp_als, plan_releases
-from dptensor.models._completion_kernels import (
+from dptensor.models.completion._biscale import BiScaling, fit_biscaling
+from dptensor.models.completion._dp_als import RELATIONS, DpAlsSettings, dp_als, plan_releases
+from dptensor.models.completion._kernels import (
     clip_residuals,
     core_gradient,
     directions,
@@ -212,7 +212,8 @@ USER_PUBLIC = (
     "max_ratings, value_range, budget_split) and the public randomness (random_state). Joint DP: "
     "the released model (global mean, item and day factors and biases, core) is (epsilon, delta)-DP; "
     "user i's row of factors_[0] and biases_[0], and predictions for user i, are computed from user "
-    "i's own ratings and that model only -- give them to user i alone"
+    "i's own ratings and that model only -- give them to user i alone, and release no aggregate of "
+    "them (an error, a count or a check over users)"
 )
 
 
@@ -857,7 +858,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        indices, values, shape = check_entries(indices, values, shape)
+        # Under the user relation a data set with no ratings is a neighbour (of one user's ratings): it fits.
+        user_relation = self.privacy == "als" and self.neighbouring == "user"
+        indices, values, shape = check_entries(indices, values, shape, allow_empty=user_relation)
         n = values.shape[0]
         p = self._check_params(shape, n)
         if p["ranks"] is None and p["solver"] == "sgd":
@@ -1302,7 +1305,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``value_range`` when there is one.
         """
         self._check_fitted()
-        indices = check_indices(indices, self.shape_)
+        indices = check_indices(indices, self.shape_, allow_empty=True)
+        if indices.shape[0] == 0:
+            return np.zeros(0)
         params = CompletionParameters(self.model, self.factors_, self.core_, self.mean_, self.biases_)
         out = params.predict(indices)
         if self.biscaling_ is not None:

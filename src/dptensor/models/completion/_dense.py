@@ -1,6 +1,6 @@
 """ALS's per-row normal equations from a dense observation mask (small tensors).
 
-The same statistics as :class:`~dptensor.models._completion_als.EntryStatistics` -- for row ``i``
+The same statistics as :class:`~dptensor.models.completion._als.EntryStatistics` -- for row ``i``
 of mode ``m``, ``sum_{e in row i} w_e w_e^T`` and ``sum_{e in row i} w_e y_e`` over the *observed*
 entries only -- computed as matrix products against the mode-``m`` unfolding of the 0/1 mask
 ``M`` and of ``M * Y``: with ``W`` the design of every cell of the other two modes

@@ -35,6 +35,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -50,9 +51,10 @@ from dptensor._validation import (
 )
 from dptensor.decomposition.power_method import PowerMethodResult, power_method
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
-from dptensor.decomposition.whitening import Whitening, unwhiten
+from dptensor.decomposition.whitening import Whitening, orient_columns, orientation_signs, unwhiten
+from dptensor.metrics import matched_topic_l1
 from dptensor.models._base import declare_count_input
-from dptensor.models._fitted_topics import FittedTopicsMixin, document_chunks, mixture_log_likelihood
+from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks, mixture_log_likelihood
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -66,6 +68,23 @@ from dptensor.tensor.operators import DenseTensor
 
 #: Vocabularies up to this size are whitened with a dense eigendecomposition under ``"auto"``.
 DENSE_WHITENING_MAX_WORDS = 1500
+#: The most block products the randomised eigensolver runs when it iterates to a tolerance.
+MAX_POWER_ITER = 100
+
+
+def _ritz_converged(basis: np.ndarray, image: np.ndarray, rank: int, tol: float) -> bool:
+    """Whether the top ``rank`` Ritz pairs of ``M`` in ``basis`` have relative residuals ``<= tol``.
+
+    ``image = M basis``; with ``basis^T M basis = S diag(theta) S^T``, the Ritz vector
+    ``u_j = basis s_j`` has ``M u_j = image s_j`` (Rayleigh-Ritz; Saad, *Numerical Methods for
+    Large Eigenvalue Problems*, Section 4.3), so the residuals cost no further product.
+    """
+    small = basis.T @ image
+    theta, vectors = np.linalg.eigh((small + small.T) / 2.0)
+    top = np.argsort(theta)[::-1][:rank]
+    theta, vectors = theta[top], vectors[:, top]
+    residual = np.linalg.norm(image @ vectors - (basis @ vectors) * theta, axis=0)
+    return bool(np.all(residual <= tol * np.abs(theta)))
 
 
 def top_eigenpairs(
@@ -75,6 +94,7 @@ def top_eigenpairs(
     method: str = "auto",
     n_oversamples: int = 10,
     n_power_iter: int = 2,
+    tol: float | None = None,
     random_state: RandomStateLike = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``rank`` algebraically largest eigenpairs of a symmetric matrix or operator.
@@ -93,12 +113,23 @@ def top_eigenpairs(
         ``"auto"`` is dense up to :data:`DENSE_WHITENING_MAX_WORDS` words and randomised above.
     n_oversamples, n_power_iter : int
         Randomised method only.
+    tol : float, optional
+        Randomised method only: after ``n_power_iter`` products, keep iterating the subspace
+        (at most :data:`MAX_POWER_ITER` products) until every one of the top ``rank`` Ritz pairs
+        ``(theta_j, u_j)`` of the current basis has the relative residual
+        ``||M u_j - theta_j u_j|| <= tol theta_j`` (computed from the product the next step needs
+        anyway). ``None`` runs exactly ``n_power_iter`` products (Halko et al.'s fixed ``q``), whose
+        accuracy depends on the spectrum: with a slowly decaying one the subspace then depends on
+        the random start (issue 26: cosines down to 0.76 between seeds on 6.7e4 Debian descriptions
+        at ``k = 20``), and so do the topics.
     random_state : None, int or numpy.random.Generator
 
     Returns
     -------
     eigenvalues : ndarray of shape (rank,), descending
     eigenvectors : ndarray of shape (d, rank), orthonormal columns
+        Each oriented by :func:`~dptensor.decomposition.whitening.orient_columns`, so that the
+        result does not depend on which sign the solver happened to return.
     """
     d = operator.shape[0]
     if method == "auto":
@@ -109,9 +140,10 @@ def top_eigenpairs(
         dense = operator.to_dense() if isinstance(operator, LDASecondMoment) else np.asarray(operator)
         values, vectors = np.linalg.eigh((dense + dense.T) / 2.0)
         order = np.argsort(values)[::-1][:rank]
-        return values[order], vectors[:, order]
+        return values[order], orient_columns(vectors[:, order])
     if method == "randomized":
         width = min(d, rank + check_positive_int(n_oversamples, "n_oversamples", minimum=0))
+        n_power_iter = check_positive_int(n_power_iter, "n_power_iter", minimum=0)
         # Range finding only needs the subspace: single-precision sparse passes where available;
         # the Rayleigh-Ritz step below is in double precision.
         rough = (
@@ -120,12 +152,15 @@ def top_eigenpairs(
             else apply
         )
         Q, _ = np.linalg.qr(rough(rng.standard_normal((d, width))))
-        for _ in range(check_positive_int(n_power_iter, "n_power_iter", minimum=0)):
-            Q, _ = np.linalg.qr(rough(Q))
+        for step in range(MAX_POWER_ITER if tol is not None else n_power_iter):
+            image = rough(Q)
+            if tol is not None and step >= n_power_iter and _ritz_converged(Q, image, rank, tol):
+                break
+            Q, _ = np.linalg.qr(image)
         small = Q.T @ apply(Q)
         values, vectors = np.linalg.eigh((small + small.T) / 2.0)
         order = np.argsort(values)[::-1][:rank]
-        return values[order], Q @ vectors[:, order]
+        return values[order], orient_columns(Q @ vectors[:, order])
     if method == "eigsh":
         linop = (
             operator.as_linear_operator()
@@ -135,7 +170,7 @@ def top_eigenpairs(
         v0 = rng.standard_normal(d)
         values, vectors = spla.eigsh(linop, k=rank, which="LA", v0=v0)
         order = np.argsort(values)[::-1]
-        return values[order], vectors[:, order]
+        return values[order], orient_columns(vectors[:, order])
     raise ValueError(f"method must be 'auto', 'dense', 'randomized' or 'eigsh', got {method!r}")
 
 
@@ -146,6 +181,7 @@ def lda_whitening(
     method: str = "auto",
     n_oversamples: int = 10,
     n_power_iter: int = 2,
+    tol: float | None = None,
     random_state: RandomStateLike = None,
 ) -> Whitening:
     """Whitening ``W = U S^{-1/2}`` from the top-``k`` eigenpairs of ``M2_hat`` (Section 4, step (2)).
@@ -160,6 +196,7 @@ def lda_whitening(
         method=method,
         n_oversamples=n_oversamples,
         n_power_iter=n_power_iter,
+        tol=tol,
         random_state=random_state,
     )
     if values[-1] <= 0:
@@ -253,6 +290,80 @@ def unwhiten_topics(
     return project_rows_to_simplex(raw[order]), alpha[order], raw[order]
 
 
+#: A topic counts as found again by another decomposition when their matched L1 distance is at most this.
+STABLE_TOPIC_L1 = 0.1
+#: Fits warn when a topic is found again by fewer than this share of the stability runs.
+UNSTABLE_TOPIC_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class StableDecomposition:
+    """The best of several decompositions of one whitened tensor, and how often each topic recurs.
+
+    Attributes
+    ----------
+    result : PowerMethodResult
+        The decomposition with the smallest residual ``||T - sum_i lambda_i v_i^{(x)3}||_F``.
+    topics, alpha : ndarray
+        Its un-whitened topics (``k x d``, rows on the simplex) and ``alpha_i``
+        (:func:`unwhiten_topics`).
+    stability : ndarray of shape (k,)
+        The share of the other decompositions that found each topic again (within
+        :data:`STABLE_TOPIC_L1`); empty when there were none.
+    distances : ndarray of shape (n_runs, k)
+        Each topic's matched L1 distance to the topics of each other decomposition.
+    """
+
+    result: PowerMethodResult
+    topics: np.ndarray
+    alpha: np.ndarray
+    stability: np.ndarray
+    distances: np.ndarray
+
+
+def stable_decomposition(
+    tensor: np.ndarray,
+    whitening: Whitening,
+    alpha0: float,
+    n_components: int,
+    n_runs: int,
+    *,
+    method: str = "simultaneous",
+    n_restarts: int | None = None,
+    max_iter: int | None = None,
+    tol: float = 1e-10,
+    random_state: RandomStateLike = None,
+) -> StableDecomposition:
+    """Decompose the whitened tensor ``1 + n_runs`` times; keep the best fit; score each topic.
+
+    The whitened tensor of a finite corpus is not exactly orthogonally decomposable, and the
+    power methods (Section 4 step (4)) converge to different decompositions of nearly the same
+    fit from different random starts; a topic that changes with the start is not determined by
+    the data. Each run is :func:`decompose_whitened_tensor` from new random starts (the first
+    draws exactly what a single decomposition would, so ``n_runs=0`` is that decomposition). The
+    run with the smallest residual ``||T - sum_i lambda_i v_i^{(x)3}||_F`` is kept (more starts
+    make the kept fit depend less on the seed), and its topics are matched one to one to those of
+    every other run (:func:`~dptensor.metrics.matched_topic_l1`): a topic counts as found again
+    when its match is within :data:`STABLE_TOPIC_L1` in L1 distance.
+    """
+    rng = check_random_state(random_state)
+    n_runs = check_positive_int(n_runs, "n_runs", minimum=0)
+    runs = []
+    for _ in range(1 + n_runs):
+        result = decompose_whitened_tensor(
+            tensor, n_components, method=method, n_restarts=n_restarts, max_iter=max_iter, tol=tol,
+            random_state=rng,
+        )  # fmt: skip
+        topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
+        runs.append((float(np.linalg.norm(tensor - result.to_dense())), result, topics, alpha))
+    best = min(range(len(runs)), key=lambda i: runs[i][0])
+    _, result, topics, alpha = runs[best]
+    others = [run[2] for i, run in enumerate(runs) if i != best]
+    distances = np.array([matched_topic_l1(topics, other) for other in others]).reshape(n_runs, len(alpha))
+    stability = np.mean(distances <= STABLE_TOPIC_L1, axis=0) if n_runs else np.empty(0)
+    return StableDecomposition(result, topics, alpha, stability, distances)
+
+
 #: Constraints of the parameters SpectralLDA and PrivateSpectralLDA share (decomposition, transform).
 SPECTRAL_PARAMETER_CONSTRAINTS: dict = {
     "decomposition": [StrOptions({"simultaneous", "robust"})],
@@ -278,7 +389,7 @@ class TopicModelInference(FittedTopicsMixin):
     (pass only data you may see; the private fit itself never calls them).
 
     The fitted-state checks, output names and :meth:`top_words` come from
-    :class:`~dptensor.models._fitted_topics.FittedTopicsMixin`.
+    :class:`~dptensor.models.topics._fitted.FittedTopicsMixin`.
     """
 
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
@@ -418,11 +529,25 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
     whitening : {"auto", "dense", "randomized", "eigsh"}, default "auto"
         Eigensolver for ``M2_hat`` (see :func:`top_eigenpairs`).
     n_oversamples, n_power_iter : int, default 10 and 2
-        Randomised eigensolver settings (``n_power_iter + 2`` passes over the counts, each with
-        ``n_components + n_oversamples`` columns).
+        Randomised eigensolver settings (at least ``n_power_iter + 2`` passes over the counts,
+        each with ``n_components + n_oversamples`` columns).
+    whitening_tol : float or None, default 1e-3
+        Randomised eigensolver: after ``n_power_iter`` products, iterate until every top-``k``
+        Ritz pair has a relative residual ``<= whitening_tol`` (see :func:`top_eigenpairs`), so
+        that the whitening, and hence the topics, does not depend on the random start (on
+        6.7e4 Debian package descriptions at ``k = 20`` the fixed two products left subspaces at
+        cosines down to 0.76 between seeds; ``1e-3`` gives 0.999998, in 13-16 products).
+        ``None``: exactly ``n_power_iter`` products (faster, seed-dependent).
     n_restarts : int, optional
         Restarts of the tensor decomposition (default 5 for simultaneous, ``max(10, 2k ln k)``
         for robust).
+    stability_runs : int, default 4
+        Decompose the whitened tensor this many more times from other random starts, keep the
+        decomposition with the smallest residual, and report in ``topic_stability_`` how often
+        the other runs found each of its topics again (:func:`stable_decomposition`); a
+        ``UserWarning`` names the topics found by fewer than half of them. ``0``: one
+        decomposition, no score. Costs ``stability_runs`` tensor decompositions (``k x k x k``,
+        no pass over the documents).
     max_iter : int, optional
         Maximum power steps (default 200 for simultaneous).
     tol : float, default 1e-10
@@ -461,6 +586,13 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         ``M3_hat(W, W, W)``.
     decomposition_ : PowerMethodResult
         Eigenpairs of the whitened tensor.
+    topic_stability_ : ndarray of shape (n_components,) or None
+        For each topic (row of ``components_``), the share of ``stability_runs`` other random
+        starts of the decomposition that found it again within an L1 distance of
+        :data:`STABLE_TOPIC_L1`; a topic below 1 depends on the seed, not only on the data.
+        ``None`` when ``stability_runs=0``.
+    stability_distances_ : ndarray of shape (stability_runs, n_components) or None
+        The matched L1 distance of each topic to the other runs' topics.
     timings_ : dict
         Seconds spent in each step of the last fit.
 
@@ -479,6 +611,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         "whitening": [StrOptions({"auto", "dense", "randomized", "eigsh"})],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "n_power_iter": [Interval(Integral, 0, None, closed="left")],
+        "whitening_tol": [Interval(Real, 0, None, closed="neither"), None],
+        "stability_runs": [Interval(Integral, 0, None, closed="left")],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
                          np.random.RandomState],
@@ -493,7 +627,9 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         whitening: str = "auto",
         n_oversamples: int = 10,
         n_power_iter: int = 2,
+        whitening_tol: float | None = 1e-3,
         n_restarts: int | None = None,
+        stability_runs: int = 4,
         max_iter: int | None = None,
         tol: float = 1e-10,
         transform_max_iter: int = 100,
@@ -509,6 +645,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self.whitening = whitening
         self.n_oversamples = n_oversamples
         self.n_power_iter = n_power_iter
+        self.whitening_tol = whitening_tol
+        self.stability_runs = stability_runs
         self.n_restarts = n_restarts
         self.max_iter = max_iter
         self.tol = tol
@@ -602,6 +740,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
                     method=self.whitening,
                     n_oversamples=self.n_oversamples,
                     n_power_iter=self.n_power_iter,
+                    tol=self.whitening_tol,
                     random_state=rng,
                 )
             self._accumulator = LDAMomentAccumulator(basis, alpha0)
@@ -622,6 +761,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
             values, vectors = np.linalg.eigh((small + small.T) / 2.0)
             order = np.argsort(values)[::-1][:k]
             values, vectors = values[order], vectors[:, order]
+            # one sign per whitened direction (whitening module docstring): orient W's columns
+            vectors = vectors * orientation_signs(acc.basis @ vectors)
             if values[-1] <= 0:
                 raise ValueError(
                     f"M2_hat has only {int(np.sum(values > 0))} positive eigenvalue(s) among its top {k} "
@@ -654,6 +795,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
                 method=self.whitening,
                 n_oversamples=self.n_oversamples,
                 n_power_iter=self.n_power_iter,
+                tol=self.whitening_tol,
                 random_state=rng,
             )
         with _Step(f"whitened third moment ({docs.n_documents} documents)", timings, self.verbose):
@@ -673,24 +815,37 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         timings: dict,
     ) -> None:
         """Steps (4)-(5) shared by ``fit`` and ``partial_fit``: decompose, un-whiten, store."""
-        with _Step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
-            result = decompose_whitened_tensor(
-                tensor,
-                k,
-                method=self.decomposition,
-                n_restarts=self.n_restarts,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                random_state=rng,
-            )
-        with _Step("un-whitening", timings, self.verbose):
-            topics, alpha, _ = unwhiten_topics(result, whitening, alpha0)
+        runs = f" x {1 + self.stability_runs}" if self.stability_runs else ""
+        with _Step(f"tensor decomposition ({self.decomposition}{runs})", timings, self.verbose):
+            fit = stable_decomposition(
+                tensor, whitening, alpha0, k, self.stability_runs, method=self.decomposition,
+                n_restarts=self.n_restarts, max_iter=self.max_iter, tol=self.tol, random_state=rng,
+            )  # fmt: skip
+        result, topics, alpha = fit.result, fit.topics, fit.alpha
+        self.topic_stability_ = self.stability_distances_ = None
+        if self.stability_runs:
+            self.topic_stability_, self.stability_distances_ = fit.stability, fit.distances
+            _warn_unstable(self.topic_stability_, self.stability_runs)
         self.components_ = topics
         self.alpha_ = alpha
         self.whitening_ = whitening
         self.whitened_tensor_ = tensor
         self.decomposition_ = result
         self.timings_ = timings
+
+
+def _warn_unstable(stability: np.ndarray, n_runs: int) -> None:
+    unstable = np.flatnonzero(stability < UNSTABLE_TOPIC_SHARE)
+    if unstable.size:
+        warnings.warn(
+            f"{unstable.size} of {stability.size} topics (components_ rows {unstable.tolist()}) were found "
+            f"again by fewer than half of {n_runs} other decompositions of the same moments "
+            f"(topic_stability_): the data do not determine them, and another random_state gives other "
+            "topics there; fewer topics (n_components) or more documents may make them stable",
+            UserWarning,
+            stacklevel=4,
+        )
+
 
 class _Step:
     """Time a named step; print it to standard error when ``verbose``.

@@ -1,0 +1,239 @@
+"""Canaries for auditing dptensor's private estimators end to end (registered on import).
+
+:func:`dptensor.privacy.audit.audit_estimator` lives in the privacy layer, which may not import
+the models; this module tells it, for each private estimator, what a canary is under the
+estimator's neighbouring relation and which released numbers score it
+(:class:`~dptensor.privacy.audit.CanaryAdapter`). Each canary is as distinguishable as the
+relation allows, and reads only the public API of a fitted estimator (``components_``,
+``predict``), never its internals:
+
+* **documents** (``"document"`` relation: :class:`PrivateSpectralLDA`, :class:`DPVariationalLDA`,
+  :class:`SingleTopicModel`; replace one document): a document made only of one of the rarest
+  words of the corpus, as long as the longest document of the corpus (so no length bound it must
+  respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
+  so that its statistics reach the clipping norm); left out, a document of another rare word, as
+  long, takes its place (the number of documents stays the same; the two documents share no
+  word, the most distinguishable replace-one pair). Score: the canary word's total weight in the
+  released topics (``components_`` summed over topics) minus its neighbour word's. Extra
+  features for the distinguishing attack: every word's total and largest weight.
+* **ratings** (``"entry-value"``: :class:`TensorCompletion`, change one observed value): an
+  observed entry set to the top of the declared ``value_range``, left out set to its bottom.
+  Score: the predicted rating at the entry; extras: predictions at the entries sharing its
+  user or item.
+* **users** (``"user"``: change every rating of one user, their number and cells included): a
+  user who rates every day of their own items (at most ``max_ratings`` cells) at the top of
+  ``value_range``, left out the same cells at its bottom; canaries rate disjoint items.
+  Under joint DP a user's own row is computed from their own ratings, which absorb shifts of the
+  released model, so the score is the mean prediction at the canary's items for a *probe user*
+  whose ratings are removed (the released model alone); extras: those predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from dptensor.models.completion.estimator import TensorCompletion
+from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.single_topic import SingleTopicModel
+from dptensor.privacy.end_to_end_audit import register_canaries
+
+__all__ = ["CompletionCanaries", "DocumentCanaries"]
+
+
+def _topic_word_features(
+    components: np.ndarray, words: np.ndarray, others: np.ndarray
+) -> list[np.ndarray]:
+    """Per canary: its word's total released weight minus its neighbour's, then every word's total and top."""
+    comp = np.asarray(components, dtype=float)
+    total, top = comp.sum(axis=0), comp.max(axis=0)
+    return [np.concatenate(([total[w] - total[o]], total, top)) for w, o in zip(words, others, strict=True)]
+
+
+@dataclass
+class _DocumentPlan:
+    base: Any
+    words: np.ndarray
+    others: np.ndarray
+    canaries: list
+    fillers: list
+    tokens: bool
+
+    @property
+    def n_canaries(self) -> int:
+        return len(self.words)
+
+
+class DocumentCanaries:
+    """Document canaries made of one rare word (see the module docstring)."""
+
+    relation = "document"
+
+    def __init__(self, words: str = "rare", min_length: int = 0) -> None:
+        if words not in ("rare", "frequent"):
+            raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
+        self.words = words
+        self.min_length = int(min_length)
+
+    description = ("canary documents made of one of the corpus's rarest words, as long as its longest "
+                   "document, replaced when left out by a document of another rare word; score: the "
+                   "canary word's released weight minus its neighbour's")
+
+    def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _DocumentPlan:
+        """Pick two rare words per canary: the canary's, and its neighbour's (the document left in its place).
+
+        Two documents without a word in common, each of one word, are the most distinguishable
+        replace-one pair: their statistics are orthogonal and both reach any norm bound.
+        """
+        tokens = isinstance(X, list | tuple)
+        if tokens:
+            docs = [np.asarray(doc, dtype=np.int64) for doc in X]
+            if not docs:
+                raise ValueError("X must hold at least one document")
+            n_words = getattr(estimator, "n_words", None) or int(max(int(d.max()) for d in docs) + 1)
+            freq = np.bincount(np.concatenate(docs), minlength=n_words)
+            length = max(self.min_length, max(len(d) for d in docs))
+        else:
+            X = sp.csr_matrix(X)
+            if X.shape[0] == 0:
+                raise ValueError("X must hold at least one document")
+            freq = np.asarray(X.sum(axis=0)).ravel()
+            length = max(self.min_length, int(np.asarray(X.sum(axis=1)).max()))
+        m = max(1, min(int(n_canaries), freq.size // 2))
+        order = np.lexsort((rng.random(freq.size), freq if self.words == "rare" else -freq))
+        chosen = rng.permutation(order[:2 * m])
+        words, others = chosen[:m], chosen[m:]
+        if tokens:
+            canaries = [np.full(length, w, dtype=np.int64) for w in words]
+            fillers = [np.full(length, w, dtype=np.int64) for w in others]
+            base: Any = docs
+        else:
+            def one_word(w: int) -> sp.csr_matrix:
+                return sp.csr_matrix(([length], ([0], [w])), shape=(1, X.shape[1]))
+
+            canaries = [one_word(w) for w in words]
+            fillers = [one_word(w) for w in others]
+            base = X
+        return _DocumentPlan(base, words, others, canaries, fillers, tokens)
+
+    def fit_args(self, plan: _DocumentPlan, included: np.ndarray) -> tuple:
+        """The corpus followed by each canary or its neighbour."""
+        extra = [c if inc else f for c, f, inc in zip(plan.canaries, plan.fillers, included, strict=True)]
+        if plan.tokens:
+            return (list(plan.base) + extra,)
+        return (sp.vstack([plan.base, *extra], format="csr"),)
+
+    def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray]:
+        """Canary word's minus neighbour word's released weight, then every word's (``components_`` only)."""
+        return _topic_word_features(estimator.components_, plan.words, plan.others)
+
+
+@dataclass
+class _CompletionPlan:
+    indices: np.ndarray
+    values: np.ndarray
+    shape: tuple
+    canary_rows: list  # observed entries each canary sets
+    probes: list  # entries whose predictions score each canary
+    low: float
+    high: float
+
+    @property
+    def n_canaries(self) -> int:
+        return len(self.canary_rows)
+
+
+class CompletionCanaries:
+    """Extreme-rating canaries for tensor completion (entry-value or user relation)."""
+
+    def __init__(self, relation: str) -> None:
+        if relation not in ("entry-value", "user"):
+            raise ValueError(f"no completion canaries for the {relation!r} relation")
+        self.relation = relation
+        if relation == "entry-value":
+            self.description = ("canary ratings: observed entries at the top of value_range (its bottom when "
+                                "left out); score: the predicted rating at the entry")
+        else:
+            self.description = ("canary users: a user rating every day of their own items at the top of "
+                                "value_range (its bottom when left out); score: the predicted rating at "
+                                "those items of a user without ratings (the released model alone)")
+
+    def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _CompletionPlan:
+        """Pick canaries in distinct users; the pattern of observed entries is kept."""
+        if not (isinstance(X, tuple | list) and len(X) == 3):
+            raise TypeError("X must be (indices, values, shape) for TensorCompletion")
+        indices = np.asarray(X[0], dtype=np.int64)
+        values = np.asarray(X[1], dtype=float)
+        shape = tuple(int(s) for s in X[2])
+        if estimator.value_range is None:
+            raise ValueError("auditing TensorCompletion needs a declared value_range (the canaries' "
+                             "extremes)")
+        low, high = (float(v) for v in estimator.value_range)
+        extra = 1 if self.relation == "user" else 0  # the probe user
+        users = rng.permutation(np.unique(indices[:, 0]))[: int(n_canaries) + extra]
+        rows, probes = [], []
+        if self.relation == "user":
+            # one user's ratings are removed: the predictions for that "probe" user come from the
+            # released model alone (a user's own row is computed from their own ratings); each canary
+            # user rates every day of their own items, as many cells as max_ratings allows
+            probe_user, users = users[0], users[1:]
+            if users.size == 0:
+                raise ValueError("the user relation's audit needs at least two users")
+            split = np.array_split(rng.permutation(shape[1]), min(users.size, shape[1]))
+            groups = [g for g in split if g.size]
+            users = users[: len(groups)]
+            limit = int(getattr(estimator, "max_ratings", None) or shape[1] * shape[2])
+            keep = ~np.isin(indices[:, 0], np.append(users, probe_user))
+            blocks, start = [indices[keep]], int(keep.sum())
+            for u, items in zip(users, groups, strict=False):
+                cells = np.array([(j, k) for j in items for k in range(shape[2])], dtype=np.int64)[:limit]
+                blocks.append(np.column_stack([np.full(len(cells), u), cells]))
+                rows.append(np.arange(start, start + len(cells)))
+                probes.append(np.column_stack([np.full(len(cells), probe_user), cells]))
+                start += len(cells)
+            indices = np.vstack(blocks)
+            values = np.concatenate([values[keep], np.full(start - int(keep.sum()), low)])
+        for u in users if self.relation == "entry-value" else ():
+            mine = np.flatnonzero(indices[:, 0] == u)
+            entry = int(rng.choice(mine))
+            i, j = indices[entry, 0], indices[entry, 1]
+            near = np.flatnonzero((indices[:, 0] == i) | (indices[:, 1] == j))
+            rows.append(np.array([entry]))
+            probes.append(np.vstack([indices[entry], indices[near[near != entry]]]))
+        return _CompletionPlan(indices, values, shape, rows, probes, low, high)
+
+    def fit_args(self, plan: _CompletionPlan, included: np.ndarray) -> tuple:
+        """The observed entries with each canary's ratings at the top (in) or bottom (out) of the range."""
+        values = plan.values.copy()
+        for rows, inc in zip(plan.canary_rows, included, strict=True):
+            values[rows] = plan.high if inc else plan.low
+        return plan.indices, values, plan.shape
+
+    def features(self, estimator: Any, plan: _CompletionPlan) -> list[np.ndarray]:
+        """Predictions at each canary's probes (``predict`` only); first the score."""
+        out = []
+        for probe in plan.probes:
+            pred = np.asarray(estimator.predict(probe), dtype=float)
+            score = pred[0] if self.relation == "entry-value" else pred.mean()
+            out.append(np.concatenate(([score], pred)))
+        return out
+
+
+def _completion_canaries(estimator: TensorCompletion) -> CompletionCanaries:
+    return CompletionCanaries(estimator.neighbouring or "entry-value")
+
+
+def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
+    # a document may be as long as the declared maximum (the public default when none is declared):
+    # long enough for its statistics to reach the clipping norm
+    return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
+
+
+for _type in (PrivateSpectralLDA, SingleTopicModel):
+    register_canaries(_type, lambda estimator: DocumentCanaries())
+register_canaries(DPVariationalLDA, _dp_vi_canaries)
+register_canaries(TensorCompletion, _completion_canaries)

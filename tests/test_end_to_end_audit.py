@@ -1,0 +1,241 @@
+"""End-to-end privacy audits (dptensor.privacy.audit.audit_estimator): the one-run bound of Steinke,
+Nasr & Jagielski (2023) against ground truth, canaries per relation, and audits of whole fits.
+
+The fits use seeded test noise (``scaled_test_noise(1.0, seed)``: correctly scaled, reproducible) so
+that the default suite is deterministic; ``scaled_test_noise(0.1, seed)`` is the under-noised
+variant (noise divided by 10) an audit must catch.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
+from dptensor.privacy import PrivacyWarning
+from dptensor.privacy.audit import (
+    AuditResult,
+    audit_estimator,
+    canary_adapter_for,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+)
+from dptensor.privacy.noise import ScaledTestNoise, scaled_test_noise
+
+
+# --------------------------------------------------------------------------- the one-run bound
+def test_p_value_without_delta_is_the_binomial_tail() -> None:
+    for r, v, eps in [(10, 7, 0.5), (50, 40, 1.0), (5, 5, 3.0)]:
+        q = math.exp(eps) / (1 + math.exp(eps))
+        assert one_run_p_value(r, r, v, eps, 0.0) == pytest.approx(stats.binom.sf(v - 1, r, q))
+
+
+def test_p_value_delta_term_brute_force() -> None:
+    # alpha = max_i P[v - i <= B < v] / i, computed by a plain loop
+    m, r, v, eps, delta = 40, 20, 15, 0.7, 1e-3
+    q = 1 / (1 + math.exp(-eps))
+    alpha = max(sum(stats.binom.pmf(v - j, r, q) for j in range(1, i + 1)) / i for i in range(1, v + 1))
+    expected = stats.binom.sf(v - 1, r, q) + 2 * m * delta * alpha
+    assert one_run_p_value(m, r, v, eps, delta) == pytest.approx(expected)
+    assert one_run_p_value(m, r, v, eps, delta) > one_run_p_value(m, r, v, eps, 0.0)
+
+
+def test_lower_bound_inverts_the_p_value() -> None:
+    m, r, v = 1000, 200, 170
+    eps = one_run_epsilon_lower_bound(m, r, v, 1e-6, confidence=0.95)
+    assert one_run_p_value(m, r, v, eps - 1e-3, 1e-6) < 0.05 <= one_run_p_value(m, r, v, eps + 1e-3, 1e-6)
+    assert one_run_epsilon_lower_bound(m, r, r // 2, 0.0) == 0.0  # chance accuracy proves nothing
+    with pytest.raises(ValueError, match="v <= r <= m"):
+        one_run_p_value(5, 6, 1, 1.0, 0.0)
+
+
+def test_bound_is_valid_and_tight_for_randomized_response() -> None:
+    # epsilon-DP randomized response on each canary is exactly the worst case of Theorem 3.1:
+    # the bound must stay below epsilon (at 95%) and approach it with many canaries.
+    rng = np.random.default_rng(0)
+    eps, m, trials = 1.0, 2000, 200
+    q = math.exp(eps) / (1 + math.exp(eps))
+    correct = rng.binomial(m, q, size=trials)
+    bounds = np.array([one_run_epsilon_lower_bound(m, m, int(v), 0.0) for v in correct])
+    assert np.mean(bounds > eps) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / trials)
+    assert np.median(bounds) > 0.8 * eps
+
+
+# --------------------------------------------------------------------------- test-only noise
+def test_scaled_test_noise_scales_and_voids_the_guarantee() -> None:
+    draws = scaled_test_noise(0.1, seed=0).gaussian(20_000, 2.0)
+    assert np.std(draws) == pytest.approx(0.2, rel=0.03)
+    a = scaled_test_noise(1.0, seed=3).add_laplace(np.zeros(5), 1.0)
+    b = scaled_test_noise(1.0, seed=3).add_laplace(np.zeros(5), 1.0)
+    np.testing.assert_array_equal(a, b)
+    X = make_lda_corpus(30, 8, 2, alpha=0.3, doc_length=10, random_state=0).counts
+    model = DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
+                             noise=scaled_test_noise(0.1, seed=0)).fit(X)
+    assert not model.guarantee_.holds and model.guarantee_.nominal_epsilon == 1.0
+    assert "scaled_test_noise(0.1)" in model.guarantee_.reason
+    for bad in (0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="scale"):
+            scaled_test_noise(bad)
+    with pytest.raises(ValueError, match="seed"):
+        scaled_test_noise(1.0, seed=-1)
+    source = scaled_test_noise(0.5)
+    import copy
+
+    assert copy.deepcopy(source) is source and isinstance(source, ScaledTestNoise)
+
+
+# --------------------------------------------------------------------------- data and estimators
+def _ratings(shape=(16, 8, 2), n=100, seed=0):
+    rng = np.random.default_rng(seed)
+    idx = np.unique(np.column_stack([rng.integers(0, s, 2 * n) for s in shape]), axis=0)[:n]
+    return idx, np.clip(np.round(3 + rng.normal(size=len(idx))), 1, 5), shape
+
+
+def _dpals(relation: str, source: object) -> TensorCompletion:
+    return TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, delta=1e-5,
+                            value_range=(1.0, 5.0), random_state=0, noise=source)
+
+
+def _audit(make, X, **kw) -> AuditResult:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        return audit_estimator(make, X, random_state=0, **kw)
+
+
+# --------------------------------------------------------------------------- canaries
+def test_canaries_respect_each_relation() -> None:
+    X = make_lda_corpus(20, 8, 2, alpha=0.3, doc_length=10, random_state=0).counts
+    adapter = canary_adapter_for(PrivateSpectralLDA(2, epsilon=1.0, delta=1e-5))
+    plan = adapter.plan(PrivateSpectralLDA(2), X, 3, np.random.default_rng(0))
+    (with_all,) = adapter.fit_args(plan, np.ones(3, bool))
+    (without,) = adapter.fit_args(plan, np.zeros(3, bool))
+    assert with_all.shape == without.shape == (23, 8)  # replace-one: the number of documents is kept
+    rare = np.argsort(np.asarray(X.sum(axis=0)).ravel(), kind="stable")
+    # canary and neighbour: one-word documents of distinct rare words (no word in common)
+    assert set(plan.words) | set(plan.others) == set(rare[:6]) and not set(plan.words) & set(plan.others)
+    assert with_all[20:].sum() == without[20:].sum()  # as long
+    assert (with_all[20:] != without[20:]).sum() > 0 and (with_all[:20] != without[:20]).sum() == 0
+    ind, values, shape = _ratings()
+    ev = canary_adapter_for(_dpals("entry-value", None))
+    plan = ev.plan(_dpals("entry-value", None), (ind, values, shape), 4, np.random.default_rng(0))
+    i1, v1, _ = ev.fit_args(plan, np.ones(4, bool))
+    i0, v0, _ = ev.fit_args(plan, np.zeros(4, bool))
+    np.testing.assert_array_equal(i1, i0)  # the pattern is public under entry-value
+    assert (v1 != v0).sum() <= 4 and set(v1[v1 != v0]) == {5.0} and set(v0[v1 != v0]) == {1.0}
+    us = canary_adapter_for(_dpals("user", None))
+    plan = us.plan(_dpals("user", None), (ind, values, shape), 2, np.random.default_rng(0))
+    i1, v1, _ = us.fit_args(plan, np.ones(2, bool))
+    i0, v0, _ = us.fit_args(plan, np.zeros(2, bool))
+    changed = np.flatnonzero(v1 != v0)
+    assert len(np.unique(i1[changed, 0])) == 2  # only the two canary users' ratings differ
+    with pytest.raises(TypeError, match="no canaries"):
+        canary_adapter_for(object())
+
+
+def test_audit_arguments_are_checked() -> None:
+    X = _ratings()
+    with pytest.raises(ValueError, match="method"):
+        audit_estimator(lambda: _dpals("entry-value", None), X, method="nope")
+    with pytest.raises(ValueError, match="n_runs"):
+        audit_estimator(lambda: _dpals("entry-value", None), X, n_runs=0)
+    with pytest.raises(ValueError, match="confidence"):
+        audit_estimator(lambda: _dpals("entry-value", None), X, confidence=1.5)
+    with pytest.raises(ValueError, match="value_range"):
+        audit_estimator(lambda: TensorCompletion(2, privacy="als", neighbouring="entry-value", epsilon=1.0,
+                                                 delta=1e-5), X, n_runs=1)
+
+
+# --------------------------------------------------------------------------- audits of whole fits
+@pytest.mark.parametrize("relation", ["entry-value", "user"])
+def test_dpals_honest_default_is_not_refuted(relation: str) -> None:
+    source = scaled_test_noise(1.0, seed=1)
+    result = _audit(lambda: _dpals(relation, source), _ratings(), n_runs=20)
+    assert result.epsilon_claimed == 1.0 and result.neighbouring == relation
+    assert result.epsilon_lower <= result.epsilon_claimed
+    assert "lower bound" in result.describe() and result.to_dict()["n_runs"] == 20
+
+
+def test_dp_vi_under_noised_is_caught() -> None:
+    X = make_lda_corpus(40, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    source = scaled_test_noise(0.1, seed=1)
+    result = _audit(lambda: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-5,
+                                             random_state=0, noise=source), X, n_runs=20)
+    assert result.n_canaries == 10 and result.epsilon_lower > result.epsilon_claimed == 1.0
+
+
+def test_dpals_entry_value_under_noised_is_caught() -> None:
+    source = scaled_test_noise(0.1, seed=1)
+    result = _audit(lambda: _dpals("entry-value", source), _ratings(), n_runs=30)
+    assert result.method == "one-run" and result.guesses == 72
+    assert result.epsilon_lower > result.epsilon_claimed == 1.0
+    assert "REFUTED" in result.describe()
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: PrivateSpectralLDA(2, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0, noise=s),
+    lambda s: DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
+                               noise=s),
+])
+def test_topic_models_honest_defaults_are_not_refuted(make) -> None:
+    X = make_lda_corpus(30, 12, 2, alpha=0.3, doc_length=15, random_state=0).counts
+    source = scaled_test_noise(1.0, seed=2)
+    result = _audit(lambda: make(source), X, n_runs=6)
+    assert result.neighbouring == "document" and result.epsilon_lower <= result.epsilon_claimed == 1.0
+
+
+def test_single_topic_honest_default_is_not_refuted() -> None:
+    from dptensor.datasets import make_single_topic_corpus
+
+    corpus = make_single_topic_corpus(30, 10, 2, random_state=0)
+    source = scaled_test_noise(1.0, seed=2)
+    result = _audit(lambda: SingleTopicModel(2, mechanism="agn", n_words=10, epsilon=1.0, delta=1e-5,
+                                             random_state=0, noise=source),
+                    [np.asarray(t) for t in corpus.tokens], n_runs=6)
+    assert result.epsilon_lower <= result.epsilon_claimed == 1.0
+
+
+@pytest.mark.parametrize("mode", ["output", "gradient"])
+def test_papers_unproven_completion_modes_are_caught(mode: str) -> None:
+    # Wei et al.'s output (Algorithm 3) and gradient (Algorithm 2) perturbation: their claimed
+    # epsilon = 1 is refuted by extreme-rating canaries (fresh secret noise, 20 fits)
+    from dptensor.privacy import enable_features
+
+    with enable_features("unproven"):
+        result = _audit(lambda: TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=1.0,
+                                                 value_range=(1.0, 5.0), n_epochs=10, random_state=0),
+                        _ratings(), n_runs=20)
+    assert not result.holds and result.epsilon_claimed == 1.0
+    assert result.epsilon_lower > result.epsilon_claimed
+
+
+# --------------------------------------------------------------------------- the command line
+def test_cli_audit_complete_prints_claim_bound_and_attack(tmp_path, capsys) -> None:
+    import json
+
+    from dptensor.cli import main
+
+    ind, values, _ = _ratings()
+    path = tmp_path / "train.csv"
+    rows = "".join(f"{a},{b},{c},{v}\n" for (a, b, c), v in zip(ind, values, strict=True))
+    path.write_text("i,j,k,value\n" + rows)
+    out = tmp_path / "audit.json"
+    argv = ["audit", "complete", str(path), "--rank", "2", "--shape", "16", "8", "2",
+            "--value-range", "1", "5", "--privacy", "als", "--neighbouring", "entry-value",
+            "--epsilon", "1", "--runs", "8", "--quiet",
+            "--audit-seed", "0", "--out", str(out)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert "claimed: epsilon = 1" in printed.out and "empirical lower bound" in printed.out
+    assert "attack: canary ratings" in printed.out and printed.err == ""  # --quiet: no bar
+    result = json.loads(out.read_text())
+    assert result["n_runs"] == 8 and result["epsilon_claimed"] == 1.0 and result["method"] == "one-run"
+    # a non-private configuration is refused in one line, exit 2, before the data are read
+    assert main(["audit", "complete", str(tmp_path / "missing.csv"), "--rank", "2", "--runs", "2"]) == 2
+    assert "--privacy is required" in capsys.readouterr().err
