@@ -17,10 +17,11 @@ from collections.abc import Iterator, Sequence
 
 from dptensor import __version__
 from dptensor._files import recording_run
-from dptensor.cli import audit, budget, complete, decompose, experiment, lda, single_topic
+from dptensor.cli import audit, budget, complete, decompose, experiment, lda, report, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error
+from dptensor.cli._report import command_line
 
-COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit)
+COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit, report)
 
 #: Exit status of a command interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
@@ -69,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
         return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else EXIT_USAGE
     prog = args._parser.prog
+    args._argv = command_line(None if argv is None else list(argv))  # for reports: the command run
     try:
         with _line_buffered_stdout(), _one_line_warnings(prog), recording_run(run_record(args)):
             return int(args.func(args) or 0)

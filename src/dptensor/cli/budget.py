@@ -56,10 +56,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     show = actions.add_parser(
         "show", help="the budget, what is spent and left, and a table of charges",
-        epilog="example:\n  dptensor budget show ratings.ledger --json budget.json\n",
+        epilog="example:\n  dptensor budget show ratings.ledger --json budget.json --plot budget.png\n",
     )  # fmt: skip
     show.add_argument("file", help="the ledger file")
     show.add_argument("--json", metavar="FILE", help="also write the summary and every charge as JSON")
+    show.add_argument(
+        "--plot", metavar="FILE.png", help="also draw the epsilon spent over time, by caller (PNG)",
+    )
     add_quiet_argument(show)
     show.set_defaults(func=run_show)
 
@@ -126,6 +129,7 @@ def _say(args: argparse.Namespace, line: str) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     output_path(args.json, "--json")
+    output_path(args.plot, "--plot", suffixes=(".png",))
     ledger = _open(args.file)
     summary = ledger.summary()
     charges = ledger.charges()
@@ -149,6 +153,12 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, summary)
         _say(args, f"wrote {args.json}")
+    if args.plot:
+        from dptensor._files import save_figure
+        from dptensor.report import plot_budget
+
+        save_figure(plot_budget(charges, budget=ledger.epsilon), args.plot, dpi=90)
+        _say(args, f"wrote {args.plot}")
     return 0
 
 

@@ -22,6 +22,7 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._report import add_report_arguments, begin_report, write_completion_report
 from dptensor.datasets.entries import (
     TensorEntries,
     is_recbole_inter,
@@ -87,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the base they came in (1-based with --one-based; MovieLens user and item ids "
                              "as in the file, the day index k from 0)")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
+    add_report_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -276,6 +278,7 @@ def read_training(args: argparse.Namespace) -> TensorEntries:
 
 def run(args: argparse.Namespace) -> int:
     check_options(args)
+    begin_report(args)
     with opened_ledger(args, private=args.privacy is not None) as ledger:
         return _run(args, ledger)
 
@@ -373,6 +376,7 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
+    write_completion_report(args, model, train, test, private=args.privacy is not None, user=user)
     if user:
         return 0  # a check over every user's predictions would be an aggregate too
     return 0 if np.all(np.isfinite(predictions)) else 1

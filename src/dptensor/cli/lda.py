@@ -33,6 +33,7 @@ from dptensor.cli._options import (
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
     Corpus,
     load_corpus,
@@ -112,6 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_fit_arguments(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
     add_parallel_arguments(fit)
+    add_report_arguments(fit, test=True)
     fit.set_defaults(func=run_fit)
 
     plan = actions.add_parser(
@@ -304,6 +306,7 @@ def check_fit_options(args: argparse.Namespace) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     check_fit_options(args)
+    begin_report(args)
     # --ledger without --epsilon is an error: nothing would be charged
     with opened_ledger(args, private=args.epsilon is not None) as ledger:
         if args.method == "vi":
@@ -387,6 +390,9 @@ def _print_topics(
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
+    private_or_parts = isinstance(model, PrivateSpectralLDA) or corpus.counts.shape[0] == 0
+    write_topic_report(args, model, corpus.vocabulary, None if private_or_parts else corpus.counts,
+                       guarantees=guarantees)
 
 
 def _is_plain_text(path: Path) -> bool:
@@ -632,6 +638,8 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
+    write_topic_report(args, model, corpus.vocabulary, None if private else corpus.counts,
+                       guarantees=guarantees)
     return 0
 
 

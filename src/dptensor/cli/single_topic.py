@@ -33,6 +33,7 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
 from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
 from dptensor.privacy import NOISE_BACKENDS
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_fit_arguments(fit)
     add_ledger_argument(fit)
     fit.add_argument("--out", metavar="FILE", help="write the model and its guarantee as JSON")
+    add_report_arguments(fit)
     fit.set_defaults(func=run_fit)
 
 
@@ -154,6 +156,7 @@ def build_model(
 def run_fit(args: argparse.Namespace) -> int:
     private = args.mechanism is not None
     output_path(args.out)
+    begin_report(args)
     if not private:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (else nothing is private)")
     progress_line(f"reading {args.corpus} ...", args.quiet)
@@ -189,4 +192,5 @@ def run_fit(args: argparse.Namespace) -> int:
             "vocabulary": vocabulary,
         })  # fmt: skip
         print(f"wrote {args.out}")
+    write_topic_report(args, model, vocabulary, title="dptensor single-topic model report")
     return 0

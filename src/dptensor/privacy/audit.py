@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b")
+_DATA_URI = re.compile(r"data:[a-z/+]+;base64,[A-Za-z0-9+/=]+")
 
 
 #: The command line's one-line form of a UtilityWarning (``dptensor.cli.warning_line``).
@@ -151,6 +152,8 @@ def _file_structure(path: Path) -> object:
         with open(path, newline="") as handle:
             rows = list(csv.reader(handle, delimiter="\t" if path.suffix == ".tsv" else ","))
         return ("csv", tuple(rows[0]) if rows else (), len(rows))
+    if path.suffix in (".html", ".htm"):  # a report: its text with numbers masked, inline images dropped
+        return ("html", _mask(_DATA_URI.sub("data:", path.read_text(encoding="utf-8"))))
     return (path.suffix, "exists")
 
 
@@ -159,7 +162,7 @@ def observe_command(argv: Sequence[str], workdir: str | Path) -> Observation:
 
     ``workdir`` should be a fresh directory that the command writes its outputs into; every
     file under it after the run is described by name and structure (JSON keys and value types,
-    CSV header and row count), never by its numbers.
+    CSV header and row count, an HTML report's text with inline images dropped), never by its numbers.
     """
     from dptensor.cli import main
 
