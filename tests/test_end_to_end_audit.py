@@ -239,3 +239,35 @@ def test_cli_audit_complete_prints_claim_bound_and_attack(tmp_path, capsys) -> N
     # a non-private configuration is refused in one line, exit 2, before the data are read
     assert main(["audit", "complete", str(tmp_path / "missing.csv"), "--rank", "2", "--runs", "2"]) == 2
     assert "--privacy is required" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (["--ledger", "budget.sqlite"], "--ledger"),  # the audit charges no ledger: refused, not ignored
+    (["--private-vocab", "5"], "--private-vocab"),
+    (["--vocab-share", "0.3"], "--vocab-share"),
+])
+def test_cli_audit_lda_refuses_fit_options_it_would_ignore(tmp_path, monkeypatch, capsys, extra, flag):
+    import scipy.sparse as sp
+
+    from dptensor.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    sp.save_npz(tmp_path / "counts.npz", sp.csr_matrix(np.ones((30, 6), dtype=np.int64)))
+    argv = ["audit", "lda", "counts.npz", "--topics", "2", "--epsilon", "1", "--delta", "1e-5",
+            "--runs", "2", "--quiet", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert flag in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_audit_lda_checks_the_fit_options(tmp_path, monkeypatch, capsys) -> None:
+    import scipy.sparse as sp
+
+    from dptensor.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    sp.save_npz(tmp_path / "counts.npz", sp.csr_matrix(np.ones((30, 6), dtype=np.int64)))
+    argv = ["audit", "lda", "counts.npz", "--topics", "2", "--epsilon", "1", "--delta", "1e-5",
+            "--runs", "2", "--quiet", "--stop-words", "english"]  # plain-text option on a count matrix
+    assert main(argv) == 2
+    assert "--stop-words" in capsys.readouterr().err

@@ -26,7 +26,7 @@ from dptensor.decomposition import input_perturbation, private_power_method
 from dptensor.decomposition.input_perturbation import INPUT_ACCOUNTANTS
 from dptensor.models import SpectralLDA
 from dptensor.models.completion.estimator import compare_with_mean
-from dptensor.privacy import PrivacyWarning, UtilityWarning
+from dptensor.privacy import HeldOutUtilityWarning, PrivacyWarning
 from dptensor.privacy.calibration import ACCOUNTANT_MEANINGS, ACCOUNTANTS
 from dptensor.streams import CsvStream
 
@@ -158,7 +158,7 @@ def test_compare_with_mean_warns_only_when_worse():
         warnings.simplefilter("error")
         error, baseline = compare_with_mean(truth, truth + 0.1)
     assert error == pytest.approx(0.1) and baseline == pytest.approx(np.std(truth))
-    with pytest.warns(UtilityWarning, match=r"worse than predicting one constant.*; use more data"):
+    with pytest.warns(HeldOutUtilityWarning, match=r"worse than predicting one constant.*; use more data"):
         compare_with_mean(truth, truth[::-1], advice="use more data")
 
 
@@ -184,7 +184,8 @@ def test_private_completion_below_the_mean_says_so(completion_files, tmp_path, c
                         "--value-range", "0", "1", "--json", str(summary)]) == 0
     err = capsys.readouterr().err.strip()
     assert err.startswith("dptensor complete: warning: held-out RMSE") and err.count("\n") == 0
-    assert "--privacy input at --epsilon 0.05" in err and "--privacy als" in err and "(UtilityWarning)" in err
+    assert "--privacy input at --epsilon 0.05" in err and "--privacy als" in err
+    assert "(HeldOutUtilityWarning)" in err
     payload = json.loads(summary.read_text())
     assert payload["test_rmse"] > payload["test_rmse_constant"]
 
@@ -412,11 +413,12 @@ def test_complete_day_origin_option(temporal_split, tmp_path, capsys):
 def test_audit_treats_a_utility_warning_as_part_of_the_release():
     from dptensor.privacy.audit import observable_differences, observe
 
-    def run(worse: bool, category=UtilityWarning):
+    def run(worse: bool, category=HeldOutUtilityWarning):
         print("fit done")
         if worse:
             warnings.warn("held-out RMSE 2 is worse than ...", category, stacklevel=1)
-            print("dptensor complete: warning: held-out RMSE 2 is worse (UtilityWarning)", file=sys.stderr)
+            print("dptensor complete: warning: held-out RMSE 2 is worse (HeldOutUtilityWarning)",
+                  file=sys.stderr)
         return 0
 
     assert not observable_differences(observe(run, True), observe(run, False))

@@ -245,26 +245,28 @@ def test_audit_m1_release_and_catch_an_under_noised_variant(monkeypatch):
 def _released_pair_entry(monkeypatch, X, seed, sensitivity_factor, runs):
     """Released ``S2[0, 0]`` of the m2 release (Analyze Gauss; all the budget on m2).
 
-    The noisy ``M2 = S2 / S0 - a E1 E1^T + E`` is read back from the mechanism's own array;
+    The noisy ``M2 = S2 / S0 - a E1 E1^T + E`` is read back from the mechanism's noisy array;
     ``S2[0, 0] + S0 E[0, 0]`` is a function of it and the released ``S0`` (noise of std ``z Delta``
     whatever the ``S0`` that the starved m1 release gave).
     """
     captured = []
+    import dptensor.decomposition.private_whitening as pw
     from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs as real
+
+    noisy_arrays = []
+
+    def recording(values, *args, **kwargs):
+        noisy_arrays.append(add_noise(values, *args, **kwargs))  # the released noisy matrix
+        return noisy_arrays[-1]
+
+    add_noise = pw.add_symmetric_gaussian
+    monkeypatch.setattr(pw, "add_symmetric_gaussian", recording)
 
     def capture(operator, rank, *, noise_scale, source):
         clean = operator.to_dense()
-        noisy = clean.copy()
-
-        class Proxy:
-            shape = operator.shape
-
-            def to_dense(self):
-                return noisy  # the mechanism adds its noise to this array in place
-
-        real(Proxy(), rank, noise_scale=noise_scale, source=source)
+        real(operator, rank, noise_scale=noise_scale, source=source)
         s2 = operator.moments.pair_dense()[0, 0]
-        captured.append(float(s2 + (noisy[0, 0] - clean[0, 0]) * operator.total_weight))
+        captured.append(float(s2 + (noisy_arrays[-1][0, 0] - clean[0, 0]) * operator.total_weight))
         raise _Released
 
     monkeypatch.setattr(psl, "analyze_gauss_eigenpairs", capture)

@@ -4,11 +4,11 @@ import warnings
 
 import numpy as np
 import pytest
-from dptensor.models.private_spectral_lda import UtilityWarning
 
 from dptensor.cli import main
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models.topics.plan import GOOD_LEVEL, NOISE_LEVEL, plan_private_lda
+from dptensor.privacy import UtilityWarning
 from dptensor.privacy.audit import observable_differences, observe
 
 

@@ -378,3 +378,46 @@ def test_cli_private_vocabulary_refused_for_count_matrix_parts(tmp_path, monkeyp
             "--private-vocab", "3"]
     assert main(argv) == 2
     assert "--private-vocab" in capsys.readouterr().err
+
+
+def test_cli_private_vocabulary_worst_case_calibration_pads_short_documents(tmp_path, monkeypatch):
+    """--calibration classic falls back to the worst-case releases (>= 3 tokens per document): a document
+    that the released vocabulary leaves short is padded, so its neighbour is not an error naming its row."""
+    observations = []
+    for name, extra in (("a", "tensor power moment"), ("b", "zzzq")):
+        work = tmp_path / name
+        work.mkdir()
+        _write_corpus(work / "notes.txt", extra)
+        monkeypatch.chdir(work)
+        argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "1", "--delta", "1e-5",
+                "--private-vocab", "50", "--vocab-share", "0.5", "--calibration", "classic", "--seed", "0",
+                "--quiet", "--out", "model.json"]  # fmt: skip
+        observations.append(observe_command(argv, work))
+    first, second = observations
+    assert first.result == 0 and second.result == 0, second.printed
+    assert first.attributes == second.attributes
+    assert "padded" not in first.printed  # --quiet; the padding is a public consequence of the options
+
+
+@pytest.mark.parametrize("extra", [
+    ["--budget-split", "e3=1"],  # the clipped releases are m1, m2, e3
+    ["--method", "vi", "--accountant", "paper"],  # unproven, without --allow-unproven
+])
+def test_cli_private_vocabulary_is_not_charged_for_a_refused_model(tmp_path, monkeypatch, capsys, extra):
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--private-vocab", "20", "--ledger", "budget.sqlite", "--quiet", *extra]
+    assert main(["budget", "create", "budget.sqlite", "--epsilon", "10", "--delta", "1e-4"]) == 0
+    assert main(argv) == 2
+    assert BudgetLedger("budget.sqlite").charges() == []
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_cli_private_vocabulary_refuses_a_public_corpus(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--private-vocab", "20", "--public-corpus", "notes.txt"]
+    assert main(argv) == 2
+    assert "--public-corpus" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from dptensor.cli import complete, lda, single_topic
 from dptensor.cli._io import write_json
-from dptensor.cli._options import output_path, positive_int, probability, seed
+from dptensor.cli._options import output_path, positive_int, probability, refuse_unused, seed
 from dptensor.privacy import enable_features
 from dptensor.privacy.audit import audit_estimator
 from dptensor.privacy.end_to_end_audit import METHODS
@@ -105,9 +105,17 @@ def _quiet_fits(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**{**vars(args), "quiet": True})
 
 
+def _refuse_fit_only_options(args: argparse.Namespace) -> None:
+    """Fit options the audit would ignore: it charges no ledger and fits one fixed vocabulary many times."""
+    refuse_unused(args, ("ledger", "private_vocab", "vocab_share", "max_doc_words"),
+                  "not used by the audit (it charges no ledger and audits a fit over a fixed vocabulary)")
+
+
 def run_lda(args: argparse.Namespace) -> int:
     if args.epsilon is None:
         raise ValueError("--epsilon is required: the audit checks a private fit's claim")
+    _refuse_fit_only_options(args)
+    lda.check_fit_options(args)
     corpus, fits = lda.load_fit_corpus(args, private=True), _quiet_fits(args)
     return _report(args, lambda: lda.build_private_model(fits), corpus.counts, args.allow_unproven)
 
@@ -115,6 +123,7 @@ def run_lda(args: argparse.Namespace) -> int:
 def run_single_topic(args: argparse.Namespace) -> int:
     if args.mechanism is None:
         raise ValueError("--mechanism is required: the audit checks a private fit's claim")
+    _refuse_fit_only_options(args)
     documents, form, n_words, _ = single_topic.read_documents(
         args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=True
     )
@@ -127,6 +136,7 @@ def run_single_topic(args: argparse.Namespace) -> int:
 def run_complete(args: argparse.Namespace) -> int:
     if args.privacy is None:
         raise ValueError("--privacy is required: the audit checks a private fit's claim")
+    _refuse_fit_only_options(args)
     train = complete.read_training(args)
     data, fits = (train.indices, train.values, train.shape), _quiet_fits(args)
     return _report(args, lambda: complete.build_model(fits), data, args.allow_unproven)

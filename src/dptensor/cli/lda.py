@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -296,6 +297,9 @@ def check_fit_options(args: argparse.Namespace) -> None:
         refuse_unused(args, PRIVATE_VOCAB_OPTIONS, "they need --private-vocab")
     elif args.vocab is not None:
         raise ValueError("--private-vocab chooses the vocabulary under DP, --vocab gives a public one")
+    elif getattr(args, "public_corpus", None) is not None:
+        raise ValueError("--public-corpus needs the public vocabulary of the fit (--vocab), "
+                         "not --private-vocab")
     else:
         refuse_unused(args, ("min_df", "max_df", "max_features"), "these would choose words from the private "
                       "documents without noise; --private-vocab V chooses them under DP")
@@ -444,15 +448,19 @@ def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
 
 
 def _private_vocabulary_corpus(
-    args: argparse.Namespace, ledger: BudgetLedger | None
+    args: argparse.Namespace, ledger: BudgetLedger | None, check_model: Callable[[int], None]
 ) -> tuple[Corpus, PrivacyGuarantee]:
     """``--private-vocab V``: the vocabulary released under DP (charged first), then the counts over it.
 
     The vocabulary spends ``--vocab-share`` of ``--epsilon`` and ``--delta``
     (:class:`PrivateCountVectorizer`, Gaussian partition selection); the model gets the rest.
+    ``check_model(N)`` runs the model's own checks of its configuration (public: the options and
+    the number of documents) before the vocabulary is charged, so that no budget is spent on a fit
+    that would be refused.
     """
     path = Path(args.corpus)
     documents = read_text_documents(path)
+    check_model(len(documents))
     vectorizer = PrivateCountVectorizer(
         args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
         max_words_per_document=args.max_doc_words, stop_words=args.stop_words, noise=args.noise,
@@ -462,6 +470,11 @@ def _private_vocabulary_corpus(
     words = [str(w) for w in vectorizer.get_feature_names_out()]
     progress_line(f"private vocabulary: {len(words)} words (released under DP)", args.quiet)
     return Corpus(counts, words, str(path)), vectorizer.guarantee_
+
+
+def _opt_in(args: argparse.Namespace) -> AbstractContextManager:
+    """``--allow-unproven``: the papers' unproven modes run (reported as not private)."""
+    return enable_features("unproven") if args.allow_unproven else nullcontext()
 
 
 def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]:
@@ -523,13 +536,20 @@ def run_private_fit(
     With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
     session = session or ParallelSession(None)
+    model = build_private_model(args, ledger, n_jobs=session.n_jobs)
     parts = _corpus_parts(args, session)
     vocabulary_guarantee = None
     if parts is not None:
         corpus, records = parts
     elif args.private_vocab is not None:
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger)
-        if args.no_clip:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
+        clipped = []
+
+        def check_model(n_documents: int) -> None:
+            with _opt_in(args):
+                clipped.append(model.check_configuration(n_documents, args.private_vocab))
+
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, check_model)
+        if not clipped[0]:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
             progress_line("documents with fewer than 3 tokens over it are padded one by one "
                           "(pad_short_documents)", args.quiet)
             corpus = Corpus(pad_short_documents(corpus.counts), corpus.vocabulary, corpus.source)
@@ -540,8 +560,7 @@ def run_private_fit(
     n_documents, n_words = public_shape(records)
     progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
-    model = build_private_model(args, ledger, n_jobs=session.n_jobs)
-    with enable_features("unproven") if args.allow_unproven else nullcontext():
+    with _opt_in(args):
         model.fit(records)
     guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
     _print_topics(args, model, corpus, guarantees)
@@ -606,8 +625,6 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     corpus line gives the public sizes (no token count), there are no timings, and the model
     file holds the topics, the public parameters and the guarantee.
     """
-    if args.topics is None or args.topics < 1:
-        raise ValueError(f"--topics must be a positive integer, got {args.topics}")
     private = args.epsilon is not None
     if private and args.epsilon > MAX_EPSILON:
         raise ValueError(
@@ -616,13 +633,18 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
         )
     progress_line(f"reading {args.corpus} ...", args.quiet)
     vocabulary_guarantee = None
+    model = build_vi_model(args, ledger)
     if private and args.private_vocab is not None:
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger)
+
+        def check_model(n_documents: int) -> None:
+            with _opt_in(args):
+                model.check_configuration(n_documents)
+
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, check_model)
     else:
         corpus = load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
-    model = build_vi_model(args, ledger)
-    with enable_features("unproven") if args.allow_unproven else nullcontext():
+    with _opt_in(args):
         model.fit(corpus.counts)
     top = model.top_words(corpus.vocabulary, args.top)
     print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")

@@ -32,6 +32,7 @@ from dptensor.privacy.calibration import (
 )
 from dptensor.privacy.errors import (
     BudgetExceededError,
+    HeldOutUtilityWarning,
     LedgerError,
     PrivacyWarning,
     UnprovenPrivacyError,
@@ -88,6 +89,7 @@ __all__ = [
     "NoiseSource",
     "PrivacyGuarantee",
     "PrivacyWarning",
+    "HeldOutUtilityWarning",
     "UtilityWarning",
     "RecordNeighbouring",
     "SymmetricGaussianOperator",

@@ -11,7 +11,7 @@ Two tools, used by dptensor's own tests and offered to anyone who changes a priv
   (released values differ between runs by design), so only their *presence* is compared.
   :func:`observe_command` does the same for a ``dptensor`` command: exit code, printed lines,
   the files written and the structure of JSON/CSV files. A
-  :class:`~dptensor.privacy.UtilityWarning` (and the command line's one-line form of it) is left
+  :class:`~dptensor.privacy.HeldOutUtilityWarning` (and the command line's one-line form of it) is left
   out: by its contract it is computed from the released result and held-out data only, so whether
   it appears is post-processing of the release -- like a released number, it may differ between
   runs without revealing anything beyond the release.
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from dptensor.privacy.errors import UtilityWarning
+from dptensor.privacy.errors import HeldOutUtilityWarning
 
 __all__ = [
     "AuditResult",
@@ -63,8 +63,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b
 _DATA_URI = re.compile(r"data:[a-z/+]+;base64,[A-Za-z0-9+/=]+")
 
 
-#: The command line's one-line form of a UtilityWarning (``dptensor.cli.warning_line``).
-_UTILITY_LINE = re.compile(r"^\S.*: warning: .*\(UtilityWarning\)\s*$")
+#: The command line's one-line form of a HeldOutUtilityWarning (``dptensor.cli.warning_line``).
+_UTILITY_LINE = re.compile(r"^\S.*: warning: .*\(HeldOutUtilityWarning\)\s*$")
 
 
 def _mask(text: str) -> str:
@@ -133,7 +133,7 @@ def observe(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Observat
         except Exception as exc:  # noqa: BLE001 - observing, not handling
             obs.exception = (type(exc).__name__, _mask(str(exc)))
     obs.warnings = [(w.category.__name__, _mask(str(w.message))) for w in caught
-                    if not issubclass(w.category, UtilityWarning)]
+                    if not issubclass(w.category, HeldOutUtilityWarning)]
     printed = "".join(line for line in out.getvalue().splitlines(keepends=True)
                       if not _UTILITY_LINE.match(line))
     obs.printed = _mask(printed)

@@ -15,9 +15,20 @@ class PrivacyWarning(UserWarning):
 class UtilityWarning(UserWarning):
     """A private result whose guarantee holds but which is no more useful than a baseline.
 
+    Issued only from quantities the caller may look at, never from the protected data: either
+    from public inputs alone (a private spectral LDA fit whose planned noise swamps the signal,
+    decided before the documents are read), or -- :class:`HeldOutUtilityWarning` -- from the
+    released result and held-out data.
+    """
+
+
+class HeldOutUtilityWarning(UtilityWarning):
+    """A released result measured on held-out data to be no better than a baseline.
+
     For example a private completion whose held-out RMSE is above that of predicting one constant
-    for every entry. Issued only from quantities the caller may look at (held-out evaluation data and
-    the released result), never from the protected data.
+    for every entry. Computed from the release and the held-out data only, it is post-processing:
+    whether it appears varies with the noise, like a released number
+    (:func:`dptensor.privacy.audit.observe` leaves it out for that reason).
     """
 
 

@@ -168,9 +168,9 @@ from dptensor.models.completion._kernels import (
 )
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
+    HeldOutUtilityWarning,
     NoiseSource,
     PrivacyGuarantee,
-    UtilityWarning,
     begin_release,
     composed_gaussian_epsilon,
     composed_gaussian_holds,
@@ -1356,7 +1356,7 @@ def compare_with_mean(truth: object, estimate: object, *, advice: str = "") -> t
 
     Warns
     -----
-    UtilityWarning
+    HeldOutUtilityWarning
         When ``rmse > baseline_rmse``, ending with ``advice`` (what to change).
     """
     truth = np.asarray(truth, dtype=np.float64)
@@ -1367,6 +1367,6 @@ def compare_with_mean(truth: object, estimate: object, *, advice: str = "") -> t
             f"held-out RMSE {error:.4g} is worse than predicting one constant for every entry (the "
             f"held-out mean: RMSE {baseline:.4g}); the predictions are useless as they stand"
             + (f"; {advice}" if advice else ""),
-            UtilityWarning, stacklevel=2,
+            HeldOutUtilityWarning, stacklevel=2,
         )
     return error, baseline

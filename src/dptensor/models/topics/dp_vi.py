@@ -717,6 +717,34 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             return CLIP_PROPORTION * float(self._max_doc_length())
         return DEFAULT_CLIP
 
+    def check_configuration(self, n_documents: int) -> None:
+        """Refuse, before any data is read or any budget spent, what a private ``fit`` would refuse.
+
+        Checks the parameters, the opt-in of an unproven accountant and the calibration of the
+        plan from the public number of documents only (the checks ``fit`` runs before its charge),
+        so that a pipeline step before this one -- a vocabulary chosen under DP -- is not charged for
+        a fit that cannot run.
+
+        Parameters
+        ----------
+        n_documents : int
+            The public number of documents ``N`` the fit will see.
+        """
+        self._validate_params()
+        self._check_privacy_parameters()
+        if self._is_private:
+            n_documents = int(n_documents)
+            self._require_opt_in()
+            self._plan_guarantee(n_documents, int(self.n_passes) * math.ceil(n_documents / self._batch_size(
+                n_documents)))
+
+    def _require_opt_in(self) -> None:
+        if self.accountant == "paper":
+            require_unproven(
+                "accountant='paper' (Park et al.'s fixed-size minibatches and moments accountant)",
+                PAPER_REASON,
+            )
+
     def _plan_guarantee(self, n_documents: int, n_steps: int) -> tuple[PrivacyGuarantee, float]:
         """The guarantee and the noise standard deviation, from parameters and ``N`` only."""
         eps, delta = float(self.epsilon), float(self.delta)
@@ -885,11 +913,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         sigma = 0.0
         noise_var = 0.0  # variance of the noise carried in each entry of lambda (public)
         if self._is_private:
-            if self.accountant == "paper":
-                require_unproven(
-                    "accountant='paper' (Park et al.'s fixed-size minibatches and moments accountant)",
-                    PAPER_REASON,
-                )
+            self._require_opt_in()
             guarantee, sigma = self._plan_guarantee(n_docs, n_steps)
             source = self._begin_release(
                 guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases",

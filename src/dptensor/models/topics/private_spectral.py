@@ -115,6 +115,7 @@ from dptensor.parallel import (
 )
 from dptensor.privacy import require_unproven
 from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_epsilon, gaussian_sigma_analytic
+from dptensor.privacy.errors import UtilityWarning
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.lda_sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
@@ -220,10 +221,6 @@ CLASSIC_REASON = (
     "calibration='classic' uses the Gaussian mechanism of Dwork & Roth (Theorem A.1) at a per-release "
     "epsilon >= 1, where that theorem does not apply"
 )
-
-class UtilityWarning(UserWarning):
-    """A private fit whose planned noise swamps the signal (a function of public inputs only)."""
-
 
 #: Steps of a private fit print their names, never their durations (see ``timings_``).
 _private_step = functools.partial(_Step, report_time=False)
@@ -510,8 +507,6 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 f"clip={self.clip!r} applies to config=1 with sensitivity='derived', calibration='analytic' "
                 "and shared_m2=True; pass clip=None for the other modes"
             )
-        if self.public_corpus is not None and not supported:
-            raise ValueError("public_corpus applies to the clipped config=1 (clip='auto' or a number)")
         clip = 1.0 / n_words if self.clip == "auto" else float(self.clip)
         word_clip = WORD_CLIP_RATIO * clip if self.word_clip == "auto" else float(self.word_clip)
         return clip, word_clip
@@ -697,6 +692,51 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             )
         super()._check_privacy_parameters(requires_delta=requires_delta)
 
+    def check_configuration(self, n_documents: int, n_words: int) -> bool:
+        """Refuse, before any data is read or any budget spent, what ``fit`` would refuse.
+
+        Checks the parameters and the plan from the public sizes only (the same checks ``fit``
+        runs first), so that a pipeline step before this one -- a vocabulary chosen under DP --
+        is not charged for a fit that cannot run.
+
+        Parameters
+        ----------
+        n_documents, n_words : int
+            The public sizes ``(N, d)`` of the corpus the fit will see (``d`` at most).
+
+        Returns
+        -------
+        bool
+            Whether the releases are clipped (documents of any length are valid) rather than the
+            worst-case ones (every document needs at least three tokens).
+        """
+        self._validate_params()
+        self._check_privacy_parameters()
+        self._checked_plan(int(n_documents), int(n_words))
+        return self._clipping(int(n_words)) is not None
+
+    def _checked_plan(self, n_documents: int, n_words: int) -> _Plan:
+        """The plan of a fit on ``(N, d)``, after every check that needs only the parameters and sizes."""
+        k = int(self.n_components)
+        if n_documents < 3:
+            raise ValueError(f"X has {n_documents} document(s); the moment estimators need at least 3")
+        if k > n_words:
+            raise ValueError(f"n_components={k} exceeds the vocabulary size {n_words}; k must be at most d")
+        plan = self._plan(n_documents, n_words)
+        assert plan.guarantee is not None
+        if not plan.holds:
+            require_unproven(
+                f"PrivateSpectralLDA(config={self.config}, sensitivity={self.sensitivity!r}, "
+                f"calibration={self.calibration!r})",
+                plan.guarantee.reason,
+            )
+        if self._clipping(n_words) is None and self.shrinkage != "auto" and float(self.shrinkage) > 0:
+            raise ValueError(
+                f"shrinkage={self.shrinkage!r} needs the clipped mode (clip set): the unclipped "
+                "configurations release no unigram distribution to shrink toward"
+            )
+        return plan
+
     # -- fitting -----------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> PrivateSpectralLDA:
@@ -721,25 +761,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self._check_privacy_parameters()
         effective_n_jobs(self.n_jobs)
         n_documents, n_words = public_shape(X, layout="documents x words")
-        k = int(self.n_components)
-        if n_documents < 3:
-            raise ValueError(f"X has {n_documents} document(s); the moment estimators need at least 3")
-        if k > n_words:
-            raise ValueError(f"n_components={k} exceeds the vocabulary size {n_words}; k must be at most d")
-        plan = self._plan(n_documents, n_words)
-        assert plan.guarantee is not None
-        if not plan.holds:
-            require_unproven(
-                f"PrivateSpectralLDA(config={self.config}, sensitivity={self.sensitivity!r}, "
-                f"calibration={self.calibration!r})",
-                plan.guarantee.reason,
-            )
+        plan = self._checked_plan(n_documents, n_words)
         clipping = self._clipping(n_words)
-        if clipping is None and self.shrinkage != "auto" and float(self.shrinkage) > 0:
-            raise ValueError(
-                f"shrinkage={self.shrinkage!r} needs the clipped mode (clip set): the unclipped "
-                "configurations release no unigram distribution to shrink toward"
-            )
         if clipping is None:
             docs = check_private_counts(X, n_jobs=self.n_jobs)
         else:
