@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from dptensor.models.dp_vi_lda import DPVariationalLDA
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dptensor import SingleTopicModel, TensorCompletion, input_perturbation, private_power_method
+from dptensor.models.dp_vi_lda import DPVariationalLDA
+from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.privacy.audit import Observation, observable_differences, observe, observe_command
 from dptensor.tensor import SampleMoment
