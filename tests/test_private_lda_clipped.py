@@ -387,18 +387,22 @@ def test_shrinkage_zero_signal_gives_the_released_unigram_and_strong_signal_keep
     from dptensor.evaluation import completion_perplexity
 
     corpus, split = _lda_split(3000, 0)
-    noisy = PrivateSpectralLDA(3, 0.3, epsilon=0.002, delta=1e-6, random_state=0,
-                               noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
-    assert noisy.shrinkage_ > 0.9  # (nearly) zero signal: (nearly) the released unigram model
-    assert noisy.components_.shape == (3, 30) and not np.allclose(noisy.components_, noisy.unigram_)
-    # the same release (same test noise), not shrunk
-    raw = clone(noisy).set_params(shrinkage=0.0, noise=insecure_test_noise(0)).fit(corpus.counts)
     held = np.asarray(split.held_out.sum(axis=0)).ravel()
-    unigram_ppl = float(np.exp(-(held * np.log(noisy.unigram_)).sum() / held.sum()))
-    assert raw.shrinkage_ == 0.0 and np.array_equal(raw.components_, noisy.components_)
-    raw_ppl, shrunk_ppl = completion_perplexity(raw, split), completion_perplexity(noisy, split)
-    assert abs(shrunk_ppl - unigram_ppl) < 0.25 * abs(raw_ppl - unigram_ppl)
-    assert shrunk_ppl < raw_ppl
+    raw_ppls, shrunk_ppls = [], []
+    for seed in range(4):  # several releases: a raw noisy model can beat the unigram one on a lucky draw
+        noisy = PrivateSpectralLDA(3, 0.3, epsilon=0.002, delta=1e-6, random_state=0,
+                                   noise=insecure_test_noise(seed)).fit(corpus.counts)  # fmt: skip
+        assert noisy.shrinkage_ > 0.9  # (nearly) zero signal: (nearly) the released unigram model
+        assert noisy.components_.shape == (3, 30) and not np.allclose(noisy.components_, noisy.unigram_)
+        # the same release (same test noise), not shrunk
+        raw = clone(noisy).set_params(shrinkage=0.0, noise=insecure_test_noise(seed)).fit(corpus.counts)
+        unigram_ppl = float(np.exp(-(held * np.log(noisy.unigram_)).sum() / held.sum()))
+        assert raw.shrinkage_ == 0.0 and np.array_equal(raw.components_, noisy.components_)
+        raw_ppl, shrunk_ppl = completion_perplexity(raw, split), completion_perplexity(noisy, split)
+        assert abs(shrunk_ppl - unigram_ppl) < 0.25 * abs(raw_ppl - unigram_ppl)
+        raw_ppls.append(raw_ppl)
+        shrunk_ppls.append(shrunk_ppl)
+    assert np.mean(shrunk_ppls) < np.mean(raw_ppls)  # on average over releases, shrinking helps
     strong = PrivateSpectralLDA(3, 0.3, epsilon=1e4, delta=1e-6, random_state=0).fit(corpus.counts)
     assert strong.shrinkage_ < 0.01
     assert np.abs(strong.topic_word_distribution() - strong.components_).max() < 0.01

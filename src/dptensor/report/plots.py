@@ -6,7 +6,6 @@ private release), held-out errors, or a ledger's charges. Nothing reads training
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +14,8 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy.spatial.distance import jensenshannon
-from sklearn.manifold import MDS
+
+from dptensor.decomposition.whitening import orient_columns
 
 __all__ = [
     "intertopic_coordinates",
@@ -61,12 +61,14 @@ def topic_prevalence(model: Any) -> np.ndarray:
     return weights / total if total > 0 else np.full(weights.shape, 1.0 / weights.size)
 
 
-def intertopic_coordinates(topics: np.ndarray, *, random_state: int = 0) -> np.ndarray:
-    """2-D coordinates of the topics: metric MDS of their Jensen-Shannon distances (as LDAvis).
+def intertopic_coordinates(topics: np.ndarray) -> np.ndarray:
+    """2-D coordinates of the topics: classical scaling of their Jensen-Shannon distances (as LDAvis).
 
-    Sievert & Shirley (2014), LDAvis: classical scaling of the Jensen-Shannon divergence between
-    topic-word distributions; here scikit-learn's SMACOF on the precomputed distances (base 2,
-    so in [0, 1]). ``random_state`` is public (it seeds SMACOF's start only).
+    Sievert & Shirley (2014), LDAvis: classical (Torgerson) multidimensional scaling of the
+    Jensen-Shannon distances between topic-word distributions (base 2, so in ``[0, 1]``): the top
+    two eigenpairs of the double-centred squared distances, each column given one sign
+    (:func:`~dptensor.decomposition.whitening.orient_columns`). Deterministic and exact whenever
+    the distances embed in the plane (always for three topics).
     """
     topics = np.asarray(topics, dtype=np.float64)
     k = topics.shape[0]
@@ -77,10 +79,12 @@ def intertopic_coordinates(topics: np.ndarray, *, random_state: int = 0) -> np.n
         for j in range(i + 1, k):
             distances[i, j] = distances[j, i] = jensenshannon(topics[i], topics[j], base=2)
     distances = np.nan_to_num(distances)
-    with warnings.catch_warnings():  # scikit-learn >= 1.8 renames `dissimilarity` and changes `init`
-        warnings.simplefilter("ignore", FutureWarning)
-        mds = MDS(n_components=2, dissimilarity="precomputed", random_state=random_state, n_init=1)
-        return mds.fit_transform(distances)
+    centring = np.eye(k) - 1.0 / k
+    gram = -0.5 * centring @ (distances**2) @ centring
+    values, vectors = np.linalg.eigh(gram)
+    top = np.argsort(values)[::-1][:2]
+    coordinates = orient_columns(vectors[:, top]) * np.sqrt(np.clip(values[top], 0.0, None))
+    return np.pad(coordinates, ((0, 0), (0, 2 - coordinates.shape[1])))
 
 
 def plot_topics(
@@ -130,11 +134,11 @@ def plot_topics(
     return fig
 
 
-def plot_intertopic_map(model: Any, *, random_state: int = 0) -> Figure:
+def plot_intertopic_map(model: Any) -> Figure:
     """The intertopic distance map: each topic a circle at its MDS position, area ~ prevalence."""
     topics = topic_distributions(model)
     prevalence = topic_prevalence(model)
-    xy = intertopic_coordinates(topics, random_state=random_state)
+    xy = intertopic_coordinates(topics)
     fig = Figure(figsize=(5, 4.5), layout="constrained")
     ax = fig.subplots()
     ax.scatter(xy[:, 0], xy[:, 1], s=200 + 4000 * prevalence, c=[f"C{t % 10}" for t in range(len(xy))],

@@ -150,7 +150,7 @@ def add_topics(
         rows.append((f"topic {t + 1}", f"{100 * prevalence[t]:.1f}%", words))
     page.table(["topic", "prevalence", f"top {top} words"], rows)
     page.figure(plot_intertopic_map(model),
-                "intertopic distance map: metric MDS of the Jensen-Shannon distances between topics; "
+                "intertopic distance map: classical MDS of the Jensen-Shannon distances between topics; "
                 "circle area ~ prevalence")
     return page
 
