@@ -56,6 +56,8 @@ from dptensor.tensor.lda_moments import (
     _unpack,
     _vocabulary_cubes,
     document_blocks,
+    row_reduce,
+    scaled_proportions,
 )
 
 #: ``e = 1/l`` above this (documents of fewer than three tokens) gets weight 0 (with a margin for rounding).
@@ -85,35 +87,17 @@ class ClippedTerms:
     word_norms: np.ndarray
 
 
-def _row_reduce(matrix: sp.csr_matrix, values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
-    """``ufunc.reduce`` of ``values`` (one per stored entry) over each row; 0 for empty rows."""
-    out = np.zeros(matrix.shape[0])
-    starts = matrix.indptr[:-1]
-    nonempty = np.diff(matrix.indptr) > 0
-    if values.size:
-        out[nonempty] = ufunc.reduceat(values, starts[nonempty])
-    return out
-
-
 def clipped_terms(counts: sp.csr_matrix, clip: float, word_clip: float) -> ClippedTerms:
     """Scaled per-document terms and weights for a block of counts (non-negative, finite, CSR).
 
     ``clip`` is ``C`` (bound on ``||w P||_F`` and ``||w G||_F``), ``word_clip`` is ``C1`` (bound
     on ``||w p||_2``). No operation overflows for any finite non-negative counts.
     """
-    counts = sp.csr_matrix(counts, dtype=np.float64)
-    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-    peak = _row_reduce(counts, counts.data, np.maximum)
-    safe_peak = np.where(peak > 0, peak, 1.0)
-    scaled = counts.data / safe_peak[rows]  # in (0, 1]
-    total = _row_reduce(counts, scaled, np.add)  # in [1, d] for non-empty rows
-    safe_total = np.where(total > 0, total, 1.0)
-    p = scaled / safe_total[rows]
-    e = np.where(peak > 0, (1.0 / safe_peak) / safe_total, 0.0)
-    distributions = sp.csr_matrix((p, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
-    sq = _row_reduce(counts, p * p, np.add)  # ||p||^2
-    cube = _row_reduce(counts, p * p * p, np.add)
-    short = (peak <= 0) | (e > _SHORT)
+    distributions, e = scaled_proportions(counts)
+    p = distributions.data
+    sq = row_reduce(distributions, p * p, np.add)  # ||p||^2
+    cube = row_reduce(distributions, p * p * p, np.add)
+    short = (e <= 0) | (e > _SHORT)
     e_ok = np.where(short, 0.0, e)
     # ||P||_F^2 (1-e)^2 = ||p||^4 - 2 e sum p^3 + e^2 ||p||^2 (>= 0: p_v >= e on the support).
     pair_sq = np.maximum(sq * sq - 2.0 * e_ok * cube + e_ok * e_ok * sq, 0.0)

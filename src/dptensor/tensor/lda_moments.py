@@ -169,6 +169,49 @@ def document_blocks(docs: Documents) -> RowBlocks:
     raise TypeError(f"docs must be DocumentCounts or DocumentBlocks, got {type(docs).__name__}")
 
 
+def row_reduce(matrix: sp.csr_matrix, values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc.reduce`` of ``values`` (one per stored entry of ``matrix``) over each row; 0 for empty rows."""
+    out = np.zeros(matrix.shape[0])
+    starts = matrix.indptr[:-1]
+    nonempty = np.diff(matrix.indptr) > 0
+    if values.size:
+        out[nonempty] = ufunc.reduceat(values, starts[nonempty])
+    return out
+
+
+def scaled_proportions(counts: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Each document's word distribution ``p = c / l`` and ``1 / l``, for any finite counts.
+
+    Each row is divided by its largest count before it is summed, so no finite count overflows:
+    even a length ``l`` beyond float64's range gives ``p`` and ``1 / l`` (then ``0``, its limit).
+    An empty row gives ``p = 0`` and ``1 / l = 0``. The overflow-free form shared by the
+    single-topic model's ``moments="all"`` estimators and the clipped LDA moments.
+
+    Parameters
+    ----------
+    counts : scipy.sparse.csr_matrix of shape (N, d)
+        Non-negative, finite counts.
+
+    Returns
+    -------
+    proportions : scipy.sparse.csr_matrix of shape (N, d)
+        ``p_n`` on the stored entries of ``counts``.
+    inverse_lengths : ndarray of shape (N,)
+        ``1 / l_n``.
+    """
+    counts = sp.csr_matrix(counts, dtype=np.float64)
+    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    peak = row_reduce(counts, counts.data, np.maximum)
+    safe_peak = np.where(peak > 0, peak, 1.0)
+    scaled = counts.data / safe_peak[rows]  # in (0, 1]
+    total = row_reduce(counts, scaled, np.add)  # in [1, d] for non-empty rows
+    safe_total = np.where(total > 0, total, 1.0)
+    proportions = sp.csr_matrix(
+        (scaled / safe_total[rows], counts.indices.copy(), counts.indptr.copy()), shape=counts.shape
+    )
+    return proportions, np.where(peak > 0, (1.0 / safe_peak) / safe_total, 0.0)
+
+
 def check_count_matrix(X: object, name: str = "X", *, allow_no_tokens: bool = False) -> sp.csr_matrix:
     """Validate a document-term count matrix and return it as CSR float64.
 

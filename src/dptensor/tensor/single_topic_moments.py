@@ -56,7 +56,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dptensor._validation import check_finite_array, check_positive_int
-from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH, check_count_matrix
+from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH, check_count_matrix, scaled_proportions
 from dptensor.tensor.operators import symmetrize
 
 MOMENTS: tuple[str, ...] = ("first3", "all")
@@ -253,15 +253,7 @@ class ScaledDocuments:
     @classmethod
     def from_counts(cls, counts: sp.csr_matrix) -> ScaledDocuments:
         """Scale validated counts (every row with at least three tokens)."""
-        counts = sp.csr_matrix(counts, dtype=np.float64)
-        largest = counts.max(axis=1).toarray().ravel()
-        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-        relative = counts.copy()
-        relative.data = relative.data / largest[rows]
-        total = np.asarray(relative.sum(axis=1)).ravel()  # in [1, d]
-        proportions = relative.copy()
-        proportions.data = relative.data / total[rows]
-        return cls(proportions, (1.0 / largest) / total)
+        return cls(*scaled_proportions(counts))
 
     def weights(self, power: int) -> np.ndarray:
         """``(1/N) l^{power} / ((l-1) ... (l-power+1))`` per document, for ``power`` 2 or 3."""
