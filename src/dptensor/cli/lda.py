@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -448,19 +447,25 @@ def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
 
 
 def _private_vocabulary_corpus(
-    args: argparse.Namespace, ledger: BudgetLedger | None, check_model: Callable[[int], None]
+    args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA
 ) -> tuple[Corpus, PrivacyGuarantee]:
     """``--private-vocab V``: the vocabulary released under DP (charged first), then the counts over it.
 
     The vocabulary spends ``--vocab-share`` of ``--epsilon`` and ``--delta``
     (:class:`PrivateCountVectorizer`, Gaussian partition selection); the model gets the rest.
-    ``check_model(N)`` runs the model's own checks of its configuration (public: the options and
-    the number of documents) before the vocabulary is charged, so that no budget is spent on a fit
-    that would be refused.
+    The model's own checks of its configuration (public: the options and the number of documents)
+    run before the vocabulary is charged, so that no budget is spent on a fit that would be
+    refused. A worst-case spectral release (not clipped) refuses documents of fewer than three
+    tokens, so those are padded one by one (:func:`pad_short_documents`).
     """
     path = Path(args.corpus)
     documents = read_text_documents(path)
-    check_model(len(documents))
+    with _opt_in(args):
+        if isinstance(model, PrivateSpectralLDA):
+            pad = not model.check_configuration(len(documents), args.private_vocab)
+        else:
+            model.check_configuration(len(documents))
+            pad = False
     vectorizer = PrivateCountVectorizer(
         args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
         max_words_per_document=args.max_doc_words, stop_words=args.stop_words, noise=args.noise,
@@ -469,6 +474,10 @@ def _private_vocabulary_corpus(
     counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
     words = [str(w) for w in vectorizer.get_feature_names_out()]
     progress_line(f"private vocabulary: {len(words)} words (released under DP)", args.quiet)
+    if pad:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
+        progress_line("documents with fewer than 3 tokens over it are padded one by one "
+                      "(pad_short_documents)", args.quiet)
+        counts = pad_short_documents(counts)
     return Corpus(counts, words, str(path)), vectorizer.guarantee_
 
 
@@ -542,17 +551,7 @@ def run_private_fit(
     if parts is not None:
         corpus, records = parts
     elif args.private_vocab is not None:
-        clipped = []
-
-        def check_model(n_documents: int) -> None:
-            with _opt_in(args):
-                clipped.append(model.check_configuration(n_documents, args.private_vocab))
-
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, check_model)
-        if not clipped[0]:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
-            progress_line("documents with fewer than 3 tokens over it are padded one by one "
-                          "(pad_short_documents)", args.quiet)
-            corpus = Corpus(pad_short_documents(corpus.counts), corpus.vocabulary, corpus.source)
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)
         records = session.records(corpus.counts)
     else:
         corpus = load_fit_corpus(args, private=True)
@@ -635,12 +634,7 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     vocabulary_guarantee = None
     model = build_vi_model(args, ledger)
     if private and args.private_vocab is not None:
-
-        def check_model(n_documents: int) -> None:
-            with _opt_in(args):
-                model.check_configuration(n_documents)
-
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, check_model)
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)
     else:
         corpus = load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)

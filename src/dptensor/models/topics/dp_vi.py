@@ -124,7 +124,7 @@ from dptensor.privacy import (
     require_unproven,
 )
 from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
-from dptensor.tensor.lda_moments import check_count_matrix
+from dptensor.tensor.lda_moments import check_count_matrix, row_reduce
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -455,11 +455,10 @@ def bound_document_lengths(counts: sp.csr_matrix, max_length: float) -> sp.csr_m
     nonempty = np.flatnonzero(np.diff(matrix.indptr) > 0)
     if nonempty.size == 0:
         return matrix
-    peak = np.zeros(matrix.shape[0])
-    peak[nonempty] = np.maximum.reduceat(matrix.data, matrix.indptr[nonempty])
+    peak = row_reduce(matrix, matrix.data, np.maximum)
     rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
     unit = matrix.data / peak[rows]  # in (0, 1]
-    relative = np.bincount(rows, unit, minlength=matrix.shape[0])  # u_d: length / m_d, finite
+    relative = row_reduce(matrix, unit, np.add)  # u_d: length / m_d, finite
     # length > L  <=>  u_d > L / m_d (no product that can overflow)
     long = np.zeros(matrix.shape[0], dtype=bool)
     long[nonempty] = relative[nonempty] > float(max_length) / peak[nonempty]
