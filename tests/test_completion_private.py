@@ -628,3 +628,34 @@ def test_dp_als_progress_ticks_once_per_release(relation, capsys):
     err = capsys.readouterr().err
     n_releases = len(fit.guarantee_.details["releases"])
     assert f"DP-ALS releases: {n_releases}step" in err.replace("\r", "\n")
+
+
+# ------------------------------------------------------------------ a fit shrunk towards zero
+
+
+def test_posterior_rows_stays_finite_when_the_factors_have_shrunk_towards_zero():
+    """Grams of denormals (factors ~1e-158 after heavy noise) once made ``W`` singular and NaN."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 4, 2))
+    gram0 = np.einsum("rni,rnj->rij", a, a)
+    rhs0, noise0, ridge, residual_var = rng.normal(size=(3, 2)), 0.7, np.full(2, 0.5), 1.3
+    w_inv_g = np.linalg.solve(residual_var * gram0 + noise0 * np.eye(2), gram0)  # scale-free
+    for s, rtol in ((1.0, 1e-9), (1e-100, 1e-9), (1e-158, 1e-6)):  # at 1e-316 a denormal keeps ~8 digits
+        got = dpals.posterior_rows(gram0 * s * s, rhs0 * s, ridge, np.zeros(2), residual_var, noise0 * s * s)
+        system = s * s * gram0 @ w_inv_g + np.diag(ridge / residual_var)
+        expected = s * np.linalg.solve(system, np.einsum("rji,rj->ri", w_inv_g, rhs0)[..., None])[..., 0]
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got / s, expected / s, rtol=rtol)
+
+
+def test_tucker_dp_als_that_shrinks_to_zero_still_fits():
+    """insecure_test_noise(54) shrank this Tucker fit's factors to ~1e-158 and then failed on NaN."""
+    indices, values, shape = _ratings(seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        fit = TensorCompletion(
+            2, model="tucker", privacy="als", neighbouring="entry-value", epsilon=1.0, delta=1e-6,
+            value_range=(LOW, HIGH), noise=insecure_test_noise(54), max_iter=3, random_state=0,
+        ).fit(indices, values, shape)  # fmt: skip
+    prediction = fit.predict(indices)
+    assert np.all(np.isfinite(prediction)) and np.all((prediction >= LOW) & (prediction <= HIGH))

@@ -323,7 +323,10 @@ def posterior_rows(
     if not np.any(noise_var > 0):
         return ridge_solve(gram, rhs, ridge, prior)
     w = residual_var * gram + np.diag(noise_var)
-    w_inv_g = np.linalg.solve(w, gram)  # W^-1 G
+    # W^-1 G with each row's W and G divided by W's largest entry: the same quotient, but factors
+    # that a noisy fit has shrunk towards zero (entries ~1e-158, Grams of denormals) stay finite.
+    scale = np.max(np.abs(w), axis=(-2, -1), keepdims=True)
+    w_inv_g = np.linalg.solve(w / scale, gram / scale)  # W^-1 G
     system = gram @ w_inv_g + np.diag(ridge / residual_var)
     prior = np.broadcast_to(prior, rhs.shape)
     centred = rhs - np.einsum("rij,rj->ri", gram, prior)
