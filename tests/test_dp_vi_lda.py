@@ -117,9 +117,16 @@ def test_recovers_true_topics(corpus):
 
 
 def test_private_error_falls_with_epsilon():
-    """With a generous budget the private topics approach the true ones; a tiny budget does not."""
+    """With a generous budget the private topics approach the true ones; a tiny budget does not.
+
+    A utility check, so the noise (and the Poisson subsample) come from ``insecure_test_noise(0)``:
+    under secret noise the test failed about 3% of runs. Over 40 seeds the loose error was
+    0.107 +- 0.007 (max 0.123; one secret-noise run reached 0.177 > 0.15), the tight one
+    0.79 +- 0.13 with 1 of 40 under 0.5. Seed 0 gives 0.106 and 0.835 (the same on the lowest deps).
+    """
     small = make_lda_corpus(4000, 30, 3, alpha=0.2, doc_length=80, topic_concentration=0.2, random_state=0)
-    kw = dict(batch_size=400, n_passes=3, learning_offset=10.0, random_state=0, delta=1e-6)
+    kw = dict(batch_size=400, n_passes=3, learning_offset=10.0, random_state=0, delta=1e-6,
+              noise=insecure_test_noise(0))
     loose = _topic_error(small.topics, DPVariationalLDA(3, epsilon=100.0, **kw).fit(small.counts))
     tight = _topic_error(small.topics, DPVariationalLDA(3, epsilon=0.1, **kw).fit(small.counts))
     assert loose < 0.15 < 0.5 < tight
