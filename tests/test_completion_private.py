@@ -553,12 +553,17 @@ def _synthetic_ratings(seed=0, shape=(120, 80, 4), n=6000):
     ],
 )
 def test_private_defaults_converge_on_ratings_and_do_not_lose_to_the_mean(kwargs):
-    """Regression: DP-SGD's former defaults diverged on 1..5 ratings (test RMSE above 2)."""
+    """Regression: DP-SGD's former defaults diverged on 1..5 ratings (test RMSE above 2).
+
+    A utility check, so the noise is ``insecure_test_noise(0)``. Under secret noise, DP-ALS under
+    entry-value gave RMSE / mean RMSE = 0.863 +- 0.025 over 330 fits with a long upper tail (99th
+    percentile 0.93, maximum 0.986 against the bound 1.02); seed 0 gives 0.861 (DP-SGD 0.920,
+    user-level DP-ALS 0.908, both typical), the same on the lowest dependency versions.
+    """
     indices, values, shape = _synthetic_ratings()
     test = np.arange(len(values)) % 5 == 0
-    fit = TensorCompletion(5, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs).fit(
-        indices[~test], values[~test], shape
-    )
+    fit = TensorCompletion(5, epsilon=1.0, value_range=(LOW, HIGH), random_state=0,
+                           noise=insecure_test_noise(0), **kwargs).fit(indices[~test], values[~test], shape)
     pred = fit.predict(indices[test])
     assert np.all(np.isfinite(pred)) and pred.min() >= LOW and pred.max() <= HIGH
     mean_rmse = rmse(values[test], np.full(test.sum(), values[~test].mean()))  # the non-private mean
