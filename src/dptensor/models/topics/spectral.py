@@ -415,10 +415,17 @@ class TopicModelInference(FittedTopicsMixin):
         self._check_fitted()
         return self._smoothed_topics()
 
+    def document_topic_prior(self) -> np.ndarray:
+        """The Dirichlet prior of a document's topic proportions that :meth:`transform` uses (``alpha_``)."""
+        self._check_fitted()
+        return np.asarray(self.alpha_, dtype=np.float64)
+
     def transform(self, X: object) -> np.ndarray:
         """Document-topic proportions ``theta_n`` given the learned topics.
 
-        Method: with the topics ``mu`` and the prior ``alpha_`` fixed, iterate the EM-style
+        Method: with the topics ``mu`` (:meth:`topic_word_distribution`) and the prior ``alpha``
+        (:meth:`document_topic_prior`, ``alpha_`` unless a subclass matches them to a unigram
+        distribution) fixed, iterate the EM-style
         update of the topic posterior of each document (vectorised over documents),
 
         ``theta_n <- normalise(alpha + theta_n * (mu (c_n / (mu^T theta_n))))``,
@@ -459,7 +466,7 @@ class TopicModelInference(FittedTopicsMixin):
         max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
         tol = float(self.transform_tol)
         n = matrix.shape[0]
-        prior = self.alpha_
+        prior = self.document_topic_prior()
         theta = np.tile(prior / prior.sum(), (n, 1))
         topics_t = np.ascontiguousarray(topics.T)  # d x k
         for start, stop in document_chunks(matrix, self.n_components):
