@@ -52,3 +52,31 @@ def test_bad_inputs_are_refused() -> None:
         match_first_moment(topics, -weights, unigram)
     with pytest.raises(ValueError, match="unigram"):
         match_first_moment(topics, weights, np.zeros(6))
+
+
+def test_spectral_lda_matches_its_topics_to_the_corpus_first_moment() -> None:
+    from dptensor.datasets.lda import make_lda_corpus
+    from dptensor.evaluation import completion_perplexity, split_documents
+    from dptensor.models import SpectralLDA
+
+    corpus = make_lda_corpus(3000, 40, 3, alpha=0.2, doc_length=30, random_state=0)
+    model = SpectralLDA(3, 0.6, random_state=0).fit(corpus.counts)
+    counts = corpus.counts.toarray()
+    counts = counts[counts.sum(axis=1) >= 3]  # the documents that enter the moments
+    m1 = (counts / counts.sum(axis=1, keepdims=True)).mean(axis=0)  # Lemma 21, eq. (5), by hand
+    np.testing.assert_allclose(model.unigram_, m1, rtol=1e-10)
+    streamed = SpectralLDA(3, 0.6, random_state=0).partial_fit(corpus.counts[:1500])
+    streamed.partial_fit(corpus.counts[1500:])
+    np.testing.assert_allclose(streamed.unigram_, m1, rtol=1e-10)
+    prior = model.document_topic_prior()
+    s, d = model.smoothing, 40
+    assert prior.sum() == pytest.approx(0.6)
+    mixture = prior / 0.6 @ model.topic_word_distribution()
+    np.testing.assert_allclose(mixture, (1 - s) * m1 + s / d, rtol=1e-10)
+    plain = SpectralLDA(3, 0.6, random_state=0, match_unigram=False).fit(corpus.counts)
+    np.testing.assert_array_equal(plain.components_, model.components_)  # inference only
+    np.testing.assert_allclose(plain.document_topic_prior(), plain.alpha_)
+    test = make_lda_corpus(300, 40, 3, alpha=0.2, doc_length=30, topics=corpus.topics, random_state=1)
+    split = split_documents(test.counts, random_state=0)
+    # topics close to the truth already nearly satisfy the identity: matching changes little here
+    assert completion_perplexity(model, split) == pytest.approx(completion_perplexity(plain, split), rel=0.02)

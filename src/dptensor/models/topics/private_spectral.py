@@ -96,7 +96,6 @@ from dptensor.decomposition.private_whitening import (
 )
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models._base import PrivateEstimatorMixin
-from dptensor.models.topics.moment_matching import match_first_moment
 from dptensor.models.topics.spectral import (
     SPECTRAL_PARAMETER_CONSTRAINTS,
     TopicModelInference,
@@ -829,33 +828,6 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )
         factor = MATCHED_SHRINKAGE_FACTOR if self.match_unigram else 1.0
         return factor * shrinkage_weight(snr)
-
-    def _matched(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Smoothed topics and weights matched to ``unigram_`` (``match_unigram``), or None."""
-        if not getattr(self, "match_unigram", False) or getattr(self, "unigram_", None) is None:
-            return None
-        s = self._check_smoothing()
-        alpha = np.asarray(self.alpha_, dtype=np.float64)
-        smoothed = (1.0 - s) * self.components_ + s / self.n_features_in_
-        return match_first_moment(smoothed, alpha / alpha.sum(), self.unigram_)
-
-    def _smoothed_topics(self) -> np.ndarray:
-        """``(1 - lambda) mu'_i + lambda unigram_``, ``mu'`` the smoothed (and matched) topics."""
-        s = self._check_smoothing()
-        matched = self._matched()
-        topics = self.components_ if matched is None else matched[0]
-        lam = float(getattr(self, "shrinkage_", 0.0))
-        if lam > 0 and self.unigram_ is not None:
-            topics = (1.0 - lam) * topics + lam * self.unigram_[None, :]
-        return topics if matched is not None else (1.0 - s) * topics + s / self.n_features_in_
-
-    def document_topic_prior(self) -> np.ndarray:
-        """``alpha0`` times the matched weights (``match_unigram``, clipped mode), else ``alpha_``."""
-        self._check_fitted()
-        matched = self._matched()
-        if matched is None:
-            return np.asarray(self.alpha_, dtype=np.float64)
-        return float(self.alpha0) * matched[1]
 
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
         """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
