@@ -96,9 +96,9 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
     return idx, np.clip(np.round(3 + rng.normal(size=len(idx))), 1, 5), shape
 
 
-def _dpals(relation: str, source: object) -> TensorCompletion:
+def _dpals(relation: str, source: object, **kw) -> TensorCompletion:
     return TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, delta=1e-5,
-                            value_range=(1.0, 5.0), random_state=0, noise=source)
+                            value_range=(1.0, 5.0), random_state=0, noise=source, **kw)
 
 
 def _audit(make, X, **kw) -> AuditResult:
@@ -127,12 +127,20 @@ def test_canaries_respect_each_relation() -> None:
     i0, v0, _ = ev.fit_args(plan, np.zeros(4, bool))
     np.testing.assert_array_equal(i1, i0)  # the pattern is public under entry-value
     assert (v1 != v0).sum() <= 4 and set(v1[v1 != v0]) == {5.0} and set(v0[v1 != v0]) == {1.0}
-    us = canary_adapter_for(_dpals("user", None))
-    plan = us.plan(_dpals("user", None), (ind, values, shape), 2, np.random.default_rng(0))
+    us = canary_adapter_for(_dpals("user", None, max_ratings=4))
+    plan = us.plan(_dpals("user", None, max_ratings=4), (ind, values, shape), 2, np.random.default_rng(0))
     i1, v1, _ = us.fit_args(plan, np.ones(2, bool))
     i0, v0, _ = us.fit_args(plan, np.zeros(2, bool))
+    np.testing.assert_array_equal(i1, i0)
     changed = np.flatnonzero(v1 != v0)
     assert len(np.unique(i1[changed, 0])) == 2  # only the two canary users' ratings differ
+    for user in np.unique(i1[changed, 0]):  # max_ratings ratings, each in its own item row
+        mine = i1[i1[:, 0] == user]
+        assert len(mine) == 4 and len(np.unique(mine[:, 1])) == 4 and set(v1[i1[:, 0] == user]) == {5.0}
+    assert len(np.unique(i1[changed, 1])) == 8  # the canaries rate disjoint items
+    # max_ratings above the number of items: one canary rating every item once
+    wide = us.plan(_dpals("user", None), (ind, values, shape), 2, np.random.default_rng(0))
+    assert wide.n_canaries == 1 and len(np.unique(wide.indices[wide.canary_rows[0], 1])) == 8
     with pytest.raises(TypeError, match="no canaries"):
         canary_adapter_for(object())
 

@@ -4,28 +4,34 @@
 the models; this module tells it, for each private estimator, what a canary is under the
 estimator's neighbouring relation and which released numbers score it
 (:class:`~dptensor.privacy.audit.CanaryAdapter`). Each canary is as distinguishable as the
-relation allows, and reads only the public API of a fitted estimator (``components_``,
-``predict``), never its internals:
+relation allows, and reads only the fitted estimator's released attributes (``components_``,
+``whitening_``, ``biases_``, ``predict``), never its internals:
 
 * **documents** (``"document"`` relation: :class:`PrivateSpectralLDA`, :class:`DPVariationalLDA`,
-  :class:`SingleTopicModel`; replace one document): a document made only of one of the rarest
-  words of the corpus, as long as the longest document of the corpus (so no length bound it must
-  respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
-  so that its statistics reach the clipping norm); left out, a document of another rare word, as
-  long, takes its place (the number of documents stays the same; the two documents share no
-  word, the most distinguishable replace-one pair). Score: the canary word's total weight in the
-  released topics (``components_`` summed over topics) minus its neighbour word's. Extra
-  features for the distinguishing attack: every word's total and largest weight.
+  :class:`SingleTopicModel`; replace one document): a document made only of one word of the
+  corpus, as long as the longest document of the corpus (so no length bound it must respect is
+  crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``, so that its
+  statistics reach the clipping norm); left out, a document of another word, as long, takes its
+  place (the number of documents stays the same; the two documents share no word, the most
+  distinguishable replace-one pair). Topic models read the rarest words, scored by the canary
+  word's total weight in the released topics (``components_`` summed over topics) minus its
+  neighbour word's; extra features for the distinguishing attack: every word's total and largest
+  weight. :class:`SingleTopicModel` reads the most **frequent** words instead, whose directions lie
+  in the top-``K`` eigenspace that its whitening keeps (a rare word's is projected away), scored
+  by the released rank-``K`` second moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of
+  the noisy ``M2``) at the canary word's diagonal entry minus its neighbour's.
 * **ratings** (``"entry-value"``: :class:`TensorCompletion`, change one observed value): an
   observed entry set to the top of the declared ``value_range``, left out set to its bottom.
   Score: the predicted rating at the entry; extras: predictions at the entries sharing its
   user or item.
 * **users** (``"user"``: change every rating of one user, their number and cells included): a
-  user who rates every day of their own items (at most ``max_ratings`` cells) at the top of
-  ``value_range``, left out the same cells at its bottom; canaries rate disjoint items.
-  Under joint DP a user's own row is computed from their own ratings, which absorb shifts of the
-  released model, so the score is the mean prediction at the canary's items for a *probe user*
-  whose ratings are removed (the released model alone); extras: those predictions.
+  user who rates ``max_ratings`` distinct items (one day each: each rating in its own row of the
+  item mode, so that the user's contribution reaches the clipping bound ``C`` of every per-row
+  release) at the top of ``value_range``, left out the same cells at its bottom; canaries rate
+  disjoint items. Score: the mean released item bias (``biases_[1]``, part of the jointly private
+  model) at the canary's items; without biases, the mean prediction at those cells for a *probe
+  user* whose ratings are removed (a user's own row is computed from their own ratings, so only
+  the released model is read). Extras: the per-item values.
 """
 
 from __future__ import annotations
@@ -69,22 +75,43 @@ class _DocumentPlan:
 
 
 class DocumentCanaries:
-    """Document canaries made of one rare word (see the module docstring)."""
+    """Document canaries made of one word each (see the module docstring).
+
+    Parameters
+    ----------
+    words : {"rare", "frequent"}
+        Which words the canaries and their neighbours are made of: the corpus's rarest (a topic
+        model's released topics), or its most frequent (the top eigenspace a spectral whitening
+        keeps).
+    min_length : int
+        Canary documents are at least this long (otherwise as long as the longest document).
+    score : {"topic-weight", "second-moment"}
+        ``"topic-weight"``: the canary word's released weight in ``components_`` minus its
+        neighbour's. ``"second-moment"``: the released rank-``K`` second moment
+        ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary word's diagonal entry
+        minus its neighbour's (:class:`SingleTopicModel`).
+    """
 
     relation = "document"
 
-    def __init__(self, words: str = "rare", min_length: int = 0) -> None:
+    def __init__(self, words: str = "rare", min_length: int = 0, score: str = "topic-weight") -> None:
         if words not in ("rare", "frequent"):
             raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
+        if score not in ("topic-weight", "second-moment"):
+            raise ValueError(f"score must be 'topic-weight' or 'second-moment', got {score!r}")
         self.words = words
         self.min_length = int(min_length)
-
-    description = ("canary documents made of one of the corpus's rarest words, as long as its longest "
-                   "document, replaced when left out by a document of another rare word; score: the "
-                   "canary word's released weight minus its neighbour's")
+        self.score = score
+        which = "rarest" if words == "rare" else "most frequent"
+        read = ("the canary word's released weight minus its neighbour's" if score == "topic-weight" else
+                "the released rank-K second moment (whitening_) at the canary word's diagonal entry minus "
+                "its neighbour's")
+        self.description = (f"canary documents made of one of the corpus's {which} words, as long as its "
+                            f"longest document, replaced when left out by a document of another such word; "
+                            f"score: {read}")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _DocumentPlan:
-        """Pick two rare words per canary: the canary's, and its neighbour's (the document left in its place).
+        """Pick two words per canary: the canary's, and its neighbour's (the document left in its place).
 
         Two documents without a word in common, each of one word, are the most distinguishable
         replace-one pair: their statistics are orthogonal and both reach any norm bound.
@@ -128,8 +155,15 @@ class DocumentCanaries:
         return (sp.vstack([plan.base, *extra], format="csr"),)
 
     def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray]:
-        """Canary word's minus neighbour word's released weight, then every word's (``components_`` only)."""
-        return _topic_word_features(estimator.components_, plan.words, plan.others)
+        """The score (``score``), then every word's released weight (``components_``)."""
+        features = _topic_word_features(estimator.components_, plan.words, plan.others)
+        if self.score == "topic-weight":
+            return features
+        whitening = estimator.whitening_
+        U, s = whitening.eigenvectors, whitening.eigenvalues
+        diagonal = np.einsum("wk,k,wk->w", U, s, U)  # diag(U diag(s) U^T): the released rank-K M2
+        return [np.concatenate(([diagonal[w] - diagonal[o]], row)) for w, o, row in
+                zip(plan.words, plan.others, features, strict=True)]
 
 
 @dataclass
@@ -158,9 +192,10 @@ class CompletionCanaries:
             self.description = ("canary ratings: observed entries at the top of value_range (its bottom when "
                                 "left out); score: the predicted rating at the entry")
         else:
-            self.description = ("canary users: a user rating every day of their own items at the top of "
-                                "value_range (its bottom when left out); score: the predicted rating at "
-                                "those items of a user without ratings (the released model alone)")
+            self.description = ("canary users: a user rating max_ratings items of their own, one day each, "
+                                "at the top of value_range (its bottom when left out); score: the released "
+                                "item biases at those items (without biases, the predicted rating there of a "
+                                "user without ratings: the released model alone)")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _CompletionPlan:
         """Pick canaries in distinct users; the pattern of observed entries is kept."""
@@ -178,19 +213,21 @@ class CompletionCanaries:
         rows, probes = [], []
         if self.relation == "user":
             # one user's ratings are removed: the predictions for that "probe" user come from the
-            # released model alone (a user's own row is computed from their own ratings); each canary
-            # user rates every day of their own items, as many cells as max_ratings allows
+            # released model alone (a user's own row is computed from their own ratings). Each canary
+            # user rates max_ratings distinct items, one day each (each rating in its own row of the
+            # item mode: the contribution reaches the clipping bound of every per-row release), and
+            # canaries rate disjoint items
             probe_user, users = users[0], users[1:]
             if users.size == 0:
                 raise ValueError("the user relation's audit needs at least two users")
-            split = np.array_split(rng.permutation(shape[1]), min(users.size, shape[1]))
-            groups = [g for g in split if g.size]
-            users = users[: len(groups)]
-            limit = int(getattr(estimator, "max_ratings", None) or shape[1] * shape[2])
+            per_user = max(1, min(int(getattr(estimator, "max_ratings", None) or shape[1]), shape[1]))
+            users = users[: max(1, shape[1] // per_user)]
+            items = rng.permutation(shape[1])
             keep = ~np.isin(indices[:, 0], np.append(users, probe_user))
             blocks, start = [indices[keep]], int(keep.sum())
-            for u, items in zip(users, groups, strict=False):
-                cells = np.array([(j, k) for j in items for k in range(shape[2])], dtype=np.int64)[:limit]
+            for c, u in enumerate(users):
+                mine = items[c * per_user:(c + 1) * per_user]
+                cells = np.column_stack([mine, rng.integers(0, shape[2], mine.size)])
                 blocks.append(np.column_stack([np.full(len(cells), u), cells]))
                 rows.append(np.arange(start, start + len(cells)))
                 probes.append(np.column_stack([np.full(len(cells), probe_user), cells]))
@@ -214,9 +251,14 @@ class CompletionCanaries:
         return plan.indices, values, plan.shape
 
     def features(self, estimator: Any, plan: _CompletionPlan) -> list[np.ndarray]:
-        """Predictions at each canary's probes (``predict`` only); first the score."""
+        """Per canary, first its score (module docstring), then the released values it averages."""
         out = []
+        biases = getattr(estimator, "biases_", None)
         for probe in plan.probes:
+            if self.relation == "user" and biases is not None and biases[1] is not None:
+                values = np.asarray(biases[1], dtype=float)[probe[:, 1]]  # the released item biases
+                out.append(np.concatenate(([values.mean()], values)))
+                continue
             pred = np.asarray(estimator.predict(probe), dtype=float)
             score = pred[0] if self.relation == "entry-value" else pred.mean()
             out.append(np.concatenate(([score], pred)))
@@ -233,7 +275,10 @@ def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
     return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
 
 
-for _type in (PrivateSpectralLDA, SingleTopicModel):
-    register_canaries(_type, lambda estimator: DocumentCanaries())
+register_canaries(PrivateSpectralLDA, lambda estimator: DocumentCanaries())
+# the whitening keeps the top-K eigenspace of M2: frequent words lie in it, and whitening_ releases it
+register_canaries(
+    SingleTopicModel, lambda estimator: DocumentCanaries(words="frequent", score="second-moment")
+)
 register_canaries(DPVariationalLDA, _dp_vi_canaries)
 register_canaries(TensorCompletion, _completion_canaries)
