@@ -54,16 +54,54 @@ __all__ = ["CompletionCanaries", "DocumentCanaries"]
 def _topic_word_features(
     components: np.ndarray, words: np.ndarray, others: np.ndarray
 ) -> list[np.ndarray]:
-    """Per canary: its word's total released weight minus its neighbour's, then every word's total and top."""
+    """Per canary: its words' total released weight minus its neighbour's, then every word's total and top."""
     comp = np.asarray(components, dtype=float)
     total, top = comp.sum(axis=0), comp.max(axis=0)
-    return [np.concatenate(([total[w] - total[o]], total, top)) for w, o in zip(words, others, strict=True)]
+    return [np.concatenate(([total[w].sum() - total[o].sum()], total, top))
+            for w, o in zip(words, others, strict=True)]
+
+
+def _uniform_document(words: np.ndarray, length: int, n_words: int) -> sp.csr_matrix:
+    """A document of ``length`` tokens spread evenly over ``words`` (a multiple of their number)."""
+    each = length // len(words)
+    return sp.csr_matrix((np.full(len(words), each), (np.zeros(len(words), dtype=np.int64), words)),
+                         shape=(1, n_words))
+
+
+def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: int, length: int) -> int:
+    """How many distinct words a canary document spreads over, to reach both clipping bounds.
+
+    :mod:`dptensor.tensor.clipped_lda_moments` weights a document by ``w = min(1, C / ||P||_F,
+    C1 / ||p||_2)``: a one-word document (``||P|| = ||p|| = 1``) gets ``w = C`` and moves the
+    ``m1`` release (bound ``C1 = 3 C`` by default) by a third of its bound. Spreading the document
+    evenly over ``s`` words lowers ``||P|| ~ 1/s`` faster than ``||p|| = 1/sqrt(s)``: the smallest
+    ``s`` with ``w ||p|| = C1`` (9 for the default ratio) reaches both bounds. Chosen here to
+    maximise ``(w ||p|| / C1)^2 + (w ||P|| / C)^2`` (the share of each release's bound the canary
+    moves) with the exact weights (public ``C``, ``C1`` and length), at most ``n_words // 2`` (a
+    canary and its neighbour share no word); 1 without clipping (``clipping=None``: the worst-case
+    sensitivities, which a one-word document attains).
+    """
+    if clipping is None:
+        return 1
+    from dptensor.tensor.clipped_lda_moments import clipped_terms
+
+    clip, word_clip = clipping
+    best, best_share = 1, -1.0
+    for size in range(1, max(1, n_words // 2) + 1):
+        doc = _uniform_document(np.arange(size), size * -(-length // size), size)
+        terms = clipped_terms(doc, clip, word_clip)
+        weight = float(terms.weights[0])
+        share = (weight * float(terms.word_norms[0]) / word_clip) ** 2 + (
+            weight * float(terms.pair_norms[0]) / clip) ** 2
+        if share > best_share + 1e-12:
+            best, best_share = size, share
+    return best
 
 
 @dataclass
 class _DocumentPlan:
     base: Any
-    words: np.ndarray
+    words: np.ndarray  # (n_canaries, words per document)
     others: np.ndarray
     canaries: list
     fillers: list
@@ -75,7 +113,7 @@ class _DocumentPlan:
 
 
 class DocumentCanaries:
-    """Document canaries made of one word each (see the module docstring).
+    """Document canaries, each spread evenly over its own words (see the module docstring).
 
     Parameters
     ----------
@@ -85,36 +123,57 @@ class DocumentCanaries:
         keeps).
     min_length : int
         Canary documents are at least this long (otherwise as long as the longest document).
-    score : {"topic-weight", "second-moment"}
-        ``"topic-weight"``: the canary word's released weight in ``components_`` minus its
+    score : {"topic-weight", "second-moment", "unigram"}
+        ``"topic-weight"``: the canary's words' released weight in ``components_`` minus its
         neighbour's. ``"second-moment"``: the released rank-``K`` second moment
-        ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary word's diagonal entry
-        minus its neighbour's (:class:`SingleTopicModel`).
+        ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary words' diagonal entries
+        minus its neighbour's (:class:`SingleTopicModel`). ``"unigram"``: the canary's words'
+        weight in the released ``unigram_`` minus its neighbour's (:class:`PrivateSpectralLDA`'s
+        clipped releases; ``"topic-weight"`` when the fit released no ``unigram_``).
+    words_per_document : int or "clip"
+        Distinct words per canary document; ``"clip"``: enough to reach both clipping bounds of
+        a clipped :class:`PrivateSpectralLDA` (:func:`clipped_words_per_document`), one otherwise.
     """
 
     relation = "document"
 
-    def __init__(self, words: str = "rare", min_length: int = 0, score: str = "topic-weight") -> None:
+    def __init__(
+        self, words: str = "rare", min_length: int = 0, score: str = "topic-weight",
+        words_per_document: int | str = 1,
+    ) -> None:  # fmt: skip
         if words not in ("rare", "frequent"):
             raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
-        if score not in ("topic-weight", "second-moment"):
-            raise ValueError(f"score must be 'topic-weight' or 'second-moment', got {score!r}")
+        if score not in ("topic-weight", "second-moment", "unigram"):
+            raise ValueError(f"score must be 'topic-weight', 'second-moment' or 'unigram', got {score!r}")
+        if words_per_document != "clip" and not (
+            isinstance(words_per_document, int | np.integer) and not isinstance(words_per_document, bool)
+            and words_per_document >= 1
+        ):
+            raise ValueError(
+                f"words_per_document must be an integer >= 1 or 'clip', got {words_per_document!r}"
+            )
         self.words = words
         self.min_length = int(min_length)
         self.score = score
+        self.words_per_document = words_per_document
         which = "rarest" if words == "rare" else "most frequent"
-        read = ("the canary word's released weight minus its neighbour's" if score == "topic-weight" else
-                "the released rank-K second moment (whitening_) at the canary word's diagonal entry minus "
-                "its neighbour's")
-        self.description = (f"canary documents made of one of the corpus's {which} words, as long as its "
-                            f"longest document, replaced when left out by a document of another such word; "
-                            f"score: {read}")
+        spread = ("one of the corpus's " + which + " words" if words_per_document == 1 else
+                  "the corpus's " + which + " words, spread evenly over enough of them to reach every "
+                  "clipping bound")
+        read = {
+            "topic-weight": "the canary words' released topic weight minus its neighbour's",
+            "second-moment": ("the released rank-K second moment (whitening_) at the canary word's diagonal "
+                              "entry minus its neighbour's"),
+            "unigram": "the canary words' weight in the released unigram_ minus its neighbour's",
+        }[score]
+        self.description = (f"canary documents made of {spread}, as long as the longest document, replaced "
+                            f"when left out by a document of other such words; score: {read}")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _DocumentPlan:
-        """Pick two words per canary: the canary's, and its neighbour's (the document left in its place).
+        """Pick the words of each canary and of its neighbour (the document left in its place).
 
-        Two documents without a word in common, each of one word, are the most distinguishable
-        replace-one pair: their statistics are orthogonal and both reach any norm bound.
+        Two documents without a word in common are the most distinguishable replace-one pair:
+        their statistics are orthogonal and both reach any norm bound.
         """
         tokens = isinstance(X, list | tuple)
         if tokens:
@@ -130,22 +189,28 @@ class DocumentCanaries:
                 raise ValueError("X must hold at least one document")
             freq = np.asarray(X.sum(axis=0)).ravel()
             length = max(self.min_length, int(np.asarray(X.sum(axis=1)).max()))
-        m = max(1, min(int(n_canaries), freq.size // 2))
+        if self.words_per_document == "clip":
+            clipping = getattr(estimator, "_clipping", lambda n: None)(freq.size)  # public parameters only
+            size = clipped_words_per_document(clipping, freq.size, length)
+        else:
+            size = min(int(self.words_per_document), max(1, freq.size // 2))
+        length = size * -(-length // size)  # a multiple of the number of words, at least as long
+        m = max(1, min(int(n_canaries), freq.size // (2 * size)))
         order = np.lexsort((rng.random(freq.size), freq if self.words == "rare" else -freq))
-        chosen = rng.permutation(order[:2 * m])
+        chosen = rng.permutation(order[:2 * m * size]).reshape(2 * m, size)
         words, others = chosen[:m], chosen[m:]
         if tokens:
-            canaries = [np.full(length, w, dtype=np.int64) for w in words]
-            fillers = [np.full(length, w, dtype=np.int64) for w in others]
+            def document(group: np.ndarray) -> Any:
+                return np.repeat(group, length // size).astype(np.int64)
+
             base: Any = docs
         else:
-            def one_word(w: int) -> sp.csr_matrix:
-                return sp.csr_matrix(([length], ([0], [w])), shape=(1, X.shape[1]))
+            def document(group: np.ndarray) -> Any:
+                return _uniform_document(group, length, X.shape[1])
 
-            canaries = [one_word(w) for w in words]
-            fillers = [one_word(w) for w in others]
             base = X
-        return _DocumentPlan(base, words, others, canaries, fillers, tokens)
+        return _DocumentPlan(base, words, others, [document(g) for g in words], [document(g) for g in others],
+                             tokens)
 
     def fit_args(self, plan: _DocumentPlan, included: np.ndarray) -> tuple:
         """The corpus followed by each canary or its neighbour."""
@@ -157,12 +222,15 @@ class DocumentCanaries:
     def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray]:
         """The score (``score``), then every word's released weight (``components_``)."""
         features = _topic_word_features(estimator.components_, plan.words, plan.others)
-        if self.score == "topic-weight":
+        if self.score == "second-moment":
+            whitening = estimator.whitening_
+            U, s = whitening.eigenvectors, whitening.eigenvalues
+            released = np.einsum("wk,k,wk->w", U, s, U)  # diag(U diag(s) U^T): the released rank-K M2
+        elif self.score == "unigram" and getattr(estimator, "unigram_", None) is not None:
+            released = np.asarray(estimator.unigram_, dtype=float)
+        else:
             return features
-        whitening = estimator.whitening_
-        U, s = whitening.eigenvectors, whitening.eigenvalues
-        diagonal = np.einsum("wk,k,wk->w", U, s, U)  # diag(U diag(s) U^T): the released rank-K M2
-        return [np.concatenate(([diagonal[w] - diagonal[o]], row)) for w, o, row in
+        return [np.concatenate(([released[w].sum() - released[o].sum()], row)) for w, o, row in
                 zip(plan.words, plan.others, features, strict=True)]
 
 
@@ -275,7 +343,10 @@ def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
     return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
 
 
-register_canaries(PrivateSpectralLDA, lambda estimator: DocumentCanaries())
+# clipped releases: canaries spread over enough words to reach both clipping bounds, read in unigram_
+register_canaries(
+    PrivateSpectralLDA, lambda estimator: DocumentCanaries(score="unigram", words_per_document="clip")
+)
 # the whitening keeps the top-K eigenspace of M2: frequent words lie in it, and whitening_ releases it
 register_canaries(
     SingleTopicModel, lambda estimator: DocumentCanaries(words="frequent", score="second-moment")
