@@ -14,11 +14,12 @@ under "entry-value" and under "user" -- at epsilon 1 and 4, three variants:
 
 Each row: lower bound, claim, fits and seconds (one-run method of Steinke, Nasr & Jagielski 2023,
 95% confidence). Tiny synthetic data (d = 20 words, 40 documents; a 16 x 8 x 2 tensor with 100
-observed ratings), so the whole table takes a few minutes on one core. Two rows use the audit
-configurations with power (the default-suite tests' ones; their fits are fixed, not ``--runs``):
-SingleTopicModel on 4 words (2 frequent-word canaries per fit, 600 fits) and DP-ALS under
-"user" with ``max_ratings=1`` and one sweep on a 60 x 48 x 2 tensor (32 canary users per fit,
-200 fits, a tenth of the canaries guessed).
+observed ratings), so the whole table takes a few minutes on one core. Three models also run in
+the audit configurations with power (the default-suite tests' ones; their fits are fixed, not
+``--runs``): PrivateSpectralLDA on 180 words with 80% of mu^2 on the word-frequency release
+(10 canaries of 9 words per fit, 40 fits), SingleTopicModel on 4 words (2 frequent-word canaries
+per fit, 600 fits) and DP-ALS under "user" with ``max_ratings=1`` and one sweep on a 60 x 48 x 2
+tensor (32 canary users per fit, 200 fits, a tenth of the canaries guessed).
 
 Usage::
 
@@ -54,11 +55,16 @@ def cases(eps: float):
     tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens]
     ratings = _ratings()
     users = _ratings(shape=(60, 48, 2), n=300)
+    wide = make_lda_corpus(40, 180, 2, alpha=0.3, doc_length=20, random_state=0).counts
     delta = 1e-5
     models = {
         "PrivateSpectralLDA": (lambda n, **kw: PrivateSpectralLDA(2, alpha0=0.6, epsilon=eps, delta=delta,
                                                                  random_state=0, noise=n, **kw), counts,
                                {"sensitivity": "paper"}),
+        "PrivateSpectralLDA, 180 words, m1 0.8": (lambda n, **kw: PrivateSpectralLDA(
+            2, alpha0=0.6, epsilon=eps, delta=delta, random_state=0, noise=n,
+            budget_split={"m1": 0.8, "m2": 0.1, "e3": 0.1}, **kw
+        ), wide, None),
         "DPVariationalLDA": (lambda n, **kw: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=eps,
                                                              delta=delta, random_state=0, noise=n, **kw),
                              counts, {"accountant": "paper"}),
@@ -76,7 +82,8 @@ def cases(eps: float):
             max_ratings=1, max_iter=1, budget_split=0.1, random_state=0, noise=n, **kw
         ), users, None),
     }
-    fixed = {"SingleTopicModel (AGN), 4 words": {"n_runs": 600},
+    fixed = {"PrivateSpectralLDA, 180 words, m1 0.8": {"n_runs": 40},
+             "SingleTopicModel (AGN), 4 words": {"n_runs": 600},
              "DP-ALS user, max_ratings=1, one sweep": {"n_runs": 200, "n_guesses": 640}}
     for name, (make, data, paper) in models.items():
         options = fixed.get(name, {})
