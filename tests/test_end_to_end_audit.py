@@ -134,6 +134,7 @@ def test_canaries_respect_each_relation() -> None:
     # PrivateSpectralLDA's clipped releases: each canary spread evenly over enough words that its
     # weight moves both the word-frequency release (bound C1) and the pair release (bound C) by
     # (nearly) their whole bound; a one-word document would move the first by C / C1 = 1/3 only
+    from dptensor.models.audit_canaries import clipped_words_per_document
     from dptensor.tensor.clipped_lda_moments import clipped_terms
 
     wide = make_lda_corpus(20, 40, 2, alpha=0.3, doc_length=10, random_state=0).counts
@@ -142,6 +143,9 @@ def test_canaries_respect_each_relation() -> None:
     plan = canary_adapter_for(spectral).plan(spectral, wide, 3, np.random.default_rng(0))
     assert plan.words.shape == plan.others.shape == (2, 9)  # 40 words hold two pairs of 9-word documents
     assert len(set(plan.words.ravel()) | set(plan.others.ravel())) == 36
+    # (C1 / C)^2 words reach both bounds; without clipping (worst-case releases), one word
+    assert [clipped_words_per_document((clip, r * clip), 40, 100) for r in (2, 3, 4)] == [4, 9, 16]
+    assert clipped_words_per_document(None, 40, 100) == clipped_words_per_document((1.0, 1.0), 40, 20) == 1
     for doc in plan.canaries + plan.fillers:
         terms = clipped_terms(doc, clip, word_clip)
         assert doc.nnz == 9 and len(set(doc.data)) == 1 and doc.sum() >= wide.sum(axis=1).max()

@@ -5,21 +5,26 @@ the models; this module tells it, for each private estimator, what a canary is u
 estimator's neighbouring relation and which released numbers score it
 (:class:`~dptensor.privacy.audit.CanaryAdapter`). Each canary is as distinguishable as the
 relation allows, and reads only the fitted estimator's released attributes (``components_``,
-``whitening_``, ``biases_``, ``predict``), never its internals:
+``unigram_``, ``whitening_``, ``biases_``, ``predict``), never its internals:
 
 * **documents** (``"document"`` relation: :class:`PrivateSpectralLDA`, :class:`DPVariationalLDA`,
-  :class:`SingleTopicModel`; replace one document): a document made only of one word of the
-  corpus, as long as the longest document of the corpus (so no length bound it must respect is
-  crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``, so that its
-  statistics reach the clipping norm); left out, a document of another word, as long, takes its
-  place (the number of documents stays the same; the two documents share no word, the most
-  distinguishable replace-one pair). Topic models read the rarest words, scored by the canary
-  word's total weight in the released topics (``components_`` summed over topics) minus its
-  neighbour word's; extra features for the distinguishing attack: every word's total and largest
-  weight. :class:`SingleTopicModel` reads the most **frequent** words instead, whose directions lie
-  in the top-``K`` eigenspace that its whitening keeps (a rare word's is projected away), scored
-  by the released rank-``K`` second moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of
-  the noisy ``M2``) at the canary word's diagonal entry minus its neighbour's.
+  :class:`SingleTopicModel`; replace one document): a document spread evenly over its own words
+  of the corpus, as long as the longest document of the corpus (so no length bound it must
+  respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
+  so that its statistics reach the clipping norm); left out, a document of other words, as long,
+  takes its place (the number of documents stays the same; the two documents share no word, the
+  most distinguishable replace-one pair). :class:`DPVariationalLDA` canaries are one rare word
+  each, scored by the canary word's total weight in the released topics (``components_`` summed
+  over topics) minus its neighbour word's; extra features for the distinguishing attack: every
+  word's total and largest weight. :class:`PrivateSpectralLDA`'s clipped releases weight a
+  document by ``min(1, C / ||P||, C1 / ||p||)``, so a one-word document moves the word-frequency
+  release by ``C / C1`` of its bound only: its canaries spread over the fewest words that reach
+  both bounds (:func:`clipped_words_per_document`, 9 at the default ratio), scored by their
+  words' weight in the released ``unigram_`` minus the neighbour's. :class:`SingleTopicModel`
+  reads the most **frequent** words, whose directions lie in the top-``K`` eigenspace that its
+  whitening keeps (a rare word's is projected away), scored by the released rank-``K`` second
+  moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of the noisy ``M2``) at the canary
+  word's diagonal entry minus its neighbour's.
 * **ratings** (``"entry-value"``: :class:`TensorCompletion`, change one observed value): an
   observed entry set to the top of the declared ``value_range``, left out set to its bottom.
   Score: the predicted rating at the entry; extras: predictions at the entries sharing its
@@ -48,7 +53,7 @@ from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
 
-__all__ = ["CompletionCanaries", "DocumentCanaries"]
+__all__ = ["CompletionCanaries", "DocumentCanaries", "clipped_words_per_document"]
 
 
 def _topic_word_features(
