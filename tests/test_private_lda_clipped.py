@@ -368,12 +368,28 @@ def _lda_split(n, seed):
     return corpus, split_documents(test.counts[:, :], random_state=0)
 
 
-def test_released_unigram_floors_at_the_noise_level():
+def test_released_unigram_is_positive_ordered_and_closer_than_the_clipped_release():
+    from dptensor.privacy.denoising import nonnegative_posterior_means
+
     mean = np.array([0.5, 0.3, -0.01, 0.0])
     u = psl.released_unigram(mean, 0.02)
     assert u.sum() == pytest.approx(1.0) and np.all(u > 0)
-    assert u[2] == pytest.approx(u[3]) == pytest.approx(0.01 / (0.8 + 0.04))
+    assert u[0] > u[1] > u[3] >= u[2]  # the posterior mean keeps the order of the release
+    expected = nonnegative_posterior_means(mean, 0.02)
+    np.testing.assert_allclose(u, np.maximum(expected, 0.3 * 0.02) / np.maximum(expected, 0.3 * 0.02).sum())
     assert psl.released_unigram(np.array([-1.0, -2.0]), 0.0) == pytest.approx([0.5, 0.5])
+    # a Zipf-like distribution released with noise of a fifth of its mean entry: closer in KL
+    rng = np.random.default_rng(0)
+    truth = 1.0 / np.arange(1, 2001) ** 1.1
+    truth /= truth.sum()
+    sd = 0.2 / truth.size
+    kl_eb, kl_clip = [], []
+    for _ in range(5):
+        noisy = truth + rng.normal(0, sd, truth.size)
+        clipped = np.maximum(noisy, 0) + 0.5 * sd
+        kl_eb.append(float(truth @ np.log(truth / psl.released_unigram(noisy, sd))))
+        kl_clip.append(float(truth @ np.log(truth / (clipped / clipped.sum()))))
+    assert np.mean(kl_eb) < 0.8 * np.mean(kl_clip)
 
 
 def test_shrinkage_weight_limits():

@@ -115,6 +115,7 @@ from dptensor.parallel import (
 )
 from dptensor.privacy import require_unproven
 from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_epsilon, gaussian_sigma_analytic
+from dptensor.privacy.denoising import nonnegative_posterior_means
 from dptensor.privacy.errors import UtilityWarning
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.lda_sensitivity import (
@@ -1077,8 +1078,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return project_rows_to_simplex(noisy_topics[order]), noisy_alpha[order]
 
 
-#: Floor, in noise standard deviations, added to every word of the released unigram distribution.
-UNIGRAM_FLOOR = 0.5
+#: Floor, in noise standard deviations, of every word of the released unigram distribution. The
+#: empirical-Bayes prior is fitted to the release; where the noise swamps every frequency (tiny
+#: epsilon, few words) it can put almost all its mass on zero, and the floor keeps the estimate
+#: near uniform there. On the real corpora 0.3 costs under 0.1% of held-out perplexity against none.
+UNIGRAM_FLOOR = 0.3
 
 
 #: With ``match_unigram`` the ``"auto"`` shrinkage weight is this share of :func:`shrinkage_weight`'s:
@@ -1092,16 +1096,20 @@ MATCHED_SHRINKAGE_FACTOR = 0.5
 def released_unigram(mean: np.ndarray, noise_std: float) -> np.ndarray:
     """The private unigram distribution from the released ``E1 = S1 / S0`` (post-processing).
 
-    ``normalise(max(E1, 0) + UNIGRAM_FLOOR * s)`` with ``s`` the standard deviation of the noise
-    on each entry of ``E1`` (public: the ``m1`` noise scale over the released ``S0``). A word whose
-    frequency is below the noise is indistinguishable from an absent one; the floor keeps it
-    possible at about the noise level instead of at zero, as the Euclidean projection onto the
-    simplex would (on Debian descriptions at ``epsilon = 1`` the projection gave held-out
-    perplexity 566, a floor of 0.3--1 noise sd 442--470, with ``s`` estimated from the negative
-    entries; docs/lda.md, *Shrinkage toward the private unigram model*).
+    Each word's empirical-Bayes posterior mean given ``E1`` and the public standard deviation
+    ``s`` of the noise on each entry (the ``m1`` noise scale over the released ``S0``), with a
+    prior on non-negative frequencies fitted to the release itself
+    (:func:`~dptensor.privacy.denoising.nonnegative_posterior_means`), floored at
+    ``UNIGRAM_FLOOR * s`` and normalised. A word whose frequency is below the noise is
+    indistinguishable from an absent one; the posterior mean keeps it possible, at the frequency
+    such words have on average. On Debian descriptions, with the noise of ``epsilon = 1``, the
+    held-out perplexity of the released distribution is 414 against 428 for the former
+    ``max(E1, 0) + s / 2`` and 566 for the projection onto the simplex (396 without noise;
+    docs/lda.md, *The private unigram distribution*).
     """
     mean = np.asarray(mean, dtype=np.float64)
-    out = np.maximum(mean, 0.0) + UNIGRAM_FLOOR * max(float(noise_std), 0.0)
+    s = max(float(noise_std), 0.0)
+    out = np.maximum(nonnegative_posterior_means(mean, s), UNIGRAM_FLOOR * s)
     total = float(out.sum())
     if not total > 0:  # every entry non-positive and no noise: fall back to uniform
         return np.full(mean.shape, 1.0 / mean.size)
