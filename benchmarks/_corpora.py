@@ -17,12 +17,17 @@ a given vocabulary and :func:`public_vocabulary` takes a vocabulary from *other*
 * ``reuters`` -- the 395 Reuters news articles that the ``lda`` package ships (already counts:
   :func:`load_reuters_counts`).
 * ``lee`` -- gensim's ``lee_background.cor`` test corpus (300 news articles, one per line).
+* ``changelogs`` -- the changes recorded in the change logs installed on this machine
+  (``/usr/share/doc/*/changelog*.gz`` and ``NEWS*.gz``): one document per listed item with its
+  continuation lines, deduplicated (:func:`debian_changelogs`; about 3 * 10^5 documents on a
+  Debian 12 machine with 800 documented packages -- the count depends on what is installed).
 
 Public vocabularies come from text *other* than the corpus (:func:`vocabulary_for`): for Debian
 descriptions, the most frequent words of the WordNet glosses; for WordNet glosses, the most
 frequent single-word lemmas of SemCor (the sense-tagged Brown corpus), whose tag counts WordNet
 ships in ``cntlist.rev`` (the Debian vocabulary is too technical for the glosses: half of them
-would keep at most one token); English stop words removed in both.
+would keep at most one token); for the changelogs, the most frequent words of the Debian package
+descriptions; English stop words removed in all.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import scipy.sparse as sp
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 APT_LISTS = Path("/var/lib/apt/lists")
+DOC_DIR = Path("/usr/share/doc")
 #: Words of two or more letters (no digits: version numbers and sizes are not topics).
 TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"
 
@@ -135,9 +141,59 @@ def load_reuters_counts() -> tuple[sp.csr_matrix, list[str]]:
     )
 
 
-LOADERS = {"debian": debian_descriptions, "wordnet": wordnet_glosses, "lee": lee_background}
+_ITEM = re.compile(r"^(\s*)[*+-]\s+\S")
+
+
+def debian_changelogs(directory: str | Path = DOC_DIR) -> list[str]:
+    """One document per change listed in the changelogs and NEWS files on this machine, deduplicated.
+
+    Reads ``<directory>/*/changelog*.gz`` and ``NEWS*.gz`` (Debian's ``changelog.Debian.gz`` and
+    upstream change logs). A change is an item line (``*``, ``+`` or ``-`` after any indentation)
+    with the lines below it that are indented further (wrapped text and sub-items); it ends at a
+    blank line, a line indented no deeper, or the next item. Packages built from one source share
+    a changelog, so identical changes are kept once. How many there are depends on what is
+    installed: about 3 * 10^5 on a Debian 12 machine with 800 documented packages.
+    """
+    import gzip
+
+    paths = sorted(glob.glob(str(Path(directory) / "*" / "changelog*.gz")))
+    paths += sorted(glob.glob(str(Path(directory) / "*" / "NEWS*.gz")))
+    if not paths:
+        raise CorpusUnavailable(f"no changelog*.gz under {directory}: this machine ships no change logs")
+    seen: dict[str, None] = {}
+    for path in paths:
+        try:
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
+        except (OSError, EOFError):
+            continue
+        current: list[str] = []
+        indent = 0
+        for line in [*lines, ""]:
+            item = _ITEM.match(line)
+            if item or not line.strip() or len(line) - len(line.lstrip()) <= indent:
+                if current:
+                    seen.setdefault(" ".join(current), None)
+                current = [line.strip().lstrip("*+- ")] if item else []
+                indent = len(item.group(1)) if item else 0
+            elif current:
+                current.append(line.strip())
+    return list(seen)
+
+
+LOADERS = {
+    "debian": debian_descriptions,
+    "wordnet": wordnet_glosses,
+    "lee": lee_background,
+    "changelogs": debian_changelogs,
+}
 #: For each corpus, the separate public text its vocabulary comes from.
-VOCABULARY_SOURCE = {"debian": "wordnet glosses", "wordnet": "SemCor lemma counts", "lee": "wordnet glosses"}
+VOCABULARY_SOURCE = {
+    "debian": "wordnet glosses",
+    "wordnet": "SemCor lemma counts",
+    "lee": "wordnet glosses",
+    "changelogs": "Debian package descriptions",
+}
 
 
 def load(name: str) -> list[str]:
@@ -186,6 +242,8 @@ def vocabulary_for(corpus: str, size: int) -> list[str]:
     """The public vocabulary of ``size`` words for ``corpus``, from separate text (module documentation)."""
     if corpus == "wordnet":
         return semcor_vocabulary(size)
+    if corpus == "changelogs":
+        return public_vocabulary(debian_descriptions(), size)
     return public_vocabulary(wordnet_glosses(), size)
 
 
@@ -207,6 +265,7 @@ __all__ = [
     "CorpusUnavailable",
     "LOADERS",
     "VOCABULARY_SOURCE",
+    "debian_changelogs",
     "debian_descriptions",
     "lee_background",
     "load",

@@ -14,7 +14,12 @@ under "entry-value" and under "user" -- at epsilon 1 and 4, three variants:
 
 Each row: lower bound, claim, fits and seconds (one-run method of Steinke, Nasr & Jagielski 2023,
 95% confidence). Tiny synthetic data (d = 20 words, 40 documents; a 16 x 8 x 2 tensor with 100
-observed ratings), so the whole table takes a few minutes on one core.
+observed ratings), so the whole table takes a few minutes on one core. Three models also run in
+the audit configurations with power (the default-suite tests' ones; their fits are fixed, not
+``--runs``): PrivateSpectralLDA on 180 words with 80% of mu^2 on the word-frequency release
+(10 canaries of 9 words per fit, 40 fits), SingleTopicModel on 4 words (2 frequent-word canaries
+per fit, 600 fits) and DP-ALS under "user" with ``max_ratings=1`` and one sweep on a 60 x 48 x 2
+tensor (32 canary users per fit, 200 fits, a tenth of the canaries guessed).
 
 Usage::
 
@@ -45,39 +50,55 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
 
 
 def cases(eps: float):
-    """``(model, variant, factory(noise) -> estimator, data, unproven)`` for one epsilon."""
+    """``(model, variant, factory(noise) -> estimator, data, unproven, audit options)`` for one epsilon."""
     counts = make_lda_corpus(40, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts
-    tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 20, 2, random_state=0).tokens]
+    tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens]
     ratings = _ratings()
+    users = _ratings(shape=(60, 48, 2), n=300)
+    wide = make_lda_corpus(40, 180, 2, alpha=0.3, doc_length=20, random_state=0).counts
     delta = 1e-5
     models = {
         "PrivateSpectralLDA": (lambda n, **kw: PrivateSpectralLDA(2, alpha0=0.6, epsilon=eps, delta=delta,
                                                                  random_state=0, noise=n, **kw), counts,
                                {"sensitivity": "paper"}),
+        "PrivateSpectralLDA, 180 words, m1 0.8": (lambda n, **kw: PrivateSpectralLDA(
+            2, alpha0=0.6, epsilon=eps, delta=delta, random_state=0, noise=n,
+            budget_split={"m1": 0.8, "m2": 0.1, "e3": 0.1}, **kw
+        ), wide, None),
         "DPVariationalLDA": (lambda n, **kw: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=eps,
                                                              delta=delta, random_state=0, noise=n, **kw),
                              counts, {"accountant": "paper"}),
-        "SingleTopicModel (AGN)": (lambda n, **kw: SingleTopicModel(2, mechanism="agn", n_words=20,
-                                                                     epsilon=eps, delta=delta, random_state=0,
-                                                                     noise=n, **kw), tokens, None),
+        "SingleTopicModel (AGN), 4 words": (lambda n, **kw: SingleTopicModel(
+            2, mechanism="agn", n_words=4, epsilon=eps, delta=delta, random_state=0, noise=n, **kw
+        ), tokens, None),
         "DP-ALS entry-value": (lambda n, **kw: TensorCompletion(2, privacy="als", neighbouring="entry-value",
                                                                epsilon=eps, delta=delta, value_range=(1, 5),
                                                                random_state=0, noise=n, **kw), ratings, None),
         "DP-ALS user": (lambda n, **kw: TensorCompletion(2, privacy="als", neighbouring="user", epsilon=eps,
                                                         delta=delta, value_range=(1, 5), random_state=0,
                                                         noise=n, **kw), ratings, None),
+        "DP-ALS user, max_ratings=1, one sweep": (lambda n, **kw: TensorCompletion(
+            2, privacy="als", neighbouring="user", epsilon=eps, delta=delta, value_range=(1, 5),
+            max_ratings=1, max_iter=1, budget_split=0.1, random_state=0, noise=n, **kw
+        ), users, None),
     }
+    fixed = {"PrivateSpectralLDA, 180 words, m1 0.8": {"n_runs": 40},
+             "SingleTopicModel (AGN), 4 words": {"n_runs": 600},
+             "DP-ALS user, max_ratings=1, one sweep": {"n_runs": 200, "n_guesses": 640}}
     for name, (make, data, paper) in models.items():
-        yield name, "honest", (lambda make=make: make(None)), data, False
+        options = fixed.get(name, {})
+        yield name, "honest", (lambda make=make: make(None)), data, False, options
         under = scaled_test_noise(0.1)
-        yield name, "under-noised (noise / 10)", (lambda make=make, under=under: make(under)), data, False
+        yield (name, "under-noised (noise / 10)", (lambda make=make, under=under: make(under)), data, False,
+               options)
         if paper is not None:
-            yield name, f"paper {paper}", (lambda make=make, paper=paper: make(None, **paper)), data, True
+            yield (name, f"paper {paper}", (lambda make=make, paper=paper: make(None, **paper)), data, True,
+                   options)
     for mode in ("output", "gradient"):
         yield (f"Wei et al. {mode} perturbation", "paper (unproven)",
                (lambda mode=mode: TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=eps,
                                                    value_range=(1, 5), n_epochs=10, random_state=0)),
-               ratings, True)
+               ratings, True, {})
 
 
 def main() -> None:
@@ -87,22 +108,22 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write the rows as JSON")
     args = parser.parse_args()
     rows = []
-    print(f"{'model':<34} {'variant':<36} {'claim':>6} {'lower':>7} {'fits':>5} {'s':>6}  verdict")
+    print(f"{'model':<38} {'variant':<36} {'claim':>6} {'lower':>7} {'fits':>5} {'s':>6}  verdict")
     for eps in args.epsilons:
-        for name, variant, make, data, unproven in cases(eps):
+        for name, variant, make, data, unproven, options in cases(eps):
             start = time.perf_counter()
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     with enable_features(*(("unproven",) if unproven else ())):
-                        result = audit_estimator(make, data, n_runs=args.runs, method="one-run",
-                                                 random_state=0)
+                        result = audit_estimator(make, data, method="one-run", random_state=0,
+                                                 **{"n_runs": args.runs, **options})
             except Exception as exc:  # noqa: BLE001 - a configuration that cannot run is reported, not fatal
-                print(f"{name:<34} {variant:<36} {eps:>6g}   error: {type(exc).__name__}: {exc}")
+                print(f"{name:<38} {variant:<36} {eps:>6g}   error: {type(exc).__name__}: {exc}")
                 continue
             seconds = time.perf_counter() - start
             verdict = "REFUTED" if result.violated else ("no power" if result.epsilon_lower == 0 else "ok")
-            print(f"{name:<34} {variant:<36} {result.epsilon_claimed:>6g} {result.epsilon_lower:>7.3f} "
+            print(f"{name:<38} {variant:<36} {result.epsilon_claimed:>6g} {result.epsilon_lower:>7.3f} "
                   f"{result.n_runs:>5} {seconds:>6.1f}  {verdict}", flush=True)
             rows.append({"model": name, "variant": variant, **result.to_dict(), "seconds": seconds})
     if args.out:

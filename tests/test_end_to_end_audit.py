@@ -96,9 +96,9 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
     return idx, np.clip(np.round(3 + rng.normal(size=len(idx))), 1, 5), shape
 
 
-def _dpals(relation: str, source: object) -> TensorCompletion:
+def _dpals(relation: str, source: object, **kw) -> TensorCompletion:
     return TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, delta=1e-5,
-                            value_range=(1.0, 5.0), random_state=0, noise=source)
+                            value_range=(1.0, 5.0), random_state=0, noise=source, **kw)
 
 
 def _audit(make, X, **kw) -> AuditResult:
@@ -107,19 +107,50 @@ def _audit(make, X, **kw) -> AuditResult:
         return audit_estimator(make, X, random_state=0, **kw)
 
 
+def _assert_verdict(result: AuditResult, scale: float) -> None:
+    """Correctly scaled noise (1.0) is not refuted; noise divided by 10 (0.1) is, against the claim 1."""
+    assert result.epsilon_claimed == 1.0
+    if scale == 1.0:
+        assert result.epsilon_lower <= result.epsilon_claimed
+    else:
+        assert result.epsilon_lower > result.epsilon_claimed
+
+
 # --------------------------------------------------------------------------- canaries
 def test_canaries_respect_each_relation() -> None:
     X = make_lda_corpus(20, 8, 2, alpha=0.3, doc_length=10, random_state=0).counts
-    adapter = canary_adapter_for(PrivateSpectralLDA(2, epsilon=1.0, delta=1e-5))
-    plan = adapter.plan(PrivateSpectralLDA(2), X, 3, np.random.default_rng(0))
+    dp_vi = DPVariationalLDA(2, epsilon=1.0, delta=1e-5)
+    adapter = canary_adapter_for(dp_vi)
+    plan = adapter.plan(dp_vi, X, 3, np.random.default_rng(0))
     (with_all,) = adapter.fit_args(plan, np.ones(3, bool))
     (without,) = adapter.fit_args(plan, np.zeros(3, bool))
     assert with_all.shape == without.shape == (23, 8)  # replace-one: the number of documents is kept
     rare = np.argsort(np.asarray(X.sum(axis=0)).ravel(), kind="stable")
     # canary and neighbour: one-word documents of distinct rare words (no word in common)
-    assert set(plan.words) | set(plan.others) == set(rare[:6]) and not set(plan.words) & set(plan.others)
+    words, others = set(plan.words.ravel()), set(plan.others.ravel())
+    assert plan.words.shape == (3, 1) and words | others == set(rare[:6]) and not words & others
     assert with_all[20:].sum() == without[20:].sum()  # as long
     assert (with_all[20:] != without[20:]).sum() > 0 and (with_all[:20] != without[:20]).sum() == 0
+    # PrivateSpectralLDA's clipped releases: each canary spread evenly over enough words that its
+    # weight moves both the word-frequency release (bound C1) and the pair release (bound C) by
+    # (nearly) their whole bound; a one-word document would move the first by C / C1 = 1/3 only
+    from dptensor.models.audit_canaries import clipped_words_per_document
+    from dptensor.tensor.clipped_lda_moments import clipped_terms
+
+    wide = make_lda_corpus(20, 40, 2, alpha=0.3, doc_length=10, random_state=0).counts
+    spectral = PrivateSpectralLDA(2, epsilon=1.0, delta=1e-5)
+    clip, word_clip = 1 / 40, 3 / 40  # clip="auto" on 40 words
+    plan = canary_adapter_for(spectral).plan(spectral, wide, 3, np.random.default_rng(0))
+    assert plan.words.shape == plan.others.shape == (2, 9)  # 40 words hold two pairs of 9-word documents
+    assert len(set(plan.words.ravel()) | set(plan.others.ravel())) == 36
+    # (C1 / C)^2 words reach both bounds; without clipping (worst-case releases), one word
+    assert [clipped_words_per_document((clip, r * clip), 40, 100) for r in (2, 3, 4)] == [4, 9, 16]
+    assert clipped_words_per_document(None, 40, 100) == clipped_words_per_document((1.0, 1.0), 40, 20) == 1
+    for doc in plan.canaries + plan.fillers:
+        terms = clipped_terms(doc, clip, word_clip)
+        assert doc.nnz == 9 and len(set(doc.data)) == 1 and doc.sum() >= wide.sum(axis=1).max()
+        assert terms.weights[0] * terms.word_norms[0] == pytest.approx(word_clip, rel=0.02)  # 18 tokens
+        assert terms.weights[0] * terms.pair_norms[0] == pytest.approx(clip, rel=1e-9)
     ind, values, shape = _ratings()
     ev = canary_adapter_for(_dpals("entry-value", None))
     plan = ev.plan(_dpals("entry-value", None), (ind, values, shape), 4, np.random.default_rng(0))
@@ -127,12 +158,20 @@ def test_canaries_respect_each_relation() -> None:
     i0, v0, _ = ev.fit_args(plan, np.zeros(4, bool))
     np.testing.assert_array_equal(i1, i0)  # the pattern is public under entry-value
     assert (v1 != v0).sum() <= 4 and set(v1[v1 != v0]) == {5.0} and set(v0[v1 != v0]) == {1.0}
-    us = canary_adapter_for(_dpals("user", None))
-    plan = us.plan(_dpals("user", None), (ind, values, shape), 2, np.random.default_rng(0))
+    us = canary_adapter_for(_dpals("user", None, max_ratings=4))
+    plan = us.plan(_dpals("user", None, max_ratings=4), (ind, values, shape), 2, np.random.default_rng(0))
     i1, v1, _ = us.fit_args(plan, np.ones(2, bool))
     i0, v0, _ = us.fit_args(plan, np.zeros(2, bool))
+    np.testing.assert_array_equal(i1, i0)
     changed = np.flatnonzero(v1 != v0)
     assert len(np.unique(i1[changed, 0])) == 2  # only the two canary users' ratings differ
+    for user in np.unique(i1[changed, 0]):  # max_ratings ratings, each in its own item row
+        mine = i1[i1[:, 0] == user]
+        assert len(mine) == 4 and len(np.unique(mine[:, 1])) == 4 and set(v1[i1[:, 0] == user]) == {5.0}
+    assert len(np.unique(i1[changed, 1])) == 8  # the canaries rate disjoint items
+    # max_ratings above the number of items: one canary rating every item once
+    wide = us.plan(_dpals("user", None), (ind, values, shape), 2, np.random.default_rng(0))
+    assert wide.n_canaries == 1 and len(np.unique(wide.indices[wide.canary_rows[0], 1])) == 8
     with pytest.raises(TypeError, match="no canaries"):
         canary_adapter_for(object())
 
@@ -197,6 +236,56 @@ def test_single_topic_honest_default_is_not_refuted() -> None:
                                              random_state=0, noise=source),
                     [np.asarray(t) for t in corpus.tokens], n_runs=6)
     assert result.epsilon_lower <= result.epsilon_claimed == 1.0
+
+
+@pytest.mark.filterwarnings("ignore:.*signal-to-noise")  # the topics are noise at this size: not audited
+@pytest.mark.parametrize("scale", [1.0, 0.1])
+def test_private_spectral_audit_has_power(scale: float) -> None:
+    # Canaries spread over 9 words (both clipping bounds reached) scored by the released unigram_;
+    # 180 words hold 10 canaries per fit; 40 fits (~2.5 s). The budget split puts most of mu^2 on
+    # the word-frequency release (m1) that unigram_ reads: with the default split (a tenth on m1)
+    # noise / 10 gives a bound of only 0.16-1.12 (median 0.97, 40 fits; 0.90-1.08 with 160 fits).
+    # Measured over 10 audits each (fresh seeds): honest 0.00-0.37 (median 0.03), noise / 10
+    # 2.26-3.25 (median 2.78), against the claim 1.
+    X = make_lda_corpus(40, 180, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    source = scaled_test_noise(scale, seed=3)
+    result = _audit(lambda: PrivateSpectralLDA(2, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0,
+                                               budget_split={"m1": 0.8, "m2": 0.1, "e3": 0.1}, noise=source),
+                    X, n_runs=40)
+    assert result.n_canaries == 10 and "unigram_" in result.attack and result.epsilon_claimed == 1.0
+    _assert_verdict(result, scale)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.1])
+def test_single_topic_audit_has_power(scale: float) -> None:
+    # Frequent-word canaries (in the top-K eigenspace the whitening keeps) scored by the released
+    # rank-K M2 of whitening_; 4 words, so 2 canaries per fit, and 600 fits (~1.5 s). Measured over
+    # 10 audits each (fresh seeds, 600 fits): honest bound 0.00-0.23 (median 0.10), noise / 10
+    # 1.55-2.31 (median 1.79), against the claim 1.
+    from dptensor.datasets import make_single_topic_corpus
+
+    tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens]
+    source = scaled_test_noise(scale, seed=3)
+    result = _audit(lambda: SingleTopicModel(2, mechanism="agn", n_words=4, epsilon=1.0, delta=1e-5,
+                                             random_state=0, noise=source), tokens, n_runs=600)
+    assert result.n_canaries == 2 and "most frequent" in result.attack
+    assert result.epsilon_claimed == 1.0
+    _assert_verdict(result, scale)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.1])
+def test_dpals_user_audit_has_power(scale: float) -> None:
+    # Canary users rating max_ratings = 1 item each (32 per fit, disjoint items) at the top or the
+    # bottom of the range, scored by the released item biases; one sweep (max_iter=1) with 90% of
+    # mu^2 on the sweep, so one user's rating is seen by one item release at the clipping bound.
+    # 200 fits, a tenth of the canaries guessed (~0.7 s). Measured over 20 audits each: honest
+    # 0.00-0.16, noise / 10 1.60-1.91 (median 1.70), against the claim 1.
+    source = scaled_test_noise(scale, seed=3)
+    ratings = _ratings(shape=(60, 48, 2), n=300)
+    result = _audit(lambda: _dpals("user", source, max_ratings=1, max_iter=1, budget_split=0.1), ratings,
+                    n_runs=200, n_guesses=640)
+    assert result.n_canaries == 32 and result.neighbouring == "user" and result.guesses == 640
+    _assert_verdict(result, scale)
 
 
 @pytest.mark.parametrize("mode", ["output", "gradient"])

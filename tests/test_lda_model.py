@@ -116,8 +116,9 @@ def test_transform_score_perplexity(corpus):
     empty = sp.vstack([sp.csr_matrix((1, 60)), held_out.counts[:2], sp.csr_matrix((1, 60))]).tocsr()
     with pytest.warns(UserWarning, match="2 of 4 document"):
         theta = model.transform(empty)
-    np.testing.assert_allclose(theta[[0, 3]], np.tile(model.alpha_ / model.alpha_.sum(), (2, 1)))
-    assert not np.allclose(theta[1], model.alpha_ / model.alpha_.sum())
+    prior = model.document_topic_prior()
+    np.testing.assert_allclose(theta[[0, 3]], np.tile(prior / prior.sum(), (2, 1)))
+    assert not np.allclose(theta[1], prior / prior.sum())
 
 
 def test_top_words(corpus):

@@ -4,28 +4,39 @@
 the models; this module tells it, for each private estimator, what a canary is under the
 estimator's neighbouring relation and which released numbers score it
 (:class:`~dptensor.privacy.audit.CanaryAdapter`). Each canary is as distinguishable as the
-relation allows, and reads only the public API of a fitted estimator (``components_``,
-``predict``), never its internals:
+relation allows, and reads only the fitted estimator's released attributes (``components_``,
+``unigram_``, ``whitening_``, ``biases_``, ``predict``), never its internals:
 
 * **documents** (``"document"`` relation: :class:`PrivateSpectralLDA`, :class:`DPVariationalLDA`,
-  :class:`SingleTopicModel`; replace one document): a document made only of one of the rarest
-  words of the corpus, as long as the longest document of the corpus (so no length bound it must
+  :class:`SingleTopicModel`; replace one document): a document spread evenly over its own words
+  of the corpus, as long as the longest document of the corpus (so no length bound it must
   respect is crossed; for :class:`DPVariationalLDA`, as long as its declared ``max_doc_length``,
-  so that its statistics reach the clipping norm); left out, a document of another rare word, as
-  long, takes its place (the number of documents stays the same; the two documents share no
-  word, the most distinguishable replace-one pair). Score: the canary word's total weight in the
-  released topics (``components_`` summed over topics) minus its neighbour word's. Extra
-  features for the distinguishing attack: every word's total and largest weight.
+  so that its statistics reach the clipping norm); left out, a document of other words, as long,
+  takes its place (the number of documents stays the same; the two documents share no word, the
+  most distinguishable replace-one pair). :class:`DPVariationalLDA` canaries are one rare word
+  each, scored by the canary word's total weight in the released topics (``components_`` summed
+  over topics) minus its neighbour word's; extra features for the distinguishing attack: every
+  word's total and largest weight. :class:`PrivateSpectralLDA`'s clipped releases weight a
+  document by ``min(1, C / ||P||, C1 / ||p||)``, so a one-word document moves the word-frequency
+  release by ``C / C1`` of its bound only: its canaries spread over the fewest words that reach
+  both bounds (:func:`clipped_words_per_document`, 9 at the default ratio), scored by their
+  words' weight in the released ``unigram_`` minus the neighbour's. :class:`SingleTopicModel`
+  reads the most **frequent** words, whose directions lie in the top-``K`` eigenspace that its
+  whitening keeps (a rare word's is projected away), scored by the released rank-``K`` second
+  moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of the noisy ``M2``) at the canary
+  word's diagonal entry minus its neighbour's.
 * **ratings** (``"entry-value"``: :class:`TensorCompletion`, change one observed value): an
   observed entry set to the top of the declared ``value_range``, left out set to its bottom.
   Score: the predicted rating at the entry; extras: predictions at the entries sharing its
   user or item.
 * **users** (``"user"``: change every rating of one user, their number and cells included): a
-  user who rates every day of their own items (at most ``max_ratings`` cells) at the top of
-  ``value_range``, left out the same cells at its bottom; canaries rate disjoint items.
-  Under joint DP a user's own row is computed from their own ratings, which absorb shifts of the
-  released model, so the score is the mean prediction at the canary's items for a *probe user*
-  whose ratings are removed (the released model alone); extras: those predictions.
+  user who rates ``max_ratings`` distinct items (one day each: each rating in its own row of the
+  item mode, so that the user's contribution reaches the clipping bound ``C`` of every per-row
+  release) at the top of ``value_range``, left out the same cells at its bottom; canaries rate
+  disjoint items. Score: the mean released item bias (``biases_[1]``, part of the jointly private
+  model) at the canary's items; without biases, the mean prediction at those cells for a *probe
+  user* whose ratings are removed (a user's own row is computed from their own ratings, so only
+  the released model is read). Extras: the per-item values.
 """
 
 from __future__ import annotations
@@ -42,22 +53,60 @@ from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
 
-__all__ = ["CompletionCanaries", "DocumentCanaries"]
+__all__ = ["CompletionCanaries", "DocumentCanaries", "clipped_words_per_document"]
 
 
 def _topic_word_features(
     components: np.ndarray, words: np.ndarray, others: np.ndarray
 ) -> list[np.ndarray]:
-    """Per canary: its word's total released weight minus its neighbour's, then every word's total and top."""
+    """Per canary: its words' total released weight minus its neighbour's, then every word's total and top."""
     comp = np.asarray(components, dtype=float)
     total, top = comp.sum(axis=0), comp.max(axis=0)
-    return [np.concatenate(([total[w] - total[o]], total, top)) for w, o in zip(words, others, strict=True)]
+    return [np.concatenate(([total[w].sum() - total[o].sum()], total, top))
+            for w, o in zip(words, others, strict=True)]
+
+
+def _uniform_document(words: np.ndarray, length: int, n_words: int) -> sp.csr_matrix:
+    """A document of ``length`` tokens spread evenly over ``words`` (a multiple of their number)."""
+    each = length // len(words)
+    return sp.csr_matrix((np.full(len(words), each), (np.zeros(len(words), dtype=np.int64), words)),
+                         shape=(1, n_words))
+
+
+def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: int, length: int) -> int:
+    """How many distinct words a canary document spreads over, to reach both clipping bounds.
+
+    :mod:`dptensor.tensor.clipped_lda_moments` weights a document by ``w = min(1, C / ||P||_F,
+    C1 / ||p||_2)``: a one-word document (``||P|| = ||p|| = 1``) gets ``w = C`` and moves the
+    ``m1`` release (bound ``C1 = 3 C`` by default) by a third of its bound. Spreading the document
+    evenly over ``s`` words lowers ``||P|| ~ 1/s`` faster than ``||p|| = 1/sqrt(s)``: the smallest
+    ``s`` with ``w ||p|| = C1`` (9 for the default ratio) reaches both bounds. Chosen here to
+    maximise ``(w ||p|| / C1)^2 + (w ||P|| / C)^2`` (the share of each release's bound the canary
+    moves) with the exact weights (public ``C``, ``C1`` and length), at most ``n_words // 2`` (a
+    canary and its neighbour share no word); 1 without clipping (``clipping=None``: the worst-case
+    sensitivities, which a one-word document attains).
+    """
+    if clipping is None:
+        return 1
+    from dptensor.tensor.clipped_lda_moments import clipped_terms
+
+    clip, word_clip = clipping
+    best, best_share = 1, -1.0
+    for size in range(1, max(1, n_words // 2) + 1):
+        doc = _uniform_document(np.arange(size), size * -(-length // size), size)
+        terms = clipped_terms(doc, clip, word_clip)
+        weight = float(terms.weights[0])
+        share = (weight * float(terms.word_norms[0]) / word_clip) ** 2 + (
+            weight * float(terms.pair_norms[0]) / clip) ** 2
+        if share > best_share + 1e-12:
+            best, best_share = size, share
+    return best
 
 
 @dataclass
 class _DocumentPlan:
     base: Any
-    words: np.ndarray
+    words: np.ndarray  # (n_canaries, words per document)
     others: np.ndarray
     canaries: list
     fillers: list
@@ -69,25 +118,67 @@ class _DocumentPlan:
 
 
 class DocumentCanaries:
-    """Document canaries made of one rare word (see the module docstring)."""
+    """Document canaries, each spread evenly over its own words (see the module docstring).
+
+    Parameters
+    ----------
+    words : {"rare", "frequent"}
+        Which words the canaries and their neighbours are made of: the corpus's rarest (a topic
+        model's released topics), or its most frequent (the top eigenspace a spectral whitening
+        keeps).
+    min_length : int
+        Canary documents are at least this long (otherwise as long as the longest document).
+    score : {"topic-weight", "second-moment", "unigram"}
+        ``"topic-weight"``: the canary's words' released weight in ``components_`` minus its
+        neighbour's. ``"second-moment"``: the released rank-``K`` second moment
+        ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary words' diagonal entries
+        minus its neighbour's (:class:`SingleTopicModel`). ``"unigram"``: the canary's words'
+        weight in the released ``unigram_`` minus its neighbour's (:class:`PrivateSpectralLDA`'s
+        clipped releases; ``"topic-weight"`` when the fit released no ``unigram_``).
+    words_per_document : int or "clip"
+        Distinct words per canary document; ``"clip"``: enough to reach both clipping bounds of
+        a clipped :class:`PrivateSpectralLDA` (:func:`clipped_words_per_document`), one otherwise.
+    """
 
     relation = "document"
 
-    def __init__(self, words: str = "rare", min_length: int = 0) -> None:
+    def __init__(
+        self, words: str = "rare", min_length: int = 0, score: str = "topic-weight",
+        words_per_document: int | str = 1,
+    ) -> None:  # fmt: skip
         if words not in ("rare", "frequent"):
             raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
+        if score not in ("topic-weight", "second-moment", "unigram"):
+            raise ValueError(f"score must be 'topic-weight', 'second-moment' or 'unigram', got {score!r}")
+        if words_per_document != "clip" and not (
+            isinstance(words_per_document, int | np.integer) and not isinstance(words_per_document, bool)
+            and words_per_document >= 1
+        ):
+            raise ValueError(
+                f"words_per_document must be an integer >= 1 or 'clip', got {words_per_document!r}"
+            )
         self.words = words
         self.min_length = int(min_length)
-
-    description = ("canary documents made of one of the corpus's rarest words, as long as its longest "
-                   "document, replaced when left out by a document of another rare word; score: the "
-                   "canary word's released weight minus its neighbour's")
+        self.score = score
+        self.words_per_document = words_per_document
+        which = "rarest" if words == "rare" else "most frequent"
+        spread = ("one of the corpus's " + which + " words" if words_per_document == 1 else
+                  "the corpus's " + which + " words, spread evenly over enough of them to reach every "
+                  "clipping bound")
+        read = {
+            "topic-weight": "the canary words' released topic weight minus its neighbour's",
+            "second-moment": ("the released rank-K second moment (whitening_) at the canary word's diagonal "
+                              "entry minus its neighbour's"),
+            "unigram": "the canary words' weight in the released unigram_ minus its neighbour's",
+        }[score]
+        self.description = (f"canary documents made of {spread}, as long as the longest document, replaced "
+                            f"when left out by a document of other such words; score: {read}")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _DocumentPlan:
-        """Pick two rare words per canary: the canary's, and its neighbour's (the document left in its place).
+        """Pick the words of each canary and of its neighbour (the document left in its place).
 
-        Two documents without a word in common, each of one word, are the most distinguishable
-        replace-one pair: their statistics are orthogonal and both reach any norm bound.
+        Two documents without a word in common are the most distinguishable replace-one pair:
+        their statistics are orthogonal and both reach any norm bound.
         """
         tokens = isinstance(X, list | tuple)
         if tokens:
@@ -103,22 +194,28 @@ class DocumentCanaries:
                 raise ValueError("X must hold at least one document")
             freq = np.asarray(X.sum(axis=0)).ravel()
             length = max(self.min_length, int(np.asarray(X.sum(axis=1)).max()))
-        m = max(1, min(int(n_canaries), freq.size // 2))
+        if self.words_per_document == "clip":
+            clipping = getattr(estimator, "_clipping", lambda n: None)(freq.size)  # public parameters only
+            size = clipped_words_per_document(clipping, freq.size, length)
+        else:
+            size = min(int(self.words_per_document), max(1, freq.size // 2))
+        length = size * -(-length // size)  # a multiple of the number of words, at least as long
+        m = max(1, min(int(n_canaries), freq.size // (2 * size)))
         order = np.lexsort((rng.random(freq.size), freq if self.words == "rare" else -freq))
-        chosen = rng.permutation(order[:2 * m])
+        chosen = rng.permutation(order[:2 * m * size]).reshape(2 * m, size)
         words, others = chosen[:m], chosen[m:]
         if tokens:
-            canaries = [np.full(length, w, dtype=np.int64) for w in words]
-            fillers = [np.full(length, w, dtype=np.int64) for w in others]
+            def document(group: np.ndarray) -> Any:
+                return np.repeat(group, length // size).astype(np.int64)
+
             base: Any = docs
         else:
-            def one_word(w: int) -> sp.csr_matrix:
-                return sp.csr_matrix(([length], ([0], [w])), shape=(1, X.shape[1]))
+            def document(group: np.ndarray) -> Any:
+                return _uniform_document(group, length, X.shape[1])
 
-            canaries = [one_word(w) for w in words]
-            fillers = [one_word(w) for w in others]
             base = X
-        return _DocumentPlan(base, words, others, canaries, fillers, tokens)
+        return _DocumentPlan(base, words, others, [document(g) for g in words], [document(g) for g in others],
+                             tokens)
 
     def fit_args(self, plan: _DocumentPlan, included: np.ndarray) -> tuple:
         """The corpus followed by each canary or its neighbour."""
@@ -128,8 +225,18 @@ class DocumentCanaries:
         return (sp.vstack([plan.base, *extra], format="csr"),)
 
     def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray]:
-        """Canary word's minus neighbour word's released weight, then every word's (``components_`` only)."""
-        return _topic_word_features(estimator.components_, plan.words, plan.others)
+        """The score (``score``), then every word's released weight (``components_``)."""
+        features = _topic_word_features(estimator.components_, plan.words, plan.others)
+        if self.score == "second-moment":
+            whitening = estimator.whitening_
+            U, s = whitening.eigenvectors, whitening.eigenvalues
+            released = np.einsum("wk,k,wk->w", U, s, U)  # diag(U diag(s) U^T): the released rank-K M2
+        elif self.score == "unigram" and getattr(estimator, "unigram_", None) is not None:
+            released = np.asarray(estimator.unigram_, dtype=float)
+        else:
+            return features
+        return [np.concatenate(([released[w].sum() - released[o].sum()], row)) for w, o, row in
+                zip(plan.words, plan.others, features, strict=True)]
 
 
 @dataclass
@@ -158,9 +265,10 @@ class CompletionCanaries:
             self.description = ("canary ratings: observed entries at the top of value_range (its bottom when "
                                 "left out); score: the predicted rating at the entry")
         else:
-            self.description = ("canary users: a user rating every day of their own items at the top of "
-                                "value_range (its bottom when left out); score: the predicted rating at "
-                                "those items of a user without ratings (the released model alone)")
+            self.description = ("canary users: a user rating max_ratings items of their own, one day each, "
+                                "at the top of value_range (its bottom when left out); score: the released "
+                                "item biases at those items (without biases, the predicted rating there of a "
+                                "user without ratings: the released model alone)")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _CompletionPlan:
         """Pick canaries in distinct users; the pattern of observed entries is kept."""
@@ -178,19 +286,21 @@ class CompletionCanaries:
         rows, probes = [], []
         if self.relation == "user":
             # one user's ratings are removed: the predictions for that "probe" user come from the
-            # released model alone (a user's own row is computed from their own ratings); each canary
-            # user rates every day of their own items, as many cells as max_ratings allows
+            # released model alone (a user's own row is computed from their own ratings). Each canary
+            # user rates max_ratings distinct items, one day each (each rating in its own row of the
+            # item mode: the contribution reaches the clipping bound of every per-row release), and
+            # canaries rate disjoint items
             probe_user, users = users[0], users[1:]
             if users.size == 0:
                 raise ValueError("the user relation's audit needs at least two users")
-            split = np.array_split(rng.permutation(shape[1]), min(users.size, shape[1]))
-            groups = [g for g in split if g.size]
-            users = users[: len(groups)]
-            limit = int(getattr(estimator, "max_ratings", None) or shape[1] * shape[2])
+            per_user = max(1, min(int(getattr(estimator, "max_ratings", None) or shape[1]), shape[1]))
+            users = users[: max(1, shape[1] // per_user)]
+            items = rng.permutation(shape[1])
             keep = ~np.isin(indices[:, 0], np.append(users, probe_user))
             blocks, start = [indices[keep]], int(keep.sum())
-            for u, items in zip(users, groups, strict=False):
-                cells = np.array([(j, k) for j in items for k in range(shape[2])], dtype=np.int64)[:limit]
+            for c, u in enumerate(users):
+                mine = items[c * per_user:(c + 1) * per_user]
+                cells = np.column_stack([mine, rng.integers(0, shape[2], mine.size)])
                 blocks.append(np.column_stack([np.full(len(cells), u), cells]))
                 rows.append(np.arange(start, start + len(cells)))
                 probes.append(np.column_stack([np.full(len(cells), probe_user), cells]))
@@ -214,9 +324,14 @@ class CompletionCanaries:
         return plan.indices, values, plan.shape
 
     def features(self, estimator: Any, plan: _CompletionPlan) -> list[np.ndarray]:
-        """Predictions at each canary's probes (``predict`` only); first the score."""
+        """Per canary, first its score (module docstring), then the released values it averages."""
         out = []
+        biases = getattr(estimator, "biases_", None)
         for probe in plan.probes:
+            if self.relation == "user" and biases is not None and biases[1] is not None:
+                values = np.asarray(biases[1], dtype=float)[probe[:, 1]]  # the released item biases
+                out.append(np.concatenate(([values.mean()], values)))
+                continue
             pred = np.asarray(estimator.predict(probe), dtype=float)
             score = pred[0] if self.relation == "entry-value" else pred.mean()
             out.append(np.concatenate(([score], pred)))
@@ -233,7 +348,13 @@ def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
     return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
 
 
-for _type in (PrivateSpectralLDA, SingleTopicModel):
-    register_canaries(_type, lambda estimator: DocumentCanaries())
+# clipped releases: canaries spread over enough words to reach both clipping bounds, read in unigram_
+register_canaries(
+    PrivateSpectralLDA, lambda estimator: DocumentCanaries(score="unigram", words_per_document="clip")
+)
+# the whitening keeps the top-K eigenspace of M2: frequent words lie in it, and whitening_ releases it
+register_canaries(
+    SingleTopicModel, lambda estimator: DocumentCanaries(words="frequent", score="second-moment")
+)
 register_canaries(DPVariationalLDA, _dp_vi_canaries)
 register_canaries(TensorCompletion, _completion_canaries)

@@ -474,6 +474,11 @@ class LDASecondMoment:
         self._diag_weight = self._diag / n
 
     @property
+    def first_moment(self) -> np.ndarray:
+        """``M1_hat = S1 / N`` (Lemma 21, eq. (5)), from the sums this operator has already read."""
+        return self._s1 / self.docs.n_documents
+
+    @property
     def shape(self) -> tuple[int, int]:
         return (self.docs.n_words, self.docs.n_words)
 
@@ -725,6 +730,10 @@ class LDAMomentAccumulator:
         m1 = sums["vocab"][:, 2]
         cross = np.outer(m1, m1 @ B) - sums["pair"][:, 3 * r :]
         return pair / n - a / (n * (n - 1.0)) * cross
+
+    def first_moment(self) -> np.ndarray:
+        """``M1_hat`` (``d``, Lemma 21, eq. (5)) over all documents added so far."""
+        return self._sums["vocab"][:, 2] / self._check_enough()
 
     def third_moment(self) -> np.ndarray:
         """``M3_hat(B, B, B)`` (``r x r x r``) over all documents added so far."""

@@ -55,6 +55,7 @@ from dptensor.decomposition.whitening import Whitening, orient_columns, orientat
 from dptensor.metrics import matched_topic_l1
 from dptensor.models._base import declare_count_input
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks, mixture_log_likelihood
+from dptensor.models.topics.moment_matching import match_first_moment
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
@@ -406,19 +407,60 @@ class TopicModelInference(FittedTopicsMixin):
             raise ValueError(f"smoothing must lie in (0, 1), got {s!r}")
         return s
 
-    def _smoothed_topics(self) -> np.ndarray:
+    def _matched(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(topics, weights, target)``: smoothed topics matched to the smoothed ``unigram_``, or None."""
+        if not getattr(self, "match_unigram", False) or getattr(self, "unigram_", None) is None:
+            return None
         s = self._check_smoothing()
-        return (1.0 - s) * self.components_ + s / self.n_features_in_
+        alpha = np.asarray(self.alpha_, dtype=np.float64)
+        d = self.n_features_in_
+        smoothed = (1.0 - s) * self.components_ + s / d
+        target = (1.0 - s) * self.unigram_ + s / d  # a word absent from the fitted documents stays possible
+        return (*match_first_moment(smoothed, alpha / alpha.sum(), target), target)
+
+    def _smoothed_topics(self) -> np.ndarray:
+        """``(1 - lambda) mu'_i + lambda unigram_``: ``mu'`` the smoothed (and matched) topics.
+
+        ``lambda`` is ``shrinkage_`` (private models; 0 otherwise). Without matching the
+        smoothing ``(1 - s) mu + s / d`` comes last, as it always did.
+        """
+        s = self._check_smoothing()
+        matched = self._matched()
+        topics = self.components_ if matched is None else matched[0]
+        lam = float(getattr(self, "shrinkage_", 0.0))
+        unigram = getattr(self, "unigram_", None) if matched is None else matched[2]
+        if lam > 0 and unigram is not None:
+            topics = (1.0 - lam) * topics + lam * unigram[None, :]
+        return topics if matched is not None else (1.0 - s) * topics + s / self.n_features_in_
 
     def topic_word_distribution(self) -> np.ndarray:
-        """Topics as inference uses them: ``(1 - smoothing) mu_i + smoothing / d`` (rows on the simplex)."""
+        """Topics as inference uses them (rows on the simplex).
+
+        ``(1 - smoothing) mu_i + smoothing / d``; with ``match_unigram`` these smoothed topics
+        matched to ``unigram_`` (:func:`~dptensor.models.topics.moment_matching.match_first_moment`),
+        and for a private model shrunk toward ``unigram_`` by ``shrinkage_``.
+        """
         self._check_fitted()
         return self._smoothed_topics()
+
+    def document_topic_prior(self) -> np.ndarray:
+        """The Dirichlet prior of a document's topic proportions that :meth:`transform` uses.
+
+        ``alpha_``; with ``match_unigram``, ``alpha0`` times the matched weights (so that
+        ``document_topic_prior() @ topic_word_distribution() / alpha0`` is ``unigram_``).
+        """
+        self._check_fitted()
+        matched = self._matched()
+        if matched is None:
+            return np.asarray(self.alpha_, dtype=np.float64)
+        return float(self.alpha0) * matched[1]
 
     def transform(self, X: object) -> np.ndarray:
         """Document-topic proportions ``theta_n`` given the learned topics.
 
-        Method: with the topics ``mu`` and the prior ``alpha_`` fixed, iterate the EM-style
+        Method: with the topics ``mu`` (:meth:`topic_word_distribution`) and the prior ``alpha``
+        (:meth:`document_topic_prior`, ``alpha_`` unless a subclass matches them to a unigram
+        distribution) fixed, iterate the EM-style
         update of the topic posterior of each document (vectorised over documents),
 
         ``theta_n <- normalise(alpha + theta_n * (mu (c_n / (mu^T theta_n))))``,
@@ -430,7 +472,8 @@ class TopicModelInference(FittedTopicsMixin):
 
         A document with no word of the fitted vocabulary (an all-zero row, e.g. a text whose
         words ``CountVectorizer`` did not keep) carries no evidence: it gets the prior mean
-        ``alpha_ / sum(alpha_)``, and a ``UserWarning`` says how many documents did. For a
+        ``alpha / sum(alpha)`` (:meth:`document_topic_prior`), and a ``UserWarning`` says how
+        many documents did. For a
         private model this is post-processing of the release applied to the documents *you*
         pass: the output and the warning depend on them without noise (the fit never calls
         :meth:`transform`).
@@ -449,7 +492,7 @@ class TopicModelInference(FittedTopicsMixin):
         if empty:
             warnings.warn(
                 f"{empty} of {matrix.shape[0]} document(s) have no word of the fitted vocabulary; "
-                "they get the prior topic proportions alpha_ / sum(alpha_)",
+                "they get the prior topic proportions (document_topic_prior(), normalised)",
                 UserWarning,
                 stacklevel=2,
             )
@@ -459,7 +502,7 @@ class TopicModelInference(FittedTopicsMixin):
         max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
         tol = float(self.transform_tol)
         n = matrix.shape[0]
-        prior = self.alpha_
+        prior = self.document_topic_prior()
         theta = np.tile(prior / prior.sum(), (n, 1))
         topics_t = np.ascontiguousarray(topics.T)  # d x k
         for start, stop in document_chunks(matrix, self.n_components):
@@ -560,6 +603,13 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         :meth:`transform` and :meth:`score` use ``(1 - smoothing) mu_i + smoothing / d`` so that
         words a projected topic gives probability zero keep a finite likelihood; must lie in
         ``(0, 1)``.
+    match_unigram : bool, default True
+        Inference matches the smoothed topics and their weights ``alpha_ / sum(alpha_)`` to the
+        corpus' mean word distribution ``unigram_`` (``M1_hat``), so that a document without
+        evidence is predicted exactly as by the unigram model, and uses ``alpha0`` as the prior's
+        total (LDA's first moment; :mod:`dptensor.models.topics.moment_matching`; docs/lda.md,
+        *Matching the unigram distribution*). ``components_``, ``alpha_`` and ``top_words`` are
+        unchanged.
     verbose : bool, default False
         Print each step and its duration to standard error.
     n_jobs : int, optional
@@ -574,6 +624,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         Topic-word distributions ``mu_i`` (rows on the simplex), by decreasing ``alpha_``.
     alpha_ : ndarray of shape (n_components,)
         Estimated Dirichlet parameters ``alpha_i``.
+    unigram_ : ndarray of shape (n_words,)
+        ``M1_hat``, the mean of the documents' word distributions (Lemma 21, eq. (5)).
     n_features_in_ : int
         Vocabulary size ``d``.
     n_documents_ : int
@@ -613,6 +665,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         "n_power_iter": [Interval(Integral, 0, None, closed="left")],
         "whitening_tol": [Interval(Real, 0, None, closed="neither"), None],
         "stability_runs": [Interval(Integral, 0, None, closed="left")],
+        "match_unigram": ["boolean"],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
                          np.random.RandomState],
@@ -635,6 +688,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         transform_max_iter: int = 100,
         transform_tol: float = 1e-4,
         smoothing: float = 1e-6,
+        match_unigram: bool = True,
         verbose: bool = False,
         n_jobs: int | None = None,
         random_state: RandomStateLike = None,
@@ -653,6 +707,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self.transform_max_iter = transform_max_iter
         self.transform_tol = transform_tol
         self.smoothing = smoothing
+        self.match_unigram = match_unigram
         self.verbose = verbose
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -781,6 +836,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
                 "abc,ai,bj,ck->ijk", acc.third_moment(), reduced, reduced, reduced, optimize=True
             )
         self._decompose_and_unwhiten(tensor, whitening, k, alpha0, rng, timings)
+        self.unigram_ = acc.first_moment()
         self.n_features_in_ = docs.n_words
         self.n_documents_ = acc.n_documents
         return self
@@ -789,8 +845,9 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self, docs: Documents, k: int, alpha0: float, rng: np.random.Generator, timings: dict
     ) -> None:
         with _Step(f"whitening: top-{k} eigenpairs of M2 (d={docs.n_words})", timings, self.verbose):
+            second_moment = LDASecondMoment(docs, alpha0)
             whitening = lda_whitening(
-                LDASecondMoment(docs, alpha0),
+                second_moment,
                 k,
                 method=self.whitening,
                 n_oversamples=self.n_oversamples,
@@ -801,6 +858,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         with _Step(f"whitened third moment ({docs.n_documents} documents)", timings, self.verbose):
             tensor = whitened_third_moment(docs, alpha0, whitening.matrix)
         self._decompose_and_unwhiten(tensor, whitening, k, alpha0, rng, timings)
+        self.unigram_ = second_moment.first_moment
         self.n_features_in_ = docs.n_words
         self.n_documents_ = docs.n_documents
         self.n_dropped_documents_ = docs.n_dropped
