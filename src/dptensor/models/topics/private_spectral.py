@@ -347,7 +347,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         ``alpha_ / sum(alpha_)`` to ``unigram_`` so that the mixture reproduces it exactly (LDA's
         first moment, :func:`~dptensor.models.topics.moment_matching.match_first_moment`), and
         uses the public ``alpha0`` as the prior's total; ``"auto"`` shrinkage is then halved
-        (docs/lda.md, *Matching the released unigram distribution*). Post-processing: the guarantee
+        (docs/lda.md, *Matching the unigram distribution*). Post-processing: the guarantee
         is unchanged; ``components_``, ``alpha_`` and ``top_words`` are not changed.
     public_corpus : array_like or scipy.sparse matrix of shape (n_public, d), optional
         Word counts of **public** documents of similar text over the same vocabulary (clipped mode
@@ -1089,7 +1089,7 @@ UNIGRAM_FLOOR = 0.3
 #: matched topics already predict the unigram distribution where they carry no information. On
 #: Debian descriptions and WordNet glosses (V = 2000, k = 10, epsilon 1, 2 and 4, two seeds each)
 #: half the weight gave the lowest held-out perplexity of {0, 1/2, 1} in 10 of 12 fits and was
-#: within 0.1% of the lowest in the other two (docs/lda.md, *Matching the released unigram*).
+#: within 0.1% of the lowest in the other two (docs/lda.md, *Matching the unigram distribution*).
 MATCHED_SHRINKAGE_FACTOR = 0.5
 
 
@@ -1105,7 +1105,7 @@ def released_unigram(mean: np.ndarray, noise_std: float) -> np.ndarray:
     such words have on average. On Debian descriptions, with the noise of ``epsilon = 1``, the
     held-out perplexity of the released distribution is 414 against 428 for the former
     ``max(E1, 0) + s / 2`` and 566 for the projection onto the simplex (396 without noise;
-    docs/lda.md, *The private unigram distribution*).
+    docs/lda.md, *Matching the unigram distribution*).
     """
     mean = np.asarray(mean, dtype=np.float64)
     s = max(float(noise_std), 0.0)
