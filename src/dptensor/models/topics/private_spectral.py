@@ -386,8 +386,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     alpha_ : ndarray of shape (k,)
     guarantee_ : PrivacyGuarantee
     unigram_ : ndarray of shape (d,) or None
-        The released ``M1`` normalised (``S1 / S0``, projected onto the simplex): the private
-        unigram distribution (clipped mode; ``None`` otherwise).
+        The private unigram distribution: each word's empirical-Bayes posterior mean given the
+        released ``E1 = S1 / S0``, normalised (:func:`released_unigram`; clipped mode, ``None``
+        otherwise).
+    word_frequencies_ : ndarray of shape (d,) or None
+        The released ``E1 = S1 / S0`` itself, noise included (entries may be negative; clipped
+        mode, ``None`` otherwise).
     shrinkage_ : float
         The ``lambda`` used by inference (``shrinkage``).
     budget_split_ : dict
@@ -791,6 +795,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_ = {}
         self.budget_split_ = dict(plan.shares)
         self.unigram_ = None
+        self.word_frequencies_ = None
         if clipping is not None:
             topics, alpha = self._fit_clipped(
                 ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
@@ -922,6 +927,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             total = max(float(released[0]) / moments.word_clip, 1.0)
             mean = released[1:] / total
         self.noise_scales_["m1"] = scale1
+        self.word_frequencies_ = mean
         self.unigram_ = released_unigram(mean, scale1 / total)
         self._released_total = (total, scale1 / moments.word_clip)  # S0 and its noise sd (for shrinkage_)
         if public_whitening is not None:
