@@ -241,9 +241,10 @@ def test_single_topic_honest_default_is_not_refuted() -> None:
 @pytest.mark.filterwarnings("ignore:.*signal-to-noise")  # the topics are noise at this size: not audited
 @pytest.mark.parametrize("scale", [1.0, 0.1])
 def test_private_spectral_audit_has_power(scale: float) -> None:
-    # Canaries spread over 9 words (both clipping bounds reached) scored by the released unigram_;
+    # Canaries spread over 9 words (both clipping bounds reached) scored by the released m1 release
+    # (word_frequencies_, behind unigram_);
     # 180 words hold 10 canaries per fit; 40 fits (~2.5 s). The budget split puts most of mu^2 on
-    # the word-frequency release (m1) that unigram_ reads: with the default split (a tenth on m1)
+    # the word-frequency release (m1) that the score reads: with the old default split (a tenth on m1)
     # noise / 10 gives a bound of only 0.16-1.12 (median 0.97, 40 fits; 0.90-1.08 with 160 fits).
     # Measured over 10 audits each (fresh seeds): honest 0.00-0.37 (median 0.03), noise / 10
     # 2.26-3.25 (median 2.78), against the claim 1.
@@ -252,7 +253,7 @@ def test_private_spectral_audit_has_power(scale: float) -> None:
     result = _audit(lambda: PrivateSpectralLDA(2, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0,
                                                budget_split={"m1": 0.8, "m2": 0.1, "e3": 0.1}, noise=source),
                     X, n_runs=40)
-    assert result.n_canaries == 10 and "unigram_" in result.attack and result.epsilon_claimed == 1.0
+    assert result.n_canaries == 10 and "word_frequencies_" in result.attack and result.epsilon_claimed == 1.0
     _assert_verdict(result, scale)
 
 

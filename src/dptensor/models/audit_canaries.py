@@ -20,7 +20,8 @@ relation allows, and reads only the fitted estimator's released attributes (``co
   document by ``min(1, C / ||P||, C1 / ||p||)``, so a one-word document moves the word-frequency
   release by ``C / C1`` of its bound only: its canaries spread over the fewest words that reach
   both bounds (:func:`clipped_words_per_document`, 9 at the default ratio), scored by their
-  words' weight in the released ``unigram_`` minus the neighbour's. :class:`SingleTopicModel`
+  words' weight in the released word frequencies (``word_frequencies_``, the ``m1`` release behind
+  ``unigram_``) minus the neighbour's. :class:`SingleTopicModel`
   reads the most **frequent** words, whose directions lie in the top-``K`` eigenspace that its
   whitening keeps (a rare word's is projected away), scored by the released rank-``K`` second
   moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of the noisy ``M2``) at the canary
@@ -133,8 +134,8 @@ class DocumentCanaries:
         neighbour's. ``"second-moment"``: the released rank-``K`` second moment
         ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary words' diagonal entries
         minus its neighbour's (:class:`SingleTopicModel`). ``"unigram"``: the canary's words'
-        weight in the released ``unigram_`` minus its neighbour's (:class:`PrivateSpectralLDA`'s
-        clipped releases; ``"topic-weight"`` when the fit released no ``unigram_``).
+        weight in the released ``word_frequencies_`` minus its neighbour's (:class:`PrivateSpectralLDA`'s
+        clipped releases; ``"topic-weight"`` when the fit released none).
     words_per_document : int or "clip"
         Distinct words per canary document; ``"clip"``: enough to reach both clipping bounds of
         a clipped :class:`PrivateSpectralLDA` (:func:`clipped_words_per_document`), one otherwise.
@@ -169,7 +170,8 @@ class DocumentCanaries:
             "topic-weight": "the canary words' released topic weight minus its neighbour's",
             "second-moment": ("the released rank-K second moment (whitening_) at the canary word's diagonal "
                               "entry minus its neighbour's"),
-            "unigram": "the canary words' weight in the released unigram_ minus its neighbour's",
+            "unigram": ("the canary words' weight in the released word frequencies (word_frequencies_, the "
+                        "m1 release behind unigram_) minus its neighbour's"),
         }[score]
         self.description = (f"canary documents made of {spread}, as long as the longest document, replaced "
                             f"when left out by a document of other such words; score: {read}")
@@ -231,8 +233,10 @@ class DocumentCanaries:
             whitening = estimator.whitening_
             U, s = whitening.eigenvectors, whitening.eigenvalues
             released = np.einsum("wk,k,wk->w", U, s, U)  # diag(U diag(s) U^T): the released rank-K M2
-        elif self.score == "unigram" and getattr(estimator, "unigram_", None) is not None:
-            released = np.asarray(estimator.unigram_, dtype=float)
+        elif self.score == "unigram" and getattr(estimator, "word_frequencies_", None) is not None:
+            # the m1 release itself: unigram_ is its empirical-Bayes post-processing, which pulls
+            # the canary words toward the other words' frequencies and loses power
+            released = np.asarray(estimator.word_frequencies_, dtype=float)
         else:
             return features
         return [np.concatenate(([released[w].sum() - released[o].sum()], row)) for w, o, row in

@@ -347,7 +347,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         ``alpha_ / sum(alpha_)`` to ``unigram_`` so that the mixture reproduces it exactly (LDA's
         first moment, :func:`~dptensor.models.topics.moment_matching.match_first_moment`), and
         uses the public ``alpha0`` as the prior's total; ``"auto"`` shrinkage is then halved
-        (docs/lda.md, *Matching the released unigram distribution*). Post-processing: the guarantee
+        (docs/lda.md, *Matching the unigram distribution*). Post-processing: the guarantee
         is unchanged; ``components_``, ``alpha_`` and ``top_words`` are not changed.
     public_corpus : array_like or scipy.sparse matrix of shape (n_public, d), optional
         Word counts of **public** documents of similar text over the same vocabulary (clipped mode
@@ -386,8 +386,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     alpha_ : ndarray of shape (k,)
     guarantee_ : PrivacyGuarantee
     unigram_ : ndarray of shape (d,) or None
-        The released ``M1`` normalised (``S1 / S0``, projected onto the simplex): the private
-        unigram distribution (clipped mode; ``None`` otherwise).
+        The private unigram distribution: each word's empirical-Bayes posterior mean given the
+        released ``E1 = S1 / S0``, normalised (:func:`released_unigram`; clipped mode, ``None``
+        otherwise).
+    word_frequencies_ : ndarray of shape (d,) or None
+        The released ``E1 = S1 / S0`` itself, noise included (entries may be negative; clipped
+        mode, ``None`` otherwise).
     shrinkage_ : float
         The ``lambda`` used by inference (``shrinkage``).
     budget_split_ : dict
@@ -791,6 +795,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_ = {}
         self.budget_split_ = dict(plan.shares)
         self.unigram_ = None
+        self.word_frequencies_ = None
         if clipping is not None:
             topics, alpha = self._fit_clipped(
                 ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
@@ -922,6 +927,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             total = max(float(released[0]) / moments.word_clip, 1.0)
             mean = released[1:] / total
         self.noise_scales_["m1"] = scale1
+        self.word_frequencies_ = mean
         self.unigram_ = released_unigram(mean, scale1 / total)
         self._released_total = (total, scale1 / moments.word_clip)  # S0 and its noise sd (for shrinkage_)
         if public_whitening is not None:
@@ -1089,7 +1095,7 @@ UNIGRAM_FLOOR = 0.3
 #: matched topics already predict the unigram distribution where they carry no information. On
 #: Debian descriptions and WordNet glosses (V = 2000, k = 10, epsilon 1, 2 and 4, two seeds each)
 #: half the weight gave the lowest held-out perplexity of {0, 1/2, 1} in 10 of 12 fits and was
-#: within 0.1% of the lowest in the other two (docs/lda.md, *Matching the released unigram*).
+#: within 0.1% of the lowest in the other two (docs/lda.md, *Matching the unigram distribution*).
 MATCHED_SHRINKAGE_FACTOR = 0.5
 
 
@@ -1105,7 +1111,7 @@ def released_unigram(mean: np.ndarray, noise_std: float) -> np.ndarray:
     such words have on average. On Debian descriptions, with the noise of ``epsilon = 1``, the
     held-out perplexity of the released distribution is 414 against 428 for the former
     ``max(E1, 0) + s / 2`` and 566 for the projection onto the simplex (396 without noise;
-    docs/lda.md, *The private unigram distribution*).
+    docs/lda.md, *Matching the unigram distribution*).
     """
     mean = np.asarray(mean, dtype=np.float64)
     s = max(float(noise_std), 0.0)
