@@ -260,3 +260,18 @@ def test_document_chunks_cover_every_document_once_within_the_budget():
     assert max(counts.indptr[b] - counts.indptr[a] for a, b in chunks) <= 1000 + longest_row
     assert document_chunks(counts[:0], k) == []
     assert document_chunks(sp.csr_matrix((5, 4)), k) == [(0, 5)]  # no tokens: one chunk
+
+
+def test_randomized_whitening_falls_back_to_lanczos_when_negative_eigenvalues_dominate():
+    # Subspace iteration converges to the largest *magnitudes*: with negative eigenvalues as large
+    # as the positive ones its top Ritz values included a negative one (change logs, d = 5000, k = 20).
+    from dptensor.models.topics.spectral import top_eigenpairs
+
+    rng = np.random.default_rng(0)
+    basis, _ = np.linalg.qr(rng.standard_normal((60, 60)))
+    spectrum = np.concatenate([[1.0, 0.9, 0.8, 0.7, 0.6], -np.linspace(0.95, 0.65, 20), np.zeros(35)])
+    matrix = (basis * spectrum) @ basis.T
+    values, vectors = top_eigenpairs(matrix, 5, method="randomized", n_oversamples=2, n_power_iter=8,
+                                     random_state=0)  # fmt: skip
+    np.testing.assert_allclose(values, [1.0, 0.9, 0.8, 0.7, 0.6], atol=1e-8)
+    np.testing.assert_allclose(np.abs(vectors.T @ basis[:, :5]), np.eye(5), atol=1e-6)
