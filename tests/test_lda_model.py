@@ -275,3 +275,10 @@ def test_randomized_whitening_falls_back_to_lanczos_when_negative_eigenvalues_do
                                      random_state=0)  # fmt: skip
     np.testing.assert_allclose(values, [1.0, 0.9, 0.8, 0.7, 0.6], atol=1e-8)
     np.testing.assert_allclose(np.abs(vectors.T @ basis[:, :5]), np.eye(5), atol=1e-6)
+    # the same through a LinearOperator sum (a private M2 release plus its noise operator)
+    from scipy.sparse.linalg import aslinearoperator
+
+    summed = aslinearoperator(matrix) + aslinearoperator(np.zeros((60, 60)))
+    values, _ = top_eigenpairs(summed, 5, method="randomized", n_oversamples=2, n_power_iter=8,
+                               random_state=0)  # fmt: skip
+    np.testing.assert_allclose(values, [1.0, 0.9, 0.8, 0.7, 0.6], atol=1e-8)

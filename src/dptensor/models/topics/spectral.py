@@ -172,11 +172,12 @@ def top_eigenpairs(
         # +3.2e-4). Lanczos for the algebraically largest then decides.
         method = "eigsh"
     if method == "eigsh":
-        linop = (
-            operator.as_linear_operator()
-            if isinstance(operator, LDASecondMoment)
-            else spla.aslinearoperator(np.asarray(operator))
-        )
+        if isinstance(operator, LDASecondMoment):
+            linop = operator.as_linear_operator()
+        elif isinstance(operator, spla.LinearOperator):  # e.g. a private M2 release plus its noise
+            linop = operator
+        else:
+            linop = spla.aslinearoperator(np.asarray(operator))
         v0 = rng.standard_normal(d)
         values, vectors = spla.eigsh(linop, k=rank, which="LA", v0=v0)
         order = np.argsort(values)[::-1]
