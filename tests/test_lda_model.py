@@ -282,3 +282,17 @@ def test_randomized_whitening_falls_back_to_lanczos_when_negative_eigenvalues_do
     values, _ = top_eigenpairs(summed, 5, method="randomized", n_oversamples=2, n_power_iter=8,
                                random_state=0)  # fmt: skip
     np.testing.assert_allclose(values, [1.0, 0.9, 0.8, 0.7, 0.6], atol=1e-8)
+
+
+def test_lanczos_takes_the_single_topic_models_implicit_second_moment():
+    # its LinearOperator's single-vector product once broke eigsh ("could not be broadcast")
+    from dptensor.datasets import make_single_topic_corpus
+    from dptensor.models.topics.single_topic import check_documents, second_moment
+    from dptensor.models.topics.spectral import top_eigenpairs
+
+    corpus = make_single_topic_corpus(400, 50, 3, random_state=0)
+    docs = check_documents([np.asarray(t) for t in corpus.tokens], n_words=50, input="tokens", moments="all")
+    operator = second_moment(docs, "all")
+    lanczos, _ = top_eigenpairs(operator, 3, method="eigsh", random_state=0)
+    subspace, _ = top_eigenpairs(operator, 3, method="randomized", n_power_iter=20, random_state=0)
+    np.testing.assert_allclose(lanczos, subspace, rtol=1e-6)

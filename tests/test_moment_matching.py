@@ -80,3 +80,32 @@ def test_spectral_lda_matches_its_topics_to_the_corpus_first_moment() -> None:
     split = split_documents(test.counts, random_state=0)
     # topics close to the truth already nearly satisfy the identity: matching changes little here
     assert completion_perplexity(model, split) == pytest.approx(completion_perplexity(plain, split), rel=0.02)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_saved_spectral_lda_keeps_its_matching_and_old_files_keep_theirs(tmp_path, suffix) -> None:
+    import json
+
+    import scipy.sparse as sp
+
+    from dptensor.cli.lda import load_model, save_model
+    from dptensor.datasets.corpus import Corpus
+    from dptensor.datasets.lda import make_lda_corpus
+    from dptensor.models import SpectralLDA
+
+    corpus = make_lda_corpus(2000, 30, 3, alpha=0.2, doc_length=30, random_state=0)
+    model = SpectralLDA(3, 0.6, random_state=0).fit(corpus.counts)
+    path = tmp_path / f"model{suffix}"
+    save_model(path, model, Corpus(sp.csr_matrix(corpus.counts), [f"w{i}" for i in range(30)], "test"))
+    loaded, _ = load_model(path)
+    assert loaded.match_unigram
+    np.testing.assert_allclose(loaded.unigram_, model.unigram_)
+    np.testing.assert_allclose(loaded.transform(corpus.counts[:20]), model.transform(corpus.counts[:20]))
+    np.testing.assert_allclose(loaded.document_topic_prior(), model.document_topic_prior())
+    if suffix == ".json":  # a file written before match_unigram: no such parameter, no unigram
+        data = json.loads(path.read_text())
+        del data["params"]["match_unigram"], data["unigram"]
+        path.write_text(json.dumps(data))
+        old, _ = load_model(path)
+        assert not old.match_unigram and old.unigram_ is None
+        np.testing.assert_allclose(old.document_topic_prior(), model.alpha_)

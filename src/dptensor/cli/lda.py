@@ -687,11 +687,11 @@ def save_model(
     else:
         meta["alpha0"] = model.alpha0
         arrays["alpha"] = model.alpha_
+        if getattr(model, "unigram_", None) is not None:  # inference matches the topics to it
+            arrays["unigram"] = model.unigram_
         if isinstance(model, PrivateSpectralLDA):
             meta["guarantee"] = model.guarantee_.to_dict()
             meta["shrinkage"] = model.shrinkage_  # inference's weight of the released unigram_
-            if model.unigram_ is not None:
-                arrays["unigram"] = model.unigram_
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
@@ -748,12 +748,13 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
     classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
     if meta.get("model") not in classes:
         raise ValueError(f"{path} is not a SpectralLDA, PrivateSpectralLDA or DPVariationalLDA model file")
-    model = classes[meta["model"]](**meta["params"])
+    # A file written before match_unigram existed keeps the inference it was written with.
+    model = classes[meta["model"]](**{"match_unigram": False, **meta["params"]})
     model.components_ = np.asarray(components, dtype=np.float64)
     model.alpha_ = np.asarray(alpha, dtype=np.float64)
     model.n_features_in_ = model.components_.shape[1]
+    model.unigram_ = None if unigram is None else np.asarray(unigram, dtype=np.float64)
     if isinstance(model, PrivateSpectralLDA):  # the shrinkage toward the released unigram distribution
-        model.unigram_ = None if unigram is None else np.asarray(unigram, dtype=np.float64)
         model.shrinkage_ = float(meta.get("shrinkage", 0.0)) if unigram is not None else 0.0
     return model, vocabulary
 

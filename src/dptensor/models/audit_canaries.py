@@ -5,7 +5,7 @@ the models; this module tells it, for each private estimator, what a canary is u
 estimator's neighbouring relation and which released numbers score it
 (:class:`~dptensor.privacy.audit.CanaryAdapter`). Each canary is as distinguishable as the
 relation allows, and reads only the fitted estimator's released attributes (``components_``,
-``unigram_``, ``whitening_``, ``biases_``, ``predict``), never its internals:
+``word_frequencies_``, ``whitening_``, ``biases_``, ``predict``), never its internals:
 
 * **documents** (``"document"`` relation: :class:`PrivateSpectralLDA`, :class:`DPVariationalLDA`,
   :class:`SingleTopicModel`; replace one document): a document spread evenly over its own words

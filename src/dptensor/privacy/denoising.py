@@ -7,7 +7,8 @@ are merely rare. Empirical Bayes does better without any assumption on the ``the
 their distribution ``g`` from the release itself by maximum marginal likelihood over a grid of
 support points (the nonparametric maximum-likelihood estimator of Kiefer & Wolfowitz 1956, in the
 EM form of Jiang & Zhang, *General maximum likelihood empirical Bayes estimation of normal means*,
-Ann. Statist. 2009, with the grid and binning of Koenker & Mizera, JASA 2014), then report each
+Ann. Statist. 2009, with the grid and binning of Koenker & Mizera, JASA 2014; the grid's step is a
+quarter of ``s`` and values far above the noise pass through), then report each
 posterior mean ``E[theta_j | x_j] = sum_g g(t) t phi((x_j - t)/s) / sum_g g(t) phi((x_j - t)/s)``.
 
 The estimate reads only the released values and the public ``s``: post-processing, with no
@@ -26,23 +27,31 @@ import numpy as np
 
 from dptensor._validation import check_positive_int
 
-#: Bins of the released values for the EM steps (each bin's count weights its likelihood row).
-N_BINS = 2000
-#: Positive support points of the prior, log-spaced from ``1e-3 s`` to the largest value.
-N_SUPPORT = 120
+#: Values above this many noise standard deviations are returned as they are: there the posterior
+#: mean under any prior that is smooth on the scale of ``s`` is the value itself.
+PASS_THROUGH = 6.0
+#: The prior is fitted to the values below this many noise standard deviations (the others only
+#: matter to it through its tail, and the posterior means below :data:`PASS_THROUGH` barely see it).
+FIT_LIMIT = 10.0
+#: Values below ``-FLOOR_LIMIT * s`` are treated as that value (their posterior is all at zero's side).
+FLOOR_LIMIT = 8.0
+#: Width of the bins of the fitted values and spacing of the prior's support above ``s``, in ``s``.
+GRID_STEP = 0.25
 #: EM steps for the prior's weights (the marginal likelihood's increase is negligible by then).
 N_EM_STEPS = 300
 
 
 def nonnegative_posterior_means(
-    values: np.ndarray, noise_std: float, *, n_support: int = N_SUPPORT, n_iter: int = N_EM_STEPS
+    values: np.ndarray, noise_std: float, *, n_iter: int = N_EM_STEPS
 ) -> np.ndarray:
     """Empirical-Bayes posterior means of non-negative ``theta`` from ``values = theta + N(0, s^2)``.
 
-    The prior is a distribution on ``{0} and n_support`` log-spaced points from ``1e-3 s`` to
-    ``max(values)``, fitted to ``values`` by EM on the marginal likelihood (module docstring); the
-    values are binned into :data:`N_BINS` bins for the EM steps (exact posterior means follow
-    for each value).
+    In units of ``s``: the prior lives on ``0``, 40 log-spaced points from ``1e-3`` to ``1`` and a
+    grid of step :data:`GRID_STEP` from ``1`` to ``FIT_LIMIT + 4``; it is fitted by EM on the
+    marginal likelihood of the values below :data:`FIT_LIMIT` (binned at step :data:`GRID_STEP`,
+    those below ``-FLOOR_LIMIT`` set to it). Values above :data:`PASS_THROUGH` are returned as
+    they are (at least the posterior mean at the threshold, so that the result stays
+    non-decreasing); the others get their exact posterior mean.
 
     Parameters
     ----------
@@ -50,7 +59,6 @@ def nonnegative_posterior_means(
         The released values (any real numbers).
     noise_std : float
         The noise's standard deviation ``s`` (public). ``0``: the values are returned clipped at 0.
-    n_support : int, default 120
     n_iter : int, default 300
 
     Returns
@@ -64,17 +72,22 @@ def nonnegative_posterior_means(
     s = float(noise_std)
     if not (s >= 0 and np.isfinite(s)):
         raise ValueError(f"noise_std must be finite and >= 0, got {noise_std!r}")
-    n_support = check_positive_int(n_support, "n_support", minimum=2)
     n_iter = check_positive_int(n_iter, "n_iter")
     if s == 0 or x.size == 0:
         return np.maximum(x, 0.0)
-    top = max(float(x.max()), 2.0 * s)
-    support = np.concatenate([[0.0], np.geomspace(1e-3 * s, top, n_support)])
-    edges = np.linspace(float(x.min()), float(x.max()) + 1e-12 * max(1.0, abs(top)), N_BINS + 1)
-    counts, _ = np.histogram(x, bins=edges)
+    low = x <= PASS_THROUGH * s
+    near = x <= FIT_LIMIT * s
+    if not near.any():  # every value far above the noise
+        return x.copy()
+    # in units of s, only where |x| is within a few s (no overflow whatever the values)
+    fitted = np.maximum(x[near], -FLOOR_LIMIT * s) / s
+    support = np.concatenate([[0.0], np.geomspace(1e-3, 1.0, 40, endpoint=False),
+                              np.arange(1.0, FIT_LIMIT + 4.0 + GRID_STEP / 2, GRID_STEP)])  # fmt: skip
+    n_bins = max(1, int(np.ceil((FIT_LIMIT - float(fitted.min())) / GRID_STEP)))
+    counts, edges = np.histogram(fitted, bins=n_bins, range=(float(fitted.min()), FIT_LIMIT))
     centres = 0.5 * (edges[:-1] + edges[1:])[counts > 0]
     counts = counts[counts > 0].astype(np.float64)
-    log_lik = -0.5 * ((centres[:, None] - support[None, :]) / s) ** 2
+    log_lik = -0.5 * (centres[:, None] - support[None, :]) ** 2
     lik = np.exp(log_lik - log_lik.max(axis=1, keepdims=True))  # rows rescaled: EM is invariant
     weights = np.full(support.size, 1.0 / support.size)
     for _ in range(n_iter):
@@ -82,12 +95,19 @@ def nonnegative_posterior_means(
         posterior /= posterior.sum(axis=1, keepdims=True)
         weights = counts @ posterior / counts.sum()
     log_weights = np.log(np.maximum(weights, np.finfo(np.float64).tiny))
-    out = np.empty_like(x)
-    for start in range(0, x.size, 8192):  # exact posterior means, O(chunk x support) memory
-        chunk = x[start : start + 8192]
-        log_post = log_weights - 0.5 * ((chunk[:, None] - support[None, :]) / s) ** 2
+
+    def posterior_mean(points: np.ndarray) -> np.ndarray:
+        log_post = log_weights - 0.5 * (points[:, None] - support[None, :]) ** 2
         post = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        out[start : start + 8192] = post @ support / post.sum(axis=1)
+        return post @ support / post.sum(axis=1)
+
+    out = np.empty_like(x)
+    at_threshold = float(posterior_mean(np.array([PASS_THROUGH]))[0]) * s
+    out[~low] = np.maximum(x[~low], at_threshold)
+    index = np.flatnonzero(low)
+    for start in range(0, index.size, 8192):  # O(chunk x support) memory
+        chunk = index[start : start + 8192]
+        out[chunk] = posterior_mean(np.maximum(x[chunk], -FLOOR_LIMIT * s) / s) * s
     return out
 
 

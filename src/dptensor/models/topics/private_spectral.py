@@ -53,10 +53,11 @@ dropped row); ``N``, the vocabulary, ``alpha_0``, ``k``, ``C`` and ``C1`` are pu
 sensitivities do not involve ``N``: the normalisation by ``S0`` is released. Composition as
 in point 4 above, over the three releases.
 
-Inference shrinks the topics toward the released unigram distribution ``unigram_`` (from ``E1``)
-by a weight ``shrinkage_`` chosen from public parameters and released quantities (``shrinkage``;
-docs/lda.md, *Shrinkage toward the private unigram model*): post-processing, so the guarantee is
-that of the three releases.
+Inference matches the topics to the released unigram distribution ``unigram_`` (the
+empirical-Bayes posterior means given ``E1``; ``match_unigram``) and shrinks them toward it by a
+weight ``shrinkage_`` chosen from public parameters and released quantities (``shrinkage``;
+docs/lda.md, *Shrinkage toward the private unigram model* and *Matching the unigram
+distribution*): post-processing, so the guarantee is that of the three releases.
 
 Configurations 2--4 (as printed; their guarantee does not hold)
 ---------------------------------------------------------------
@@ -337,9 +338,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     shrinkage : "auto" or float in [0, 1], default "auto"
         Weight ``lambda`` of the released unigram distribution ``unigram_`` in the topics that
         inference uses (``transform``, ``score``, ``perplexity``, :meth:`topic_word_distribution`):
-        ``(1 - lambda) mu_i + lambda unigram_`` (docs/lda.md, *Shrinkage toward the private unigram
-        model*). Post-processing of the releases: the guarantee is unchanged. ``"auto"``:
-        ``1 / (1 + snr^2)`` with ``snr`` the predicted signal-to-noise of the ``M2`` release
+        ``(1 - lambda) mu'_i + lambda unigram_`` with ``mu'`` the (matched, ``match_unigram``)
+        topics (docs/lda.md, *Shrinkage toward the private unigram model*). Post-processing of the
+        releases: the guarantee is unchanged. ``"auto"``: ``1 / (1 + (snr / 2.5)^2)``, halved with
+        ``match_unigram``, with ``snr`` the predicted signal-to-noise of the ``M2`` release
         (:func:`~dptensor.models.topics.plan.shrinkage_weight`; ``0`` with ``public_corpus``,
         whose whitening has no noise). ``lambda = 1`` is the unigram model. Clipped mode only (the
         unclipped configurations release no ``M1``): there ``"auto"`` means 0 and a positive
@@ -1014,7 +1016,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         paper = self.sensitivity == "paper"
         operator = LDASecondMoment(docs, self.alpha0)
         with _private_step("clean whitening (not private)", timings, self.verbose):
-            values, vectors = top_eigenpairs(operator, min(k + 1, d), random_state=rng)
+            # as printed (unproven modes): no data-dependent switch to Lanczos on the clean M2
+            values, vectors = top_eigenpairs(operator, min(k + 1, d), random_state=rng,
+                                             lanczos_fallback=False)  # fmt: skip
             clean = Whitening.from_eigenpairs(np.maximum(values[:k], 1e-300), vectors[:, :k])
         # Procedure 1, line 3-4: a private lower bound of sigma_k(M2_hat).
         bound = private_lower_bound(

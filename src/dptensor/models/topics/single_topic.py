@@ -516,9 +516,10 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
                 operator = operator + noise_matrix.as_linear_operator()
             values, vectors = top_eigenpairs(
                 operator, k, method="randomized", n_oversamples=N_OVERSAMPLES, n_power_iter=N_POWER_ITER,
-                random_state=rng,
+                random_state=rng, lanczos_fallback=False,
             )  # fmt: skip
-        # A noisy M2 can have non-positive eigenvalues among its top K: whiten with |sigma| (post-processing).
+        # A noisy M2 can have non-positive eigenvalues among its top K: whiten with |sigma| (post-processing;
+        # no Lanczos fallback, whose single products would regenerate the implicit noise each time).
         return Whitening.from_eigenpairs(values, vectors, require_positive=False)
 
     def _decompose(

@@ -97,6 +97,7 @@ def top_eigenpairs(
     n_power_iter: int = 2,
     tol: float | None = None,
     random_state: RandomStateLike = None,
+    lanczos_fallback: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``rank`` algebraically largest eigenpairs of a symmetric matrix or operator.
 
@@ -114,7 +115,9 @@ def top_eigenpairs(
         ``"auto"`` is dense up to :data:`DENSE_WHITENING_MAX_WORDS` words and randomised above.
         Randomised subspace iteration converges to the eigenvalues largest in magnitude; when
         its top ``rank`` Ritz values include a non-positive one (large negative eigenvalues of
-        ``M2_hat`` took the place of positive ones), Lanczos (``"eigsh"``) is used instead.
+        ``M2_hat`` took the place of positive ones), Lanczos (``"eigsh"``) is used instead
+        unless ``lanczos_fallback=False`` (callers that accept non-positive values and whose
+        operator is costly per single product, e.g. a private release's implicit noise).
     n_oversamples, n_power_iter : int
         Randomised method only.
     tol : float, optional
@@ -164,7 +167,7 @@ def top_eigenpairs(
         small = Q.T @ apply(Q)
         values, vectors = np.linalg.eigh((small + small.T) / 2.0)
         order = np.argsort(values)[::-1][:rank]
-        if values[order[-1]] > 0:
+        if values[order[-1]] > 0 or not lanczos_fallback:
             return values[order], orient_columns(Q @ vectors[:, order])
         # Subspace iteration finds the eigenvalues largest in *magnitude*: where M2_hat has negative
         # ones as large as its positive ones, the subspace holds them instead of the k-th positive
@@ -174,10 +177,13 @@ def top_eigenpairs(
     if method == "eigsh":
         if isinstance(operator, LDASecondMoment):
             linop = operator.as_linear_operator()
-        elif isinstance(operator, spla.LinearOperator):  # e.g. a private M2 release plus its noise
-            linop = operator
-        else:
-            linop = spla.aslinearoperator(np.asarray(operator))
+        elif isinstance(operator, np.ndarray):
+            linop = spla.aslinearoperator(operator)
+        else:  # a LinearOperator (a release plus its noise) or any operator with ``@``
+            linop = spla.LinearOperator(
+                (d, d), matvec=lambda v: np.asarray(apply(v.reshape(-1, 1))).ravel(), matmat=apply,
+                dtype=np.float64,
+            )  # fmt: skip
         v0 = rng.standard_normal(d)
         values, vectors = spla.eigsh(linop, k=rank, which="LA", v0=v0)
         order = np.argsort(values)[::-1]
