@@ -475,8 +475,8 @@ class TopicModelInference(FittedTopicsMixin):
         """Document-topic proportions ``theta_n`` given the learned topics.
 
         Method: with the topics ``mu`` (:meth:`topic_word_distribution`) and the prior ``alpha``
-        (:meth:`document_topic_prior`, ``alpha_`` unless a subclass matches them to a unigram
-        distribution) fixed, iterate the EM-style
+        (:meth:`document_topic_prior`: ``alpha_``, or with ``match_unigram`` the weights matched
+        to ``unigram_``) fixed, iterate the EM-style
         update of the topic posterior of each document (vectorised over documents),
 
         ``theta_n <- normalise(alpha + theta_n * (mu (c_n / (mu^T theta_n))))``,
