@@ -423,31 +423,31 @@ class TopicModelInference(FittedTopicsMixin):
             raise ValueError(f"smoothing must lie in (0, 1), got {s!r}")
         return s
 
-    def _matched(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(topics, weights, target)``: smoothed topics matched to the smoothed ``unigram_``, or None."""
-        if not getattr(self, "match_unigram", False) or getattr(self, "unigram_", None) is None:
-            return None
-        s = self._check_smoothing()
-        alpha = np.asarray(self.alpha_, dtype=np.float64)
-        d = self.n_features_in_
-        smoothed = (1.0 - s) * self.components_ + s / d
-        target = (1.0 - s) * self.unigram_ + s / d  # a word absent from the fitted documents stays possible
-        return (*match_first_moment(smoothed, alpha / alpha.sum(), target), target)
+    def _inference_parameters(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(topics, prior)`` that inference uses (one matching serves both).
 
-    def _smoothed_topics(self) -> np.ndarray:
-        """``(1 - lambda) mu'_i + lambda unigram_``: ``mu'`` the smoothed (and matched) topics.
-
-        ``lambda`` is ``shrinkage_`` (private models; 0 otherwise). Without matching the
-        smoothing ``(1 - s) mu + s / d`` comes last, as it always did.
+        Without matching: ``(1 - s) mu + s / d`` (``s`` the smoothing) and ``alpha_``. With
+        ``match_unigram`` and a ``unigram_``: the smoothed topics and ``alpha_ / sum(alpha_)``
+        matched to the smoothed ``unigram_`` (a word absent from the fitted documents stays
+        possible), the prior ``alpha0`` times the matched weights. Either way a private model's
+        topics are then shrunk toward the unigram distribution by ``shrinkage_`` (0 otherwise).
         """
         s = self._check_smoothing()
-        matched = self._matched()
-        topics = self.components_ if matched is None else matched[0]
+        d = self.n_features_in_
+        alpha = np.asarray(self.alpha_, dtype=np.float64)
         lam = float(getattr(self, "shrinkage_", 0.0))
-        unigram = getattr(self, "unigram_", None) if matched is None else matched[2]
+        unigram = getattr(self, "unigram_", None)
+        if getattr(self, "match_unigram", False) and unigram is not None:
+            smoothed = (1.0 - s) * self.components_ + s / d
+            target = (1.0 - s) * unigram + s / d
+            topics, weights = match_first_moment(smoothed, alpha / alpha.sum(), target)
+            if lam > 0:
+                topics = (1.0 - lam) * topics + lam * target[None, :]
+            return topics, float(self.alpha0) * weights
+        topics = self.components_
         if lam > 0 and unigram is not None:
             topics = (1.0 - lam) * topics + lam * unigram[None, :]
-        return topics if matched is not None else (1.0 - s) * topics + s / self.n_features_in_
+        return (1.0 - s) * topics + s / d, alpha
 
     def topic_word_distribution(self) -> np.ndarray:
         """Topics as inference uses them (rows on the simplex).
@@ -457,7 +457,7 @@ class TopicModelInference(FittedTopicsMixin):
         and for a private model shrunk toward ``unigram_`` by ``shrinkage_``.
         """
         self._check_fitted()
-        return self._smoothed_topics()
+        return self._inference_parameters()[0]
 
     def document_topic_prior(self) -> np.ndarray:
         """The Dirichlet prior of a document's topic proportions that :meth:`transform` uses.
@@ -466,10 +466,7 @@ class TopicModelInference(FittedTopicsMixin):
         ``document_topic_prior() @ topic_word_distribution() / alpha0`` is ``unigram_``).
         """
         self._check_fitted()
-        matched = self._matched()
-        if matched is None:
-            return np.asarray(self.alpha_, dtype=np.float64)
-        return float(self.alpha0) * matched[1]
+        return self._inference_parameters()[1]
 
     def transform(self, X: object) -> np.ndarray:
         """Document-topic proportions ``theta_n`` given the learned topics.
@@ -512,13 +509,12 @@ class TopicModelInference(FittedTopicsMixin):
                 UserWarning,
                 stacklevel=2,
             )
-        return self._infer(matrix, self._smoothed_topics())
+        return self._infer(matrix, *self._inference_parameters())
 
-    def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray) -> np.ndarray:
+    def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray, prior: np.ndarray) -> np.ndarray:
         max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
         tol = float(self.transform_tol)
         n = matrix.shape[0]
-        prior = self.document_topic_prior()
         theta = np.tile(prior / prior.sum(), (n, 1))
         topics_t = np.ascontiguousarray(topics.T)  # d x k
         for start, stop in document_chunks(matrix, self.n_components):
@@ -548,8 +544,8 @@ class TopicModelInference(FittedTopicsMixin):
         variational bound: compare it between models evaluated by the same method.
         """
         matrix = self._check_transform_input(X)
-        topics = self._smoothed_topics()
-        return mixture_log_likelihood(matrix, self._infer(matrix, topics), topics)
+        topics, prior = self._inference_parameters()
+        return mixture_log_likelihood(matrix, self._infer(matrix, topics, prior), topics)
 
     def perplexity(self, X: object) -> float:
         """``exp(-score(X) / total tokens)``: per-word perplexity (lower is better)."""
