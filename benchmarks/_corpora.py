@@ -33,6 +33,7 @@ descriptions; English stop words removed in all.
 from __future__ import annotations
 
 import glob
+import gzip
 import re
 import subprocess
 from collections.abc import Sequence
@@ -154,8 +155,6 @@ def debian_changelogs(directory: str | Path = DOC_DIR) -> list[str]:
     a changelog, so identical changes are kept once. How many there are depends on what is
     installed: about 3 * 10^5 on a Debian 12 machine with 800 documented packages.
     """
-    import gzip
-
     paths = sorted(glob.glob(str(Path(directory) / "*" / "changelog*.gz")))
     paths += sorted(glob.glob(str(Path(directory) / "*" / "NEWS*.gz")))
     if not paths:
