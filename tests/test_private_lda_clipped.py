@@ -13,7 +13,8 @@ from dptensor.models import private_spectral_lda as psl
 from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 from dptensor.privacy.lda_sensitivity import clipped_sensitivities
-from dptensor.tensor.clipped_lda_moments import ClippedMoments, clipped_terms
+from dptensor.tensor import clipped_lda_moments
+from dptensor.tensor.clipped_lda_moments import ClippedMoments, clipped_terms, projected_third_norms
 from dptensor.tensor.lda_moments import DocumentCounts
 
 
@@ -104,6 +105,83 @@ def test_brute_force_full_third_moment_and_random_neighbours():
             assert np.linalg.norm(x - y) <= bound[name] * (1 + 1e-9)
 
 
+# --- projected clipping of the third moment -----------------------------------------------------------
+def _projected_dense(c, U):
+    return np.einsum("abc,ai,bj,ck->ijk", _dense_terms(c)[2], U, U, U)
+
+
+def _varied_documents(rng, d, n):
+    docs = [rng.poisson(rng.gamma(0.4, 2.0, d)) for _ in range(n)]
+    docs += [np.eye(d)[0] * 3, np.eye(d)[1] * 7 + np.eye(d)[2], np.ones(d), np.arange(d) % 3 + 0.0]
+    return np.array(docs, dtype=float)
+
+
+@pytest.mark.parametrize("exact_words", [64, 0])
+def test_projected_third_norms_are_exact_for_short_documents_and_bounds_above(monkeypatch, exact_words):
+    """Exact against the dense ``G_n(U, U, U)`` (documents up to EXACT_PROJECTED_WORDS distinct words);
+    with the limit at 0 every document takes the triangle-inequality bound, which must stay above."""
+    monkeypatch.setattr(clipped_lda_moments, "EXACT_PROJECTED_WORDS", exact_words)
+    monkeypatch.setattr(clipped_lda_moments, "_PAIR_CHUNK", 40)  # several chunks, one document alone in some
+    rng = np.random.default_rng(5)
+    d, k = 9, 3
+    X = _varied_documents(rng, d, 60)
+    U = np.linalg.qr(rng.standard_normal((d, k)))[0]
+    t = clipped_terms(sp.csr_matrix(X), 0.05, 0.15)
+    got = projected_third_norms(t, U)
+    for c, value, w in zip(X, got, t.weights, strict=True):
+        if w == 0:
+            continue
+        reference = np.linalg.norm(_projected_dense(c, U))
+        if exact_words:
+            assert value == pytest.approx(reference, rel=1e-9, abs=1e-14)
+        else:
+            assert value >= reference * (1 - 1e-12)
+
+
+def test_third_order_with_projected_clip_matches_the_per_document_sum():
+    rng = np.random.default_rng(6)
+    d, k, clip, word_clip, third_clip = 7, 2, 0.3, 0.6, 0.004
+    X = _varied_documents(rng, d, 40)
+    U = np.linalg.qr(rng.standard_normal((d, k)))[0]
+    expected, clipped = np.zeros((k, k, k)), 0
+    for c in X:
+        if c.sum() < 3:
+            continue
+        p, P, G = _dense_terms(c)
+        w = min(1.0, clip / np.linalg.norm(P), word_clip / np.linalg.norm(p))
+        term = w * _projected_dense(c, U)
+        norm = np.linalg.norm(term)
+        clipped += norm > third_clip
+        expected += term * min(1.0, third_clip / norm) if norm > 0 else term
+    got = ClippedMoments(_docs(X), clip, word_clip, third_clip).third_order(U)
+    assert 0 < clipped < len(X) and np.allclose(got, expected, rtol=1e-10, atol=1e-15)
+    # without the third clip the sum is the plain weighted one
+    assert not np.allclose(ClippedMoments(_docs(X), clip, word_clip).third_order(U), got)
+
+
+@pytest.mark.parametrize("third_clip, binds", [(1e-3, True), (0.02, True), (0.2, False), (5.0, False)])
+def test_brute_force_sensitivity_of_the_projected_third_release(third_clip, binds):
+    """Every pair of documents over 3 words with counts <= 3 (the empty one included) and extremes, in
+    a basis with entries of both signs: the change never exceeds min(sqrt2 C, 2 C3), and is close to
+    2 C3 when C3 binds (two documents projecting to opposite signs, both clipped; the largest
+    projected term here is 0.3 * 2^{-3/2} ~ 0.106, so 0.2 does not bind)."""
+    clip, word_clip = 0.3, 0.5
+    U = np.array([[1.0], [-1.0], [0.0]]) / np.sqrt(2.0)
+    docs = list(_all_documents(3, 3)) + [np.array([1.7e308, 0, 0]), np.array([1e308, 1e308, 0]),
+                                         np.array([1e160, 1, 0]), np.array([0, 2**63 - 1, 1])]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        terms = [
+            ClippedMoments(_docs(np.atleast_2d(c)), clip, word_clip, third_clip).third_order(U) for c in docs
+        ]
+    bound = clipped_sensitivities(clip, word_clip, third_clip)["e3"]
+    worst = max(float(np.linalg.norm(a - b)) for a, b in itertools.combinations(terms, 2))
+    assert bound == pytest.approx(min(np.sqrt(2.0) * clip, 2.0 * third_clip))
+    assert worst <= bound * (1 + 1e-9)
+    if binds:
+        assert worst >= 0.99 * bound
+
+
 def test_no_finite_count_overflows_and_norms_are_ordered():
     X = sp.csr_matrix(np.array([[1.7976931348623157e308, 0, 0], [1e308, 1e308, 0], [0, 0, 0], [1, 1, 1],
                                 [2**63 - 1, 1, 0]], dtype=float))  # fmt: skip
@@ -133,13 +211,18 @@ EXTREME = {
 }
 
 
-@pytest.mark.parametrize("whitening", ["analyze-gauss", "noisy-power"])
-def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whitening):
+@pytest.mark.parametrize("whitening, params", [
+    ("analyze-gauss", {}),
+    ("noisy-power", {}),
+    ("analyze-gauss", {"whitening_words": 5, "third_clip": 0.002}),
+    ("noisy-power", {"whitening_words": 6, "third_clip": 0.01}),
+])  # fmt: skip
+def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whitening, params):
     base = _base_corpus()
 
     def fit(x):
         return PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, private_whitening=whitening,
-                                  verbose=True, random_state=0).fit(x)  # fmt: skip
+                                  verbose=True, random_state=0, **params).fit(x)  # fmt: skip
 
     observations = {}
     for name, row in EXTREME.items():
@@ -161,8 +244,20 @@ def test_guarantee_states_the_relation_and_the_clip():
     g = model.guarantee_
     assert g.holds and g.neighbouring == "document" and "including none" in g.protected
     assert "clipping" in g.public and g.details["clip"] == pytest.approx(1.0 / 12)
-    assert g.details["word_clip"] == pytest.approx(3.0 / 12) and g.n_releases == 3
-    assert set(model.budget_split_) == {"m1", "m2", "e3"}
+    assert g.details["word_clip"] == pytest.approx(3.0 / 12) and g.n_releases == 4
+    assert set(model.budget_split_) == {"m1", "m2", "q3", "e3"}
+    # the third clip is chosen by the q3 release (a tenth of e3's share), within (0, C]
+    assert g.details["third_clip"] == "private quantile"
+    assert g.details["sensitivities"]["q3"] == pytest.approx(2**0.5)
+    assert model.budget_split_["q3"] == pytest.approx(model.budget_split_["e3"] / 9)
+    assert 0 < model.third_clip_ <= 1.0 / 12 and "q3" in model.noise_scales_
+    assert g.details["whitening_words"] == model.whitening_words_ == 12  # fewer than 500 words: all
+    fixed = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, third_clip=0.001, whitening_words=6)
+    fixed.fit(_base_corpus())
+    assert fixed.guarantee_.n_releases == 3 and set(fixed.budget_split_) == {"m1", "m2", "e3"}
+    assert fixed.third_clip_ == 0.001
+    assert fixed.guarantee_.details["sensitivities"]["e3"] == pytest.approx(0.002)
+    assert fixed.whitening_words_ == 6 and fixed.guarantee_.details["whitening_words"] == 6
 
 
 @pytest.mark.parametrize("params, message", [
@@ -193,8 +288,8 @@ def _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs=AU
     ``sensitivity_factor`` scales every clipped sensitivity: 1 is the honest estimator, 0.1 an
     under-noised variant. ``params``: the budget split that gives the audited release all of epsilon.
     """
-    def weak(clip, word_clip):
-        true = clipped_sensitivities(clip, word_clip)
+    def weak(clip, word_clip, third_clip=None):
+        true = clipped_sensitivities(clip, word_clip, third_clip)
         return {key: value * sensitivity_factor for key, value in true.items()}
 
     monkeypatch.setattr(psl, "clipped_sensitivities", weak)
@@ -226,7 +321,7 @@ def _released_word_sum(monkeypatch, X, seed, sensitivity_factor):
     captured = []
 
     class Capture(psl.ClippedSecondMoment):
-        def __init__(self, moments, total, mean, alpha0):
+        def __init__(self, moments, total, mean, alpha0, support=None):
             captured.append(float(total + mean[0] * total))
             raise _Released
 
@@ -293,7 +388,7 @@ def test_audit_m2_release_and_catch_an_under_noised_variant(monkeypatch, runs):
 
 
 def _released_third_entry(monkeypatch, X, seed, sensitivity_factor, runs):
-    """Released ``S3(U, U, U)[0, 0, 0]`` of the e3 release (all the budget on e3).
+    """Released ``S3(U, U, U)[0, 0, 0]`` of the e3 release without projected clipping (all the budget on e3).
 
     The basis ``U`` comes from a public corpus (no noise, the same in every run): ``[3, 0]``
     documents, so ``U = +-e0`` and the sign is undone.
@@ -307,7 +402,7 @@ def _released_third_entry(monkeypatch, X, seed, sensitivity_factor, runs):
     monkeypatch.setattr(psl, "clipped_whitened_third_moment", capture)
     public = np.array([[3, 0]] * 4 + [[0, 3]], dtype=float)
     return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs, public_corpus=public,
-                            budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip
+                            third_clip=None, budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip
 
 
 @pytest.mark.parametrize("runs", RUNS)
@@ -318,8 +413,42 @@ def test_audit_e3_release_and_catch_an_under_noised_variant(monkeypatch, runs):
     assert _caught(under, runs)
 
 
+def _released_projected_third_entry(monkeypatch, X, seed, sensitivity_factor, runs, third_clip):
+    """Released ``S3(U, U, U)`` (``k = 1``) with projected clipping at ``third_clip`` (all the budget on e3).
+
+    The public corpus (as many ``[3, 0]`` as ``[0, 3]`` documents) gives ``U = +-(1, -1)/sqrt2``, so the
+    neighbours ``[3, 0]`` and ``[0, 3]`` project to ``+-2^{-3/2}``: both clipped, they differ by
+    ``2 C3``, the bound (the sign of ``U`` is undone).
+    """
+    captured = []
+
+    def capture(third, total, mean, U, sigma, alpha0):
+        captured.append(float(third[0, 0, 0] * np.sign(U[0, 0]) ** 3))
+        raise _Released
+
+    monkeypatch.setattr(psl, "clipped_whitened_third_moment", capture)
+    public = np.array([[3, 0]] * 3 + [[0, 3]] * 3, dtype=float)
+    return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs, public_corpus=public,
+                            third_clip=third_clip, budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip
+
+
+@pytest.mark.parametrize("runs", RUNS)
+def test_audit_projected_third_release_and_catch_an_under_noised_variant(monkeypatch, runs):
+    base = [[3, 0], [0, 3], [3, 3]]
+    first = np.array([*base, [0, 3]], dtype=float)  # the smaller statistic first
+    second = np.array([*base, [3, 0]], dtype=float)
+
+    def samples(X, seed, factor):
+        return _released_projected_third_entry(monkeypatch, X, seed, factor, runs, third_clip=0.05)
+
+    honest = epsilon_lower_bound(samples(first, 0, 1.0), samples(second, 1, 1.0), AUDIT_DELTA)
+    under = epsilon_lower_bound(samples(first, 2, 0.1), samples(second, 3, 0.1), AUDIT_DELTA)
+    assert honest <= AUDIT_EPSILON
+    assert _caught(under, runs)
+
+
 # --- public-data assistance ---------------------------------------------------------------------------
-def test_public_corpus_gives_the_whitening_and_only_m1_e3_are_released():
+def test_public_corpus_gives_the_whitening_and_no_m2_is_released():
     from dptensor.datasets.lda import make_lda_corpus
 
     c = make_lda_corpus(12000, 30, 3, alpha=0.1, doc_length=50, topic_concentration=0.1, random_state=0)
@@ -327,8 +456,9 @@ def test_public_corpus_gives_the_whitening_and_only_m1_e3_are_released():
     model = PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, public_corpus=public, random_state=0)
     model.fit(private)
     g = model.guarantee_
-    assert set(model.noise_scales_) == {"m1", "e3"} and g.n_releases == 2 and g.holds
-    assert "public corpus" in g.public and set(model.budget_split_) == {"m1", "e3"}
+    # m1, the q3 histogram that chooses the third clip, and e3: no M2 release
+    assert set(model.noise_scales_) == {"m1", "q3", "e3"} and g.n_releases == 3 and g.holds
+    assert "public corpus" in g.public and set(model.budget_split_) == {"m1", "q3", "e3"}
     from scipy.optimize import linear_sum_assignment
 
     D = np.abs(c.topics[:, None, :] - model.components_[None]).sum(-1)
@@ -356,6 +486,53 @@ def test_public_corpus_command(tmp_path, capsys):
     assert main(["lda", "fit", str(tmp_path / "private.npz"), "--topics", "2",
                  "--public-corpus", str(tmp_path / "public.npz")]) == 2  # fmt: skip
     assert "--public-corpus" in capsys.readouterr().err
+
+
+# --- whitening on the most frequent words -------------------------------------------------------------
+def test_whitening_words_recover_the_topics_on_the_support_and_the_unigram_elsewhere():
+    from scipy.optimize import linear_sum_assignment
+
+    from dptensor.datasets.lda import make_lda_corpus
+
+    c = make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=40, topic_concentration=0.2, random_state=3)
+    params = {"epsilon": 50.0, "delta": 1e-6, "random_state": 0}
+    full = PrivateSpectralLDA(3, 0.3, whitening_words=None, **params).fit(c.counts)
+    part = PrivateSpectralLDA(3, 0.3, whitening_words=25, **params).fit(c.counts)
+    assert part.whitening_words_ == 25 and full.whitening_words_ == 40
+    support = np.sort(np.argsort(-part.unigram_, kind="stable")[:25])
+    outside = np.setdiff1d(np.arange(40), support)
+    # off the support every topic is the released unigram distribution up to its row's simplex shift
+    shift = part.components_[:, outside] - part.unigram_[outside]
+    for row, kept in zip(shift, part.components_[:, outside] > 0, strict=True):
+        assert kept.sum() >= 10 and np.ptp(row[kept]) < 1e-12
+    # on the support the topics are found again (L1 over the support, the truth's support mass removed)
+    D = np.abs(c.topics[:, None, support] - part.components_[None][:, :, support]).sum(-1)
+    rows, cols = linear_sum_assignment(D)
+    assert D[rows, cols].mean() < 0.2
+    D_full = np.abs(c.topics[:, None, :] - full.components_[None]).sum(-1)
+    assert D_full[linear_sum_assignment(D_full)].mean() < 0.2
+
+
+def test_whitening_words_and_third_clip_command(tmp_path, capsys):
+    from dptensor.cli import main
+    from dptensor.datasets.lda import make_lda_corpus
+
+    c = make_lda_corpus(3000, 30, 2, alpha=0.1, doc_length=30, topic_concentration=0.1, random_state=2)
+    sp.save_npz(tmp_path / "c.npz", c.counts)
+    base = ["lda", "fit", str(tmp_path / "c.npz"), "--topics", "2", "--quiet"]
+    private = [*base, "--epsilon", "2", "--delta", "1e-6"]
+    assert main([*private, "--whitening-words", "12", "--third-clip", "0.001",
+                 "--out", str(tmp_path / "a.json")]) == 0
+    text = (tmp_path / "a.json").read_text()
+    assert '"whitening_words": 12' in text and '"third_clip": 0.001' in text
+    assert main([*private, "--whitening-words", "all", "--third-clip", "none",
+                 "--out", str(tmp_path / "b.json")]) == 0
+    text = (tmp_path / "b.json").read_text()
+    assert '"whitening_words": 30' in text and '"third_clip": null' in text
+    capsys.readouterr()
+    assert main([*base, "--whitening-words", "12"]) == 2  # privacy options need --epsilon
+    assert "--whitening-words" in capsys.readouterr().err
+    assert main([*private, "--third-clip", "-1"]) == 2
 
 
 # --- shrinkage toward the released unigram distribution (post-processing) ------------------------------
@@ -406,9 +583,11 @@ def test_shrinkage_zero_signal_gives_the_released_unigram_and_strong_signal_keep
     held = np.asarray(split.held_out.sum(axis=0)).ravel()
     raw_ppls, shrunk_ppls = [], []
     for seed in range(4):  # several releases: a raw noisy model can beat the unigram one on a lucky draw
-        # the shrinkage alone, as it acts without matching the topics to the unigram first
+        # the shrinkage alone, as it acts without matching the topics to the unigram first (the
+        # releases this test was calibrated on: no q3 release, which would shift the test noise of e3)
         noisy = PrivateSpectralLDA(3, 0.3, epsilon=0.002, delta=1e-6, random_state=0, match_unigram=False,
-                                   noise=insecure_test_noise(seed)).fit(corpus.counts)  # fmt: skip
+                                   third_clip=None, noise=insecure_test_noise(seed))  # fmt: skip
+        noisy.fit(corpus.counts)
         assert noisy.shrinkage_ > 0.9  # (nearly) zero signal: (nearly) the released unigram model
         assert noisy.components_.shape == (3, 30) and not np.allclose(noisy.components_, noisy.unigram_)
         # the same release (same test noise), not shrunk

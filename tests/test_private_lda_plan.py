@@ -80,3 +80,33 @@ def test_fit_warns_from_public_inputs_only():
         # the warning is decided before the documents are read: a plan that works does not warn
         model = PrivateSpectralLDA(3, 1.0, epsilon=8.0, delta=1e-6, random_state=0)
         model._warn_if_hopeless(10**7, 40)
+
+
+def test_auto_whitening_words_from_public_sizes_only():
+    from dptensor.models.topics.plan import (
+        WHITENING_WORDS_LEVEL,
+        WHITENING_WORDS_MIN,
+        _snr,
+        auto_whitening_words,
+    )
+
+    def words(n, d=2000, epsilon=1.0):
+        return auto_whitening_words(n, d, 10, 1.0, epsilon, 1e-6)
+
+    # small corpora whiten on the 500 most frequent words; the count grows with N and epsilon, never above d
+    assert words(50000) == WHITENING_WORDS_MIN and words(50000, d=300) == 300
+    sizes = [words(n) for n in (10**4, 10**5, 3 * 10**5, 10**6, 10**7)]
+    assert sizes == sorted(sizes) and sizes[0] == 500 and sizes[-1] == 2000
+    assert words(10**6) == 2000 and words(10**7, d=100000) >= 5000 and words(10**4, d=100000) == 500
+    assert words(50000, epsilon=1.0) <= words(50000, epsilon=8.0)
+    # a size above the minimum is chosen only where the planner predicts the level on it
+    for n in (2 * 10**5, 5 * 10**5):
+        size = words(n)
+        if size > WHITENING_WORDS_MIN:
+            assert _snr(n, size, 10, 1.0, 1.0, 1e-6, 10.0, "analyze-gauss")[0] >= WHITENING_WORDS_LEVEL
+    model = PrivateSpectralLDA(10, epsilon=1.0, delta=1e-6)
+    assert model._whitened_words(50000, 2000) == 500
+    assert model.set_params(whitening_words=None)._whitened_words(50000, 2000) == 2000
+    assert model.set_params(whitening_words=800)._whitened_words(50000, 2000) == 800
+    assert model.set_params(whitening_words=8000)._whitened_words(50000, 2000) == 2000
+    assert model.set_params(whitening_words="auto", clip=None)._whitened_words(50000, 2000) == 2000

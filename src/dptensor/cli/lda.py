@@ -52,11 +52,13 @@ from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus")
+                    "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus", "whitening_words",
+                    "third_clip")
 VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
-                   "private_whitening", "accountant", "no_clip", "public_corpus", "private_vocab")
+                   "private_whitening", "accountant", "no_clip", "public_corpus", "private_vocab",
+                   "whitening_words", "third_clip")
 #: Options of the private vocabulary (refused without --private-vocab).
 PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
@@ -241,6 +243,22 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="noise for the worst-case document instead of clipped contributions (--clip)")
     spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
                           default="auto", help="release of M2: Analyze Gauss or the noisy power method")
+    spectral.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
+                          help="release M2 and M3 on the N words most frequent in the private unigram "
+                               "release ('all': every word; default: chosen from public sizes, at least 500)")
+    spectral.add_argument("--third-clip", type=_bound_or_none, default=None, metavar="C3|none",
+                          help="bound on each document's projected M3 term (default: a private quantile "
+                               "charged to the budget; 'none': no second clip)")
+
+
+def _count_or_all(text: str) -> int | str:
+    """``--whitening-words``: a positive count or ``all``."""
+    return "all" if text == "all" else positive_int(text)
+
+
+def _bound_or_none(text: str) -> float | str:
+    """``--third-clip``: a positive bound or ``none``."""
+    return "none" if text == "none" else positive_float(text)
 
 
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
@@ -600,6 +618,8 @@ def build_private_model(
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
         clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
         public_corpus=_load_public_corpus(args),
+        whitening_words={None: "auto", "all": None}.get(args.whitening_words, args.whitening_words),
+        third_clip={None: "auto", "none": None}.get(args.third_clip, args.third_clip),
         decomposition=args.decomposition, verbose=not args.quiet,
         random_state=args.seed, noise=noise or args.noise, ledger=ledger, n_jobs=n_jobs,
     )  # fmt: skip

@@ -91,7 +91,7 @@ def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: in
         return 1
     from dptensor.tensor.clipped_lda_moments import clipped_terms
 
-    clip, word_clip = clipping
+    clip, word_clip = clipping[:2]
     best, best_share = 1, -1.0
     for size in range(1, max(1, n_words // 2) + 1):
         doc = _uniform_document(np.arange(size), size * -(-length // size), size)

@@ -162,7 +162,7 @@ def whitened_tensor_local_sensitivity(
     return d3 / shrunk**1.5 + 3.0 * m3_norm_bound(alpha0) * dw / shrunk
 
 
-def clipped_sensitivities(clip: float, word_clip: float) -> dict[str, float]:
+def clipped_sensitivities(clip: float, word_clip: float, third_clip: float | None = None) -> dict[str, float]:
     """L2 sensitivities of the three releases of a clipped spectral-LDA fit (replace one document).
 
     Each document enters through one weight ``w`` with ``||w P||_F <= clip`` and ``||w p||_2 <= word_clip``
@@ -174,11 +174,17 @@ def clipped_sensitivities(clip: float, word_clip: float) -> dict[str, float]:
       ``word_clip^2 (w - w')^2 + ||w p - w' p'||^2 <= word_clip^2 + 2 word_clip^2``, so ``sqrt3 word_clip``;
     * ``"m2"``: ``S2`` and ``S2 X`` for any public ``X`` with orthonormal columns: ``sqrt2 clip``;
     * ``"e3"``: ``S3(U, U, U)`` for any public orthonormal ``U``: ``sqrt2 clip`` (a projection on
-      orthonormal columns does not increase a Frobenius norm).
+      orthonormal columns does not increase a Frobenius norm). With ``third_clip = C3`` each document's
+      projected term also has norm at most ``C3`` (:mod:`dptensor.tensor.clipped_lda_moments`,
+      *Projected clipping*), whatever its sign pattern, so the change is also at most ``2 C3``
+      (triangle inequality): ``min(sqrt2 clip, 2 C3)``.
 
     Unlike :func:`m2_sensitivity` these do not shrink with ``N``: the normalisation by the released
     ``S0`` is post-processing.
     """
     clip = check_real(clip, "clip")
     word_clip = check_real(word_clip, "word_clip")
-    return {"m1": math.sqrt(3.0) * word_clip, "m2": SQRT2 * clip, "e3": SQRT2 * clip}
+    third = SQRT2 * clip
+    if third_clip is not None:
+        third = min(third, 2.0 * check_real(third_clip, "third_clip"))
+    return {"m1": math.sqrt(3.0) * word_clip, "m2": SQRT2 * clip, "e3": third}

@@ -40,6 +40,15 @@ NOISE_LEVEL = 0.7
 GOOD_LEVEL = 2.5
 #: The typical document length assumed when none is given (a public guess; short texts).
 DEFAULT_TYPICAL_LENGTH = 10.0
+#: ``whitening_words="auto"`` whitens on at least this many words (or all, if fewer)...
+WHITENING_WORDS_MIN = 500
+#: ...and on the largest of ``d`` and :data:`WHITENING_WORDS_STEPS` whose predicted signal-to-noise is
+#: at least this. Calibrated on measured fits (docs/lda.md, *Whitening words and projected clipping*):
+#: WordNet glosses at epsilon = 4 predict 4.5 on 1000 words, where 500 words gave NPMI 0.133 and
+#: 1000 gave 0.091; a corpus of 10^6 documents like Debian's predicts about 20 on 2000 words at
+#: epsilon = 1, where whitening on every word keeps the topics' tails.
+WHITENING_WORDS_LEVEL = 10.0
+WHITENING_WORDS_STEPS = (1000, 2000, 5000)
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,9 @@ def _snr(n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, le
          whitening: str) -> tuple[float, float, float, dict]:  # fmt: skip
     from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 
-    model = PrivateSpectralLDA(k, alpha0, epsilon=epsilon, delta=delta, private_whitening=whitening)
+    model = PrivateSpectralLDA(
+        k, alpha0, epsilon=epsilon, delta=delta, private_whitening=whitening, whitening_words=None
+    )
     plan = model._plan(n, d)
     z = plan.multipliers["m2"]
     scale = z * math.sqrt(2.0) / (n * length)
@@ -101,6 +112,28 @@ def _snr(n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, le
     noise = noise_norm(scale, d, model._whitening_method(d), width)
     signal = signal_guess(d, k, alpha0)
     return signal / noise, signal, noise, dict(plan.multipliers)
+
+
+def auto_whitening_words(
+    n_documents: int, n_words: int, n_components: int, alpha0: float, epsilon: float, delta: float
+) -> int:
+    """How many words ``PrivateSpectralLDA(whitening_words="auto")`` whitens on (public inputs only).
+
+    The largest of ``d`` and the :data:`WHITENING_WORDS_STEPS` below it whose predicted
+    signal-to-noise (Analyze Gauss, :data:`DEFAULT_TYPICAL_LENGTH`) reaches
+    :data:`WHITENING_WORDS_LEVEL`, and at least ``min(d, WHITENING_WORDS_MIN)``. A smaller
+    ``M2`` release has a smaller noise norm (``sqrt(2 d) s``) while its top eigenvalues, carried
+    by the frequent words, shrink more slowly; it pays when the noise dominates.
+    """
+    smallest = min(int(n_words), WHITENING_WORDS_MIN)
+    for size in sorted({int(n_words), *(v for v in WHITENING_WORDS_STEPS if v < n_words)}, reverse=True):
+        if size <= smallest:
+            break
+        snr = _snr(int(n_documents), size, int(n_components), float(alpha0), float(epsilon), float(delta),
+                   DEFAULT_TYPICAL_LENGTH, "analyze-gauss")[0]  # fmt: skip
+        if snr >= WHITENING_WORDS_LEVEL:
+            return size
+    return smallest
 
 
 def signal_guess(n_words: int, n_components: int, alpha0: float) -> float:

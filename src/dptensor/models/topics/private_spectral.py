@@ -75,6 +75,7 @@ sensitivity, and the printed noise sets hidden constants to 1 (reference notes B
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -131,6 +132,7 @@ from dptensor.privacy.lda_sensitivity import (
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
+from dptensor.privacy.quantile import HISTOGRAM_SENSITIVITY, log_bin_edges, private_upper_quantile
 from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.tensor.clipped_lda_moments import (
     ClippedMoments,
@@ -180,6 +182,15 @@ _MAX_SCALE = 1e6
 #: and at ``d = 5000``: WordNet glosses, 5000 words, epsilon = 4: held-out perplexity 1911 against
 #: 2446 (unigram model 1960), the noisy power method needing epsilon ~ 100 to match (docs/lda.md).
 ANALYZE_GAUSS_MAX_WORDS = 5000
+
+#: ``third_clip="auto"`` lets this share of the documents exceed ``C3`` (docs/lda.md, *Whitening words
+#: and projected clipping*: on WordNet glosses and Debian descriptions a bound near ``C/10`` clips
+#: about 1% of documents and lowers the ``e3`` sensitivity from ``sqrt2 C`` to about ``0.2 C``).
+THIRD_CLIP_TAIL = 0.03
+#: ...and spends this share of the ``e3`` budget (``mu^2``) on the histogram that chooses it.
+THIRD_CLIP_QUANTILE_SHARE = 0.1
+#: The histogram's public bins: projected norms relative to ``C`` (at most 1), 4 bins per decade.
+THIRD_CLIP_EDGES = log_bin_edges(1e-4, 1.0, 4)
 
 NEIGHBOURING = "document"
 PROTECTED = "one document (all its words and counts), replaced by any other document of at least 3 tokens"
@@ -335,6 +346,22 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         of fewer than 3 tokens are an error).
     word_clip : "auto" or float, default "auto"
         Bound ``C1`` on each document's term in ``M1_hat`` (``"auto"``: ``3 C``).
+    third_clip : "auto", float or None, default "auto"
+        Clipped mode: bound ``C3`` on each document's term in the projected third-order release
+        ``S3(U, U, U)``, whose sensitivity becomes ``min(sqrt2 C, 2 C3)``
+        (:mod:`dptensor.tensor.clipped_lda_moments`, *Projected clipping*). ``"auto"``: chosen
+        under DP once ``U`` is released, as the upper :data:`THIRD_CLIP_TAIL` quantile of the
+        documents' projected norms, from a noisy histogram on public bins (the ``"q3"`` release,
+        :data:`THIRD_CLIP_QUANTILE_SHARE` of the ``e3`` budget; :mod:`dptensor.privacy.quantile`);
+        the value used is ``third_clip_``. A number: that public ``C3``. ``None``: no second clip.
+    whitening_words : "auto", int or None, default "auto"
+        Clipped mode without ``public_corpus``: release ``M2`` and the third moment on the
+        ``whitening_words`` words most frequent in the released unigram distribution only (their
+        principal sub-moments; post-processing of the ``m1`` release, sensitivities unchanged).
+        The other words get topic-independent probabilities (``unigram_``). ``"auto"``: from public
+        quantities, :func:`~dptensor.models.topics.plan.auto_whitening_words` -- at least
+        500 words, more while the planner predicts a signal-to-noise of at least
+        :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on them. ``None``: every word.
     shrinkage : "auto" or float in [0, 1], default "auto"
         Weight ``lambda`` of the released unigram distribution ``unigram_`` in the topics that
         inference uses (``transform``, ``score``, ``perplexity``, :meth:`topic_word_distribution`):
@@ -433,6 +460,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "projected_sensitivity": ["boolean"],
         "clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
         "word_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "third_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
+        "whitening_words": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
         "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
         "match_unigram": ["boolean"],
         "public_corpus": ["array-like", "sparse matrix", None],
@@ -458,6 +487,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         projected_sensitivity: bool = True,
         clip: float | str | None = "auto",
         word_clip: float | str = "auto",
+        third_clip: float | str | None = "auto",
+        whitening_words: int | str | None = "auto",
         shrinkage: float | str = "auto",
         match_unigram: bool = True,
         public_corpus: object = None,
@@ -489,6 +520,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.projected_sensitivity = projected_sensitivity
         self.clip = clip
         self.word_clip = word_clip
+        self.third_clip = third_clip
+        self.whitening_words = whitening_words
         self.shrinkage = shrinkage
         self.match_unigram = match_unigram
         self.public_corpus = public_corpus
@@ -511,8 +544,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             return self.private_whitening
         return "analyze-gauss" if n_words <= ANALYZE_GAUSS_MAX_WORDS else "noisy-power"
 
-    def _clipping(self, n_words: int) -> tuple[float, float] | None:
-        """``(C, C1)`` of the clipped releases, or ``None`` for the worst-case ones (public parameters)."""
+    def _clipping(self, n_words: int) -> tuple[float, float, float | None] | None:
+        """``(C, C1, C3)`` of the clipped releases, or ``None`` for the worst-case ones (public parameters).
+
+        ``C3`` is ``None`` both without a third clip and with ``third_clip="auto"`` (chosen in the fit)."""
         supported = (
             self.config == 1 and self.sensitivity == "derived" and self.calibration == "analytic"
             and self.shared_m2
@@ -528,7 +563,22 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             )
         clip = 1.0 / n_words if self.clip == "auto" else float(self.clip)
         word_clip = WORD_CLIP_RATIO * clip if self.word_clip == "auto" else float(self.word_clip)
-        return clip, word_clip
+        # "auto": chosen during the fit (the q3 release); None here
+        third_clip = None if self.third_clip in (None, "auto") else float(self.third_clip)
+        return clip, word_clip, third_clip
+
+    def _whitened_words(self, n_documents: int, n_words: int) -> int:
+        """How many words the ``m2`` and ``e3`` releases cover (public parameters and sizes only)."""
+        if self.whitening_words is None or self.public_corpus is not None or self._clipping(n_words) is None:
+            return n_words
+        if self.whitening_words != "auto":
+            return min(int(self.whitening_words), n_words)
+        from dptensor.models.topics.plan import auto_whitening_words
+
+        return auto_whitening_words(
+            n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
+            float(self.delta),
+        )  # fmt: skip
 
     def _shares(self, n_words: int) -> dict[str, float]:
         clipped = self._clipping(n_words) is not None
@@ -565,7 +615,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 ):
                     raise ValueError(f"budget_split[{key!r}] must be a finite number > 0, got {value!r}")
         total = float(sum(raw.values()))
-        return {edge: float(raw[edge]) / total for edge in edges}
+        shares = {edge: float(raw[edge]) / total for edge in edges}
+        if clipped and self.third_clip == "auto":  # the histogram that chooses C3 takes part of e3's share
+            e3 = shares.pop("e3")
+            shares["q3"] = THIRD_CLIP_QUANTILE_SHARE * e3
+            shares["e3"] = (1.0 - THIRD_CLIP_QUANTILE_SHARE) * e3
+        return shares
 
     def _m2_releases(self, n_words: int) -> int:
         return self.n_power_steps if self._whitening_method(n_words) == "noisy-power" else 1
@@ -574,11 +629,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         """Noise multipliers and the guarantee, from parameters and ``(N, d)`` only."""
         eps, delta = float(self.epsilon), float(self.delta)
         plan = _Plan(self._shares(n_words))
-        steps = self._m2_releases(n_words)
+        steps = self._m2_releases(self._whitened_words(n_documents, n_words))
         paper = self.sensitivity == "paper"
         clipping = self._clipping(n_words)
         if clipping is not None:
-            return self._plan_clipped(plan, steps, clipping)
+            return self._plan_clipped(plan, steps, clipping, self._whitened_words(n_documents, n_words))
         if self.config == 1:
             m2_edges = ["m2"] if self.shared_m2 else ["e4", "e8"]
             weight = {"e3": plan.shares["e3"], "e4": plan.shares["e4"], "e8": plan.shares["e8"]}
@@ -638,11 +693,13 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )  # fmt: skip
         return plan
 
-    def _plan_clipped(self, plan: _Plan, steps: int, clipping: tuple[float, float]) -> _Plan:
+    def _plan_clipped(
+        self, plan: _Plan, steps: int, clipping: tuple[float, float, float | None], whitened_words: int
+    ) -> _Plan:
         """The clipped Configuration 1: ``mu^2`` shared by weight; ``m2`` repeated ``T`` times for NPM."""
         eps, delta = float(self.epsilon), float(self.delta)
         edges = tuple(plan.shares)
-        counts = {"m1": 1, "m2": steps, "e3": 1}
+        counts = {"m1": 1, "m2": steps, "q3": 1, "e3": 1}
         mu = 1.0 / gaussian_sigma_analytic(eps, delta)
         for edge in edges:
             plan.multipliers[edge] = math.sqrt(counts[edge]) / (math.sqrt(plan.shares[edge]) * mu)
@@ -651,14 +708,20 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(plan.multipliers[e]), counts[e])
             for e in edges
         ]
-        clip, word_clip = clipping
+        clip, word_clip, third_clip = clipping
         plan.guarantee = self._guarantee(
             plan, accountant="exact (Gaussian DP composition, analytic calibration)",
             n_releases=sum(counts[e] for e in edges), noise_multiplier=effective,
             epsilon_exact=min(gaussian_epsilon(effective, delta), eps),
             dp_event=dp_accounting.ComposedDpEvent(events), nominal=eps,
             clipping={
-                "clip": clip, "word_clip": word_clip, "sensitivities": clipped_sensitivities(clip, word_clip)
+                "clip": clip, "word_clip": word_clip,
+                "third_clip": "private quantile" if self.third_clip == "auto" else third_clip,
+                "whitening_words": whitened_words,
+                "sensitivities": {
+                    **clipped_sensitivities(clip, word_clip, third_clip),
+                    **({"q3": HISTOGRAM_SENSITIVITY} if "q3" in edges else {}),
+                },
             },
         )  # fmt: skip
         return plan
@@ -800,6 +863,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.budget_split_ = dict(plan.shares)
         self.unigram_ = None
         self.word_frequencies_ = None
+        self.whitening_words_ = self._whitened_words(n_documents, n_words)
+        self.third_clip_ = None
         if clipping is not None:
             topics, alpha = self._fit_clipped(
                 ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
@@ -831,10 +896,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         # overstating the signal-to-noise when the m1 noise is comparable to S0 (tiny epsilon).
         total, total_sd = self._released_total
         scale *= total / max(total - 2.0 * total_sd, 1.0)
-        method = self._whitening_method(n_words)
-        width = min(n_words, int(self.n_components) + int(self.n_oversamples))
-        snr = signal_guess(n_words, int(self.n_components), float(self.alpha0)) / noise_norm(
-            scale, n_words, method, width
+        size = self.whitening_words_  # the M2 release's dimension
+        method = self._whitening_method(size)
+        width = min(size, int(self.n_components) + int(self.n_oversamples))
+        snr = signal_guess(size, int(self.n_components), float(self.alpha0)) / noise_norm(
+            scale, size, method, width
         )
         factor = MATCHED_SHRINKAGE_FACTOR if self.match_unigram else 1.0
         return factor * shrinkage_weight(snr)
@@ -922,7 +988,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The clipped Configuration 1 (module docstring, *Clipped releases*)."""
         k, d = int(self.n_components), moments.n_words
-        sens = clipped_sensitivities(moments.clip, moments.word_clip)
+        sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
         with _private_step("m1: private total weight and word frequencies", timings, self.verbose):
             total, sums = moments.first_order()
             scale1 = plan.multipliers["m1"] * sens["m1"]
@@ -936,8 +1002,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self._released_total = (total, scale1 / moments.word_clip)  # S0 and its noise sd (for shrinkage_)
         if public_whitening is not None:
             return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
-        operator = ClippedSecondMoment(moments, total, mean, self.alpha0)
-        method = self._whitening_method(d)
+        support = None
+        if self.whitening_words_ < d:  # post-processing of the m1 release: its most frequent words
+            order = np.argsort(-self.unigram_, kind="stable")
+            support = np.sort(order[: self.whitening_words_])
+        operator = ClippedSecondMoment(moments, total, mean, self.alpha0, support=support)
+        method = self._whitening_method(operator.shape[0])
         m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
         with _private_step(f"m2: private M2 ({method})", timings, self.verbose):
             if method == "analyze-gauss":
@@ -953,7 +1023,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_["m2"] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
             result.noise_scales
         )
-        return self._clipped_third(moments, result.whitening, total, mean, plan, source, rng, timings)
+        whitening = result.whitening
+        if support is not None:  # the basis on the whole vocabulary: zero rows off the support
+            vectors = np.zeros((d, whitening.eigenvectors.shape[1]))
+            vectors[support] = whitening.eigenvectors
+            whitening = Whitening.from_eigenpairs(whitening.eigenvalues, vectors)
+        return self._clipped_third(moments, whitening, total, mean, plan, source, rng, timings, support)
 
     def _public_whitening(
         self, clipping: tuple[float, float], d: int, rng: np.random.Generator, timings: dict
@@ -978,18 +1053,43 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     def _clipped_third(
         self, moments: ClippedMoments, whitening: Whitening, total: float, mean: np.ndarray, plan: _Plan,
-        source: NoiseSource, rng: np.random.Generator, timings: dict,
+        source: NoiseSource, rng: np.random.Generator, timings: dict, support: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """The e3 release in the (released or public) eigenbasis, then decomposition and un-whitening."""
-        sens = clipped_sensitivities(moments.clip, moments.word_clip)
+        """The e3 release in the (released or public) eigenbasis, then decomposition and un-whitening.
+
+        With ``support`` (the whitening words) the topics' entries off the support are the released
+        unigram distribution's, the same in every topic: the releases say nothing about how those
+        words divide between topics, and LDA's first moment ``sum_i alpha_i mu_i / alpha_0 = M1`` then
+        holds there.
+        """
         U, sigma = whitening.eigenvectors, whitening.eigenvalues
+        if "q3" in plan.multipliers:
+            with _private_step("q3: private bound on the projected third-order terms", timings, self.verbose):
+                counts = moments.projected_histogram(U, THIRD_CLIP_EDGES)
+                quantile = private_upper_quantile(
+                    counts, THIRD_CLIP_EDGES, n_records=moments.docs.n_documents,
+                    tail_fraction=THIRD_CLIP_TAIL, noise_multiplier=plan.multipliers["q3"], source=source,
+                    fallback=1.0,
+                )  # fmt: skip
+            self.noise_scales_["q3"] = quantile.noise_scale
+            moments = dataclasses.replace(moments, third_clip=quantile.value * moments.clip)
+        self.third_clip_ = moments.third_clip
+        sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
         with _private_step("e3: private whitened M3 (projected sums)", timings, self.verbose):
             scale3 = plan.multipliers["e3"] * sens["e3"]
             third = moments.third_order(U)
             third = add_symmetric_gaussian(third, scale3, convention="frobenius", noise=source)
             tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
         self.noise_scales_["e3"] = scale3
-        return self._decompose_unwhiten(tensor, whitening, rng, timings)
+        if support is None:
+            return self._decompose_unwhiten(tensor, whitening, rng, timings)
+        result = _positive_weights(self._decompose(tensor, rng, timings))
+        with _private_step("un-whitening", timings, self.verbose):
+            _, alpha, raw = unwhiten_topics(result, whitening, self.alpha0)
+            outside = np.ones(moments.n_words, dtype=bool)
+            outside[support] = False
+            raw[:, outside] = self.unigram_[outside]
+        return project_rows_to_simplex(raw), alpha
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
         with _private_step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
