@@ -116,26 +116,47 @@ def _varied_documents(rng, d, n):
     return np.array(docs, dtype=float)
 
 
-@pytest.mark.parametrize("exact_words", [64, 0])
-def test_projected_third_norms_are_exact_for_short_documents_and_bounds_above(monkeypatch, exact_words):
-    """Exact against the dense ``G_n(U, U, U)`` (documents up to EXACT_PROJECTED_WORDS distinct words);
-    with the limit at 0 every document takes the triangle-inequality bound, which must stay above."""
-    monkeypatch.setattr(clipped_lda_moments, "EXACT_PROJECTED_WORDS", exact_words)
+def test_projected_third_norms_are_exact_for_short_documents_and_bound_above(monkeypatch):
+    """Against the dense ``G_n(U, U, U)``: documents up to EXACT_PROJECTED_WORDS distinct words get the
+    exact norm (plus the rounding slack, which only raises it); with the limit at 0 every document
+    gets the triangle-inequality bound, which stays above. Bases with rows over eight orders of
+    magnitude and with nearly equal (cancelling) rows included."""
     monkeypatch.setattr(clipped_lda_moments, "_PAIR_CHUNK", 40)  # several chunks, one document alone in some
     rng = np.random.default_rng(5)
     d, k = 9, 3
     X = _varied_documents(rng, d, 60)
-    U = np.linalg.qr(rng.standard_normal((d, k)))[0]
-    t = clipped_terms(sp.csr_matrix(X), 0.05, 0.15)
-    got = projected_third_norms(t, U)
-    for c, value, w in zip(X, got, t.weights, strict=True):
-        if w == 0:
-            continue
-        reference = np.linalg.norm(_projected_dense(c, U))
-        if exact_words:
-            assert value == pytest.approx(reference, rel=1e-9, abs=1e-14)
-        else:
-            assert value >= reference * (1 - 1e-12)
+    scaled_rows = rng.standard_normal((d, k)) * 10.0 ** rng.uniform(-8, 0, (d, 1))
+    bases = [np.linalg.qr(rng.standard_normal((d, k)))[0], scaled_rows]
+    near = rng.standard_normal((d, 1)) * np.ones((1, k))
+    bases.append(near * (1 + 1e-7 * rng.standard_normal((d, k))))
+    for U in bases:
+        t = clipped_terms(sp.csr_matrix(X), 0.05, 0.15)
+        got = projected_third_norms(t, U)
+        monkeypatch.setattr(clipped_lda_moments, "EXACT_PROJECTED_WORDS", 0)
+        bound = projected_third_norms(t, U)
+        monkeypatch.setattr(clipped_lda_moments, "EXACT_PROJECTED_WORDS", 64)
+        for c, value, upper, w in zip(X, got, bound, t.weights, strict=True):
+            if w == 0:
+                continue
+            reference = np.linalg.norm(_projected_dense(c, U))
+            assert reference * (1 - 1e-12) <= value <= upper * (1 + 1e-12)
+            assert value <= np.hypot(reference, 2e-5 * upper) * (1 + 1e-9)  # exact up to the slack
+
+
+def test_projected_clip_holds_where_the_expansion_cancels():
+    """A basis whose rows nearly cancel (review of the first version: the unguarded expansion gave a
+    norm 0.59x the true one, so a tiny C3 was exceeded 1.7x): every term stays within C3 and every
+    pair of neighbours within 2 C3, down to C3 = 1e-12 C."""
+    clip, word_clip = 0.25, 0.75
+    for delta in (1e-3, 1e-4, 1e-6):
+        u = np.array([1.0, delta, delta, -1.0])
+        U = (u / np.linalg.norm(u))[:, None]
+        docs = np.array([[1, 1, 1, 0], [0, 0, 0, 3], [1, 1, 1, 1], [0, 0, 0, 0], [2, 1, 1, 0]], dtype=float)
+        for third_clip in (1e-13, 1e-10, 1e-7):
+            terms = [ClippedMoments(_docs(c[None]), clip, word_clip, third_clip).third_order(U) for c in docs]
+            assert max(np.linalg.norm(t) for t in terms) <= third_clip * (1 + 1e-9)
+            worst = max(np.linalg.norm(a - b) for a, b in itertools.combinations(terms, 2))
+            assert worst <= clipped_sensitivities(clip, word_clip, third_clip)["e3"] * (1 + 1e-9)
 
 
 def test_third_order_with_projected_clip_matches_the_per_document_sum():
@@ -154,7 +175,9 @@ def test_third_order_with_projected_clip_matches_the_per_document_sum():
         clipped += norm > third_clip
         expected += term * min(1.0, third_clip / norm) if norm > 0 else term
     got = ClippedMoments(_docs(X), clip, word_clip, third_clip).third_order(U)
-    assert 0 < clipped < len(X) and np.allclose(got, expected, rtol=1e-10, atol=1e-15)
+    # the norms carry a rounding slack of 1e-5 of the triangle bound (only ever larger): a clipped
+    # document's factor may be smaller by that much, hence the tolerance
+    assert 0 < clipped < len(X) and np.allclose(got, expected, rtol=1e-4, atol=1e-4 * third_clip)
     # without the third clip the sum is the plain weighted one
     assert not np.allclose(ClippedMoments(_docs(X), clip, word_clip).third_order(U), got)
 
@@ -233,6 +256,16 @@ def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whi
     assert first.exception is None and first.warnings == []
     for name, obs in observations.items():
         assert observable_differences(first, obs) == [], name
+    if not params:  # the default third clip: a q3 release that picks an edge needs more documents
+        large = _base_corpus(6000)
+        chosen = {}
+        for name in ("ordinary", "max float", "empty", "2^63-1"):
+            X = large.copy()
+            X[0] = EXTREME[name]
+            chosen[name] = observe(fit, sp.csr_matrix(X))
+        assert fit(large).third_clip_ < 1.0 / 12  # q3 ran and picked an edge below C
+        for name, obs in chosen.items():
+            assert obs.exception is None and observable_differences(chosen["ordinary"], obs) == [], name
     # a corpus whose only tokens are in one document is a neighbour of an empty corpus
     lonely = np.zeros((5, 12))
     lonely[0] = EXTREME["two 1e308"]
@@ -240,24 +273,35 @@ def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whi
 
 
 def test_guarantee_states_the_relation_and_the_clip():
-    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(_base_corpus())
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(_base_corpus(20000))
     g = model.guarantee_
     assert g.holds and g.neighbouring == "document" and "including none" in g.protected
-    assert "clipping" in g.public and g.details["clip"] == pytest.approx(1.0 / 12)
+    assert "clipping" in g.public and "C3" in g.public and g.details["clip"] == pytest.approx(1.0 / 12)
     assert g.details["word_clip"] == pytest.approx(3.0 / 12) and g.n_releases == 4
     assert set(model.budget_split_) == {"m1", "m2", "q3", "e3"}
-    # the third clip is chosen by the q3 release (a tenth of e3's share), within (0, C]
-    assert g.details["third_clip"] == "private quantile"
+    # the third clip is chosen by the q3 release (a tenth of e3's share): an edge below C here
+    assert g.details["third_clip"] == "private quantile (q3)"
     assert g.details["sensitivities"]["q3"] == pytest.approx(2**0.5)
     assert model.budget_split_["q3"] == pytest.approx(model.budget_split_["e3"] / 9)
-    assert 0 < model.third_clip_ <= 1.0 / 12 and "q3" in model.noise_scales_
+    assert 0 < model.third_clip_ < 1.0 / 12 and "q3" in model.noise_scales_
+    assert np.isclose(model.third_clip_ * 12, psl.THIRD_CLIP_EDGES).any()
     assert g.details["whitening_words"] == model.whitening_words_ == 12  # fewer than 500 words: all
+    # the split it reports can be passed back
+    again = clone(model).set_params(budget_split=model.budget_split_).fit(_base_corpus(20000))
+    assert again.budget_split_ == pytest.approx(model.budget_split_)
+    # too few documents for the quantile to pick any edge (public N and epsilon): no q3, no third clip
+    small = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(_base_corpus())
+    assert set(small.budget_split_) == {"m1", "m2", "e3"} and small.guarantee_.n_releases == 3
+    assert small.third_clip_ is None and small.guarantee_.details["third_clip"] is None
+    assert small.budget_split_["e3"] == pytest.approx(0.17)
     fixed = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, third_clip=0.001, whitening_words=6)
     fixed.fit(_base_corpus())
     assert fixed.guarantee_.n_releases == 3 and set(fixed.budget_split_) == {"m1", "m2", "e3"}
     assert fixed.third_clip_ == 0.001
     assert fixed.guarantee_.details["sensitivities"]["e3"] == pytest.approx(0.002)
     assert fixed.whitening_words_ == 6 and fixed.guarantee_.details["whitening_words"] == 6
+    with pytest.raises(ValueError, match="whitening_words=2 is below n_components=3"):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, whitening_words=2).fit(_base_corpus())
 
 
 @pytest.mark.parametrize("params, message", [

@@ -64,10 +64,10 @@ def upper_quantile_from_counts(
     """The smallest edge with at most ``tail_fraction * n_records`` noisy counts above it (post-processing).
 
     A tail's noisy count is a sum of ``j`` noisy bins, with noise of standard deviation
-    ``noise_scale sqrt(j)``; the edge must pass with two of those to spare, so that the true tail is
-    within the allowed count with probability about 98% whatever the noise: noise gives a larger
-    (less clipping) edge, never a smaller one. ``fallback`` when no edge qualifies (noise as large
-    as the allowed count).
+    ``noise_scale sqrt(j)``; the edge must pass with two of those to spare, so that the true tail
+    of the chosen edge is within the allowed count with probability at least about 98% whatever
+    the noise (noise tends to give a larger, less clipping, edge). ``fallback`` when no edge
+    qualifies (noise as large as the allowed count).
     """
     noisy = np.asarray(noisy_counts, dtype=np.float64)
     tails = np.cumsum(noisy[::-1])[::-1][1:]  # tails[i] = noisy count of values >= edges[i]
