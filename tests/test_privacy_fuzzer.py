@@ -466,6 +466,13 @@ ENTRY_POINTS = [
         _completion("als", "user", max_iter=2, max_ratings=8))),
     EntryPoint("PrivateSpectralLDA", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0).fit(sp.csr_matrix(x)))),
+    EntryPoint("PrivateSpectralLDA(whitening words, third clip)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, whitening_words=3, third_clip=0.01,
+                                     random_state=0).fit(sp.csr_matrix(x)))),
+    # a budget large enough for the q3 release on 24 documents: the support and C3 both chosen privately
+    EntryPoint("PrivateSpectralLDA(q3, whitening words)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, epsilon=1000.0, delta=1e-5, whitening_words=4,
+                                     random_state=0).fit(sp.csr_matrix(x)))),
     EntryPoint("DPVariationalLDA", "counts", _api(
         lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
         .fit(sp.csr_matrix(x)))),
