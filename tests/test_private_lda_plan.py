@@ -110,3 +110,12 @@ def test_auto_whitening_words_from_public_sizes_only():
     assert model.set_params(whitening_words=800)._whitened_words(50000, 2000) == 800
     assert model.set_params(whitening_words=8000)._whitened_words(50000, 2000) == 2000
     assert model.set_params(whitening_words="auto", clip=None)._whitened_words(50000, 2000) == 2000
+
+
+def test_plan_reports_the_whitening_words_of_the_default_fit():
+    plan = plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7)
+    assert plan.whitening_words == 500 and plan.whitening_snr == pytest.approx(4 * plan.snr, rel=1e-9)
+    assert "the default fit releases M2 on the 500 most frequent words" in plan.describe()
+    big = plan_private_lda(10**6, 2000, 10, 1.0, 1.0, 1e-6)
+    assert big.whitening_words == 2000 and big.whitening_snr == pytest.approx(big.snr)
+    assert plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, suggest=False).whitening_words is None

@@ -68,6 +68,9 @@ class PrivateLDAPlan:
     suggestions : dict
         For ``snr`` to reach :data:`GOOD_LEVEL`: the ``n_documents``, ``epsilon`` (``inf`` when no
         budget up to ``10^4`` suffices), ``n_words`` and ``n_components`` that would (each alone).
+    whitening_words : int or None
+        The words ``PrivateSpectralLDA(whitening_words="auto")`` releases ``M2`` on
+        (:func:`auto_whitening_words`), and ``whitening_snr`` the prediction there (Analyze Gauss).
     """
 
     snr: float
@@ -76,6 +79,8 @@ class PrivateLDAPlan:
     noise: float
     noise_multipliers: dict
     suggestions: dict
+    whitening_words: int | None = None
+    whitening_snr: float | None = None
 
     def describe(self) -> str:
         """Several lines for people (the ``dptensor lda plan`` output)."""
@@ -88,6 +93,11 @@ class PrivateLDAPlan:
             lines.append(
                 f"  for {GOOD_LEVEL:g} (each alone): N >= {s['n_documents']}, epsilon >= {s['epsilon']:.3g}, "
                 f"V <= {s['n_words']}, k <= {s['n_components']}"
+            )
+        if self.whitening_words is not None:
+            lines.append(
+                f"  the default fit releases M2 on the {self.whitening_words} most frequent words "
+                f"(whitening_words='auto'): predicted {self.whitening_snr:.2f} there"
             )
         return "\n".join(lines)
 
@@ -215,6 +225,8 @@ def plan_private_lda(
     snr, signal, noise, multipliers = _snr(n, d, k, alpha0, epsilon, delta, length, private_whitening)
     if not suggest:
         return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {})
+    words = max(auto_whitening_words(n, d, k, alpha0, epsilon, delta), k)
+    whitening_snr = _snr(n, words, k, alpha0, epsilon, delta, length, "analyze-gauss")[0]
     needed = GOOD_LEVEL / snr
     n_needed = math.ceil(n * needed)
     # snr ~ 1/d (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings of the formulas above.
@@ -225,6 +237,7 @@ def plan_private_lda(
         snr=snr, verdict=_verdict(snr), signal=signal, noise=noise, noise_multipliers=multipliers,
         suggestions={"n_documents": n_needed, "epsilon": eps_needed, "n_words": d_needed,
                      "n_components": k_needed},
+        whitening_words=words, whitening_snr=whitening_snr,
     )  # fmt: skip
 
 

@@ -1060,7 +1060,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return self._clipped_third(moments, whitening, total, mean, plan, source, rng, timings, support)
 
     def _public_whitening(
-        self, clipping: tuple[float, float], d: int, rng: np.random.Generator, timings: dict
+        self, clipping: tuple[float, float, float | None], d: int, rng: np.random.Generator, timings: dict
     ) -> Whitening:
         """``M2``'s top eigenpairs from the public corpus, weighted as the private one (no noise)."""
         k = int(self.n_components)
