@@ -536,6 +536,24 @@ def test_public_corpus_command(tmp_path, capsys):
 
 
 # --- whitening on the most frequent words -------------------------------------------------------------
+def test_restricted_second_moment_is_the_principal_submatrix():
+    """``ClippedSecondMoment(support=S)``: its dense form and products are ``M2[S, S]``'s."""
+    from dptensor.tensor.clipped_lda_moments import ClippedSecondMoment
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(0.7, (300, 15)).astype(float)
+    moments = ClippedMoments(_docs(X), 0.05, 0.15)
+    total, sums = moments.first_order()
+    full = ClippedSecondMoment(moments, total, sums / total, 0.5).to_dense()
+    support = np.array([1, 4, 5, 9, 12])
+    restricted = ClippedSecondMoment(moments, total, sums / total, 0.5, support=support)
+    V = rng.standard_normal((5, 3))
+    assert restricted.shape == (5, 5)
+    block = full[np.ix_(support, support)]
+    np.testing.assert_allclose(restricted.to_dense(), block, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(restricted.matmat(V), block @ V, rtol=1e-10, atol=1e-14)
+
+
 def test_whitening_words_recover_the_topics_on_the_support_and_the_unigram_elsewhere():
     from scipy.optimize import linear_sum_assignment
 

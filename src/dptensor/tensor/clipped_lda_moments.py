@@ -138,10 +138,12 @@ def _pair_weights(t: ClippedTerms) -> tuple[np.ndarray, np.ndarray]:
     return u, u * t.inverse_lengths
 
 
-def _pair_product(block: object, X: np.ndarray, clip: float, word_clip: float) -> np.ndarray:
+def _pair_product(
+    block: object, X: np.ndarray, clip: float, word_clip: float, support: np.ndarray | None = None
+) -> np.ndarray:
     t = _terms(block, clip, word_clip)
     u, v = _pair_weights(t)
-    D = t.distributions
+    D = t.distributions if support is None else t.distributions.tocsc()[:, support].tocsr()
     return np.asarray(D.T @ (u[:, None] * np.asarray(D @ X))) - np.asarray(D.T @ v)[:, None] * X
 
 
@@ -313,11 +315,12 @@ class ClippedMoments:
         out = document_blocks(self.docs).map_sum(_first_order, self.clip, self.word_clip, label="clipped-m1")
         return float(out["s0"][0]), out["s1"]
 
-    def pair_product(self, X: np.ndarray) -> np.ndarray:
-        """``S2 X = sum_n w_n P_n X`` for a ``d x m`` block ``X``."""
+    def pair_product(self, X: np.ndarray, support: np.ndarray | None = None) -> np.ndarray:
+        """``S2 X = sum_n w_n P_n X`` for a ``d x m`` block ``X``, or ``S2[S, S] X`` for the word
+        indices ``S = support`` and an ``|S| x m`` block."""
         X = np.asarray(X, dtype=np.float64)
         return document_blocks(self.docs).map_sum(
-            _pair_product, X, self.clip, self.word_clip, label="clipped-m2-product"
+            _pair_product, X, self.clip, self.word_clip, support, label="clipped-m2-product"
         )
 
     def pair_dense(self, support: np.ndarray | None = None) -> np.ndarray:
@@ -382,13 +385,7 @@ class ClippedSecondMoment:
 
     def matmat(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float64)
-        if self.support is None:
-            out = self.moments.pair_product(vectors)
-        else:
-            full = np.zeros((self.moments.n_words,) + vectors.shape[1:])
-            full[self.support] = vectors
-            out = self.moments.pair_product(full.reshape(self.moments.n_words, -1))[self.support]
-            out = out.reshape(vectors.shape)
+        out = self.moments.pair_product(vectors, self.support)
         return out / self.total_weight - self.coefficient * np.multiply.outer(self.mean, self.mean @ vectors)
 
     def to_dense(self) -> np.ndarray:

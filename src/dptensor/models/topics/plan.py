@@ -131,11 +131,11 @@ def auto_whitening_words(
 
     The largest of ``d`` and the :data:`WHITENING_WORDS_STEPS` below it whose predicted
     signal-to-noise (Analyze Gauss, :data:`DEFAULT_TYPICAL_LENGTH`) reaches
-    :data:`WHITENING_WORDS_LEVEL`, and at least ``min(d, WHITENING_WORDS_MIN)``. A smaller
+    :data:`WHITENING_WORDS_LEVEL`, and at least ``min(d, max(WHITENING_WORDS_MIN, k))``. A smaller
     ``M2`` release has a smaller noise norm (``sqrt(2 d) s``) while its top eigenvalues, carried
     by the frequent words, shrink more slowly; it pays when the noise dominates.
     """
-    smallest = min(int(n_words), WHITENING_WORDS_MIN)
+    smallest = min(int(n_words), max(WHITENING_WORDS_MIN, int(n_components)))
     for size in sorted({int(n_words), *(v for v in WHITENING_WORDS_STEPS if v < n_words)}, reverse=True):
         if size <= smallest:
             break
@@ -225,7 +225,7 @@ def plan_private_lda(
     snr, signal, noise, multipliers = _snr(n, d, k, alpha0, epsilon, delta, length, private_whitening)
     if not suggest:
         return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {})
-    words = max(auto_whitening_words(n, d, k, alpha0, epsilon, delta), k)
+    words = auto_whitening_words(n, d, k, alpha0, epsilon, delta)
     whitening_snr = _snr(n, words, k, alpha0, epsilon, delta, length, "analyze-gauss")[0]
     needed = GOOD_LEVEL / snr
     n_needed = math.ceil(n * needed)

@@ -584,11 +584,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             return min(int(self.whitening_words), n_words)
         from dptensor.models.topics.plan import auto_whitening_words
 
-        words = auto_whitening_words(
+        return auto_whitening_words(
             n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
             float(self.delta),
         )  # fmt: skip
-        return max(words, int(self.n_components))
 
     def _shares(self, n_words: int, n_documents: int) -> dict[str, float]:
         clipped = self._clipping(n_words) is not None
@@ -651,11 +650,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         """Noise multipliers and the guarantee, from parameters and ``(N, d)`` only."""
         eps, delta = float(self.epsilon), float(self.delta)
         plan = _Plan(self._shares(n_words, n_documents))
-        steps = self._m2_releases(self._whitened_words(n_documents, n_words))
+        whitened_words = self._whitened_words(n_documents, n_words)
+        steps = self._m2_releases(whitened_words)
         paper = self.sensitivity == "paper"
         clipping = self._clipping(n_words)
         if clipping is not None:
-            return self._plan_clipped(plan, steps, clipping, self._whitened_words(n_documents, n_words))
+            return self._plan_clipped(plan, steps, clipping, whitened_words)
         if self.config == 1:
             m2_edges = ["m2"] if self.shared_m2 else ["e4", "e8"]
             weight = {"e3": plan.shares["e3"], "e4": plan.shares["e4"], "e8": plan.shares["e8"]}
@@ -1113,15 +1113,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             third = add_symmetric_gaussian(third, scale3, convention="frobenius", noise=source)
             tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
         self.noise_scales_["e3"] = scale3
-        if support is None:
-            return self._decompose_unwhiten(tensor, whitening, rng, timings)
-        result = _positive_weights(self._decompose(tensor, rng, timings))
-        with _private_step("un-whitening", timings, self.verbose):
-            _, alpha, raw = unwhiten_topics(result, whitening, self.alpha0)
-            outside = np.ones(moments.n_words, dtype=bool)
-            outside[support] = False
-            raw[:, outside] = self.unigram_[outside]  # the same in every topic (docstring)
-        return project_rows_to_simplex(raw), alpha
+        return self._decompose_unwhiten(tensor, whitening, rng, timings, support)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
         with _private_step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
@@ -1132,11 +1124,18 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return result
 
     def _decompose_unwhiten(
-        self, tensor: np.ndarray, whitening: Whitening, rng: np.random.Generator, timings: dict
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self, tensor: np.ndarray, whitening: Whitening, rng: np.random.Generator, timings: dict,
+        support: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """Topics and weights; with ``support``, entries off it from ``unigram_`` (:meth:`_clipped_third`)."""
         result = _positive_weights(self._decompose(tensor, rng, timings))
         with _private_step("un-whitening", timings, self.verbose):
-            topics, alpha, _ = unwhiten_topics(result, whitening, self.alpha0)
+            topics, alpha, raw = unwhiten_topics(result, whitening, self.alpha0)
+            if support is not None:
+                outside = np.ones(raw.shape[1], dtype=bool)
+                outside[support] = False
+                raw[:, outside] = self.unigram_[outside]  # the same in every topic
+                topics = project_rows_to_simplex(raw)
         return topics, alpha
 
     # -- Configurations 2-4, as printed (unproven) -----------------------------------------------
