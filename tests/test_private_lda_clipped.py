@@ -45,15 +45,21 @@ def test_clipped_sums_match_the_per_document_estimators():
     clip, word_clip = 0.3, 0.6
     moments = ClippedMoments(_docs(X), clip, word_clip)
     U = np.linalg.qr(rng.standard_normal((5, 3)))[0]
-    s0, s1, s2, s3 = 0.0, np.zeros(5), np.zeros((5, 5)), np.zeros((5, 5, 5))
+    s0, t0, s1, s2, s3 = 0.0, 0.0, np.zeros(5), np.zeros((5, 5)), np.zeros((5, 5, 5))
+    differ = 0
     for c in X:
         if c.sum() < 3:
             continue
         p, P, G = _dense_terms(c)
-        w = min(1.0, clip / np.linalg.norm(P), word_clip / np.linalg.norm(p))
-        s0, s1, s2, s3 = s0 + w, s1 + w * p, s2 + w * P, s3 + w * G
-    total, sums = moments.first_order()
-    assert total == pytest.approx(s0) and np.allclose(sums, s1)
+        v = min(1.0, word_clip * np.sqrt(5), word_clip / np.linalg.norm(p))  # first order
+        w = min(v, clip / np.linalg.norm(P))  # second and third order
+        differ += w < v
+        s0, t0, s1, s2, s3 = s0 + w, t0 + v, s1 + v * p, s2 + w * P, s3 + w * G
+    assert differ >= 5  # the two weights differ for some documents here
+    total, frequency_total, sums = moments.first_order()
+    assert total == pytest.approx(s0) and frequency_total == pytest.approx(t0) and np.allclose(sums, s1)
+    r = moments.totals_factor
+    np.testing.assert_allclose(moments.first_order_release(), np.concatenate([[r * s0, r * t0], s1]))
     assert np.allclose(moments.pair_dense(), s2) and np.allclose(moments.pair_product(U), s2 @ U)
     assert np.allclose(moments.third_order(U), np.einsum("abc,ai,bj,ck->ijk", s3, U, U, U))
 
@@ -61,8 +67,7 @@ def test_clipped_sums_match_the_per_document_estimators():
 def _contribution(c, clip, word_clip, U):
     """One document's terms in the three releases, as the estimator computes them."""
     m = ClippedMoments(_docs(np.atleast_2d(c)), clip, word_clip)
-    total, sums = m.first_order()
-    return np.concatenate([[word_clip * total], sums]), m.pair_dense(), m.third_order(U)
+    return m.first_order_release(), m.pair_dense(), m.third_order(U)
 
 
 def _all_documents(d, max_count):
@@ -87,8 +92,10 @@ def test_brute_force_sensitivities(clip, word_clip):
             worst[name] = max(worst[name], float(np.linalg.norm(x - y)))
     for name in worst:
         assert worst[name] <= bound[name] * (1 + 1e-9), (name, worst[name], bound[name])
-    # the M2 bound is attained (two one-word documents on different words, both scaled to C)
+    # the M2 bound is attained (two one-word documents on different words, both scaled to C), and the
+    # m1 bound within sqrt(2/2.5) (the same two documents: their frequencies differ by sqrt2 C1)
     assert worst["m2"] >= 0.99 * min(bound["m2"], np.sqrt(2.0) * min(1.0, word_clip))
+    assert worst["m1"] >= 0.99 * np.sqrt(2.0) * min(1.0, word_clip)
 
 
 def test_brute_force_full_third_moment_and_random_neighbours():
@@ -353,33 +360,39 @@ def _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs=AU
     return np.array(captured)
 
 
-def _audit(samples_fn):
-    """``(honest, under-noised)`` epsilon lower bounds for the neighbours ``[0, 0]`` -> ``[3, 0]``."""
+def _audit(samples_fn, neighbours=([0, 0], [3, 0])):
+    """``(honest, under-noised)`` epsilon lower bounds for two neighbours (``[0, 0]`` -> ``[3, 0]``)."""
     base = [[3, 0], [3, 0], [0, 3]]
-    first = np.array([*base, [0, 0]], dtype=float)
-    second = np.array([*base, [3, 0]], dtype=float)
+    first = np.array([*base, neighbours[0]], dtype=float)
+    second = np.array([*base, neighbours[1]], dtype=float)
     honest = epsilon_lower_bound(samples_fn(first, 0, 1.0), samples_fn(second, 1, 1.0), AUDIT_DELTA)
     under = epsilon_lower_bound(samples_fn(first, 2, 0.1), samples_fn(second, 3, 0.1), AUDIT_DELTA)
     return honest, under
 
 
-def _released_word_sum(monkeypatch, X, seed, sensitivity_factor):
-    """Released ``S0 + S1[0]`` of the m1 release (all the budget on m1)."""
+def _released_first_order(monkeypatch, X, seed, sensitivity_factor):
+    """The m1 release ``(r S0, r T0, S1)`` (all the budget on m1) along the neighbours' change."""
+    from dptensor.privacy.noise import NoiseSource
+
     captured = []
+    monkeypatch.undo()  # an earlier call's patch
+    original = NoiseSource.add_gaussian
 
-    class Capture(psl.ClippedSecondMoment):
-        def __init__(self, moments, total, mean, alpha0, support=None):
-            captured.append(float(total + mean[0] * total))
-            raise _Released
+    def capture(self, values, scale, *args, **kwargs):  # the fit's first release is m1
+        out = original(self, values, scale, *args, **kwargs)
+        captured.append(float(out[3] - out[2]))  # along the change (0, 0, -1, 1)
+        raise _Released
 
-    monkeypatch.setattr(psl, "ClippedSecondMoment", Capture)
+    monkeypatch.setattr(NoiseSource, "add_gaussian", capture)
     return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured,
                             budget_split={"m1": 1e6, "m2": 1.0, "e3": 1.0})  # fmt: skip
 
 
 def test_audit_m1_release_and_catch_an_under_noised_variant(monkeypatch):
-    # (S0, S1) moves by (1, 1, 0): sqrt2 of the bound sqrt3
-    honest, under = _audit(lambda X, seed, factor: _released_word_sum(monkeypatch, X, seed, factor))
+    # (r S0, r T0, S1) moves by (0, 0, -1, 1) (w = v = 1 for both): sqrt2 of the bound sqrt2.5
+    honest, under = _audit(
+        lambda X, seed, factor: _released_first_order(monkeypatch, X, seed, factor), ([3, 0], [0, 3])
+    )
     assert honest <= AUDIT_EPSILON
     assert under > 1.5 * AUDIT_EPSILON
 
@@ -543,10 +556,10 @@ def test_restricted_second_moment_is_the_principal_submatrix():
     rng = np.random.default_rng(0)
     X = rng.poisson(0.7, (300, 15)).astype(float)
     moments = ClippedMoments(_docs(X), 0.05, 0.15)
-    total, sums = moments.first_order()
-    full = ClippedSecondMoment(moments, total, sums / total, 0.5).to_dense()
+    total, frequency_total, sums = moments.first_order()
+    full = ClippedSecondMoment(moments, total, sums / frequency_total, 0.5).to_dense()
     support = np.array([1, 4, 5, 9, 12])
-    restricted = ClippedSecondMoment(moments, total, sums / total, 0.5, support=support)
+    restricted = ClippedSecondMoment(moments, total, sums / frequency_total, 0.5, support=support)
     V = rng.standard_normal((5, 3))
     assert restricted.shape == (5, 5)
     block = full[np.ix_(support, support)]

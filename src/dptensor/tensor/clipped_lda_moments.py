@@ -19,24 +19,32 @@ summing to one (``p_v >= e`` wherever ``p_v > 0``), and ``||G||_F <= ||P||_F <= 
 (``G_{abc} = P_{ab} q(c | a, b)`` for a conditional distribution ``q``, so
 ``sum_c G_{abc}^2 <= P_{ab}^2``; likewise ``P_{ab} = p_a q(b | a)``).
 
-Bounded contributions (one weight per document)
------------------------------------------------
-Each document gets **one** weight ``w_n in [0, 1]`` applied to all of its terms,
+Bounded contributions (one weight per document and order)
+---------------------------------------------------------
+Each document gets a weight ``w_n`` applied to its second- and third-order terms and a weight
+``v_n >= w_n`` applied to its first-order term,
 
-``w_n = min(1, C / ||P_n||_F, C1 / ||p_n||_2)``  (``w_n = 0`` for documents of fewer than 3 tokens),
+``v_n = min(w_max, C1 / ||p_n||_2)``,  ``w_n = min(v_n, C / ||P_n||_F)``  (both 0 for documents of
+fewer than 3 tokens), with the public ``w_max = min(1, C1 sqrt(d))`` (``||p||_2 >= 1/sqrt(d)`` on the
+simplex, so the cap only guards against rounding),
 
 so that ``||w P||_F <= C``, ``||w G||_F <= C`` (also after projection on any orthonormal basis)
-and ``||w p||_2 <= C1``. The weighted sums ``S0 = sum w``, ``S1 = sum w p``, ``S2 = sum w P`` and
-``S3 = sum w G`` then give the moments of the re-weighted corpus, ``E1 = S1/S0`` etc., and
+and ``||v p||_2 <= C1``. The weighted sums ``S0 = sum w``, ``S2 = sum w P``, ``S3 = sum w G`` and
+``T0 = sum v``, ``S1 = sum v p`` then give the moments of the re-weighted corpus, ``E1 = S1/T0``,
+``E2 = S2/S0`` etc. Each order gets its own weight because one weight for all wastes the
+first-order bound: on short texts ``C / ||P||_F`` binds and ``||w p||_2`` is about ``0.6 C1``
+(WordNet glosses), so a common weight would release word frequencies with 1.7 times the relative
+noise. ``v_n`` is about ``C1 sqrt(l)`` and ``w_n`` about ``C l`` for a document of ``l`` distinct
+words. With them
 
 ``M2 = E2 - a E1 E1^T``,  ``M3(W,W,W) = E3(W,W,W) - b sym3(E2(W,W) (x) W^T E1) + c (W^T E1)^{(x)3}``
 
 (eq. (1), with ``a = alpha_0/(alpha_0+1)``, ``b = alpha_0/(alpha_0+2)``,
-``c = 2 alpha_0^2/((alpha_0+1)(alpha_0+2))``). Under LDA the weighting is unbiased when it does not
-depend on the topic proportions; documents whose word distribution is very concentrated (long
-repetitive ones) are down-weighted, which tilts the estimate slightly towards the topics of
-ordinary documents. The plug-in products carry an ``O(1/N)`` bias, far below the noise of a
-private release. Sensitivities: :func:`dptensor.privacy.lda_sensitivity.clipped_sensitivities`.
+``c = 2 alpha_0^2/((alpha_0+1)(alpha_0+2))``). Under LDA each weighting is unbiased when it does not
+depend on the topic proportions (so the two orders may differ); documents whose word distribution
+is very concentrated (long repetitive ones) are down-weighted, which tilts the estimate slightly
+towards the topics of ordinary documents. The plug-in products carry an ``O(1/N)`` bias, far below
+the noise of a private release. Sensitivities: :func:`dptensor.privacy.lda_sensitivity.clipped_sensitivities`.
 
 Projected clipping of the third moment (``third_clip``)
 ------------------------------------------------------
@@ -57,11 +65,13 @@ Every sum here is one pass of :meth:`~dptensor.parallel.RowBlocks.map_sum` over 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor.privacy.lda_sensitivity import TOTALS_SCALE
 from dptensor.privacy.quantile import bin_counts
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
@@ -89,7 +99,9 @@ class ClippedTerms:
     inverse_lengths : ndarray of shape (n,)
         ``e_n = 1/l_n`` (0 for an empty document or an infinite ratio).
     weights : ndarray of shape (n,)
-        ``w_n`` in ``[0, 1]``.
+        ``w_n`` in ``[0, w_max]`` (second- and third-order terms).
+    frequency_weights : ndarray of shape (n,)
+        ``v_n`` in ``[w_n, w_max]`` (first-order term).
     pair_norms, word_norms : ndarray of shape (n,)
         ``||P_n||_F`` and ``||p_n||_2`` (0 for empty documents).
     """
@@ -97,6 +109,7 @@ class ClippedTerms:
     distributions: sp.csr_matrix
     inverse_lengths: np.ndarray
     weights: np.ndarray
+    frequency_weights: np.ndarray
     pair_norms: np.ndarray
     word_norms: np.ndarray
 
@@ -105,7 +118,7 @@ def clipped_terms(counts: sp.csr_matrix, clip: float, word_clip: float) -> Clipp
     """Scaled per-document terms and weights for a block of counts (non-negative, finite, CSR).
 
     ``clip`` is ``C`` (bound on ``||w P||_F`` and ``||w G||_F``), ``word_clip`` is ``C1`` (bound
-    on ``||w p||_2``). No operation overflows for any finite non-negative counts.
+    on ``||v p||_2``). No operation overflows for any finite non-negative counts.
     """
     distributions, e = scaled_proportions(counts)
     p = distributions.data
@@ -117,10 +130,20 @@ def clipped_terms(counts: sp.csr_matrix, clip: float, word_clip: float) -> Clipp
     pair_sq = np.maximum(sq * sq - 2.0 * e_ok * cube + e_ok * e_ok * sq, 0.0)
     pair_norms = np.where(short, 0.0, np.sqrt(pair_sq) / (1.0 - e_ok))
     word_norms = np.sqrt(sq)
+    cap = max_weight(word_clip, distributions.shape[1])
     with np.errstate(divide="ignore"):
-        weights = np.minimum(1.0, np.minimum(clip / pair_norms, word_clip / np.where(short, 1.0, word_norms)))
+        frequency_weights = np.minimum(cap, word_clip / np.where(short, 1.0, word_norms))
+        weights = np.minimum(frequency_weights, clip / pair_norms)
+    frequency_weights = np.where(short, 0.0, frequency_weights)
     weights = np.where(short, 0.0, weights)
-    return ClippedTerms(distributions, e_ok, weights, pair_norms, np.where(short, 0.0, word_norms))
+    return ClippedTerms(
+        distributions, e_ok, weights, frequency_weights, pair_norms, np.where(short, 0.0, word_norms)
+    )
+
+
+def max_weight(word_clip: float, n_words: int) -> float:
+    """The public cap ``w_max = min(1, C1 sqrt(d))`` of every weight (module docstring)."""
+    return min(1.0, word_clip * math.sqrt(n_words))
 
 
 def _terms(block: object, clip: float, word_clip: float) -> ClippedTerms:
@@ -129,7 +152,8 @@ def _terms(block: object, clip: float, word_clip: float) -> ClippedTerms:
 
 def _first_order(block: object, clip: float, word_clip: float) -> dict[str, np.ndarray]:
     t = _terms(block, clip, word_clip)
-    return {"s0": np.array([t.weights.sum()]), "s1": np.asarray(t.distributions.T @ t.weights).ravel()}
+    totals = np.array([t.weights.sum(), t.frequency_weights.sum()])
+    return {"totals": totals, "s1": np.asarray(t.distributions.T @ t.frequency_weights).ravel()}
 
 
 def _pair_weights(t: ClippedTerms) -> tuple[np.ndarray, np.ndarray]:
@@ -310,10 +334,22 @@ class ClippedMoments:
     def n_words(self) -> int:
         return int(self.docs.n_words)
 
-    def first_order(self) -> tuple[float, np.ndarray]:
-        """``(S0, S1) = (sum_n w_n, sum_n w_n p_n)``."""
+    def first_order(self) -> tuple[float, float, np.ndarray]:
+        """``(S0, T0, S1) = (sum_n w_n, sum_n v_n, sum_n v_n p_n)``."""
         out = document_blocks(self.docs).map_sum(_first_order, self.clip, self.word_clip, label="clipped-m1")
-        return float(out["s0"][0]), out["s1"]
+        return float(out["totals"][0]), float(out["totals"][1]), out["s1"]
+
+    @property
+    def totals_factor(self) -> float:
+        """``r = TOTALS_SCALE C1 / w_max``: the ``m1`` release's factor on ``S0`` and ``T0``."""
+        return TOTALS_SCALE * self.word_clip / max_weight(self.word_clip, self.n_words)
+
+    def first_order_release(self) -> np.ndarray:
+        """The vector the ``m1`` release adds noise to: ``(r S0, r T0, S1)`` (sensitivity
+        :func:`~dptensor.privacy.lda_sensitivity.clipped_sensitivities`' ``"m1"``)."""
+        total, frequency_total, sums = self.first_order()
+        r = self.totals_factor
+        return np.concatenate([[r * total, r * frequency_total], sums])
 
     def pair_product(self, X: np.ndarray, support: np.ndarray | None = None) -> np.ndarray:
         """``S2 X = sum_n w_n P_n X`` for a ``d x m`` block ``X``, or ``S2[S, S] X`` for the word

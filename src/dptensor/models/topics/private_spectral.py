@@ -35,15 +35,16 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
 Clipped releases (``clip``, the default for Configuration 1)
 -----------------------------------------------------------
 The sensitivities above are those of the worst document (three tokens of one word); a real
-document's term is far smaller. With ``clip`` set, every document gets **one** weight
-``w_n in [0, 1]`` that bounds its term in every release (``||w P_n||_F <= C``, hence
-``||w G_n||_F <= C``, and ``||w p_n||_2 <= C1``; :mod:`dptensor.tensor.clipped_lda_moments`,
-computed in a scaled form that no finite count overflows), and Configuration 1 releases
+document's term is far smaller. With ``clip`` set, every document gets a weight ``w_n in [0, 1]``
+that bounds its terms in the second- and third-order releases (``||w P_n||_F <= C``, hence
+``||w G_n||_F <= C``) and a weight ``v_n >= w_n`` that bounds its word frequencies
+(``||v p_n||_2 <= C1``; :mod:`dptensor.tensor.clipped_lda_moments`, computed in a scaled form that
+no finite count overflows), and Configuration 1 releases
 
-1. ``m1``: the vector ``(C1 S0, S1)`` -- the total weight and the weighted word frequencies --
-   Gaussian with sensitivity ``sqrt3 C1``;
+1. ``m1``: the vector ``(r S0, r T0, S1)`` -- the total weights of both orders (scaled by a public
+   ``r``) and the weighted word frequencies -- Gaussian with sensitivity ``sqrt(2.5) C1``;
 2. ``m2``: ``S2`` (Analyze Gauss) or ``S2 X_t`` (noisy power) with sensitivity ``sqrt2 C``, from which
-   ``M2 = S2/S0 - a E1 E1^T`` (post-processing with the released ``S0``, ``E1 = S1/S0``);
+   ``M2 = S2/S0 - a E1 E1^T`` (post-processing with the released ``S0``, ``E1 = S1/T0``);
 3. ``e3``: ``S3(U, U, U)`` in the released eigenbasis ``U``, sensitivity ``sqrt2 C``, whitened with
    the released ``S0``, ``E1`` and eigenvalues. With ``third_clip`` each document's projected term
    is also clipped at ``C3`` (sensitivity ``min(sqrt2 C, 2 C3)``), and ``third_clip="auto"`` (the
@@ -1018,16 +1019,17 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         k, d = int(self.n_components), moments.n_words
         sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
         with _private_step("m1: private total weight and word frequencies", timings, self.verbose):
-            total, sums = moments.first_order()
             scale1 = plan.multipliers["m1"] * sens["m1"]
-            released = source.add_gaussian(np.concatenate([[moments.word_clip * total], sums]), scale1)
-            # Post-processing: a public floor keeps the normalisation positive whatever the noise.
-            total = max(float(released[0]) / moments.word_clip, 1.0)
-            mean = released[1:] / total
+            released = source.add_gaussian(moments.first_order_release(), scale1)
+            # Post-processing: a public floor keeps the normalisations positive whatever the noise.
+            factor = moments.totals_factor
+            total = max(float(released[0]) / factor, 1.0)  # S0, normalising S2 and S3
+            frequency_total = max(float(released[1]) / factor, 1.0)  # T0, normalising S1
+            mean = released[2:] / frequency_total
         self.noise_scales_["m1"] = scale1
         self.word_frequencies_ = mean
-        self.unigram_ = released_unigram(mean, scale1 / total)
-        self._released_total = (total, scale1 / moments.word_clip)  # S0 and its noise sd (for shrinkage_)
+        self.unigram_ = released_unigram(mean, scale1 / frequency_total)
+        self._released_total = (total, scale1 / factor)  # S0 and its noise sd (for shrinkage_)
         if public_whitening is not None:
             return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
         support = None
@@ -1068,10 +1070,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             public = ClippedMoments(check_clipped_counts(self.public_corpus, "public_corpus"), *clipping)
             if public.n_words != d:
                 raise ValueError(f"public_corpus has {public.n_words} words, X has {d}: one vocabulary")
-            total, sums = public.first_order()
+            total, frequency_total, sums = public.first_order()
             if total <= 0:
                 raise ValueError("public_corpus has no document of at least 3 tokens")
-            operator = ClippedSecondMoment(public, total, sums / total, self.alpha0)
+            operator = ClippedSecondMoment(public, total, sums / frequency_total, self.alpha0)
             if d <= 5000:
                 values, vectors = top_eigenpairs(operator.to_dense(), k, random_state=rng)
             else:
