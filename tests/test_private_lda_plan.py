@@ -93,11 +93,12 @@ def test_auto_whitening_words_from_public_sizes_only():
     def words(n, d=2000, epsilon=1.0):
         return auto_whitening_words(n, d, 10, 1.0, epsilon, 1e-6)
 
-    # small corpora whiten on the 500 most frequent words; the count grows with N and epsilon, never above d
-    assert words(50000) == WHITENING_WORDS_MIN and words(50000, d=300) == 300
+    # small corpora whiten on the 300 most frequent words; the count grows with N and epsilon, never above d
+    assert words(50000) == WHITENING_WORDS_MIN == 300 and words(50000, d=200) == 200
+    assert words(50000, epsilon=4.0) == 500  # the first step above the minimum
     sizes = [words(n) for n in (10**4, 10**5, 3 * 10**5, 10**6, 10**7)]
-    assert sizes == sorted(sizes) and sizes[0] == 500 and sizes[-1] == 2000
-    assert words(10**6) == 2000 and words(10**7, d=100000) >= 5000 and words(10**4, d=100000) == 500
+    assert sizes == sorted(sizes) and sizes[0] == 300 and sizes[-1] == 2000
+    assert words(10**6) == 2000 and words(10**7, d=100000) >= 5000 and words(10**4, d=100000) == 300
     assert words(50000, epsilon=1.0) <= words(50000, epsilon=8.0)
     # a size above the minimum is chosen only where the planner predicts the level on it
     for n in (2 * 10**5, 5 * 10**5):
@@ -105,7 +106,7 @@ def test_auto_whitening_words_from_public_sizes_only():
         if size > WHITENING_WORDS_MIN:
             assert _snr(n, size, 10, 1.0, 1.0, 1e-6, 10.0, "analyze-gauss")[0] >= WHITENING_WORDS_LEVEL
     model = PrivateSpectralLDA(10, epsilon=1.0, delta=1e-6)
-    assert model._whitened_words(50000, 2000) == 500
+    assert model._whitened_words(50000, 2000) == 300
     assert model.set_params(whitening_words=None)._whitened_words(50000, 2000) == 2000
     assert model.set_params(whitening_words=800)._whitened_words(50000, 2000) == 800
     assert model.set_params(whitening_words=8000)._whitened_words(50000, 2000) == 2000
@@ -114,8 +115,9 @@ def test_auto_whitening_words_from_public_sizes_only():
 
 def test_plan_reports_the_whitening_words_of_the_default_fit():
     plan = plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7)
-    assert plan.whitening_words == 500 and plan.whitening_snr == pytest.approx(4 * plan.snr, rel=1e-9)
-    assert "the default fit releases M2 on the 500 most frequent words" in plan.describe()
+    assert plan.whitening_words == 300
+    assert plan.whitening_snr == pytest.approx(2000 / 300 * plan.snr, rel=1e-9)
+    assert "the default fit releases M2 on the 300 most frequent words" in plan.describe()
     big = plan_private_lda(10**6, 2000, 10, 1.0, 1.0, 1e-6)
     assert big.whitening_words == 2000 and big.whitening_snr == pytest.approx(big.snr)
     assert plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, suggest=False).whitening_words is None

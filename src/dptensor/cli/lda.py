@@ -245,7 +245,7 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           default="auto", help="release of M2: Analyze Gauss or the noisy power method")
     spectral.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
                           help="release M2 and M3 on the N words most frequent in the private unigram "
-                               "release ('all': every word; default: chosen from public sizes, at least 500)")
+                               "release ('all': every word; default: chosen from public sizes, at least 300)")
     spectral.add_argument("--third-clip", type=_bound_or_none, default=None, metavar="C3|none",
                           help="bound on each document's projected M3 term (default: a private quantile "
                                "charged to the budget; 'none': no second clip)")

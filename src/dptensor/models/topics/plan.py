@@ -41,14 +41,17 @@ GOOD_LEVEL = 2.5
 #: The typical document length assumed when none is given (a public guess; short texts).
 DEFAULT_TYPICAL_LENGTH = 10.0
 #: ``whitening_words="auto"`` whitens on at least this many words (or all, if fewer)...
-WHITENING_WORDS_MIN = 500
+WHITENING_WORDS_MIN = 300
 #: ...and on the largest of ``d`` and :data:`WHITENING_WORDS_STEPS` whose predicted signal-to-noise is
-#: at least this. Calibrated on measured fits (docs/lda.md, *Whitening words and projected clipping*):
-#: WordNet glosses at epsilon = 4 predict 4.5 on 1000 words, where 500 words gave NPMI 0.133 and
-#: 1000 gave 0.091; a corpus of 10^6 documents like Debian's predicts about 20 on 2000 words at
-#: epsilon = 1, where whitening on every word keeps the topics' tails.
+#: at least this. Calibrated on measured fits (docs/lda.md, *Whitening words and projected clipping*
+#: and *Word frequencies with their own weight*): WordNet glosses at epsilon = 4 predict 4.5 on 1000
+#: words, where 500 words gave NPMI 0.133 and 1000 gave 0.091, and 15 on 500 words, where 300 gave
+#: a lower NPMI; at epsilon = 1 and 2 they predict 4.2 and 8 on 500 words, where 300 words gave a
+#: lower perplexity and a higher NPMI (Debian descriptions: equal); a corpus of 10^6 documents like
+#: Debian's predicts about 20 on 2000 words at epsilon = 1, where whitening on every word keeps the
+#: topics' tails.
 WHITENING_WORDS_LEVEL = 10.0
-WHITENING_WORDS_STEPS = (1000, 2000, 5000)
+WHITENING_WORDS_STEPS = (500, 1000, 2000, 5000)
 
 
 @dataclass(frozen=True)

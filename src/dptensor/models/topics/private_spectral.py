@@ -370,7 +370,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         principal sub-moments; post-processing of the ``m1`` release, sensitivities unchanged).
         The other words get topic-independent probabilities (``unigram_``). ``"auto"``: from public
         quantities, :func:`~dptensor.models.topics.plan.auto_whitening_words` -- at least
-        500 words, more while the planner predicts a signal-to-noise of at least
+        300 words, more while the planner predicts a signal-to-noise of at least
         :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on them. ``None``: every word.
     shrinkage : "auto" or float in [0, 1], default "auto"
         Weight ``lambda`` of the released unigram distribution ``unigram_`` in the topics that
