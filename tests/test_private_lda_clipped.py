@@ -98,6 +98,58 @@ def test_brute_force_sensitivities(clip, word_clip):
     assert worst["m1"] >= 0.99 * np.sqrt(2.0) * min(1.0, word_clip)
 
 
+@pytest.mark.parametrize("d, word_clip", [(3, 0.1), (3, 0.9), (5, 0.4), (5, 2.0), (2000, 3 / 2000)])
+def test_weights_are_ordered_and_capped(d, word_clip):
+    """``0 <= w <= v <= w_max`` in floating point, for C1 sqrt(d) below and above 1, extremes included,
+    and the totals' factor puts at most ``C1 / 2`` of one document into each total."""
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 5, d) * (rng.random(d) < 0.6) for _ in range(300)]
+    docs += [np.eye(d)[0] * 3, np.ones(d), np.eye(d)[0] * 1.7e308, np.eye(d)[-1] * (2**63 - 1), np.zeros(d)]
+    X = sp.csr_matrix(np.array(docs, dtype=float))
+    for clip in (word_clip / 3, word_clip, 5 * word_clip):
+        t = clipped_terms(X, clip, word_clip)
+        w_max = min(1.0, word_clip * np.sqrt(d))
+        assert np.all(t.weights >= 0) and np.all(t.weights <= t.frequency_weights)
+        assert np.all(t.frequency_weights <= w_max)
+        assert np.all(t.frequency_weights * t.word_norms <= word_clip * (1 + 1e-15))
+        moments = ClippedMoments(_docs(X.toarray()), clip, word_clip)
+        assert moments.totals_factor == pytest.approx(0.5 * word_clip / w_max, rel=1e-15)
+        assert moments.totals_factor * w_max <= 0.5 * word_clip * (1 + 1e-15)
+
+
+def test_first_order_bound_is_nearly_attained_on_a_large_vocabulary():
+    """At d = 2000 with the default bounds, three tokens of one word against one token of every other
+    word move the m1 release by more than 0.99 of ``sqrt(2.5) C1`` (the bound is tight as d grows:
+    a smaller constant would break it there, while on 3 words the worst pair reaches 0.9 of it)."""
+    d = 2000
+    clip = 1.0 / d
+    word_clip = 3 * clip
+    one = np.zeros((1, d))
+    one[0, 0] = 3
+    spread = np.ones((1, d))
+    spread[0, 0] = 0
+    a, b = (ClippedMoments(_docs(x), clip, word_clip).first_order_release() for x in (one, spread))
+    bound = clipped_sensitivities(clip, word_clip)["m1"]
+    assert 0.99 * bound < np.linalg.norm(a - b) <= bound
+
+
+def test_released_word_frequencies_are_normalised_by_their_own_total():
+    """Without noise (scaled by 1e-12) the fit's ``word_frequencies_`` are ``S1 / T0`` (summing to
+    one), not ``S1 / S0``."""
+    from dptensor.privacy.noise import scaled_test_noise
+
+    X = _base_corpus(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, noise=scaled_test_noise(1e-12, seed=0),
+                                   random_state=0).fit(X)  # fmt: skip
+    clip, word_clip = model.guarantee_.details["clip"], model.guarantee_.details["word_clip"]
+    total, frequency_total, sums = ClippedMoments(_docs(X), clip, word_clip).first_order()
+    assert total < 0.9 * frequency_total  # the two totals differ here
+    np.testing.assert_allclose(model.word_frequencies_, sums / frequency_total, rtol=1e-9)
+    assert model.word_frequencies_.sum() == pytest.approx(1.0, rel=1e-9)
+
+
 def test_brute_force_full_third_moment_and_random_neighbours():
     """Adversarial search over random documents of 4 words: the full (unprojected) M3 term too."""
     rng = np.random.default_rng(2)
@@ -295,7 +347,7 @@ def test_guarantee_states_the_relation_and_the_clip():
     assert model.budget_split_["q3"] == pytest.approx(model.budget_split_["e3"] / 9)
     assert 0 < model.third_clip_ < 1.0 / 12 and "q3" in model.noise_scales_
     assert np.isclose(model.third_clip_ * 12, psl.THIRD_CLIP_EDGES).any()
-    assert g.details["whitening_words"] == model.whitening_words_ == 12  # fewer than 500 words: all
+    assert g.details["whitening_words"] == model.whitening_words_ == 12  # fewer than 300 words: all
     # the split it reports can be passed back
     again = clone(model).set_params(budget_split=model.budget_split_).fit(_base_corpus(20000))
     assert again.budget_split_ == pytest.approx(model.budget_split_)
@@ -750,3 +802,15 @@ def test_matching_the_released_unigram_keeps_the_release_and_helps_a_noisy_fit()
         plain_ppls.append(completion_perplexity(plain, split))
     # measured: 16.6 against 21.1 (every seed better); the unigram model is within the matched mixture
     assert np.mean(matched_ppls) < 0.9 * np.mean(plain_ppls)
+
+
+@pytest.mark.parametrize("param", ["clip", "word_clip", "third_clip"])
+@pytest.mark.parametrize("value", [1.5e-323, 1e-250, 1e250])
+def test_clipping_bounds_outside_the_normal_range_are_refused(param, value):
+    """A subnormal ``C1`` rounds ``r = C1 / (2 w_max)`` up past the m1 bound, and a huge bound
+    overflows a quotient for some documents only (a data-dependent warning): both are refused
+    before anything is read."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=param):
+        PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, **{param: value}).fit(_base_corpus(50))

@@ -17,11 +17,11 @@ relation allows, and reads only the fitted estimator's released attributes (``co
   each, scored by the canary word's total weight in the released topics (``components_`` summed
   over topics) minus its neighbour word's; extra features for the distinguishing attack: every
   word's total and largest weight. :class:`PrivateSpectralLDA`'s clipped releases weight a
-  document by ``min(1, C / ||P||, C1 / ||p||)``, so a one-word document moves the word-frequency
-  release by ``C / C1`` of its bound only: its canaries spread over the fewest words that reach
-  both bounds (:func:`clipped_words_per_document`, 9 at the default ratio), scored by their
-  words' weight in the released word frequencies (``word_frequencies_``, the ``m1`` release behind
-  ``unigram_``) minus the neighbour's. :class:`SingleTopicModel`
+  document's word frequencies by ``v = min(w_max, C1 / ||p||)`` and its pairs by
+  ``min(v, C / ||P||)``; its canaries spread over the fewest words that move both releases by
+  their whole bound (:func:`clipped_words_per_document`: one word at the default ``C1 = 3 C``),
+  scored by their words' weight in the released word frequencies (``word_frequencies_``, the
+  ``m1`` release behind ``unigram_``) minus the neighbour's. :class:`SingleTopicModel`
   reads the most **frequent** words, whose directions lie in the top-``K`` eigenspace that its
   whitening keeps (a rare word's is projected away), scored by the released rank-``K`` second
   moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of the noisy ``M2``) at the canary
@@ -77,15 +77,15 @@ def _uniform_document(words: np.ndarray, length: int, n_words: int) -> sp.csr_ma
 def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: int, length: int) -> int:
     """How many distinct words a canary document spreads over, to reach both clipping bounds.
 
-    :mod:`dptensor.tensor.clipped_lda_moments` weights a document by ``w = min(1, C / ||P||_F,
-    C1 / ||p||_2)``: a one-word document (``||P|| = ||p|| = 1``) gets ``w = C`` and moves the
-    ``m1`` release (bound ``C1 = 3 C`` by default) by a third of its bound. Spreading the document
-    evenly over ``s`` words lowers ``||P|| ~ 1/s`` faster than ``||p|| = 1/sqrt(s)``: the smallest
-    ``s`` with ``w ||p|| = C1`` (9 for the default ratio) reaches both bounds. Chosen here to
-    maximise ``(w ||p|| / C1)^2 + (w ||P|| / C)^2`` (the share of each release's bound the canary
-    moves) with the exact weights (public ``C``, ``C1`` and length), at most ``n_words // 2`` (a
-    canary and its neighbour share no word); 1 without clipping (``clipping=None``: the worst-case
-    sensitivities, which a one-word document attains).
+    :mod:`dptensor.tensor.clipped_lda_moments` weights a document's word frequencies by
+    ``v = min(w_max, C1 / ||p||_2)`` and its pairs by ``w = min(v, C / ||P||_F)``: a one-word
+    document (``||P|| = ||p|| = 1``) gets ``v = C1`` and ``w = min(C1, C)``, so it moves both
+    releases by their whole bound when ``C <= C1 <= 1`` (the default ``C1 = 3 C``). Otherwise
+    spreading the document evenly over ``s`` words lowers ``||P|| ~ 1/s`` faster than
+    ``||p|| = 1/sqrt(s)``. Chosen here to maximise ``(v ||p|| / C1)^2 + (w ||P|| / C)^2`` (the
+    share of each release's bound the canary moves) with the exact weights (public ``C``, ``C1``
+    and length), at most ``n_words // 2`` (a canary and its neighbour share no word); 1 without
+    clipping (``clipping=None``: the worst-case sensitivities, which a one-word document attains).
     """
     if clipping is None:
         return 1
@@ -96,9 +96,8 @@ def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: in
     for size in range(1, max(1, n_words // 2) + 1):
         doc = _uniform_document(np.arange(size), size * -(-length // size), size)
         terms = clipped_terms(doc, clip, word_clip)
-        weight = float(terms.weights[0])
-        share = (weight * float(terms.word_norms[0]) / word_clip) ** 2 + (
-            weight * float(terms.pair_norms[0]) / clip) ** 2
+        share = (float(terms.frequency_weights[0] * terms.word_norms[0]) / word_clip) ** 2 + (
+            float(terms.weights[0] * terms.pair_norms[0]) / clip) ** 2
         if share > best_share + 1e-12:
             best, best_share = size, share
     return best

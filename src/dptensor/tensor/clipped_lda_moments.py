@@ -26,7 +26,7 @@ Each document gets a weight ``w_n`` applied to its second- and third-order terms
 
 ``v_n = min(w_max, C1 / ||p_n||_2)``,  ``w_n = min(v_n, C / ||P_n||_F)``  (both 0 for documents of
 fewer than 3 tokens), with the public ``w_max = min(1, C1 sqrt(d))`` (``||p||_2 >= 1/sqrt(d)`` on the
-simplex, so the cap only guards against rounding),
+simplex, so the cap binds only where ``C1 sqrt(d) > 1`` or against rounding),
 
 so that ``||w P||_F <= C``, ``||w G||_F <= C`` (also after projection on any orthonormal basis)
 and ``||v p||_2 <= C1``. The weighted sums ``S0 = sum w``, ``S2 = sum w P``, ``S3 = sum w G`` and
@@ -40,11 +40,16 @@ words. With them
 ``M2 = E2 - a E1 E1^T``,  ``M3(W,W,W) = E3(W,W,W) - b sym3(E2(W,W) (x) W^T E1) + c (W^T E1)^{(x)3}``
 
 (eq. (1), with ``a = alpha_0/(alpha_0+1)``, ``b = alpha_0/(alpha_0+2)``,
-``c = 2 alpha_0^2/((alpha_0+1)(alpha_0+2))``). Under LDA each weighting is unbiased when it does not
-depend on the topic proportions (so the two orders may differ); documents whose word distribution
-is very concentrated (long repetitive ones) are down-weighted, which tilts the estimate slightly
-towards the topics of ordinary documents. The plug-in products carry an ``O(1/N)`` bias, far below
-the noise of a private release. Sensitivities: :func:`dptensor.privacy.lda_sensitivity.clipped_sensitivities`.
+``c = 2 alpha_0^2/((alpha_0+1)(alpha_0+2))``). A weighting that did not depend on the documents'
+topic proportions would leave every moment unbiased under LDA; these weights are functions of the
+counts (a document concentrated on a peaked topic repeats words, so it has larger ``||p||`` and
+``||P||`` and a smaller weight), which biases the weighted moments, and mixing the two orders'
+weightings adds to it slightly: in a noiseless synthetic test (``d = 60``, ``k = 3``, ``N = 2 * 10^5``)
+the relative error of ``M2`` was 0.24 with ``E1`` weighted by ``v`` against 0.22 with one weight,
+while ``E1``'s own error fell from 0.086 to 0.047. On real text the noise this removes is far
+larger (docs/lda.md, *Word frequencies with their own weight*). The plug-in products carry an
+``O(1/N)`` bias, far below the noise of a private release. Sensitivities:
+:func:`dptensor.privacy.lda_sensitivity.clipped_sensitivities`.
 
 Projected clipping of the third moment (``third_clip``)
 ------------------------------------------------------
@@ -131,7 +136,7 @@ def clipped_terms(counts: sp.csr_matrix, clip: float, word_clip: float) -> Clipp
     pair_norms = np.where(short, 0.0, np.sqrt(pair_sq) / (1.0 - e_ok))
     word_norms = np.sqrt(sq)
     cap = max_weight(word_clip, distributions.shape[1])
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         frequency_weights = np.minimum(cap, word_clip / np.where(short, 1.0, word_norms))
         weights = np.minimum(frequency_weights, clip / pair_norms)
     frequency_weights = np.where(short, 0.0, frequency_weights)
@@ -319,7 +324,7 @@ class ClippedMoments:
     clip : float
         ``C``, the bound on each document's ``||w P||_F`` and ``||w G||_F``.
     word_clip : float
-        ``C1``, the bound on each document's ``||w p||_2``.
+        ``C1``, the bound on each document's ``||v p||_2``.
     third_clip : float or None
         ``C3``: with it, :meth:`third_order` gives each document a second factor
         ``c_n = min(1, C3 / ||w_n G_n(U, U, U)||_F)`` (module docstring, *Projected clipping*).

@@ -177,6 +177,11 @@ CLIPPED_BUDGET_SPLIT: dict[str, float] = {"m1": 0.25, "m2": 0.58, "e3": 0.17}
 PUBLIC_WHITENING_EDGES: tuple[str, ...] = ("m1", "e3")
 PUBLIC_WHITENING_BUDGET_SPLIT: dict[str, float] = {"m1": 0.2, "e3": 0.8}
 
+#: Every clipping bound lies here: normal floating-point numbers whose products and quotients with
+#: the per-document norms (in ``[1/d, 1]``) neither overflow nor lose precision (a subnormal bound
+#: rounds ``r = C1 / (2 w_max)`` up enough to break the ``m1`` sensitivity).
+CLIP_RANGE = (1e-200, 1e200)
+
 #: ``word_clip="auto"`` is this multiple of ``clip`` (``||p||_2 / ||P||_F`` is about ``sqrt(l - 1)``
 #: for a document of ``l`` distinct words: 2--3 for short texts).
 WORD_CLIP_RATIO = 3.0
@@ -428,10 +433,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     guarantee_ : PrivacyGuarantee
     unigram_ : ndarray of shape (d,) or None
         The private unigram distribution: each word's empirical-Bayes posterior mean given the
-        released ``E1 = S1 / S0``, normalised (:func:`released_unigram`; clipped mode, ``None``
+        released ``E1 = S1 / T0``, normalised (:func:`released_unigram`; clipped mode, ``None``
         otherwise).
     word_frequencies_ : ndarray of shape (d,) or None
-        The released ``E1 = S1 / S0`` itself, noise included (entries may be negative; clipped
+        The released ``E1 = S1 / T0`` itself, noise included (entries may be negative; clipped
         mode, ``None`` otherwise).
     shrinkage_ : float
         The ``lambda`` used by inference (``shrinkage``).
@@ -468,9 +473,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
-        "clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
-        "word_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-        "third_clip": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
+        "clip": [StrOptions({"auto"}), Interval(Real, *CLIP_RANGE, closed="both"), None],
+        "word_clip": [StrOptions({"auto"}), Interval(Real, *CLIP_RANGE, closed="both")],
+        "third_clip": [StrOptions({"auto"}), Interval(Real, *CLIP_RANGE, closed="both"), None],
         "whitening_words": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
         "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
         "match_unigram": ["boolean"],
@@ -1021,10 +1026,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         with _private_step("m1: private total weight and word frequencies", timings, self.verbose):
             scale1 = plan.multipliers["m1"] * sens["m1"]
             released = source.add_gaussian(moments.first_order_release(), scale1)
-            # Post-processing: a public floor keeps the normalisations positive whatever the noise.
-            factor = moments.totals_factor
-            total = max(float(released[0]) / factor, 1.0)  # S0, normalising S2 and S3
-            frequency_total = max(float(released[1]) / factor, 1.0)  # T0, normalising S1
+            # Post-processing: a public floor (one one-word document's weight v = C1) keeps the
+            # normalisations positive whatever the noise.
+            factor, floor = moments.totals_factor, moments.word_clip
+            total = max(float(released[0]) / factor, floor)  # S0, normalising S2 and S3
+            frequency_total = max(float(released[1]) / factor, floor)  # T0, normalising S1
             mean = released[2:] / frequency_total
         self.noise_scales_["m1"] = scale1
         self.word_frequencies_ = mean
@@ -1239,10 +1245,10 @@ MATCHED_SHRINKAGE_FACTOR = 0.5
 
 
 def released_unigram(mean: np.ndarray, noise_std: float) -> np.ndarray:
-    """The private unigram distribution from the released ``E1 = S1 / S0`` (post-processing).
+    """The private unigram distribution from the released ``E1 = S1 / T0`` (post-processing).
 
     Each word's empirical-Bayes posterior mean given ``E1`` and the public standard deviation
-    ``s`` of the noise on each entry (the ``m1`` noise scale over the released ``S0``), with a
+    ``s`` of the noise on each entry (the ``m1`` noise scale over the released ``T0``), with a
     prior on non-negative frequencies fitted to the release itself
     (:func:`~dptensor.privacy.denoising.nonnegative_posterior_means`), floored at
     ``UNIGRAM_FLOOR * s`` and normalised. A word whose frequency is below the noise is
