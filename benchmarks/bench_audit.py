@@ -17,7 +17,7 @@ Each row: lower bound, claim, fits and seconds (one-run method of Steinke, Nasr 
 observed ratings), so the whole table takes a few minutes on one core. Three models also run in
 the audit configurations with power (the default-suite tests' ones; their fits are fixed, not
 ``--runs``): PrivateSpectralLDA on 180 words with 80% of mu^2 on the word-frequency release
-(10 canaries of 9 words per fit, 40 fits), SingleTopicModel on 4 words (2 frequent-word canaries
+(32 one-word canaries per fit, 40 fits), SingleTopicModel on 4 words (2 frequent-word canaries
 per fit, 600 fits) and DP-ALS under "user" with ``max_ratings=1`` and one sweep on a 60 x 48 x 2
 tensor (32 canary users per fit, 200 fits, a tenth of the canaries guessed).
 
