@@ -167,21 +167,27 @@ def _pair_weights(t: ClippedTerms) -> tuple[np.ndarray, np.ndarray]:
     return u, u * t.inverse_lengths
 
 
-def _pair_product(
-    block: object, X: np.ndarray, clip: float, word_clip: float, support: np.ndarray | None = None
-) -> np.ndarray:
+def _pair_terms(
+    block: object, clip: float, word_clip: float, support: np.ndarray | None
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """``(D, u, v)`` of :func:`_pair_weights`, ``D`` the distributions restricted to ``support`` (if any)."""
     t = _terms(block, clip, word_clip)
     u, v = _pair_weights(t)
     D = t.distributions if support is None else t.distributions.tocsc()[:, support].tocsr()
+    return D, u, v
+
+
+def _pair_product(
+    block: object, X: np.ndarray, clip: float, word_clip: float, support: np.ndarray | None = None
+) -> np.ndarray:
+    D, u, v = _pair_terms(block, clip, word_clip, support)
     return np.asarray(D.T @ (u[:, None] * np.asarray(D @ X))) - np.asarray(D.T @ v)[:, None] * X
 
 
 def _pair_dense(
     block: object, clip: float, word_clip: float, support: np.ndarray | None = None
 ) -> np.ndarray:
-    t = _terms(block, clip, word_clip)
-    u, v = _pair_weights(t)
-    D = t.distributions if support is None else t.distributions.tocsc()[:, support].tocsr()
+    D, u, v = _pair_terms(block, clip, word_clip, support)
     dense = np.asarray((D.T @ sp.diags(u) @ D).todense())
     dense[np.diag_indices_from(dense)] -= np.asarray(D.T @ v).ravel()
     return dense
