@@ -408,6 +408,12 @@ def _print_topics(
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
         stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
         print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}{stable}")
+    alignment = getattr(model, "whitening_alignment_", None)
+    if alignment is not None:  # post-processing of the M2 release; one wording whatever the values
+        resolved = int(np.count_nonzero(alignment > 0))
+        print(f"whitening: {resolved} of {alignment.size} directions above the noise of the M2 release, "
+              f"estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} "
+              "(near 0: topics there are mostly noise; docs/lda.md)")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
@@ -712,6 +718,8 @@ def save_model(
         if isinstance(model, PrivateSpectralLDA):
             meta["guarantee"] = model.guarantee_.to_dict()
             meta["shrinkage"] = model.shrinkage_  # inference's weight of the released unigram_
+            if model.whitening_alignment_ is not None:
+                meta["whitening_alignment"] = model.whitening_alignment_.tolist()
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_

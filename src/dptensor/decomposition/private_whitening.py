@@ -55,11 +55,51 @@ class PrivateEigenpairs:
     noise_scales : tuple of float
         Standard deviation of the noise of each release, in order (public: a function of the
         parameters and of earlier releases).
+    alignment : ndarray of shape (k,) or None
+        Analyze Gauss only: each eigenvector's estimated squared cosine with the matching
+        eigenvector of the un-noised matrix (:func:`spike_alignment`; post-processing).
     """
 
     whitening: Whitening
     floor: float
     noise_scales: tuple[float, ...]
+    alignment: np.ndarray | None = None
+
+
+def spike_alignment(released: np.ndarray, edge: float) -> np.ndarray:
+    """Estimated squared cosines between released eigenvectors and the un-noised ones (spiked Wigner model).
+
+    Method (Benaych-Georges & Nadakuditi 2011, the Wigner case; Gaussian orthogonal ensemble):
+    add to an ``m x m`` symmetric matrix a symmetric Gaussian whose off-diagonal entries have standard
+    deviation ``tau`` (the ``"frobenius"`` convention of scale ``s = sqrt2 tau``). Its eigenvalues fill
+    ``[-edge, edge]``, ``edge = 2 tau sqrt(m) = sqrt(2m) s``. A well-separated eigenvalue
+    ``theta tau sqrt(m)`` of the matrix with ``theta > 1`` shows as the released eigenvalue
+    ``tau sqrt(m) (theta + 1/theta)``, above the edge, and its released eigenvector has squared cosine
+    ``1 - 1/theta^2`` with the true one; with ``theta <= 1`` the released eigenvalue sits at the edge
+    and the eigenvector carries no information about it (cosine tending to zero). So a released
+    eigenvalue ``rho edge`` with ``rho > 1`` gives ``theta = rho + sqrt(rho^2 - 1)``.
+
+    First order: eigenvalues closer to each other than their shifts mix their eigenvectors (the
+    estimate then holds for the subspace they span), and near the edge it overstates the cosine.
+    A function of released eigenvalues and the public noise scale only.
+
+    Parameters
+    ----------
+    released : ndarray
+        Released (noisy) eigenvalues.
+    edge : float
+        ``sqrt(2m) s``, the noise's spectral edge.
+
+    Returns
+    -------
+    ndarray
+        Squared cosines in ``[0, 1)``; zero where the released eigenvalue is at or below the edge.
+    """
+    ratio = np.asarray(released, dtype=np.float64) / edge
+    above = ratio > 1.0
+    ratio = np.where(above, ratio, 1.0)
+    theta = ratio + np.sqrt(ratio * ratio - 1.0)
+    return np.where(above, 1.0 - 1.0 / (theta * theta), 0.0)
 
 
 def _from_eigenpairs(values: np.ndarray, vectors: np.ndarray, floor: float) -> Whitening:
@@ -97,7 +137,10 @@ def analyze_gauss_eigenpairs(
     del noisy
     order = np.argsort(values)[::-1]
     floor = math.sqrt(2.0 * d) * noise_scale
-    return PrivateEigenpairs(_from_eigenpairs(values[order], vectors[:, order], floor), floor, (noise_scale,))
+    values, vectors = values[order], vectors[:, order]
+    return PrivateEigenpairs(
+        _from_eigenpairs(values, vectors, floor), floor, (noise_scale,), spike_alignment(values, floor)
+    )
 
 
 def noisy_power_eigenpairs(

@@ -444,6 +444,15 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         The normalised shares used.
     noise_scales_ : dict
         Standard deviation of the noise of each release (public: parameters and earlier releases).
+    whitening_alignment_ : ndarray of shape (k,) or None
+        How much of each whitening direction survived the noise of the ``M2`` release: the estimated
+        squared cosine between each released eigenvector and the matching eigenvector of the
+        un-noised ``M2``, zero for an eigenvalue that did not rise above the noise's spectral edge
+        (:func:`~dptensor.decomposition.private_whitening.spike_alignment`; post-processing of the
+        release). A direction near zero cannot be told from noise at this ``epsilon`` and ``N``: the
+        topics that depend on it are mostly noise (``docs/lda.md``, *How many topics the release
+        can resolve*). Analyze Gauss whitening only (``None`` with the noisy power method or a
+        ``public_corpus``); the first ``M2`` release when there are two.
     n_features_in_, n_documents_ : int
     timings_ : dict
         Seconds per step (wall-clock time is outside the guarantee, as for any implementation).
@@ -899,6 +908,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.word_frequencies_ = None
         self.whitening_words_ = self._whitened_words(n_documents, n_words)
         self.third_clip_ = None
+        self.whitening_alignment_ = None
         if clipping is not None:
             topics, alpha = self._fit_clipped(
                 ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
@@ -988,6 +998,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_[label] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
             result.noise_scales
         )
+        if label in ("e4", "e4+e8"):  # the release the whitening comes from
+            self.whitening_alignment_ = result.alignment
         return result
 
     def _fit_config1(
@@ -1060,6 +1072,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_["m2"] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
             result.noise_scales
         )
+        self.whitening_alignment_ = result.alignment
         whitening = result.whitening
         if support is not None:  # the basis on the whole vocabulary: zero rows off the support
             vectors = np.zeros((d, whitening.eigenvectors.shape[1]))

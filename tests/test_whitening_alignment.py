@@ -1,0 +1,103 @@
+"""How much of each whitening direction survives the M2 release's noise (spiked Wigner estimate)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dptensor.datasets.lda import make_lda_corpus
+from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs, spike_alignment
+from dptensor.models import PrivateSpectralLDA
+from dptensor.privacy import insecure_test_noise
+
+
+class _Dense:
+    """The two members ``analyze_gauss_eigenpairs`` reads: ``shape`` and ``to_dense``."""
+
+    def __init__(self, matrix):
+        self.matrix, self.shape = matrix, matrix.shape
+
+    def to_dense(self):
+        return self.matrix.copy()
+
+
+def _spiked(m, theta, seed, noise_scale=1.0):
+    """A rank-one ``theta tau sqrt(m) u u^T`` through Analyze Gauss: released pairs and the true ``u``."""
+    rng = np.random.default_rng([seed, 1])  # independent of the noise's seed
+    u = rng.standard_normal(m)
+    u /= np.linalg.norm(u)
+    tau_sqrt_m = noise_scale / math.sqrt(2.0) * math.sqrt(m)  # off-diagonal std s / sqrt2
+    result = analyze_gauss_eigenpairs(
+        _Dense(theta * tau_sqrt_m * np.outer(u, u)), 1, noise_scale=noise_scale,
+        source=insecure_test_noise(seed),
+    )  # fmt: skip
+    return result, u
+
+
+@pytest.mark.parametrize("theta", [1.6, 2.5, 4.0])
+def test_alignment_matches_the_measured_cosine_of_a_planted_spike(theta):
+    estimated, measured = [], []
+    for seed in range(6):
+        result, u = _spiked(500, theta, seed)
+        estimated.append(result.alignment[0])
+        measured.append(float(result.whitening.eigenvectors[:, 0] @ u) ** 2)
+    truth = 1.0 - 1.0 / theta**2  # the limit both should approach
+    assert abs(np.mean(estimated) - truth) < 0.06
+    assert abs(np.mean(measured) - truth) < 0.06
+    assert abs(np.mean(estimated) - np.mean(measured)) < 0.06
+
+
+def test_a_spike_below_the_threshold_is_reported_as_unresolved():
+    estimated, measured = [], []
+    for seed in range(6):
+        result, u = _spiked(500, 0.5, seed)
+        estimated.append(result.alignment[0])
+        measured.append(float(result.whitening.eigenvectors[:, 0] @ u) ** 2)
+    # the released eigenvalue sits at the edge (Tracy-Widom fluctuations of order m^(-2/3) above it)
+    assert np.mean(measured) < 0.05
+    assert max(estimated) < 0.4 and np.median(estimated) < 0.25
+
+
+def test_spike_alignment_inverts_the_eigenvalue_shift():
+    edge = 2.0
+    theta = np.array([1.0, 1.5, 3.0, 10.0])
+    released = edge / 2 * (theta + 1 / theta)  # where a spike theta tau sqrt(m) shows
+    got = spike_alignment(released * (1 + 1e-12), edge)
+    np.testing.assert_allclose(got, 1 - 1 / theta**2, atol=1e-5)
+    assert spike_alignment(np.array([-1.0, 0.0, edge]), edge).tolist() == [0.0, 0.0, 0.0]
+    assert np.all(np.diff(spike_alignment(np.linspace(0, 10, 50), edge)) >= 0)
+
+
+def test_private_fit_reports_the_alignment_of_its_whitening():
+    c = make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=40, topic_concentration=0.2, random_state=3)
+    base = {"delta": 1e-6, "random_state": 0}
+    strong = PrivateSpectralLDA(3, 0.3, epsilon=50.0, **base).fit(c.counts)
+    weak = PrivateSpectralLDA(3, 0.3, epsilon=0.002, **base).fit(c.counts)
+    assert strong.whitening_alignment_.shape == (3,)
+    assert np.all(strong.whitening_alignment_ > 0.9)
+    assert np.all((weak.whitening_alignment_ >= 0) & (weak.whitening_alignment_ < 1))
+    assert weak.whitening_alignment_.sum() < strong.whitening_alignment_.sum() - 1.0
+    # the unclipped Configuration 1 reports its Analyze Gauss release too
+    unclipped = PrivateSpectralLDA(3, 0.3, epsilon=50.0, clip=None, **base).fit(c.counts)
+    assert unclipped.whitening_alignment_.shape == (3,)
+    # no Analyze Gauss release of M2: nothing to report
+    power = PrivateSpectralLDA(3, 0.3, epsilon=50.0, private_whitening="noisy-power", **base).fit(c.counts)
+    public = PrivateSpectralLDA(3, 0.3, epsilon=50.0, public_corpus=c.counts[:2000], **base).fit(c.counts)
+    assert power.whitening_alignment_ is None and public.whitening_alignment_ is None
+
+
+def test_command_prints_and_saves_the_alignment(tmp_path, capsys):
+    from dptensor.cli import main
+
+    c = make_lda_corpus(3000, 30, 2, alpha=0.1, doc_length=30, topic_concentration=0.1, random_state=2)
+    sp.save_npz(tmp_path / "c.npz", c.counts)
+    argv = ["lda", "fit", str(tmp_path / "c.npz"), "--topics", "2", "--quiet", "--epsilon", "2",
+            "--delta", "1e-6", "--out", str(tmp_path / "m.json")]  # fmt: skip
+    assert main(argv) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("whitening:"))
+    saved = json.loads((tmp_path / "m.json").read_text())["whitening_alignment"]
+    assert len(saved) == 2 and all(0.0 <= a < 1.0 for a in saved)
+    assert line.startswith(f"whitening: {sum(a > 0 for a in saved)} of 2 directions above the noise")
+    assert " ".join(f"{a:.2f}" for a in saved) in line
