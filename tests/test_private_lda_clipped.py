@@ -469,7 +469,7 @@ def _released_pair_entry(monkeypatch, X, seed, sensitivity_factor, runs):
     add_noise = pw.add_symmetric_gaussian
     monkeypatch.setattr(pw, "add_symmetric_gaussian", recording)
 
-    def capture(operator, rank, *, noise_scale, source):
+    def capture(operator, rank, *, noise_scale, source, **_):
         clean = operator.to_dense()
         real(operator, rank, noise_scale=noise_scale, source=source)
         s2 = operator.moments.pair_dense()[0, 0]

@@ -53,12 +53,12 @@ from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
                     "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus", "whitening_words",
-                    "third_clip")
+                    "third_clip", "whitening_subspace")
 VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
                    "private_whitening", "accountant", "no_clip", "public_corpus", "private_vocab",
-                   "whitening_words", "third_clip")
+                   "whitening_words", "third_clip", "whitening_subspace")
 #: Options of the private vocabulary (refused without --private-vocab).
 PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
@@ -243,6 +243,10 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="noise for the worst-case document instead of clipped contributions (--clip)")
     spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
                           default="auto", help="release of M2: Analyze Gauss or the noisy power method")
+    spectral.add_argument("--whitening-subspace", choices=("auto", "eigen", "nonnegative"), default="auto",
+                          help="whitening subspace from the M2 release: its eigenvectors, a non-negative "
+                               "factorisation, or chosen by how much of the eigenvectors survived the noise "
+                               "(default auto)")
     spectral.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
                           help="release M2 and M3 on the N words most frequent in the private unigram "
                                "release ('all': every word; default: chosen from public sizes, at least 300)")
@@ -622,6 +626,7 @@ def build_private_model(
         args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        whitening_subspace=args.whitening_subspace,
         clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
         public_corpus=_load_public_corpus(args),
         whitening_words={None: "auto", "all": None}.get(args.whitening_words, args.whitening_words),

@@ -101,6 +101,7 @@ from dptensor._validation import check_random_state
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.private_whitening import (
     PRIVATE_WHITENINGS,
+    WHITENING_SUBSPACES,
     PrivateEigenpairs,
     analyze_gauss_eigenpairs,
     noisy_power_eigenpairs,
@@ -351,6 +352,16 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     private_whitening : {"auto", "analyze-gauss", "noisy-power"}, default "auto"
         How ``M2_hat`` is released (:mod:`dptensor.decomposition.private_whitening`); ``"auto"`` is
         Analyze Gauss up to :data:`ANALYZE_GAUSS_MAX_WORDS` words, the noisy power method above.
+    whitening_subspace : {"auto", "eigen", "nonnegative"}, default "auto"
+        How the Analyze Gauss release of ``M2`` becomes the whitening subspace (post-processing;
+        the guarantee is unchanged). ``"eigen"``: its top eigenvectors. ``"nonnegative"``: the span
+        of a symmetric non-negative factorisation of the release thresholded at one noise standard
+        deviation (LDA's ``M2`` is ``H H^T`` with ``H >= 0``;
+        :mod:`dptensor.decomposition.nonnegative_subspace`), then the release's eigenpairs in it.
+        ``"auto"``: ``"nonnegative"`` when the top eigenvectors' mean ``whitening_alignment_`` is
+        below :data:`~dptensor.decomposition.private_whitening.NONNEGATIVE_BELOW_ALIGNMENT` (noise
+        that hides directions), else ``"eigen"`` (docs/lda.md, *A non-negative whitening
+        subspace*). Ignored by the noisy power method.
     clip : "auto", float or None, default "auto"
         Per-document bound ``C`` on each document's term in ``M2_hat`` and ``M3_hat`` (module
         docstring, *Clipped releases*). ``"auto"``: ``1/d`` for Configuration 1 with
@@ -446,13 +457,15 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         Standard deviation of the noise of each release (public: parameters and earlier releases).
     whitening_alignment_ : ndarray of shape (k,) or None
         How much of each whitening direction survived the noise of the ``M2`` release: the estimated
-        squared cosine between each released eigenvector and the matching eigenvector of the
-        un-noised ``M2``, zero for an eigenvalue that did not rise above the noise's spectral edge
+        squared cosine between each of the release's top eigenvectors and the matching eigenvector
+        of the un-noised ``M2``, zero for an eigenvalue that did not rise above the noise's spectral edge
         (:func:`~dptensor.decomposition.private_whitening.spike_alignment`; post-processing of the
-        release). A direction near zero cannot be told from noise at this ``epsilon`` and ``N``: the
-        topics that depend on it are mostly noise (``docs/lda.md``, *How many topics the release
-        can resolve*). Analyze Gauss whitening only (``None`` with the noisy power method or a
-        ``public_corpus``); the first ``M2`` release when there are two.
+        release). A direction near zero is invisible to the eigenvectors at this ``epsilon`` and
+        ``N``; topics that depend on it are mostly noise unless the non-negative subspace recovers
+        part of it (``docs/lda.md``, *How many topics the release can resolve*).
+        ``whitening_subspace="auto"`` decides from the mean whether the eigenvectors are used.
+        Analyze Gauss whitening only (``None`` with the noisy power method or a ``public_corpus``);
+        the first ``M2`` release when there are two.
     n_features_in_, n_documents_ : int
     timings_ : dict
         Seconds per step (wall-clock time is outside the guarantee, as for any implementation).
@@ -479,6 +492,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "shared_m2": ["boolean"],
         "budget_split": [dict, None],
         "private_whitening": [StrOptions({"auto", *PRIVATE_WHITENINGS})],
+        "whitening_subspace": [StrOptions(set(WHITENING_SUBSPACES))],
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
@@ -506,6 +520,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         shared_m2: bool = True,
         budget_split: dict | None = None,
         private_whitening: str = "auto",
+        whitening_subspace: str = "auto",
         n_power_steps: int = 4,
         n_oversamples: int = 10,
         projected_sensitivity: bool = True,
@@ -539,6 +554,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.shared_m2 = shared_m2
         self.budget_split = budget_split
         self.private_whitening = private_whitening
+        self.whitening_subspace = whitening_subspace
         self.n_power_steps = n_power_steps
         self.n_oversamples = n_oversamples
         self.projected_sensitivity = projected_sensitivity
@@ -987,7 +1003,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         with _private_step(f"{label}: private M2 ({method})", timings, self.verbose):
             if method == "analyze-gauss":
                 result = analyze_gauss_eigenpairs(
-                    operator, k, noise_scale=multiplier * sensitivity(1.0), source=source
+                    operator, k, noise_scale=multiplier * sensitivity(1.0), source=source,
+                    subspace=self.whitening_subspace,
                 )
             else:
                 result = noisy_power_eigenpairs(
@@ -1060,7 +1077,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         with _private_step(f"m2: private M2 ({method})", timings, self.verbose):
             if method == "analyze-gauss":
                 result = analyze_gauss_eigenpairs(
-                    operator, k, noise_scale=plan.multipliers["m2"] * m2_scale, source=source
+                    operator, k, noise_scale=plan.multipliers["m2"] * m2_scale, source=source,
+                    subspace=self.whitening_subspace,
                 )
             else:
                 result = noisy_power_eigenpairs(
