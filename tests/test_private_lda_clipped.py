@@ -737,6 +737,28 @@ def test_shrinkage_zero_signal_gives_the_released_unigram_and_strong_signal_keep
     assert raw.guarantee_.epsilon == noisy.guarantee_.epsilon and raw.noise_scales_ == noisy.noise_scales_
 
 
+@pytest.mark.filterwarnings("ignore:.*epsilon=200 exceeds")
+def test_shrinkage_never_understates_the_noise_of_a_corpus_of_little_total_weight():
+    """The released S0's 2-sigma lower bound is floored where S0 is (C1), so the factor is >= 1."""
+    from dptensor.models.topics.plan import noise_norm, shrinkage_weight, signal_guess
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(0.03, (20, 200)).astype(float)
+    X[:, :3] += 1  # 20 short documents over 200 words: S0 below 1 in weight units
+    for seed in range(2):
+        model = PrivateSpectralLDA(3, 0.5, epsilon=200.0, delta=1e-6, match_unigram=False, random_state=0,
+                                   noise=insecure_test_noise(seed)).fit(X)  # fmt: skip
+        total, total_sd, floor = model._released_total
+        assert total < 1.0 and floor == pytest.approx(3 / 200)  # C1 = 3 C, C = 1/d
+        size = model.whitening_words_
+        scale = float(model.noise_scales_["m2"])
+        unadjusted = signal_guess(size, 3, 0.5) / noise_norm(scale, size, "analyze-gauss", min(size, 13))
+        factor = total / max(total - 2.0 * total_sd, floor)
+        assert factor >= 1.0
+        assert model.shrinkage_ == pytest.approx(shrinkage_weight(unadjusted / factor), rel=1e-12)
+        assert model.shrinkage_ > shrinkage_weight(unadjusted)  # more noise, more shrinkage (was less)
+
+
 def test_shrinkage_parameter_checks_and_the_unclipped_mode():
     X = _base_corpus(50)
     with pytest.raises(ValueError, match="shrinkage"):

@@ -953,9 +953,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             return 0.0
         scale = float(np.max(self.noise_scales_["m2"]))  # released S0 enters it: public
         # m2's noise over S0 is scale * S0; a 2-sigma lower bound of S0 keeps a noisy S0 from
-        # overstating the signal-to-noise when the m1 noise is comparable to S0 (tiny epsilon).
-        total, total_sd = self._released_total
-        scale *= total / max(total - 2.0 * total_sd, 1.0)
+        # overstating the signal-to-noise when the m1 noise is comparable to S0 (tiny epsilon). Its
+        # floor is the one the released total has (one one-word document's weight, C1), so the
+        # factor is never below 1 (a floor of 1 in weight units shrank the noise of small corpora).
+        total, total_sd, floor = self._released_total
+        scale *= total / max(total - 2.0 * total_sd, floor)
         size = self.whitening_words_  # the M2 release's dimension
         method = self._whitening_method(size)
         width = min(size, int(self.n_components) + int(self.n_oversamples))
@@ -1064,7 +1066,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.noise_scales_["m1"] = scale1
         self.word_frequencies_ = mean
         self.unigram_ = released_unigram(mean, scale1 / frequency_total)
-        self._released_total = (total, scale1 / factor)  # S0 and its noise sd (for shrinkage_)
+        self._released_total = (total, scale1 / factor, floor)  # S0, its noise sd, its floor (shrinkage_)
         if public_whitening is not None:
             return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
         support = None
