@@ -157,17 +157,21 @@ def corpus_counts(
     return counts[lengths >= MIN_TOKENS], counts, vocabulary
 
 
+def split_corpus(kept: sp.csr_matrix, seed: int, test_fraction: float) -> tuple[sp.csr_matrix, object]:
+    """``(training documents, DocumentSplit of the held-out ones)``: a random ``test_fraction`` held out."""
+    order = np.random.default_rng(seed).permutation(kept.shape[0])
+    n_test = int(round(test_fraction * kept.shape[0]))
+    test, train = kept[np.sort(order[:n_test])], kept[np.sort(order[n_test:])]
+    return train, split_documents(test, random_state=seed)
+
+
 def run_grid(args, bar) -> list[dict]:
     rows = []
     for name in args.corpora:
         texts = _corpora.load(name)
         for vocab_size in args.vocab_sizes:
             kept, everything, vocabulary = corpus_counts(name, texts, vocab_size)
-            rng = np.random.default_rng(args.seed)
-            order = rng.permutation(kept.shape[0])
-            n_test = int(round(args.test_fraction * kept.shape[0]))
-            test, train = kept[np.sort(order[:n_test])], kept[np.sort(order[n_test:])]
-            split = split_documents(test, random_state=args.seed)
+            train, split = split_corpus(kept, args.seed, args.test_fraction)
             lengths = np.asarray(kept.sum(axis=1)).ravel()
             cell = {
                 "corpus": name, "n_raw_documents": len(texts), "n_documents": int(kept.shape[0]),

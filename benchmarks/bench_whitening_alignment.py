@@ -47,16 +47,6 @@ from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMom
 MIN_TOKENS = 3
 
 
-class _Dense:
-    """What ``analyze_gauss_eigenpairs`` reads of an operator: ``shape`` and ``to_dense``."""
-
-    def __init__(self, matrix: np.ndarray) -> None:
-        self.matrix, self.shape = matrix, matrix.shape
-
-    def to_dense(self) -> np.ndarray:
-        return self.matrix.copy()
-
-
 def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:
     n_documents, n_words = counts.shape
     model = PrivateSpectralLDA(k, epsilon=epsilon, delta=delta)
@@ -76,9 +66,9 @@ def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:
     for run in range(runs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # seeded test noise: a simulation, not a release
-            result = analyze_gauss_eigenpairs(_Dense(clean), k, noise_scale=scale,
+            result = analyze_gauss_eigenpairs(clean, k, noise_scale=scale,
                                               source=insecure_test_noise(run), subspace="eigen")  # fmt: skip
-            factorised = analyze_gauss_eigenpairs(_Dense(clean), k, noise_scale=scale,
+            factorised = analyze_gauss_eigenpairs(clean, k, noise_scale=scale,
                                                   source=insecure_test_noise(run), subspace="nonnegative")
         nonnegative.append(np.sum((vectors.T @ factorised.whitening.eigenvectors) ** 2) / k)
         # the floor hides eigenvalues below the edge; the alignment is what the fit reports

@@ -16,14 +16,6 @@ from dptensor.privacy import insecure_test_noise
 pytestmark = pytest.mark.filterwarnings("ignore:insecure_test_noise")
 
 
-class _Dense:
-    def __init__(self, matrix):
-        self.matrix, self.shape = matrix, matrix.shape
-
-    def to_dense(self):
-        return self.matrix.copy()
-
-
 def _planted(m, k, seed, support=25):
     """Non-negative ``H0`` (``k`` sparse columns) and an orthonormal basis of its span."""
     rng = np.random.default_rng([seed, 1])
@@ -85,7 +77,7 @@ def test_the_factorisation_finds_more_of_a_non_negative_signal_than_the_eigenvec
     found = {mode: [] for mode in ("eigen", "nonnegative")}
     for seed in range(4):
         for mode in found:
-            r = analyze_gauss_eigenpairs(_Dense(M), k, noise_scale=s, source=insecure_test_noise(seed),
+            r = analyze_gauss_eigenpairs(M, k, noise_scale=s, source=insecure_test_noise(seed),
                                          subspace=mode)  # fmt: skip
             assert r.subspace == mode
             np.testing.assert_allclose(r.whitening.eigenvectors.T @ r.whitening.eigenvectors, np.eye(k),
@@ -100,16 +92,16 @@ def test_auto_factorises_only_when_the_eigenvectors_are_poor():
     M = H0 @ H0.T
     for strength, expected in ((0.4, "nonnegative"), (20.0, "eigen")):
         scaled = M * strength * math.sqrt(2 * m) * s / np.linalg.eigvalsh(M)[-k]
-        auto = analyze_gauss_eigenpairs(_Dense(scaled), k, noise_scale=s, source=insecure_test_noise(1),
+        auto = analyze_gauss_eigenpairs(scaled, k, noise_scale=s, source=insecure_test_noise(1),
                                         subspace="auto")  # fmt: skip
         assert (np.mean(auto.alignment) < NONNEGATIVE_BELOW_ALIGNMENT) == (expected == "nonnegative")
-        fixed = analyze_gauss_eigenpairs(_Dense(scaled), k, noise_scale=s, source=insecure_test_noise(1),
+        fixed = analyze_gauss_eigenpairs(scaled, k, noise_scale=s, source=insecure_test_noise(1),
                                          subspace=expected)  # fmt: skip
         assert auto.subspace == expected
         np.testing.assert_array_equal(auto.whitening.eigenvectors, fixed.whitening.eigenvectors)
         np.testing.assert_array_equal(auto.alignment, fixed.alignment)  # of the eigenvectors, either way
     with pytest.raises(ValueError, match="subspace"):
-        analyze_gauss_eigenpairs(_Dense(M), k, noise_scale=s, source=insecure_test_noise(1), subspace="pca")
+        analyze_gauss_eigenpairs(M, k, noise_scale=s, source=insecure_test_noise(1), subspace="pca")
 
 
 def test_estimator_option_keeps_the_guarantee_and_finds_the_topics():
@@ -141,3 +133,47 @@ def test_command_option(tmp_path, capsys):
     capsys.readouterr()
     assert main([*base, "--whitening-subspace", "eigen"]) == 2  # a privacy option needs --epsilon
     assert "--whitening-subspace" in capsys.readouterr().err
+
+
+def test_completion_takes_the_release_s_next_eigenvector_when_the_factor_is_short():
+    # after the threshold only the (0, 0) entry is positive: a factor of rank one; the second
+    # direction must be the release's next eigenvector q = (e1 - e2)/sqrt2, not a coordinate axis
+    q = np.zeros(6)
+    q[1], q[2] = 1 / math.sqrt(2), -1 / math.sqrt(2)
+    released = 5.0 * np.outer(np.eye(6)[0], np.eye(6)[0]) + 3.0 * np.outer(q, q)
+    U = nonnegative_subspace(released, 2, noise_scale=3.0)
+    span = np.stack([np.eye(6)[0], q], axis=1)
+    assert np.linalg.norm(span.T @ U) ** 2 == pytest.approx(2.0, abs=1e-10)
+
+
+def test_every_subspace_is_post_processing_of_the_release(monkeypatch):
+    """Two different un-noised moments with the same released matrix give the same output."""
+    import dptensor.decomposition.private_whitening as pw
+
+    rng = np.random.default_rng(5)
+    H0, _ = _planted(50, 3, seed=2, support=10)
+    released = H0 @ H0.T + rng.normal(scale=0.5, size=(50, 50))
+    released = (released + released.T) / 2
+    monkeypatch.setattr(pw, "add_symmetric_gaussian", lambda values, *a, **k: released.copy())
+    for mode in ("eigen", "nonnegative", "auto"):
+        first, second = (
+            pw.analyze_gauss_eigenpairs(clean, 3, noise_scale=0.5, source=insecure_test_noise(0),
+                                        subspace=mode)
+            for clean in (np.zeros((50, 50)), H0 @ H0.T)
+        )  # fmt: skip
+        np.testing.assert_array_equal(first.whitening.eigenvectors, second.whitening.eigenvectors)
+        np.testing.assert_array_equal(first.whitening.eigenvalues, second.whitening.eigenvalues)
+        np.testing.assert_array_equal(first.alignment, second.alignment)
+        assert first.subspace == second.subspace
+
+
+@pytest.mark.parametrize(("mean", "expected"), [(0.85, "nonnegative"), (0.95, "eigen")])
+def test_auto_rule_follows_the_mean_alignment(monkeypatch, mean, expected):
+    import dptensor.decomposition.private_whitening as pw
+
+    assert NONNEGATIVE_BELOW_ALIGNMENT == 0.9
+    monkeypatch.setattr(pw, "spike_alignment", lambda values, edge, size: np.full(values.size, mean))
+    H0, _ = _planted(40, 2, seed=4, support=10)
+    result = pw.analyze_gauss_eigenpairs(H0 @ H0.T, 2, noise_scale=0.1, source=insecure_test_noise(0),
+                                         subspace="auto")  # fmt: skip
+    assert result.subspace == expected

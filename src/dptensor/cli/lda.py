@@ -41,6 +41,7 @@ from dptensor.datasets.corpus import (
     load_vocabulary,
     read_text_documents,
 )
+from dptensor.decomposition.private_whitening import NONNEGATIVE_BELOW_ALIGNMENT
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
@@ -413,11 +414,16 @@ def _print_topics(
         stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
         print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}{stable}")
     alignment = getattr(model, "whitening_alignment_", None)
-    if alignment is not None:  # post-processing of the M2 release; one wording whatever the values
+    if alignment is not None:  # post-processing of the M2 release; the wording depends on parameters only
         resolved = int(np.count_nonzero(alignment > 0))
-        print(f"whitening: {resolved} of {alignment.size} directions above the noise of the M2 release, "
-              f"estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} "
-              "(near 0: topics there are mostly noise; docs/lda.md)")
+        rule = {
+            "auto": f"; below {NONNEGATIVE_BELOW_ALIGNMENT:.2f} on average the whitening comes from a "
+                    "non-negative factorisation of the release instead",
+            "nonnegative": "; the whitening comes from a non-negative factorisation of the release",
+        }.get(model.whitening_subspace, "")  # fmt: skip
+        print(f"whitening: {resolved} of {alignment.size} directions of the M2 release's eigenvectors above "
+              f"its noise, estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise"
+              f"{rule}; docs/lda.md)")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
@@ -789,6 +795,8 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
     model.unigram_ = None if unigram is None else np.asarray(unigram, dtype=np.float64)
     if isinstance(model, PrivateSpectralLDA):  # the shrinkage toward the released unigram distribution
         model.shrinkage_ = float(meta.get("shrinkage", 0.0)) if unigram is not None else 0.0
+        saved = meta.get("whitening_alignment")  # absent from files of other modes and older versions
+        model.whitening_alignment_ = None if saved is None else np.asarray(saved, dtype=np.float64)
     return model, vocabulary
 
 

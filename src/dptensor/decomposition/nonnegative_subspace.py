@@ -37,6 +37,9 @@ import scipy.linalg
 
 from dptensor._validation import check_positive_int
 
+#: A direction of the factor counts above this fraction of its largest singular value: below it adds
+#: less than 1e-8 of ``H H^T``'s scale, a remnant of the start (which no entry leaves at exactly 0).
+FACTOR_RANK_TOL = 1e-4
 #: Iterations of the multiplicative update at most, and the relative change of ``H`` that stops it.
 SYMMETRIC_NMF_MAX_ITER = 500
 SYMMETRIC_NMF_TOL = 1e-6
@@ -100,16 +103,21 @@ def nonnegative_subspace(released: np.ndarray, rank: int, noise_scale: float) ->
     Returns
     -------
     ndarray of shape (m, rank)
-        Orthonormal columns. Where the factor has fewer than ``rank`` independent columns the basis
-        is completed by the top eigenvectors of the release (orthogonalised against it).
+        Orthonormal columns. Where the factor has fewer than ``rank`` independent columns (singular
+        values above :data:`FACTOR_RANK_TOL` of the largest) the basis is completed by the top
+        eigenvectors of the release, their part in the factor's span removed (pivoted QR).
     """
     released = np.asarray(released, dtype=np.float64)
     threshold = float(noise_scale) / np.sqrt(2.0)
     H = symmetric_nmf(np.maximum(released - threshold, 0.0), rank)
+    left, singular, _ = np.linalg.svd(H, full_matrices=False)
+    independent = int(np.count_nonzero(singular > FACTOR_RANK_TOL * singular[0])) if singular[0] > 0 else 0
+    basis = left[:, :independent]
+    if independent == rank:
+        return basis
+    # too few independent columns: the release's top eigenvectors, less their part in the basis
     m = released.shape[0]
     _, top = scipy.linalg.eigh(released, subset_by_index=[m - rank, m - 1])
-    # pivoted QR takes the factor's columns first, then (if they span fewer than rank directions)
-    # the top eigenvectors, whose columns are scaled far below any independent column of H
-    candidates = np.hstack([H / max(float(np.linalg.norm(H)), 1e-300), 1e-8 * top[:, ::-1]])
-    basis, _, _ = scipy.linalg.qr(candidates, mode="economic", pivoting=True)
-    return basis[:, :rank]
+    rest = top[:, ::-1] - basis @ (basis.T @ top[:, ::-1])
+    extra, _, _ = scipy.linalg.qr(rest, mode="economic", pivoting=True)
+    return np.hstack([basis, extra[:, : rank - independent]])

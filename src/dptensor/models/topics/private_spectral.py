@@ -464,8 +464,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         ``N``; topics that depend on it are mostly noise unless the non-negative subspace recovers
         part of it (``docs/lda.md``, *How many topics the release can resolve*).
         ``whitening_subspace="auto"`` decides from the mean whether the eigenvectors are used.
-        Analyze Gauss whitening only (``None`` with the noisy power method or a ``public_corpus``);
-        the first ``M2`` release when there are two.
+        Analyze Gauss whitening of Configuration 1 only (``None`` with the noisy power method, a
+        ``public_corpus`` or Configurations 2--4, whose whitening is not released); the first ``M2``
+        release (``e4``) when there are two.
     n_features_in_, n_documents_ : int
     timings_ : dict
         Seconds per step (wall-clock time is outside the guarantee, as for any implementation).
