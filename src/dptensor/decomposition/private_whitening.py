@@ -46,7 +46,7 @@ WHITENING_SUBSPACES: tuple[str, ...] = ("auto", "eigen", "nonnegative")
 #: ``subspace="auto"`` factorises when the release's top eigenvectors keep on average less than this
 #: squared cosine (:func:`spike_alignment`). Measured (``benchmarks/bench_whitening_alignment.py``,
 #: six fits per cell): the factorisation helped WordNet glosses at epsilon 1, 2 and 4 (mean alignment
-#: 0.34, 0.75, 0.88) and its subspace was worse where the eigenvectors are already good (Debian
+#: 0.33, 0.75, 0.88) and its subspace was worse where the eigenvectors are already good (Debian
 #: descriptions at epsilon 4 and the change logs at epsilon 1: alignment 0.99 and 0.97).
 NONNEGATIVE_BELOW_ALIGNMENT = 0.9
 
