@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 import shutil
 import subprocess
@@ -235,9 +236,13 @@ def test_private_lda_report_with_ledger_shows_budget_and_no_training_baseline(
                           "--out", str(tmp_path / "m.json")], capsys)
     assert code == 0
     page = parse_page(report)
-    assert page.h2 == ["Privacy guarantee", "Topics", "Held-out evaluation", "Privacy budget", "Reproduce"]
+    assert page.h2 == ["Privacy guarantee", "Topics", "Whitening", "Held-out evaluation", "Privacy budget",
+                       "Reproduce"]  # fmt: skip
     assert len(page.images) == 3  # + spend over time
     text = report.read_text()
+    saved_alignment = json.loads((tmp_path / "m.json").read_text())["whitening_alignment"]
+    assert "directions of the released second moment" in text and "<td>direction 3</td>" in text
+    assert all(f"<td>{a:.2f}</td>" in text for a in saved_alignment)
     assert "Guarantee: holds" in text and "differentially private under the &#x27;document&#x27;" in text
     assert "before this run" in text and "after this run" in text
     assert "No unigram baseline" in text and "training word frequencies)" not in text
@@ -246,7 +251,7 @@ def test_private_lda_report_with_ledger_shows_budget_and_no_training_baseline(
     code, out, _ = run_cli(["report", str(tmp_path / "m.json"), "--out", str(saved)], capsys)
     assert code == 0 and "wrote report" in out
     page = parse_page(saved)
-    assert "Guarantee: holds" in saved.read_text() and "Topics" in page.h2
+    assert "Guarantee: holds" in saved.read_text() and "Topics" in page.h2 and "Whitening" in page.h2
     # budget show --plot
     plot = tmp_path / "budget.png"
     assert run_cli(["budget", "show", str(ledger), "--plot", str(plot)], capsys)[0] == 0

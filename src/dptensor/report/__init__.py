@@ -39,6 +39,7 @@ from dptensor.report.sections import (
     add_heldout_topics,
     add_provenance,
     add_topics,
+    add_whitening,
     guarantee_sentences,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "add_heldout_topics",
     "add_provenance",
     "add_topics",
+    "add_whitening",
     "guarantee_sentences",
     "intertopic_coordinates",
     "plot_budget",
@@ -73,7 +75,7 @@ def topic_report(
     top: int = 10,
     guarantee: Any = None,
 ) -> ReportPage:
-    """A topic model's page: guarantee (``model.guarantee_``), topics, map and held-out evaluation.
+    """A topic model's page: guarantee (``model.guarantee_``), topics, map, whitening, held-out evaluation.
 
     Parameters
     ----------
@@ -101,6 +103,7 @@ def topic_report(
     page = ReportPage(title)
     add_guarantee(page, guarantee if guarantee is not None else getattr(model, "guarantee_", None))
     add_topics(page, model, vocabulary, top=top)
+    add_whitening(page, model)
     if test is not None or hasattr(model, "perplexity"):
         add_heldout_topics(page, model, test, train=train, unigram_note=unigram_note, top=top)
     return page

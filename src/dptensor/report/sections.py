@@ -35,6 +35,7 @@ __all__ = [
     "add_heldout_topics",
     "add_provenance",
     "add_topics",
+    "add_whitening",
     "guarantee_sentences",
 ]
 
@@ -152,6 +153,40 @@ def add_topics(
     page.figure(plot_intertopic_map(model),
                 "intertopic distance map: classical MDS of the Jensen-Shannon distances between topics; "
                 "circle area ~ prevalence")
+    return page
+
+
+def add_whitening(page: ReportPage, model: Any) -> ReportPage:
+    """Section "Whitening" of a private spectral fit: how much of each ``M2`` direction survived its noise.
+
+    Reads ``model.whitening_alignment_`` (post-processing of the release; nothing is added when the
+    model has none) and ``model.whitening_subspace`` (a parameter). The wording depends on
+    parameters only, so neighbouring corpora give the same text up to the released numbers.
+    """
+    alignment = getattr(model, "whitening_alignment_", None)
+    if alignment is None:
+        return page
+    alignment = np.asarray(alignment, dtype=np.float64)
+    page.heading("Whitening")
+    resolved = int(np.count_nonzero(alignment > 0))
+    page.paragraph(
+        f"{resolved} of {alignment.size} directions of the released second moment's top eigenvectors rose "
+        "above its noise. Each direction's estimated alignment is the squared cosine between the released "
+        "eigenvector and the un-noised one (spiked Wigner model, computed from the released eigenvalues "
+        "and the public noise scale); near 0 the direction is noise, and the topics that depend on it are "
+        "mostly noise (docs/lda.md, How many topics the release can resolve)."
+    )
+    rule = {
+        "auto": "When the mean alignment is below 0.9, the whitening comes from a non-negative "
+                "factorisation of the release instead of its eigenvectors (whitening_subspace='auto').",
+        "nonnegative": "The whitening comes from a non-negative factorisation of the release "
+                       "(whitening_subspace='nonnegative').",
+        "eigen": "The whitening is the release's eigenvectors (whitening_subspace='eigen').",
+    }.get(getattr(model, "whitening_subspace", "eigen"), "")  # fmt: skip
+    if rule:
+        page.paragraph(rule, css="note")
+    page.table(["direction", "estimated alignment"],
+               [(f"direction {i + 1}", f"{value:.2f}") for i, value in enumerate(alignment)])  # fmt: skip
     return page
 
 
