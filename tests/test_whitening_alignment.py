@@ -74,7 +74,7 @@ def test_pure_noise_is_rarely_taken_for_a_direction():
     assert sum(shown) <= 5
 
 
-def test_private_fit_reports_the_alignment_of_its_whitening():
+def test_private_fit_reports_the_alignment_of_its_whitening(monkeypatch):
     c = make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=40, topic_concentration=0.2, random_state=3)
     base = {"delta": 1e-6, "random_state": 0}
     strong = PrivateSpectralLDA(3, 0.3, epsilon=50.0, **base).fit(c.counts)
@@ -96,11 +96,9 @@ def test_private_fit_reports_the_alignment_of_its_whitening():
         seen.append(real(*args, **kwargs))
         return seen[-1]
 
-    ps.analyze_gauss_eigenpairs = recording
-    try:
-        two = PrivateSpectralLDA(3, 0.3, epsilon=5.0, clip=None, shared_m2=False, **base).fit(c.counts)
-    finally:
-        ps.analyze_gauss_eigenpairs = real
+    monkeypatch.setattr(ps, "analyze_gauss_eigenpairs", recording)
+    two = PrivateSpectralLDA(3, 0.3, epsilon=5.0, clip=None, shared_m2=False, **base).fit(c.counts)
+    monkeypatch.undo()
     assert len(seen) == 2 and two.whitening_alignment_ is seen[0].alignment
     # no Analyze Gauss release of M2: nothing to report
     power = PrivateSpectralLDA(3, 0.3, epsilon=50.0, private_whitening="noisy-power", **base).fit(c.counts)
