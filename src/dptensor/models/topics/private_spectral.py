@@ -999,10 +999,23 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         label: str, timings: dict,
     ) -> PrivateEigenpairs:  # fmt: skip
         """One private release of ``M2_hat``'s top eigenpairs (Analyze Gauss or noisy power)."""
-        k, d, n = int(self.n_components), docs.n_words, docs.n_documents
         operator = LDASecondMoment(docs, self.alpha0)
-        sensitivity = self._m2_sensitivity_fn(n)
-        method = self._whitening_method(d)
+        sensitivity = self._m2_sensitivity_fn(docs.n_documents)
+        return self._release_eigenpairs(operator, label, multiplier, sensitivity, source, rng, timings)
+
+    def _release_eigenpairs(
+        self, operator: object, label: str, multiplier: float, sensitivity, source: NoiseSource,
+        rng: np.random.Generator, timings: dict,
+    ) -> PrivateEigenpairs:  # fmt: skip
+        """The top eigenpairs of a second-moment ``operator`` released under ``label``.
+
+        Analyze Gauss (noise ``multiplier * sensitivity(1)``, subspace ``whitening_subspace``) or the
+        noisy power method (``sensitivity(coherence)`` per step), by :meth:`_whitening_method` of the
+        operator's size. Records ``noise_scales_[label]`` and, unless it is the inverse's own
+        release ``"e8"``, ``whitening_alignment_``.
+        """
+        k, size = int(self.n_components), operator.shape[0]
+        method = self._whitening_method(size)
         with _private_step(f"{label}: private M2 ({method})", timings, self.verbose):
             if method == "analyze-gauss":
                 result = analyze_gauss_eigenpairs(
@@ -1012,13 +1025,13 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             else:
                 result = noisy_power_eigenpairs(
                     operator, k, n_steps=int(self.n_power_steps),
-                    width=min(d, k + int(self.n_oversamples)), noise_multiplier=multiplier,
+                    width=min(size, k + int(self.n_oversamples)), noise_multiplier=multiplier,
                     sensitivity=sensitivity, source=source, rng=rng,
                 )  # fmt: skip
         self.noise_scales_[label] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
             result.noise_scales
         )
-        if label in ("e4", "e4+e8"):  # the release the whitening comes from
+        if label != "e8":  # the release the whitening comes from
             self.whitening_alignment_ = result.alignment
         return result
 
@@ -1053,7 +1066,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         timings: dict, public_whitening: Whitening | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The clipped Configuration 1 (module docstring, *Clipped releases*)."""
-        k, d = int(self.n_components), moments.n_words
+        d = moments.n_words
         sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
         with _private_step("m1: private total weight and word frequencies", timings, self.verbose):
             scale1 = plan.multipliers["m1"] * sens["m1"]
@@ -1075,25 +1088,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             order = np.argsort(-self.unigram_, kind="stable")
             support = np.sort(order[: self.whitening_words_])
         operator = ClippedSecondMoment(moments, total, mean, self.alpha0, support=support)
-        method = self._whitening_method(operator.shape[0])
         m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
-        with _private_step(f"m2: private M2 ({method})", timings, self.verbose):
-            if method == "analyze-gauss":
-                result = analyze_gauss_eigenpairs(
-                    operator, k, noise_scale=plan.multipliers["m2"] * m2_scale, source=source,
-                    subspace=self.whitening_subspace,
-                )
-            else:
-                result = noisy_power_eigenpairs(
-                    operator, k, n_steps=int(self.n_power_steps),
-                    width=min(operator.shape[0], k + int(self.n_oversamples)),
-                    noise_multiplier=plan.multipliers["m2"],
-                    sensitivity=lambda mu: m2_scale, source=source, rng=rng,
-                )  # fmt: skip
-        self.noise_scales_["m2"] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
-            result.noise_scales
+        result = self._release_eigenpairs(
+            operator, "m2", plan.multipliers["m2"], lambda mu: m2_scale, source, rng, timings
         )
-        self.whitening_alignment_ = result.alignment
         whitening = result.whitening
         if support is not None:  # the basis on the whole vocabulary: zero rows off the support
             vectors = np.zeros((d, whitening.eigenvectors.shape[1]))
