@@ -41,7 +41,7 @@ from dptensor.datasets.corpus import (
     load_vocabulary,
     read_text_documents,
 )
-from dptensor.decomposition.private_whitening import NONNEGATIVE_BELOW_ALIGNMENT
+from dptensor.decomposition.private_whitening import whitening_subspace_rule
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
@@ -416,14 +416,9 @@ def _print_topics(
     alignment = getattr(model, "whitening_alignment_", None)
     if alignment is not None:  # post-processing of the M2 release; the wording depends on parameters only
         resolved = int(np.count_nonzero(alignment > 0))
-        rule = {
-            "auto": f"; below {NONNEGATIVE_BELOW_ALIGNMENT:.2f} on average the whitening comes from a "
-                    "non-negative factorisation of the release instead",
-            "nonnegative": "; the whitening comes from a non-negative factorisation of the release",
-        }.get(model.whitening_subspace, "")  # fmt: skip
         print(f"whitening: {resolved} of {alignment.size} directions of the M2 release's eigenvectors above "
-              f"its noise, estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise"
-              f"{rule}; docs/lda.md)")
+              f"its noise, estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise; "
+              f"{whitening_subspace_rule(model.whitening_subspace)}; docs/lda.md)")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")

@@ -80,6 +80,20 @@ class PrivateEigenpairs:
     subspace: str = "eigen"
 
 
+def whitening_subspace_rule(subspace: str) -> str:
+    """One sentence (no final stop) saying where the whitening subspace comes from, for reports.
+
+    A function of the parameter ``subspace`` only (never of the release), so printed text built on it
+    is the same for neighbouring corpora.
+    """
+    return {
+        "auto": f"below {NONNEGATIVE_BELOW_ALIGNMENT:.2f} on average the whitening comes from a "
+                "non-negative factorisation of the release instead of its eigenvectors",
+        "nonnegative": "the whitening comes from a non-negative factorisation of the release",
+        "eigen": "the whitening is the release's eigenvectors",
+    }[subspace]  # fmt: skip
+
+
 #: A released eigenvalue counts as a direction of the matrix only above ``edge (1 + c m^(-2/3))``: the
 #: top eigenvalue of pure noise fluctuates above the edge on the Tracy--Widom scale ``m^(-2/3)``, and
 #: with ``c = 1`` 99% of pure-noise releases stay below (simulated, ``m`` from 10 to 1000).

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor.decomposition.private_whitening import whitening_subspace_rule
 from dptensor.report.page import ReportPage
 from dptensor.report.plots import (
     plot_budget,
@@ -176,15 +177,9 @@ def add_whitening(page: ReportPage, model: Any) -> ReportPage:
         "and the public noise scale); near 0 the direction is noise, and the topics that depend on it are "
         "mostly noise (docs/lda.md, How many topics the release can resolve)."
     )
-    rule = {
-        "auto": "When the mean alignment is below 0.9, the whitening comes from a non-negative "
-                "factorisation of the release instead of its eigenvectors (whitening_subspace='auto').",
-        "nonnegative": "The whitening comes from a non-negative factorisation of the release "
-                       "(whitening_subspace='nonnegative').",
-        "eigen": "The whitening is the release's eigenvectors (whitening_subspace='eigen').",
-    }.get(getattr(model, "whitening_subspace", "eigen"), "")  # fmt: skip
-    if rule:
-        page.paragraph(rule, css="note")
+    subspace = getattr(model, "whitening_subspace", "eigen")
+    rule = whitening_subspace_rule(subspace)
+    page.paragraph(f"{rule[0].upper()}{rule[1:]} (whitening_subspace={subspace!r}).", css="note")
     page.table(["direction", "estimated alignment"],
                [(f"direction {i + 1}", f"{value:.2f}") for i, value in enumerate(alignment)])  # fmt: skip
     return page
