@@ -36,6 +36,7 @@ import scipy.linalg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpora  # noqa: E402  (next to this script)
+from bench_private_topics import corpus_counts  # noqa: E402
 
 from dptensor._files import write_json  # noqa: E402
 from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs  # noqa: E402
@@ -43,8 +44,6 @@ from dptensor.models.topics.private_spectral import PrivateSpectralLDA, check_cl
 from dptensor.privacy import insecure_test_noise  # noqa: E402
 from dptensor.privacy.lda_sensitivity import clipped_sensitivities  # noqa: E402
 from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMoment  # noqa: E402
-
-MIN_TOKENS = 3
 
 
 def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:
@@ -132,9 +131,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     start = time.perf_counter()
     for name in args.corpora:
-        vocabulary = _corpora.vocabulary_for(name, args.vocab_size)
-        counts = _corpora.vectorize(_corpora.load(name), vocabulary)
-        counts = counts[np.asarray(counts.sum(axis=1)).ravel() >= MIN_TOKENS]
+        counts, _, _ = corpus_counts(name, _corpora.load(name), args.vocab_size)
         for epsilon in args.epsilons:
             row = {"corpus": name, "epsilon": epsilon,
                    **measure(counts, args.topics, epsilon, args.delta, args.runs)}  # fmt: skip
