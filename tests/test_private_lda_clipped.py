@@ -301,6 +301,8 @@ EXTREME = {
     ("noisy-power", {}),
     ("analyze-gauss", {"whitening_words": 5, "third_clip": 0.002}),
     ("noisy-power", {"whitening_words": 6, "third_clip": 0.01}),
+    ("analyze-gauss", {"whitening_subspace": "nonnegative", "third_clip": 0.002}),
+    ("analyze-gauss", {"whitening_subspace": "eigen", "third_clip": 0.002}),
 ])  # fmt: skip
 def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whitening, params):
     base = _base_corpus()
