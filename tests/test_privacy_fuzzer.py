@@ -466,13 +466,19 @@ ENTRY_POINTS = [
         _completion("als", "user", max_iter=2, max_ratings=8))),
     EntryPoint("PrivateSpectralLDA", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0).fit(sp.csr_matrix(x)))),
+    EntryPoint("PrivateSpectralLDA(tensor)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, topic_recovery="tensor", random_state=0)
+        .fit(sp.csr_matrix(x)))),
+    EntryPoint("PrivateSpectralLDA(nmf, whitening words)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, topic_recovery="nmf", whitening_words=4,
+                                     random_state=0).fit(sp.csr_matrix(x)))),
     EntryPoint("PrivateSpectralLDA(whitening words, third clip)", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, whitening_words=3, third_clip=0.01,
-                                     random_state=0).fit(sp.csr_matrix(x)))),
+                                     topic_recovery="tensor", random_state=0).fit(sp.csr_matrix(x)))),
     # a budget large enough for the q3 release on 24 documents: the support and C3 both chosen privately
     EntryPoint("PrivateSpectralLDA(q3, whitening words)", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, epsilon=1000.0, delta=1e-5, whitening_words=4,
-                                     random_state=0).fit(sp.csr_matrix(x)))),
+                                     topic_recovery="tensor", random_state=0).fit(sp.csr_matrix(x)))),
     EntryPoint("DPVariationalLDA", "counts", _api(
         lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
         .fit(sp.csr_matrix(x)))),
@@ -489,6 +495,9 @@ ENTRY_POINTS = [
     EntryPoint("dptensor lda fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "lda", "fit", path, "-k", "2", "--alpha0", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
         "--quiet", "--out", "out/model.json"])),
+    EntryPoint("dptensor lda fit --epsilon --topic-recovery tensor", "counts", _cli(_counts_file, lambda p: [
+        "lda", "fit", p, "-k", "2", "--alpha0", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
+        "--topic-recovery", "tensor", "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor lda fit --method vi --epsilon", "counts", _cli(_counts_file, lambda path: [
         "lda", "fit", path, "-k", "2", "--method", "vi", "--epsilon", "1", "--delta", "1e-5", "--passes", "1",
         "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"])),

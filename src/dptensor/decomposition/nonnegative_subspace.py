@@ -43,11 +43,16 @@ FACTOR_RANK_TOL = 1e-4
 #: Iterations of the multiplicative update at most, and the relative change of ``H`` that stops it.
 SYMMETRIC_NMF_MAX_ITER = 500
 SYMMETRIC_NMF_TOL = 1e-6
+#: With ``impute_diagonal``, the start's diagonal is that of the rank-``k`` eigen-approximation,
+#: re-estimated this many times from a zero diagonal (the eigenpairs of a matrix whose diagonal is
+#: far off its ``H H^T`` would start the update at one word per column).
+IMPUTE_START_ROUNDS = 5
 
 
 def symmetric_nmf(
-    matrix: np.ndarray, rank: int, *, max_iter: int = SYMMETRIC_NMF_MAX_ITER, tol: float = SYMMETRIC_NMF_TOL
-) -> np.ndarray:
+    matrix: np.ndarray, rank: int, *, max_iter: int = SYMMETRIC_NMF_MAX_ITER, tol: float = SYMMETRIC_NMF_TOL,
+    impute_diagonal: bool = False,
+) -> np.ndarray:  # fmt: skip
     """A non-negative ``H`` of ``rank`` columns with ``H H^T`` close to a non-negative symmetric matrix.
 
     Parameters
@@ -58,6 +63,11 @@ def symmetric_nmf(
     max_iter : int, default :data:`SYMMETRIC_NMF_MAX_ITER`
     tol : float, default :data:`SYMMETRIC_NMF_TOL`
         Stop when ``||H_new - H||_F <= tol ||H||_F``.
+    impute_diagonal : bool, default False
+        Fit the off-diagonal entries only: each update reads the diagonal as the current
+        ``diag(H H^T)`` (an EM step for missing entries). For a second moment whose diagonal is not
+        of the form ``H H^T`` (a word paired with itself) or is noisier than the rest. The start is
+        then imputed too (:data:`IMPUTE_START_ROUNDS`).
 
     Returns
     -------
@@ -74,11 +84,20 @@ def symmetric_nmf(
     scale = float(np.max(A)) if A.size else 0.0
     if scale == 0.0:
         return np.zeros((m, rank))
-    values, vectors = scipy.linalg.eigh(A, subset_by_index=[m - rank, m - 1])
+    if impute_diagonal:
+        A = A.copy()
+        np.fill_diagonal(A, 0.0)
+    start = A
+    for _ in range(IMPUTE_START_ROUNDS if impute_diagonal else 0):  # the start's diagonal: rank-k imputed
+        values, vectors = scipy.linalg.eigh(start, subset_by_index=[m - rank, m - 1])
+        start = A + np.diag((vectors**2) @ np.maximum(values, 0.0))
+    values, vectors = scipy.linalg.eigh(start, subset_by_index=[m - rank, m - 1])
     H = np.abs(vectors) * np.sqrt(np.maximum(values, 1e-12 * scale))[None, :]
     H += 1e-6 * np.sqrt(scale / m)  # no entry starts at zero (the update keeps zeros at zero)
     for _ in range(max_iter):
         numerator = A @ H
+        if impute_diagonal:
+            numerator += np.einsum("ij,ij->i", H, H)[:, None] * H
         denominator = H @ (H.T @ H)
         updated = H * (0.5 + 0.5 * numerator / np.maximum(denominator, 1e-300))
         change = np.linalg.norm(updated - H)

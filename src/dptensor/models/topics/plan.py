@@ -74,6 +74,9 @@ class PrivateLDAPlan:
     whitening_words : int or None
         The words ``PrivateSpectralLDA(whitening_words="auto")`` releases ``M2`` on
         (:func:`auto_whitening_words`), and ``whitening_snr`` the prediction there (Analyze Gauss).
+    topic_recovery : str or None
+        What ``PrivateSpectralLDA(topic_recovery="auto")`` recovers the topics with, ``"tensor"`` or
+        ``"nmf"`` (:func:`prefers_nonnegative_topics`).
     """
 
     snr: float
@@ -84,6 +87,7 @@ class PrivateLDAPlan:
     suggestions: dict
     whitening_words: int | None = None
     whitening_snr: float | None = None
+    topic_recovery: str | None = None
 
     def describe(self) -> str:
         """Several lines for people (the ``dptensor lda plan`` output)."""
@@ -102,6 +106,11 @@ class PrivateLDAPlan:
                 f"  the default fit releases M2 on the {self.whitening_words} most frequent words "
                 f"(whitening_words='auto'): predicted {self.whitening_snr:.2f} there"
             )
+        if self.topic_recovery == "nmf":
+            lines.append(
+                f"  below {WHITENING_WORDS_LEVEL:g} on the fewest words: the default fit takes the topics "
+                "from a non-negative factor of the M2 release (topic_recovery='nmf'), no third-moment release"
+            )
         return "\n".join(lines)
 
 
@@ -116,7 +125,8 @@ def _snr(n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, le
     from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 
     model = PrivateSpectralLDA(
-        k, alpha0, epsilon=epsilon, delta=delta, private_whitening=whitening, whitening_words=None
+        k, alpha0, epsilon=epsilon, delta=delta, private_whitening=whitening, whitening_words=None,
+        topic_recovery="tensor",
     )
     plan = model._plan(n, d)
     z = plan.multipliers["m2"]
@@ -147,6 +157,29 @@ def auto_whitening_words(
         if snr >= WHITENING_WORDS_LEVEL:
             return size
     return smallest
+
+
+def prefers_nonnegative_topics(
+    n_documents: int, n_words: int, n_components: int, alpha0: float, epsilon: float, delta: float
+) -> bool:
+    """Whether ``PrivateSpectralLDA(topic_recovery="auto")`` takes the topics from a factor of ``M2``.
+
+    True when even the fewest whitening words (``min(d, max(WHITENING_WORDS_MIN, k))``, where
+    :func:`auto_whitening_words` stops) predict a signal-to-noise below
+    :data:`WHITENING_WORDS_LEVEL`: the ``M2`` release then hides about half of its top directions
+    and the tensor step recovers mostly noise in them, while a non-negative factor of the release
+    still finds them (:mod:`dptensor.decomposition.nonnegative_topics`). Calibrated on measured fits
+    (docs/lda.md, *Topics from the co-occurrences' non-negative factor*): WordNet glosses predict 7.1
+    at epsilon = 1, where the factor's NPMI was about 0.07 against 0.0--0.02, and Debian descriptions
+    8.0, where both were equal (0.07); at epsilon = 2 (13.4 and 15.1) and above, the tensor step's
+    perplexity is lower. Public inputs only.
+    """
+    smallest = min(int(n_words), max(WHITENING_WORDS_MIN, int(n_components)))
+    if auto_whitening_words(n_documents, n_words, n_components, alpha0, epsilon, delta) != smallest:
+        return False
+    snr = _snr(int(n_documents), smallest, int(n_components), float(alpha0), float(epsilon), float(delta),
+               DEFAULT_TYPICAL_LENGTH, "analyze-gauss")[0]  # fmt: skip
+    return snr < WHITENING_WORDS_LEVEL
 
 
 def signal_guess(n_words: int, n_components: int, alpha0: float) -> float:
@@ -241,6 +274,7 @@ def plan_private_lda(
         suggestions={"n_documents": n_needed, "epsilon": eps_needed, "n_words": d_needed,
                      "n_components": k_needed},
         whitening_words=words, whitening_snr=whitening_snr,
+        topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, epsilon, delta) else "tensor",
     )  # fmt: skip
 
 

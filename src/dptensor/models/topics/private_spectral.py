@@ -98,6 +98,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from dptensor._validation import check_random_state
+from dptensor.decomposition.nonnegative_topics import CORE_SHARE, nonnegative_topic_factor, topics_from_factor
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.private_whitening import (
     PRIVATE_WHITENINGS,
@@ -173,6 +174,16 @@ CLIPPED_EDGES: tuple[str, ...] = ("m1", "m2", "e3")
 #: Default shares of the Gaussian-DP budget ``mu^2`` of the clipped releases (measured on real text,
 #: ``docs/lda.md``; public constants, not fitted to the private data).
 CLIPPED_BUDGET_SPLIT: dict[str, float] = {"m1": 0.25, "m2": 0.58, "e3": 0.17}
+
+#: The clipped releases with ``topic_recovery="nmf"``: the topics come from ``M2`` alone, no third moment.
+NMF_EDGES: tuple[str, ...] = ("m1", "m2")
+#: Their default shares. The unigram release keeps most of the tensor split's weight (the held-out
+#: perplexity rests on it); measured on WordNet glosses at epsilon = 1 (ten fits each), ``m1`` shares
+#: 0.1, 0.15, 0.2 and 0.25 gave perplexity 1031, 1017, 1002 and 998 (unigram model 1026.5) and NPMI
+#: 0.09, 0.09, 0.09 and 0.06--0.07 (docs/lda.md, *Topics from the co-occurrences' non-negative factor*).
+NMF_BUDGET_SPLIT: dict[str, float] = {"m1": 0.2, "m2": 0.8}
+#: How the topics are recovered from the releases (``topic_recovery``).
+TOPIC_RECOVERIES: tuple[str, ...] = ("tensor", "nmf")
 
 #: The clipped releases when a public corpus gives the whitening (``public_corpus``): no M2 release.
 PUBLIC_WHITENING_EDGES: tuple[str, ...] = ("m1", "e3")
@@ -362,6 +373,18 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         below :data:`~dptensor.decomposition.private_whitening.NONNEGATIVE_BELOW_ALIGNMENT` (noise
         that hides directions), else ``"eigen"`` (docs/lda.md, *A non-negative whitening
         subspace*). Ignored by the noisy power method.
+    topic_recovery : {"auto", "tensor", "nmf"}, default "auto"
+        How the topics come from the releases. ``"tensor"``: spectral LDA's (whitening, the private
+        whitened third moment ``e3``, its decomposition). ``"nmf"`` (clipped mode without
+        ``public_corpus``, with the Analyze Gauss release of ``M2``): a symmetric non-negative
+        factor of the released ``M2`` on the whitening words is the topics
+        (:mod:`dptensor.decomposition.nonnegative_topics`); there is no third-moment release, so the
+        budget goes to ``m1`` and ``m2`` (:data:`NMF_BUDGET_SPLIT`). ``"auto"``:
+        ``"nmf"`` in clipped mode without ``public_corpus`` when the planner predicts a signal-to-noise below
+        :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on the fewest whitening words
+        (:func:`~dptensor.models.topics.plan.prefers_nonnegative_topics`; public inputs only),
+        else ``"tensor"``. The choice is ``topic_recovery_`` (docs/lda.md, *Topics from the
+        co-occurrences' non-negative factor*).
     clip : "auto", float or None, default "auto"
         Per-document bound ``C`` on each document's term in ``M2_hat`` and ``M3_hat`` (module
         docstring, *Clipped releases*). ``"auto"``: ``1/d`` for Configuration 1 with
@@ -455,6 +478,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         The normalised shares used.
     noise_scales_ : dict
         Standard deviation of the noise of each release (public: parameters and earlier releases).
+    topic_recovery_ : str
+        ``"tensor"`` or ``"nmf"``, the ``topic_recovery`` used (parameters and public sizes only).
     whitening_alignment_ : ndarray of shape (k,) or None
         How much of each whitening direction survived the noise of the ``M2`` release: the estimated
         squared cosine between each of the release's top eigenvectors and the matching eigenvector
@@ -465,8 +490,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         part of it (``docs/lda.md``, *How many topics the release can resolve*).
         ``whitening_subspace="auto"`` decides from the mean whether the eigenvectors are used.
         Analyze Gauss whitening of Configuration 1 only (``None`` with the noisy power method, a
-        ``public_corpus`` or Configurations 2--4, whose whitening is not released); the first ``M2``
-        release (``e4``) when there are two.
+        ``public_corpus``, ``topic_recovery="nmf"`` or Configurations 2--4, whose whitening is not
+        released); the first ``M2`` release (``e4``) when there are two.
     n_features_in_, n_documents_ : int
     timings_ : dict
         Seconds per step (wall-clock time is outside the guarantee, as for any implementation).
@@ -494,6 +519,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "budget_split": [dict, None],
         "private_whitening": [StrOptions({"auto", *PRIVATE_WHITENINGS})],
         "whitening_subspace": [StrOptions(set(WHITENING_SUBSPACES))],
+        "topic_recovery": [StrOptions({"auto", *TOPIC_RECOVERIES})],
         "n_power_steps": [Interval(Integral, 1, None, closed="left")],
         "n_oversamples": [Interval(Integral, 0, None, closed="left")],
         "projected_sensitivity": ["boolean"],
@@ -522,6 +548,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         budget_split: dict | None = None,
         private_whitening: str = "auto",
         whitening_subspace: str = "auto",
+        topic_recovery: str = "auto",
         n_power_steps: int = 4,
         n_oversamples: int = 10,
         projected_sensitivity: bool = True,
@@ -556,6 +583,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.budget_split = budget_split
         self.private_whitening = private_whitening
         self.whitening_subspace = whitening_subspace
+        self.topic_recovery = topic_recovery
         self.n_power_steps = n_power_steps
         self.n_oversamples = n_oversamples
         self.projected_sensitivity = projected_sensitivity
@@ -621,16 +649,47 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             float(self.delta),
         )  # fmt: skip
 
+    def _topic_recovery(self, n_documents: int, n_words: int) -> str:
+        """``topic_recovery`` resolved: ``"tensor"`` or ``"nmf"`` (parameters and public sizes only)."""
+        nmf_applies = self._clipping(n_words) is not None and self.public_corpus is None
+        if self.topic_recovery == "nmf":
+            if not nmf_applies:
+                raise ValueError(
+                    "topic_recovery='nmf' applies to the clipped config=1 without public_corpus (it "
+                    "factorises the private M2 release)"
+                )
+            size = self._whitened_words(n_documents, n_words)
+            if self._whitening_method(size) != "analyze-gauss":
+                raise ValueError(
+                    "topic_recovery='nmf' factorises the Analyze Gauss release of M2 on the whitening words "
+                    f"(a dense matrix): it needs private_whitening 'auto' or 'analyze-gauss' and at most "
+                    f"{ANALYZE_GAUSS_MAX_WORDS} whitening words, got {self.private_whitening!r} and {size}"
+                )
+            return "nmf"
+        if self.topic_recovery == "tensor" or not nmf_applies:
+            return "tensor"
+        if self._whitening_method(self._whitened_words(n_documents, n_words)) != "analyze-gauss":
+            return "tensor"
+        from dptensor.models.topics.plan import prefers_nonnegative_topics
+
+        prefers = prefers_nonnegative_topics(
+            n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
+            float(self.delta),
+        )  # fmt: skip
+        return "nmf" if prefers else "tensor"
+
     def _shares(self, n_words: int, n_documents: int) -> dict[str, float]:
         clipped = self._clipping(n_words) is not None
         public = clipped and self.public_corpus is not None
+        nmf = clipped and self._topic_recovery(n_documents, n_words) == "nmf"
         edges = CONFIG_EDGES[self.config]
         if clipped:
-            edges = PUBLIC_WHITENING_EDGES if public else CLIPPED_EDGES
-        quantile = clipped and self.third_clip == "auto"
+            edges = PUBLIC_WHITENING_EDGES if public else NMF_EDGES if nmf else CLIPPED_EDGES
+        quantile = clipped and self.third_clip == "auto" and "e3" in edges
         if self.budget_split is None:
             if clipped:
-                raw = dict(PUBLIC_WHITENING_BUDGET_SPLIT if public else CLIPPED_BUDGET_SPLIT)
+                default = NMF_BUDGET_SPLIT if nmf else CLIPPED_BUDGET_SPLIT
+                raw = dict(PUBLIC_WHITENING_BUDGET_SPLIT if public else default)
             elif self.config == 1 and self.calibration == "analytic":
                 raw = default_budget_split(
                     1, self.n_components, n_words, self.alpha0,
@@ -647,7 +706,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             missing = sorted(set(edges) - set(raw))
             if unknown or missing:
                 mode = "clipped config=1" if clipped else f"config={self.config}"
-                mode += " with public_corpus" if public else ""
+                mode += " with public_corpus" if public else " with topic_recovery='nmf'" if nmf else ""
                 raise ValueError(
                     f"budget_split for {mode} must have exactly the keys {list(edges)}"
                     + (f"; unknown {unknown}" if unknown else "")
@@ -774,9 +833,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 "whitening_words": whitened_words,
                 # with q3, e3's is min(sqrt2 C, 2 C3) for the released C3 (third_clip_); sqrt2 C at most
                 "sensitivities": {
-                    **clipped_sensitivities(clip, word_clip, third_clip),
-                    **({"q3": HISTOGRAM_SENSITIVITY} if "q3" in edges else {}),
-                },
+                    key: value for key, value in clipped_sensitivities(clip, word_clip, third_clip).items()
+                    if key in edges
+                } | ({"q3": HISTOGRAM_SENSITIVITY} if "q3" in edges else {}),
+                "topic_recovery": "nmf" if "e3" not in edges and "m2" in edges else "tensor",
             },
         )  # fmt: skip
         return plan
@@ -864,6 +924,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 f"whitening_words={self.whitening_words} is below n_components={k}: the whitening needs at "
                 "least k words"
             )
+        self._topic_recovery(n_documents, n_words)  # refuses "nmf" where it does not apply
         plan = self._plan(n_documents, n_words)
         assert plan.guarantee is not None
         if not plan.holds:
@@ -924,6 +985,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.unigram_ = None
         self.word_frequencies_ = None
         self.whitening_words_ = self._whitened_words(n_documents, n_words)
+        self.topic_recovery_ = self._topic_recovery(n_documents, n_words)
         self.third_clip_ = None
         self.whitening_alignment_ = None
         if clipping is not None:
@@ -1089,6 +1151,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             support = np.sort(order[: self.whitening_words_])
         operator = ClippedSecondMoment(moments, total, mean, self.alpha0, support=support)
         m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
+        if self.topic_recovery_ == "nmf":
+            scale = plan.multipliers["m2"] * m2_scale
+            return self._nonnegative_topics(operator, support, scale, source, timings)
         result = self._release_eigenpairs(
             operator, "m2", plan.multipliers["m2"], lambda mu: m2_scale, source, rng, timings
         )
@@ -1098,6 +1163,32 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             vectors[support] = whitening.eigenvectors
             whitening = Whitening.from_eigenpairs(whitening.eigenvalues, vectors)
         return self._clipped_third(moments, whitening, total, mean, plan, source, rng, timings, support)
+
+    def _nonnegative_topics(
+        self, operator: ClippedSecondMoment, support: np.ndarray | None, noise_scale: float,
+        source: NoiseSource, timings: dict,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """``topic_recovery="nmf"``: the ``m2`` release on the whitening words and its non-negative factor.
+
+        The release is the Analyze Gauss one (the same mechanism, sensitivity and noise scale as the
+        tensor recovery's); everything after it is post-processing of it and of ``m1``
+        (:mod:`dptensor.decomposition.nonnegative_topics`).
+        """
+        k = int(self.n_components)
+        size = operator.shape[0]
+        if support is None:
+            support = np.arange(size)
+        with _private_step("m2: private M2 on the whitening words (Analyze Gauss)", timings, self.verbose):
+            released = add_symmetric_gaussian(operator.to_dense(), noise_scale, convention="frobenius",
+                                              noise=source)  # fmt: skip
+        self.noise_scales_["m2"] = noise_scale
+        with _private_step("topics: non-negative factor of the released M2", timings, self.verbose):
+            # the core: the most frequent whitening words by the released unigram distribution
+            order = np.argsort(-self.unigram_[support], kind="stable")
+            core = order[: max(k, int(round(CORE_SHARE * size)))]
+            factor = nonnegative_topic_factor(released, k, noise_scale, core)
+            topics, alpha = topics_from_factor(factor, support, self.unigram_, float(self.alpha0))
+        return topics, alpha
 
     def _public_whitening(
         self, clipping: tuple[float, float, float | None], d: int, rng: np.random.Generator, timings: dict
