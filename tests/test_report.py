@@ -233,7 +233,7 @@ def test_private_lda_report_with_ledger_shows_budget_and_no_training_baseline(
     code, _, _ = run_cli(["lda", "fit", str(corpus_files / "docword.train.txt"), "--topics", "3", "-q",
                           "--epsilon", "1", "--delta", "1e-6", "--ledger", str(ledger),
                           "--report", str(report), "--report-test", str(corpus_files / "docword.test.txt"),
-                          "--out", str(tmp_path / "m.json")], capsys)
+                          "--out", str(tmp_path / "m.json"), "--topic-recovery", "tensor"], capsys)
     assert code == 0
     page = parse_page(report)
     assert page.h2 == ["Privacy guarantee", "Topics", "Whitening", "Held-out evaluation", "Privacy budget",
@@ -256,6 +256,25 @@ def test_private_lda_report_with_ledger_shows_budget_and_no_training_baseline(
     plot = tmp_path / "budget.png"
     assert run_cli(["budget", "show", str(ledger), "--plot", str(plot)], capsys)[0] == 0
     assert plot.read_bytes().startswith(PNG)
+
+
+def test_private_lda_report_of_an_nmf_fit_says_how_the_topics_were_recovered(
+    corpus_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # this corpus is small enough for the planner to choose topic_recovery="nmf" (public sizes)
+    report, model = tmp_path / "nmf.html", tmp_path / "m.json"
+    code, out, _ = run_cli(["lda", "fit", str(corpus_files / "docword.train.txt"), "--topics", "3",
+                            "--epsilon", "1", "--delta", "1e-6", "--seed", "0", "--report", str(report),
+                            "--out", str(model)], capsys)  # fmt: skip
+    assert code == 0 and "topics: a non-negative factor of the M2 release" in out and "whitening:" not in out
+    page = parse_page(report)
+    assert page.h2 == ["Privacy guarantee", "Topics", "Topic recovery", "Held-out evaluation", "Reproduce"]
+    assert "topic_recovery=&#x27;nmf&#x27;" in report.read_text()
+    saved = json.loads(model.read_text())
+    assert saved["topic_recovery"] == "nmf" and "whitening_alignment" not in saved
+    assert saved["guarantee"]["n_releases"] == 2
+    code, out, _ = run_cli(["report", str(model), "--out", str(tmp_path / "again.html")], capsys)
+    assert code == 0 and "Topic recovery" in parse_page(tmp_path / "again.html").h2
 
 
 @pytest.mark.parametrize("argv, message", [

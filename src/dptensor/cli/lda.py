@@ -54,12 +54,12 @@ from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
                     "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus", "whitening_words",
-                    "third_clip", "whitening_subspace")
+                    "third_clip", "whitening_subspace", "topic_recovery")
 VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
                    "private_whitening", "accountant", "no_clip", "public_corpus", "private_vocab",
-                   "whitening_words", "third_clip", "whitening_subspace")
+                   "whitening_words", "third_clip", "whitening_subspace", "topic_recovery")
 #: Options of the private vocabulary (refused without --private-vocab).
 PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
@@ -248,6 +248,10 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                           help="whitening subspace from the M2 release: its eigenvectors, a non-negative "
                                "factorisation, or chosen by how much of the eigenvectors survived the noise "
                                "(default auto)")
+    spectral.add_argument("--topic-recovery", choices=("auto", "tensor", "nmf"), default="auto",
+                          help="topics from the whitened third moment (tensor) or from a non-negative "
+                               "factor of the M2 release with no third-moment release (nmf); default auto: "
+                               "nmf where the planner predicts little signal (public sizes only)")
     spectral.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
                           help="release M2 and M3 on the N words most frequent in the private unigram "
                                "release ('all': every word; default: chosen from public sizes, at least 300)")
@@ -419,6 +423,9 @@ def _print_topics(
         print(f"whitening: {resolved} of {alignment.size} directions of the M2 release's eigenvectors above "
               f"its noise, estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise; "
               f"{whitening_subspace_rule(model.whitening_subspace)}; docs/lda.md)")
+    if getattr(model, "topic_recovery_", "tensor") == "nmf":  # a parameter or public sizes decided it
+        print("topics: a non-negative factor of the M2 release, no third-moment release "
+              "(topic_recovery='nmf'; docs/lda.md)")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
@@ -627,7 +634,7 @@ def build_private_model(
         args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
         budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
-        whitening_subspace=args.whitening_subspace,
+        whitening_subspace=args.whitening_subspace, topic_recovery=args.topic_recovery,
         clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
         public_corpus=_load_public_corpus(args),
         whitening_words={None: "auto", "all": None}.get(args.whitening_words, args.whitening_words),
@@ -724,6 +731,7 @@ def save_model(
         if isinstance(model, PrivateSpectralLDA):
             meta["guarantee"] = model.guarantee_.to_dict()
             meta["shrinkage"] = model.shrinkage_  # inference's weight of the released unigram_
+            meta["topic_recovery"] = model.topic_recovery_
             if model.whitening_alignment_ is not None:
                 meta["whitening_alignment"] = model.whitening_alignment_.tolist()
         else:
@@ -792,6 +800,7 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
         model.shrinkage_ = float(meta.get("shrinkage", 0.0)) if unigram is not None else 0.0
         saved = meta.get("whitening_alignment")  # absent from files of other modes and older versions
         model.whitening_alignment_ = None if saved is None else np.asarray(saved, dtype=np.float64)
+        model.topic_recovery_ = meta.get("topic_recovery", "tensor")  # files before it: the tensor step
     return model, vocabulary
 
 
