@@ -8,7 +8,8 @@ separated by commas, one string per setting; ``""`` is the defaults), on the sam
 held-out split as ``bench_private_topics.py`` (``--vocab-size`` words, ``--topics`` topics), and
 reports the mean and standard deviation of the held-out document-completion perplexity and of the
 mean NPMI of the topics' top 10 words on the whole corpus, beside the unigram model and the
-non-private ``SpectralLDA``.
+non-private ``SpectralLDA``, and which ``topic_recovery`` the fits used (a function of public
+inputs, the same in every repeat).
 
 Run: ``python benchmarks/bench_private_topics_repeats.py --settings whitening_subspace=eigen ""
 --out benchmarks/results/private_topics_repeats.json`` (writes the JSON and a Markdown table).
@@ -68,7 +69,8 @@ def markdown(result: dict) -> str:
                 f"{cell['spectral_perplexity']:.1f})")  # fmt: skip
         for row in cell["rows"]:
             p, n = row["perplexity"], row["npmi"]
-            lines.append(f"| {head} | {row['epsilon']:g} | {row['setting'] or 'defaults'} | "
+            recovery = f" ({row['topic_recovery']})" if "topic_recovery" in row else ""
+            lines.append(f"| {head} | {row['epsilon']:g} | {row['setting'] or 'defaults'}{recovery} | "
                          f"{p['mean']:.1f} ± {p['sd']:.1f} | {n['mean']:.3f} ± {n['sd']:.3f} |")  # fmt: skip
             head = ""
     return "\n".join(lines) + "\n"
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
                     perplexities.append(completion_perplexity(model, split))
                     npmis.append(float(topic_npmi(model, everything, n_top=N_TOP).mean()))
                 row = {"epsilon": epsilon, "setting": text, "perplexity": summary(perplexities),
-                       "npmi": summary(npmis)}  # fmt: skip
+                       "npmi": summary(npmis), "topic_recovery": model.topic_recovery_}  # fmt: skip
                 cell["rows"].append(row)
                 print(f"{name} eps {epsilon:g} [{text or 'defaults'}]: perplexity "
                       f"{row['perplexity']['mean']:.1f} ± {row['perplexity']['sd']:.1f}, NPMI "
