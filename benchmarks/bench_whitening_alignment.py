@@ -48,7 +48,8 @@ from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMom
 
 def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:
     n_documents, n_words = counts.shape
-    model = PrivateSpectralLDA(k, epsilon=epsilon, delta=delta)
+    # the tensor step's whitening (topic_recovery="nmf" releases M2 at another noise and whitens nothing)
+    model = PrivateSpectralLDA(k, epsilon=epsilon, delta=delta, topic_recovery="tensor")
     plan = model._plan(n_documents, n_words)
     clip, word_clip, _ = model._clipping(n_words)
     size = model._whitened_words(n_documents, n_words)

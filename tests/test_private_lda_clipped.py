@@ -526,6 +526,45 @@ def _released_third_entry(monkeypatch, X, seed, sensitivity_factor, runs):
                             third_clip=None, budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip
 
 
+def _released_pair_entry_nmf(monkeypatch, X, seed, sensitivity_factor, runs):
+    """Released ``S2[0, 0]`` of the m2 release of ``topic_recovery="nmf"`` (all the budget on m2).
+
+    That path adds the noise itself (``add_symmetric_gaussian`` on the dense ``M2``), not through
+    Analyze Gauss's eigenpairs; the statistic is read back as for the tensor path.
+    """
+    from dptensor.privacy.mechanisms import add_symmetric_gaussian as real
+
+    captured = []
+    monkeypatch.undo()  # an earlier call's patch
+    original = psl.PrivateSpectralLDA._nonnegative_topics
+
+    def keep_operator(self, operator, *args, **kwargs):
+        capture.operator = operator
+        return original(self, operator, *args, **kwargs)
+
+    def capture(values, scale, **kwargs):
+        noisy = real(values, scale, **kwargs)
+        operator = capture.operator
+        s2 = operator.moments.pair_dense()[0, 0]
+        captured.append(float(s2 + (noisy[0, 0] - values[0, 0]) * operator.total_weight))
+        raise _Released
+
+    monkeypatch.setattr(psl.PrivateSpectralLDA, "_nonnegative_topics", keep_operator)
+    monkeypatch.setattr(psl, "add_symmetric_gaussian", capture)
+    return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs,
+                            topic_recovery="nmf", budget_split={"m1": 1.0, "m2": 1e6})  # fmt: skip
+
+
+@pytest.mark.parametrize("runs", RUNS)
+def test_audit_nmf_m2_release_and_catch_an_under_noised_variant(monkeypatch, runs):
+    # the same release and neighbours as the tensor path's m2 audit, through topic_recovery="nmf"
+    honest, under = _audit(
+        lambda X, seed, factor: _released_pair_entry_nmf(monkeypatch, X, seed, factor, runs)
+    )
+    assert honest <= AUDIT_EPSILON
+    assert _caught(under, runs)
+
+
 @pytest.mark.parametrize("runs", RUNS)
 def test_audit_e3_release_and_catch_an_under_noised_variant(monkeypatch, runs):
     # [3, 0] has G_n = e0 (x) e0 (x) e0 (weight 1 at C = 1): the entry moves by 1, against the bound sqrt2
@@ -580,6 +619,8 @@ def test_public_corpus_gives_the_whitening_and_no_m2_is_released():
     # m1, the q3 histogram that chooses the third clip, and e3: no M2 release
     assert set(model.noise_scales_) == {"m1", "q3", "e3"} and g.n_releases == 3 and g.holds
     assert "public corpus" in g.public and set(model.budget_split_) == {"m1", "q3", "e3"}
+    assert set(g.details["sensitivities"]) == {"m1", "q3", "e3"}  # the releases made, and only those
+    assert model.topic_recovery_ == "tensor"  # a public whitening: always the tensor step
     from scipy.optimize import linear_sum_assignment
 
     D = np.abs(c.topics[:, None, :] - model.components_[None]).sum(-1)

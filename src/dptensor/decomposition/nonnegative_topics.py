@@ -103,7 +103,10 @@ def topics_from_factor(
     Column ``i`` of ``factor`` is ``sqrt(w_i) mu_i`` on the ``support`` words. Each topic takes the
     column's shape on the support, scaled to the released unigram distribution's mass there, and the
     unigram distribution off it (the same in every topic: the release says nothing about how those
-    words divide between topics); ``alpha_i = alpha_0 (alpha_0 + 1) (1^T h_i)^2 / mass^2``.
+    words divide between topics). As ``1^T h_i = sqrt(w_i)`` times the topic's mass on the
+    support and ``sum_i w_i = 1 / (alpha_0 + 1)``, ``alpha_i = alpha_0 (alpha_0 + 1) w_i`` is
+    ``alpha_0 (1^T h_i)^2 / sum_j (1^T h_j)^2`` when every topic has the same mass there: the
+    Dirichlet parameters sum to the public ``alpha_0`` whatever the noise did to the scale of ``H``.
 
     Parameters
     ----------
@@ -120,7 +123,7 @@ def topics_from_factor(
     topics : ndarray of shape (k, d)
         Rows on the simplex, by decreasing ``alpha``.
     alpha : ndarray of shape (k,)
-        Positive (a column of zeros gets the smallest positive weight of the others, or 1).
+        Positive, summing to ``alpha0`` (columns of zeros share ``1e-12`` of it; all zeros: equal).
     """
     factor = np.asarray(factor, dtype=np.float64)
     unigram = np.asarray(unigram, dtype=np.float64)
@@ -132,8 +135,10 @@ def topics_from_factor(
     shape = np.where(sums > 0, factor / np.where(sums > 0, sums, 1.0), 1.0 / support.size)
     topics[:, support] = shape.T * mass
     topics /= topics.sum(axis=1, keepdims=True)
-    alpha = alpha0 * (alpha0 + 1.0) * (sums / max(mass, 1e-300)) ** 2
-    positive = alpha[alpha > 0]
-    alpha = np.where(alpha > 0, alpha, positive.min() if positive.size else 1.0)
+    energy = sums**2
+    if not energy.sum() > 0 or not np.isfinite(energy.sum()):
+        energy = np.ones(k)
+    alpha = np.maximum(energy / energy.sum(), 1e-12)
+    alpha = float(alpha0) * alpha / alpha.sum()
     order = np.argsort(-alpha, kind="stable")
     return topics[order], alpha[order]

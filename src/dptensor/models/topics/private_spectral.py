@@ -56,6 +56,11 @@ sub-moments on the words most frequent in the released ``E1`` (post-processing o
 sensitivities do not change); the other words' topic entries are the released unigram
 distribution's.
 
+With ``topic_recovery="nmf"`` (chosen by ``"auto"``, the default, from public sizes where the
+planner predicts little signal) only releases 1 and 2 are made, ``m2`` by Analyze Gauss, and the
+topics are a non-negative factor of the released ``M2`` (post-processing;
+:mod:`dptensor.decomposition.nonnegative_topics`).
+
 Relation: **replace one document by any other document**, including an empty one or one with
 any finite counts (documents of fewer than three tokens get weight 0: no input error, no
 dropped row); ``N``, the vocabulary, ``alpha_0``, ``k``, ``C`` and ``C1`` are public. The
@@ -66,7 +71,7 @@ Inference matches the topics to the released unigram distribution ``unigram_`` (
 empirical-Bayes posterior means given ``E1``; ``match_unigram``) and shrinks them toward it by a
 weight ``shrinkage_`` chosen from public parameters and released quantities (``shrinkage``;
 docs/lda.md, *Shrinkage toward the private unigram model* and *Matching the unigram
-distribution*): post-processing, so the guarantee is that of the three releases.
+distribution*): post-processing, so the guarantee is that of the releases above.
 
 Configurations 2--4 (as printed; their guarantee does not hold)
 ---------------------------------------------------------------
@@ -380,10 +385,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         factor of the released ``M2`` on the whitening words is the topics
         (:mod:`dptensor.decomposition.nonnegative_topics`); there is no third-moment release, so the
         budget goes to ``m1`` and ``m2`` (:data:`NMF_BUDGET_SPLIT`). ``"auto"``:
-        ``"nmf"`` in clipped mode without ``public_corpus`` when the planner predicts a signal-to-noise below
-        :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on the fewest whitening words
-        (:func:`~dptensor.models.topics.plan.prefers_nonnegative_topics`; public inputs only),
-        else ``"tensor"``. The choice is ``topic_recovery_`` (docs/lda.md, *Topics from the
+        ``"nmf"`` in clipped mode without ``public_corpus`` when the planner predicts a
+        signal-to-noise below :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on the
+        fewest whitening words (:func:`~dptensor.models.topics.plan.prefers_nonnegative_topics`;
+        public inputs only) and none of ``budget_split``, ``third_clip`` and ``whitening_words`` is
+        set (they configure the tensor step's releases), else ``"tensor"``. The choice is
+        ``topic_recovery_`` (docs/lda.md, *Topics from the
         co-occurrences' non-negative factor*).
     clip : "auto", float or None, default "auto"
         Per-document bound ``C`` on each document's term in ``M2_hat`` and ``M3_hat`` (module
@@ -668,7 +675,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             return "nmf"
         if self.topic_recovery == "tensor" or not nmf_applies:
             return "tensor"
-        if self._whitening_method(self._whitened_words(n_documents, n_words)) != "analyze-gauss":
+        if self._configures_tensor_step() or self._whitening_method(
+            self._whitened_words(n_documents, n_words)
+        ) != "analyze-gauss":
             return "tensor"
         from dptensor.models.topics.plan import prefers_nonnegative_topics
 
@@ -677,6 +686,14 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             float(self.delta),
         )  # fmt: skip
         return "nmf" if prefers else "tensor"
+
+    def _configures_tensor_step(self) -> bool:
+        """Whether a parameter the user set belongs to the tensor step: then ``"auto"`` keeps that step.
+
+        A ``budget_split``, a ``third_clip`` other than ``"auto"`` or a ``whitening_words`` other than
+        ``"auto"`` (the rule is calibrated on the fewest whitening words).
+        """
+        return self.budget_split is not None or self.third_clip != "auto" or self.whitening_words != "auto"
 
     def _shares(self, n_words: int, n_documents: int) -> dict[str, float]:
         clipped = self._clipping(n_words) is not None
@@ -829,7 +846,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             dp_event=dp_accounting.ComposedDpEvent(events), nominal=eps,
             clipping={
                 "clip": clip, "word_clip": word_clip,
-                "third_clip": "private quantile (q3)" if "q3" in edges else third_clip,
+                "third_clip": (
+                    "private quantile (q3)" if "q3" in edges else third_clip if "e3" in edges else None
+                ),
                 "whitening_words": whitened_words,
                 # with q3, e3's is min(sqrt2 C, 2 C3) for the released C3 (third_clip_); sqrt2 C at most
                 "sensitivities": {
