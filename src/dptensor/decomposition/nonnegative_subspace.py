@@ -107,6 +107,12 @@ def symmetric_nmf(
     return H
 
 
+def thresholded_release(released: np.ndarray, noise_scale: float) -> np.ndarray:
+    """``max(released - s / sqrt2, 0)``: an entry of the release below one off-diagonal noise deviation
+    (``s / sqrt2`` for the ``"frobenius"`` convention of scale ``s``) is set to zero (module docstring)."""
+    return np.maximum(np.asarray(released, dtype=np.float64) - float(noise_scale) / np.sqrt(2.0), 0.0)
+
+
 def nonnegative_subspace(released: np.ndarray, rank: int, noise_scale: float) -> np.ndarray:
     """Orthonormal basis of the span of a symmetric NMF of the thresholded release (module docstring).
 
@@ -127,8 +133,7 @@ def nonnegative_subspace(released: np.ndarray, rank: int, noise_scale: float) ->
         eigenvectors of the release, their part in the factor's span removed (pivoted QR).
     """
     released = np.asarray(released, dtype=np.float64)
-    threshold = float(noise_scale) / np.sqrt(2.0)
-    H = symmetric_nmf(np.maximum(released - threshold, 0.0), rank)
+    H = symmetric_nmf(thresholded_release(released, noise_scale), rank)
     left, singular, _ = np.linalg.svd(H, full_matrices=False)
     independent = int(np.count_nonzero(singular > FACTOR_RANK_TOL * singular[0])) if singular[0] > 0 else 0
     basis = left[:, :independent]

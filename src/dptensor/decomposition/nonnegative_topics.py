@@ -38,7 +38,7 @@ import numpy as np
 import scipy.optimize
 
 from dptensor._validation import check_positive_int
-from dptensor.decomposition.nonnegative_subspace import symmetric_nmf
+from dptensor.decomposition.nonnegative_subspace import symmetric_nmf, thresholded_release
 
 #: The core of the factorisation: this share of the released words (the most frequent ones).
 CORE_SHARE = 0.5
@@ -73,7 +73,7 @@ def nonnegative_topic_factor(
         raise ValueError(f"released must be square, got shape {released.shape}")
     if core.size < rank or core.size == 0 or core[0] < 0 or core[-1] >= m:
         raise ValueError(f"core must hold at least rank={rank} distinct indices in [0, {m})")
-    thresholded = np.maximum(released - float(noise_scale) / np.sqrt(2.0), 0.0)
+    thresholded = thresholded_release(released, noise_scale)
     scale = float(np.max(thresholded)) if thresholded.size else 0.0
     if not (scale > 0 and np.isfinite(scale)):
         return np.zeros((m, rank))

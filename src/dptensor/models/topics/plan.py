@@ -148,7 +148,7 @@ def auto_whitening_words(
     ``M2`` release has a smaller noise norm (``sqrt(2 d) s``) while its top eigenvalues, carried
     by the frequent words, shrink more slowly; it pays when the noise dominates.
     """
-    smallest = min(int(n_words), max(WHITENING_WORDS_MIN, int(n_components)))
+    smallest = fewest_whitening_words(n_words, n_components)
     for size in sorted({int(n_words), *(v for v in WHITENING_WORDS_STEPS if v < n_words)}, reverse=True):
         if size <= smallest:
             break
@@ -157,6 +157,11 @@ def auto_whitening_words(
         if snr >= WHITENING_WORDS_LEVEL:
             return size
     return smallest
+
+
+def fewest_whitening_words(n_words: int, n_components: int) -> int:
+    """``min(d, max(WHITENING_WORDS_MIN, k))``: where :func:`auto_whitening_words` stops."""
+    return min(int(n_words), max(WHITENING_WORDS_MIN, int(n_components)))
 
 
 def prefers_nonnegative_topics(
@@ -175,7 +180,7 @@ def prefers_nonnegative_topics(
     the unigram model's 396); at epsilon = 2 (13.4 and 15.1) and above the tensor step is kept (on
     WordNet at epsilon = 4 the factor's perplexity was 893 against 878). Public inputs only.
     """
-    smallest = min(int(n_words), max(WHITENING_WORDS_MIN, int(n_components)))
+    smallest = fewest_whitening_words(n_words, n_components)
     if auto_whitening_words(n_documents, n_words, n_components, alpha0, epsilon, delta) != smallest:
         return False
     snr = _snr(int(n_documents), smallest, int(n_components), float(alpha0), float(epsilon), float(delta),
