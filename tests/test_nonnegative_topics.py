@@ -6,6 +6,7 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment, nnls
 from sklearn.base import clone
 
+import dptensor.decomposition.private_whitening as pw
 import dptensor.models.topics.private_spectral as psl
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.nonnegative_subspace import symmetric_nmf
@@ -207,7 +208,7 @@ def test_nmf_recovery_is_post_processing_of_the_two_releases(monkeypatch):
         return released["m2"].copy()
 
     monkeypatch.setattr(NoiseSource, "add_gaussian", fixed_m1)
-    monkeypatch.setattr(psl, "add_symmetric_gaussian", fixed_m2)
+    monkeypatch.setattr(pw, "add_symmetric_gaussian", fixed_m2)
     fits = [
         PrivateSpectralLDA(3, 0.3, epsilon=4.0, delta=1e-6, topic_recovery="nmf", whitening_words=20,
                            random_state=0).fit(x)

@@ -529,9 +529,10 @@ def _released_third_entry(monkeypatch, X, seed, sensitivity_factor, runs):
 def _released_pair_entry_nmf(monkeypatch, X, seed, sensitivity_factor, runs):
     """Released ``S2[0, 0]`` of the m2 release of ``topic_recovery="nmf"`` (all the budget on m2).
 
-    That path adds the noise itself (``add_symmetric_gaussian`` on the dense ``M2``), not through
-    Analyze Gauss's eigenpairs; the statistic is read back as for the tensor path.
+    That path takes Analyze Gauss's release (``analyze_gauss_release``) but not its eigenpairs; the
+    statistic is read back as for the tensor path.
     """
+    import dptensor.decomposition.private_whitening as pw
     from dptensor.privacy.mechanisms import add_symmetric_gaussian as real
 
     captured = []
@@ -550,7 +551,7 @@ def _released_pair_entry_nmf(monkeypatch, X, seed, sensitivity_factor, runs):
         raise _Released
 
     monkeypatch.setattr(psl.PrivateSpectralLDA, "_nonnegative_topics", keep_operator)
-    monkeypatch.setattr(psl, "add_symmetric_gaussian", capture)
+    monkeypatch.setattr(pw, "add_symmetric_gaussian", capture)
     return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs,
                             topic_recovery="nmf", budget_split={"m1": 1.0, "m2": 1e6})  # fmt: skip
 

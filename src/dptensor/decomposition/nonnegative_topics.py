@@ -71,7 +71,7 @@ def nonnegative_topic_factor(
     core = np.unique(np.asarray(core, dtype=np.intp))
     if released.shape != (m, m):
         raise ValueError(f"released must be square, got shape {released.shape}")
-    if core.size < rank or core.size == 0 or core[0] < 0 or core[-1] >= m:
+    if core.size < rank or core[0] < 0 or core[-1] >= m:
         raise ValueError(f"core must hold at least rank={rank} distinct indices in [0, {m})")
     thresholded = thresholded_release(released, noise_scale)
     scale = float(np.max(thresholded)) if thresholded.size else 0.0

@@ -157,6 +157,31 @@ def _from_eigenpairs(values: np.ndarray, vectors: np.ndarray, floor: float) -> W
     return Whitening.from_eigenpairs(values, vectors)
 
 
+def analyze_gauss_release(
+    second_moment: LDASecondMoment | np.ndarray, *, noise_scale: float, source: NoiseSource
+) -> np.ndarray:
+    """Analyze Gauss's one release: ``M2_hat + E`` with ``E`` the ``"frobenius"`` symmetric Gaussian.
+
+    Shared by :func:`analyze_gauss_eigenpairs` and the topics of
+    :mod:`dptensor.decomposition.nonnegative_topics`; everything after it is post-processing.
+
+    Parameters
+    ----------
+    second_moment : LDASecondMoment or ndarray of shape (d, d)
+        Anything with ``to_dense()`` (the un-noised moment), or the symmetric matrix.
+    noise_scale : float
+        ``s = z Delta_F`` (diagonal standard deviation ``s``, off-diagonal ``s / sqrt2``).
+    source : NoiseSource
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+        Symmetric.
+    """
+    dense = second_moment if isinstance(second_moment, np.ndarray) else second_moment.to_dense()
+    return add_symmetric_gaussian(dense, noise_scale, convention="frobenius", noise=source)
+
+
 def analyze_gauss_eigenpairs(
     second_moment: LDASecondMoment | np.ndarray,
     rank: int,
@@ -194,9 +219,7 @@ def analyze_gauss_eigenpairs(
     if subspace not in WHITENING_SUBSPACES:
         raise ValueError(f"subspace must be one of {WHITENING_SUBSPACES}, got {subspace!r}")
     d = second_moment.shape[0]
-    dense = second_moment if isinstance(second_moment, np.ndarray) else second_moment.to_dense()
-    noisy = add_symmetric_gaussian(dense, noise_scale, convention="frobenius", noise=source)
-    del dense
+    noisy = analyze_gauss_release(second_moment, noise_scale=noise_scale, source=source)
     values, vectors = scipy.linalg.eigh(noisy, subset_by_index=[d - rank, d - 1])
     order = np.argsort(values)[::-1]
     floor = math.sqrt(2.0 * d) * noise_scale

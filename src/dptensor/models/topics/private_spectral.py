@@ -110,6 +110,7 @@ from dptensor.decomposition.private_whitening import (
     WHITENING_SUBSPACES,
     PrivateEigenpairs,
     analyze_gauss_eigenpairs,
+    analyze_gauss_release,
     noisy_power_eigenpairs,
 )
 from dptensor.decomposition.whitening import Whitening
@@ -1189,8 +1190,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """``topic_recovery="nmf"``: the ``m2`` release on the whitening words and its non-negative factor.
 
-        The release is the Analyze Gauss one (the same mechanism, sensitivity and noise scale as the
-        tensor recovery's); everything after it is post-processing of it and of ``m1``
+        The release is the Analyze Gauss one (:func:`analyze_gauss_release`, the same mechanism,
+        sensitivity and noise scale as the tensor recovery's); everything after it is post-processing
+        of it and of ``m1``
         (:mod:`dptensor.decomposition.nonnegative_topics`).
         """
         k = int(self.n_components)
@@ -1198,8 +1200,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         if support is None:
             support = np.arange(size)
         with _private_step("m2: private M2 on the whitening words (Analyze Gauss)", timings, self.verbose):
-            released = add_symmetric_gaussian(operator.to_dense(), noise_scale, convention="frobenius",
-                                              noise=source)  # fmt: skip
+            released = analyze_gauss_release(operator, noise_scale=noise_scale, source=source)
         self.noise_scales_["m2"] = noise_scale
         with _private_step("topics: non-negative factor of the released M2", timings, self.verbose):
             # the core: the most frequent whitening words by the released unigram distribution
