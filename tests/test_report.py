@@ -269,12 +269,18 @@ def test_private_lda_report_of_an_nmf_fit_says_how_the_topics_were_recovered(
     assert code == 0 and "topics: a non-negative factor of the M2 release" in out and "whitening:" not in out
     page = parse_page(report)
     assert page.h2 == ["Privacy guarantee", "Topics", "Topic recovery", "Held-out evaluation", "Reproduce"]
-    assert "topic_recovery=&#x27;nmf&#x27;" in report.read_text()
+    text = report.read_text()
+    assert "topic_recovery=&#x27;nmf&#x27;" in text and "The planner chose it" in text
     saved = json.loads(model.read_text())
     assert saved["topic_recovery"] == "nmf" and "whitening_alignment" not in saved
     assert saved["guarantee"]["n_releases"] == 2
     code, out, _ = run_cli(["report", str(model), "--out", str(tmp_path / "again.html")], capsys)
     assert code == 0 and "Topic recovery" in parse_page(tmp_path / "again.html").h2
+    asked = tmp_path / "asked.html"
+    code, _, _ = run_cli(["lda", "fit", str(corpus_files / "docword.train.txt"), "--topics", "3", "-q",
+                          "--epsilon", "1", "--delta", "1e-6", "--topic-recovery", "nmf",
+                          "--report", str(asked)], capsys)  # fmt: skip
+    assert code == 0 and "It was asked for" in asked.read_text() and "planner" not in asked.read_text()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -164,17 +164,21 @@ def add_whitening(page: ReportPage, model: Any) -> ReportPage:
     model has none) and ``model.whitening_subspace`` (a parameter). The wording depends on
     parameters only, so neighbouring corpora give the same text up to the released numbers. A fit
     whose topics come from the ``M2`` release's non-negative factor (``topic_recovery_ == "nmf"``,
-    decided by parameters and public sizes) has no whitening: a section "Topic recovery" says so.
+    decided by parameters and public sizes) has no whitening: a section "Topic recovery" says so, and
+    whether the parameter ``topic_recovery`` asked for it or ``"auto"`` chose it.
     """
     alignment = getattr(model, "whitening_alignment_", None)
     if alignment is None:
         if getattr(model, "topic_recovery_", None) == "nmf":
             page.heading("Topic recovery")
+            chosen = (
+                "The planner chose it from public sizes, predicting too little signal for the third-moment "
+                "step" if getattr(model, "topic_recovery", "auto") == "auto" else "It was asked for"
+            )
             page.paragraph(
                 "The topics are a non-negative factor of the released second moment on the most frequent "
                 "words (topic_recovery='nmf'): no whitening and no third-moment release, the budget went to "
-                "the word frequencies and the second moment. The planner chose it from public sizes, "
-                "predicting too little signal for the third-moment step (docs/lda.md, Topics from the "
+                f"the word frequencies and the second moment. {chosen} (docs/lda.md, Topics from the "
                 "co-occurrences' non-negative factor)."
             )
         return page
