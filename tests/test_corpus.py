@@ -32,7 +32,8 @@ def test_text_file_one_document_per_line(tmp_path):
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(DOCS) + "\n")
     corpus = load_text_corpus(path)
-    assert corpus.n_documents == 3  # the blank line is not a document
+    assert corpus.n_documents == 4  # every line is a document, the blank one too (an empty row)
+    assert corpus.counts[2].sum() == 0
     vocab = corpus.vocabulary
     assert corpus.counts[0, vocab.index("the")] == 2
     assert corpus.counts.dtype == np.int64
@@ -43,7 +44,7 @@ def test_text_file_one_document_per_line(tmp_path):
     rare = load_text_corpus(path, min_df=2)
     assert "food" not in rare.vocabulary and "dog" in rare.vocabulary
     fixed = load_text_corpus(path, fixed_vocabulary=["mat", "cat", "zebra"])
-    np.testing.assert_array_equal(fixed.counts.toarray(), [[1, 1, 0], [0, 1, 0], [1, 1, 0]])
+    np.testing.assert_array_equal(fixed.counts.toarray(), [[1, 1, 0], [0, 1, 0], [0, 0, 0], [1, 1, 0]])
 
 
 def test_text_folder(tmp_path):
@@ -122,9 +123,14 @@ def test_vocabulary_length_mismatch(tmp_path):
 def test_empty_text_corpus(tmp_path):
     pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
     path = tmp_path / "empty.txt"
-    path.write_text("\n  \n")
+    path.write_text("")
     with pytest.raises(ValueError, match="empty corpus"):
         load_text_corpus(path)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n")  # two documents, both empty: no word to build a vocabulary from
+    with pytest.raises(ValueError, match="empty vocabulary"):
+        load_text_corpus(blank)
+    assert load_text_corpus(blank, fixed_vocabulary=["cat"]).counts.shape == (2, 1)
     only_stop = tmp_path / "stop.txt"
     only_stop.write_text("the and of\n")
     with pytest.raises(ValueError, match="empty vocabulary"):

@@ -374,7 +374,8 @@ def _cli(write: Callable[[Any, Path], str], argv: Callable[[str], list[str]]) ->
         try:
             source = write(data, Path("data"))
             observation = observe_command(argv(source), workdir)
-            return Seen(observation, numbers=_json_numbers(workdir / "out"))
+            numbers = _json_numbers(workdir / "out")
+            return Seen(observation, _public_sizes(numbers), numbers=numbers)
         finally:
             os.chdir(here)
     return run
@@ -400,6 +401,17 @@ def _json_numbers(folder: Path) -> dict[str, float]:
     return found
 
 
+#: Numbers in a command's JSON files that are public in every guarantee, compared exactly (the
+#: profile of a file masks every number; these must not move at all between neighbours).
+PUBLIC_SIZES = ("n_documents",)
+
+
+def _public_sizes(numbers: dict[str, float]) -> list[tuple[str, float]]:
+    """The public sizes among a command's JSON numbers (see :data:`PUBLIC_SIZES`), by path."""
+    return sorted((path, value) for path, value in numbers.items()
+                  if path.rsplit(".", 1)[-1] in PUBLIC_SIZES)
+
+
 def _counts_file(data: Any, path: Path, suffix: str = ".npz") -> str:
     return _write_counts(data, path.with_suffix(suffix))
 
@@ -408,13 +420,36 @@ def _ratings_file(data: Any, path: Path, suffix: str = ".csv") -> str:
     return _write_ratings(data, path.with_suffix(suffix))
 
 
+#: The fuzzer's words as written to files: ``w<i>``. A command prints its topics' top words, which
+#: follow the noise; numbered words then differ only in digits, which the comparison masks. The
+#: same map for both inputs, so neighbours stay neighbours; other words ("rare") stay as they are.
+NUMBERED = {word: f"w{i}" for i, word in enumerate(WORDS)}
+
+
+def _numbered(texts: list) -> list:
+    return [" ".join(NUMBERED.get(w, w) for w in text.split()) for text in texts]
+
+
 def _texts_folder(data: Any, path: Path) -> str:
-    """A folder of ``.txt`` documents, one file each (a folder keeps empty documents; lines would not)."""
+    """A folder of ``.txt`` documents, one file each (numbered words)."""
     folder = path.with_suffix("")
     folder.mkdir(parents=True, exist_ok=True)
-    for i, text in enumerate(data):
+    for i, text in enumerate(_numbered(data)):
         (folder / f"{i:05d}.txt").write_text(text, encoding="utf-8")
     return folder.name
+
+
+def _texts_file(data: Any, path: Path) -> str:
+    """One ``.txt`` file, a document per line (numbered words): an empty document is a blank line."""
+    target = path.with_suffix(".txt")
+    target.write_text("".join(f"{text}\n" for text in _numbered(data)), encoding="utf-8")
+    return target.name
+
+
+def _texts_file_and_vocabulary(data: Any, path: Path) -> str:
+    """:func:`_texts_file`, and beside it the public vocabulary ``vocab.txt`` of the numbered words."""
+    path.with_name("vocab.txt").write_text("\n".join(NUMBERED.values()) + "\n", encoding="utf-8")
+    return _texts_file(data, path)
 
 
 BUDGET = {"epsilon": 1.0, "delta": 1e-5}
@@ -502,8 +537,21 @@ ENTRY_POINTS = [
         "lda", "fit", path, "-k", "2", "--method", "vi", "--epsilon", "1", "--delta", "1e-5", "--passes", "1",
         "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor lda fit --private-vocab --epsilon", "texts", _cli(_texts_folder, lambda path: [
-        "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "1", "--delta", "1e-5",
-        "--seed", "0", "--quiet", "--out", "out/model.json"])),
+        "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "4", "--vocab-share", "0.5",
+        "--delta", "1e-5", "--seed", "0", "--quiet", "--out", "out/model.json"])),  # words pass: a model
+    EntryPoint("dptensor lda fit --private-vocab --epsilon (a text file)", "texts", _cli(
+        _texts_file, lambda path: [
+            "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "4", "--vocab-share", "0.5",
+            "--delta", "1e-5", "--seed", "0", "--out", "out/model.json"])),
+    EntryPoint("dptensor lda fit --vocab --epsilon (a text file)", "texts", _cli(
+        _texts_file_and_vocabulary, lambda path: [
+            "lda", "fit", path, "--vocab", "vocab.txt", "-k", "2", "--alpha0", "1", "--epsilon", "1",
+            "--delta", "1e-5", "--seed", "0", "--out", "out/model.json"])),
+    EntryPoint("dptensor lda fit --method vi --vocab --epsilon (a text file)", "texts", _cli(
+        _texts_file_and_vocabulary, lambda path: [
+            "lda", "fit", path, "--vocab", "vocab.txt", "-k", "2", "--method", "vi", "--epsilon", "1",
+            "--delta", "1e-5", "--passes", "1", "--batch-size", "24", "--seed", "0", "--out",
+            "out/model.json"])),
     EntryPoint("dptensor single-topic fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "single-topic", "fit", path, "-k", "2", "--mechanism", "agn", "--epsilon", "1", "--delta", "1e-5",
         "--seed", "0", "--quiet", "--out", "out/model.json"])),

@@ -298,13 +298,14 @@ def test_bad_parameters(corpus, params, error, message):
         PrivateSpectralLDA(**kwargs).fit(corpus.counts[:500])
 
 
-def test_short_documents_are_an_error_naming_them(corpus):
+def test_short_documents_are_an_error_naming_no_count_and_no_row(corpus):
     counts = corpus.counts[:100].tolil(copy=True)
     counts[7, :] = 0
     counts[7, 0] = 2
     counts[42, :] = 0
-    with pytest.raises(ValueError, match=r"2 document\(s\) with fewer than 3 tokens \(rows 7, 42\)"):
+    with pytest.raises(ValueError, match=r"^X has documents with fewer than 3 tokens; a private") as raised:
         PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, clip=None).fit(counts.tocsr())
+    assert not any(str(n) in str(raised.value) for n in (2, 7, 42))  # no count, no row
     with pytest.raises(ValueError, match="at least 3"):
         PrivateSpectralLDA(1, 0.3, epsilon=1.0, delta=1e-6).fit(np.full((2, 4), 2.0))
     # clipped (the default): short documents get weight 0, N stays the number of rows

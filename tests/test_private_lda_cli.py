@@ -129,3 +129,38 @@ def test_extreme_neighbour_observes_the_same_command_output(tmp_path, counts, ro
         ))  # fmt: skip
     assert observations[0].attributes[0] == ("exit_code", 0)
     assert observable_differences(*observations) == []
+
+
+#: A plain-text corpus with a blank line (row 2), a whitespace-only line (row 4) and a line of
+#: unknown words (row 5): every line is a document (issue 36), so that N does not depend on whether
+#: a document is empty and the rows of ``lda transform`` are the file's lines.
+BLANK_LINES = "w0 w1 w2 w3\nw1 w2 w2\n\nw3 w3 w0 w1\n   \nrare unknown words\nw0 w0 w1\n"
+
+
+@pytest.mark.parametrize("fit_options", [
+    [],  # non-private spectral
+    ["--epsilon", "1", "--delta", "1e-6"],  # private spectral (clipped)
+    ["--method", "vi", "--epsilon", "1", "--delta", "1e-6", "--passes", "1"],  # DP-VI
+])
+def test_every_line_of_a_text_corpus_is_a_document(tmp_path, monkeypatch, capsys, fit_options):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs.txt").write_text(BLANK_LINES)
+    (tmp_path / "vocab.txt").write_text("w0\nw1\nw2\nw3\n")
+    lines = BLANK_LINES.count("\n")
+    assert main(["lda", "fit", "docs.txt", "--vocab", "vocab.txt", "-k", "2", "--seed", "0",
+                 "--out", "model.json", *fit_options]) == 0
+    assert f"{lines} documents" in capsys.readouterr().err
+    if fit_options:  # private: N is public and counts every line (the non-private fit leaves short ones out)
+        assert json.loads((tmp_path / "model.json").read_text())["n_documents"] == lines
+    assert main(["lda", "transform", "model.json", "docs.txt", "--vocab", "vocab.txt",
+                 "--out", "theta.csv"]) == 0
+    rows = (tmp_path / "theta.csv").read_text().splitlines()[1:]
+    assert [int(row.split(",")[0]) for row in rows] == list(range(lines))  # row i is line i + 1
+
+
+def test_single_topic_fit_reads_a_blank_line_as_a_document(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs.txt").write_text("w0 w1 w2 w3\nw1 w2 w2\n\nw3 w3 w0 w1\n")
+    (tmp_path / "vocab.txt").write_text("w0\nw1\nw2\nw3\n")
+    assert main(["single-topic", "fit", "docs.txt", "--vocab", "vocab.txt", "-k", "2"]) == 2
+    assert "1 document(s) with fewer than 3 tokens (rows 2)" in capsys.readouterr().err  # the blank line

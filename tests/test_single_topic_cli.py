@@ -63,6 +63,9 @@ def test_short_documents_and_budget_errors(tmp_path, capsys):
     vocab = str(tmp_path / "vocab.txt")
     argv = ["single-topic", "fit", str(tmp_path / "docs.txt"), "-k", "2", "--vocab", vocab]
     assert main(argv + ["--mechanism", "agn", "--epsilon", "1", "--delta", "1e-6"]) == 2
+    err = capsys.readouterr().err
+    assert "has documents with fewer than 3 tokens;" in err and "rows" not in err  # private: no row named
+    assert main(argv) == 2  # not private: the rows are named
     assert "1 document(s) with fewer than 3 tokens (rows 2)" in capsys.readouterr().err
     assert main(argv + ["--epsilon", "1", "--delta", "1e-6"]) == 2
     assert "--epsilon, --delta: privacy options need --mechanism" in capsys.readouterr().err

@@ -151,6 +151,12 @@ def test_short_documents_are_an_input_error_naming_rows():
     many = [np.array([0, 1])] * 12
     with pytest.raises(ValueError, match=r"12 document\(s\).*rows 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, \.\.\."):
         check_documents(many, n_words=3)
+    messages = set()
+    for private_input in (tokens, many):  # a private fit's input: neither a count nor a row is named
+        with pytest.raises(ValueError, match=r"^X has documents with fewer than 3 tokens; ") as raised:
+            check_documents(private_input, n_words=3, private=True)
+        messages.add(str(raised.value))
+    assert len(messages) == 1 and "rows" not in messages.pop()  # the same words for any such input
 
 
 def test_input_forms_and_bad_input():

@@ -190,7 +190,8 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "corpus",
         help=(
-            "text file (one document per line), folder of .txt files, UCI docword.*.txt[.gz], "
+            "text file (every line a document, blank lines too: row i is line i+1), folder of .txt files, "
+            "UCI docword.*.txt[.gz], "
             "Matrix Market .mtx or scipy .npz count matrix"
         ),
     )

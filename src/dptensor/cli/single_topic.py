@@ -4,8 +4,8 @@ Input (``CORPUS``):
 
 * a ``.npy`` integer array ``(N, L)`` of word ids, one document per row in order (``--n-words``
   gives the vocabulary size);
-* plain text (one document per line, or a folder of ``.txt`` files) with ``--vocab``: each
-  document becomes the sequence of its in-vocabulary tokens, in order;
+* plain text (every line a document, blank lines included, or a folder of ``.txt`` files) with
+  ``--vocab``: each document becomes the sequence of its in-vocabulary tokens, in order;
 * a count matrix (UCI ``docword.*.txt[.gz]``, Matrix Market ``.mtx``, SciPy ``.npz``): no word
   order, so ``--moments all``.
 
@@ -77,7 +77,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``single-topic fit`` that configure the model and read the corpus (also ``audit``)."""
     parser.add_argument(
         "corpus",
-        help="word ids (.npy, N x L), plain text with --vocab, or counts (UCI docword, .mtx, .npz)",
+        help="word ids (.npy, N x L), plain text with --vocab (every line a document, blank lines too), "
+        "or counts (UCI docword, .mtx, .npz)",
     )
     parser.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics K")
     parser.add_argument("--mechanism", choices=MECHANISMS, help="privacy mechanism (default: not private)")

@@ -95,7 +95,14 @@ def _check_vocabulary(vocabulary: list[str] | None, n_words: int, source: str) -
 
 
 def read_text_documents(path: str | Path) -> list[str]:
-    """The documents of a plain-text corpus: non-blank lines of a file, or the ``.txt`` files of a folder."""
+    """The documents of a plain-text corpus: every line of a file, or the ``.txt`` files of a folder.
+
+    Every line is a document, blank or not: dropping blank lines would make the number of
+    documents ``N`` -- public in every guarantee, printed, and used by the planner -- depend on
+    whether one document is empty, and would shift the rows of ``lda transform`` away from the
+    file's lines. A file that ends with a newline has no extra empty document after it (the
+    lines are those of :meth:`io.TextIOBase.__iter__`: ``\n``, ``\r`` and ``\r\n`` end a line).
+    """
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
@@ -105,11 +112,11 @@ def read_text_documents(path: str | Path) -> list[str]:
     elif path.exists():
         refuse_binary_text(path)
         with _open_text(path) as f:
-            documents = [line for line in f if line.strip()]
+            documents = [line.rstrip("\r\n") for line in f]
     else:
         raise FileNotFoundError(f"no such corpus: {path}")
     if not documents:
-        raise ValueError(f"{path} is an empty corpus (no non-blank documents)")
+        raise ValueError(f"{path} is an empty corpus (no lines)")
     return documents
 
 

@@ -65,6 +65,24 @@ from dptensor.parallel import LocalRowBlocks, RowBlocks, as_row_blocks, effectiv
 #: The shortest document that enters the moments (the third-order estimator needs 3 tokens).
 MIN_DOCUMENT_LENGTH = 3
 
+#: How many offending rows a non-private input error lists.
+_ROWS_SHOWN = 10
+
+
+def short_document_error(name: str, rows: np.ndarray, *, private: bool, why: str) -> ValueError:
+    """The error for documents shorter than :data:`MIN_DOCUMENT_LENGTH` tokens.
+
+    On a private path the message names no count and no row (docs/protection.md: messages name
+    only public facts); off it, the number of such documents and the first rows are given, to
+    help find them. ``rows`` are the offending rows' indices (global where known); ``why``
+    completes the sentence with what the model needs and what to do.
+    """
+    if private:
+        return ValueError(f"{name} has documents with fewer than {MIN_DOCUMENT_LENGTH} tokens; {why}")
+    shown = ", ".join(str(int(r)) for r in rows[:_ROWS_SHOWN]) + (", ..." if rows.size > _ROWS_SHOWN else "")
+    return ValueError(f"{name} has {rows.size} document(s) with fewer than {MIN_DOCUMENT_LENGTH} tokens "
+                      f"(rows {shown}); {why}")
+
 #: Rows of the chunks in which ``N x k(k+1)/2`` products are formed (bounds peak memory).
 _CHUNK_ELEMENTS = 500_000
 

@@ -56,7 +56,12 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dptensor._validation import check_finite_array, check_positive_int
-from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH, check_count_matrix, scaled_proportions
+from dptensor.tensor.lda_moments import (
+    MIN_DOCUMENT_LENGTH,
+    check_count_matrix,
+    scaled_proportions,
+    short_document_error,
+)
 from dptensor.tensor.operators import symmetrize
 
 MOMENTS: tuple[str, ...] = ("first3", "all")
@@ -64,8 +69,6 @@ INPUT_FORMS: tuple[str, ...] = ("auto", "counts", "tokens")
 
 #: Elements of the ``rows x k^2`` Khatri-Rao chunks of the whitened first-words moment.
 _CHUNK_ELEMENTS = 2_000_000
-#: How many offending rows an input error lists.
-_ROWS_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -90,14 +93,11 @@ class SingleTopicDocuments:
     counts: sp.csr_matrix | None
 
 
-def _short_document_error(name: str, rows: np.ndarray) -> ValueError:
-    shown = ", ".join(str(int(r)) for r in rows[:_ROWS_SHOWN]) + (", ..." if rows.size > _ROWS_SHOWN else "")
-    return ValueError(
-        f"{name} has {rows.size} document(s) with fewer than {MIN_DOCUMENT_LENGTH} tokens (rows {shown}); "
-        f"the single-topic model reads {MIN_DOCUMENT_LENGTH} words of every document. Remove or merge them "
-        "before fitting: they are outside the model's domain, and dropping them silently would change the "
-        "number of documents N, which the privacy analysis treats as public"
-    )
+_SHORT_DOCUMENTS = (
+    f"the single-topic model reads {MIN_DOCUMENT_LENGTH} words of every document. Remove or merge them "
+    "before fitting: they are outside the model's domain, and dropping them silently would change the "
+    "number of documents N, which the privacy analysis treats as public"
+)
 
 
 def check_documents(
@@ -107,6 +107,7 @@ def check_documents(
     input: str = "auto",
     moments: str = "first3",
     name: str = "X",
+    private: bool = False,
 ) -> SingleTopicDocuments:
     """Validate documents for the single-topic model (see the module docstring for the input forms).
 
@@ -123,6 +124,8 @@ def check_documents(
         ``"first3"`` needs token sequences.
     name : str
         Argument name for error messages.
+    private : bool, default False
+        A private fit's input: error messages name no count and no row of the documents.
 
     Returns
     -------
@@ -131,7 +134,8 @@ def check_documents(
     Raises
     ------
     ValueError
-        A document with fewer than three tokens (naming how many and which rows), word ids
+        A document with fewer than three tokens (naming how many and which rows, unless
+        ``private``), word ids
         outside ``[0, n_words)``, negative or non-integer counts, an empty corpus, a count matrix
         with ``moments="first3"``, a missing ``n_words`` for tokens.
     TypeError
@@ -152,11 +156,13 @@ def check_documents(
                 "words) or word ids (documents x positions); pass input='counts' or input='tokens'"
             )
     if input == "counts":
-        return _check_counts(X, n_words, moments, name)
-    return _check_tokens(X, n_words, moments, name)
+        return _check_counts(X, n_words, moments, name, private)
+    return _check_tokens(X, n_words, moments, name, private)
 
 
-def _check_counts(X: object, n_words: int | None, moments: str, name: str) -> SingleTopicDocuments:
+def _check_counts(
+    X: object, n_words: int | None, moments: str, name: str, private: bool
+) -> SingleTopicDocuments:
     if moments == "first3":
         raise ValueError(
             f"{name} is a count matrix, which does not record word order, but moments='first3' reads the "
@@ -171,11 +177,13 @@ def _check_counts(X: object, n_words: int | None, moments: str, name: str) -> Si
     capped = counts.minimum(MIN_DOCUMENT_LENGTH)
     short = np.flatnonzero(np.asarray(capped.sum(axis=1)).ravel() < MIN_DOCUMENT_LENGTH)
     if short.size:
-        raise _short_document_error(name, short)
+        raise short_document_error(name, short, private=private, why=_SHORT_DOCUMENTS)
     return SingleTopicDocuments(n_documents=n, n_words=d, first_words=None, counts=counts)
 
 
-def _check_tokens(X: object, n_words: int | None, moments: str, name: str) -> SingleTopicDocuments:
+def _check_tokens(
+    X: object, n_words: int | None, moments: str, name: str, private: bool
+) -> SingleTopicDocuments:
     if n_words is None:
         raise ValueError(
             "n_words (the vocabulary size) is required with token input: it is public, and reading it "
@@ -206,7 +214,7 @@ def _check_tokens(X: object, n_words: int | None, moments: str, name: str) -> Si
         raise TypeError(f"{name} must hold integer word ids, got dtype {ids.dtype}")
     short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
     if short.size:
-        raise _short_document_error(name, short)
+        raise short_document_error(name, short, private=private, why=_SHORT_DOCUMENTS)
     ids = ids.astype(np.int64, copy=False)
     if ids.min() < 0 or ids.max() >= d:
         raise ValueError(f"{name} holds word ids outside [0, n_words) = [0, {d})")

@@ -125,7 +125,6 @@ from dptensor.models.topics.spectral import (
     unwhiten_topics,
 )
 from dptensor.parallel import (
-    BlockPosition,
     RowBlocks,
     as_row_blocks,
     effective_n_jobs,
@@ -163,6 +162,7 @@ from dptensor.tensor.lda_moments import (
     Documents,
     LDASecondMoment,
     check_count_matrix,
+    short_document_error,
     whitened_third_moment,
 )
 
@@ -1460,21 +1460,15 @@ def _positive_weights(result: PowerMethodResult) -> PowerMethodResult:
     )
 
 
-def _private_block(block: object, position: BlockPosition, name: str) -> DocumentCounts:
-    """One block of :func:`check_private_counts`; the error names global rows where they are known."""
+def _private_block(block: object, name: str) -> DocumentCounts:
+    """One block of :func:`check_private_counts`; the error names no count and no row (private data)."""
     matrix = check_count_matrix(block, name)
     lengths = np.asarray(matrix.sum(axis=1)).ravel()
     short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
     if short.size:
-        first = short[:10] + (position.offset or 0)
-        shown = ", ".join(str(int(i)) for i in first) + (", ..." if short.size > 10 else "")
-        if position.offset is None:
-            shown += f" of block {position.index}"
-        raise ValueError(
-            f"{name} has {short.size} document(s) with fewer than {MIN_DOCUMENT_LENGTH} tokens (rows "
-            f"{shown}); a private fit needs at least {MIN_DOCUMENT_LENGTH} tokens in every document "
-            "(they are not dropped: N is public in the guarantee). Remove or merge them first"
-        )
+        raise short_document_error(name, short, private=True, why=(
+            f"a private fit needs at least {MIN_DOCUMENT_LENGTH} tokens in every document (they are not "
+            "dropped: N is public in the guarantee). Remove or merge them first"))
     return DocumentCounts(
         counts=matrix, lengths=lengths, kept=np.arange(matrix.shape[0]), n_input_documents=matrix.shape[0]
     )
@@ -1511,6 +1505,6 @@ def check_private_counts(X: object, name: str = "X", *, n_jobs: int | None = Non
     """
     if isinstance(X, RowBlocks) or is_distributed(X) or effective_n_jobs(n_jobs) > 1:
         blocks = as_row_blocks(X, n_jobs=n_jobs)
-        blocks = blocks.map(_private_block, name, position=True, label="private-counts")
+        blocks = blocks.map(_private_block, name, label="private-counts")
         return DocumentBlocks(blocks, blocks.n_rows)
-    return _private_block(X, BlockPosition(0, 0), name)
+    return _private_block(X, name)

@@ -450,9 +450,10 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
             * a count matrix, documents x words: scipy.sparse (read as counts), or a dense array
               with ``input="counts"``. Counts carry no word order, so they need ``moments="all"``.
 
-            Every document must have at least three tokens: a shorter one is an input error that
-            names how many and which rows (checked before any budget is spent). It is never
-            dropped, which would change ``N``.
+            Every document must have at least three tokens: a shorter one is an input error
+            (checked before any budget is spent) that names how many and which rows when the fit
+            is not private, and neither on a private fit. It is never dropped, which would change
+            ``N``.
         y : ignored
 
         Returns
@@ -460,7 +461,8 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         self
         """
         self._check_mechanism()
-        docs = check_documents(X, n_words=self.n_words, input=self.input, moments=self.moments)
+        docs = check_documents(X, n_words=self.n_words, input=self.input, moments=self.moments,
+                               private=self.mechanism is not None)
         k = check_rank(self.n_components, docs.n_words, "n_components")
         rng = check_random_state(self.random_state)
         for name in ("guarantee_", "whitened_tensor_"):
