@@ -163,6 +163,7 @@ from dptensor.tensor.lda_moments import (
     Documents,
     LDASecondMoment,
     check_count_matrix,
+    document_lengths,
     whitened_third_moment,
 )
 
@@ -1463,7 +1464,7 @@ def _positive_weights(result: PowerMethodResult) -> PowerMethodResult:
 def _private_block(block: object, position: BlockPosition, name: str) -> DocumentCounts:
     """One block of :func:`check_private_counts`; the error names global rows where they are known."""
     matrix = check_count_matrix(block, name)
-    lengths = np.asarray(matrix.sum(axis=1)).ravel()
+    lengths = document_lengths(matrix)  # inf beyond float64's range, without a warning
     short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
     if short.size:
         first = short[:10] + (position.offset or 0)
