@@ -82,6 +82,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_finite_array, check_real
 from dptensor.parallel import LocalRowBlocks, RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
 
@@ -218,11 +219,14 @@ def row_reduce(matrix: sp.csr_matrix, values: np.ndarray, ufunc: np.ufunc) -> np
     return out
 
 
+@underflow_ignored  # c / max c and 1 / l may be subnormal or zero: their values
 def scaled_proportions(counts: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """Each document's word distribution ``p = c / l`` and ``1 / l``, for any finite counts.
 
     Each row is divided by its largest count before it is summed, so no finite count overflows:
     even a length ``l`` beyond float64's range gives ``p`` and ``1 / l`` (then ``0``, its limit).
+    Underflow (a ratio below float64's smallest normal number) rounds to zero or a subnormal
+    silently, under any NumPy error state.
     An empty row gives ``p = 0`` and ``1 / l = 0``. The overflow-free form shared by the
     single-topic model's ``moments="all"`` estimators and the clipped LDA moments.
 
@@ -611,6 +615,7 @@ def _unpack(packed: np.ndarray, k: int, rows: np.ndarray, cols: np.ndarray) -> n
     return out
 
 
+@underflow_ignored  # products of three small entries: zero is their value
 def _packed_cubes(left: np.ndarray, right: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``sum_r left_r (x) (right_r (x) right_r)`` packed over pairs ``b <= c`` (chunked GEMM).
 

@@ -102,6 +102,7 @@ import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_random_state
 from dptensor.decomposition.nonnegative_topics import CORE_SHARE, nonnegative_topic_factor, topics_from_factor
 from dptensor.decomposition.power_method import PowerMethodResult
@@ -962,6 +963,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return plan
 
     # -- fitting -----------------------------------------------------------------------------
+    @underflow_ignored  # the same under any NumPy error state (dptensor._errstate)
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> PrivateSpectralLDA:
         """Fit private topics to a document-term count matrix.
