@@ -25,7 +25,10 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
    array. Its sensitivity is that of the projected tensor, which shrinks with the coherence of
    ``U`` (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`).
 3. Sensitivities that hold: ``sqrt2 (1 + 2a) / N`` and ``sqrt2 (1 + 6|b| + 3c) / N`` (brute-force tested),
-   not the paper's ``1/N`` (``sensitivity="paper"`` reproduces it, unproven).
+   not the paper's ``1/N`` (``sensitivity="paper"`` reproduces it, unproven). The estimators are
+   computed in the scaled form of :mod:`dptensor.tensor.lda_moments` (word frequencies and powers
+   of ``1/l``), so a document of any finite counts gives finite terms, the limits of valid ones,
+   within these bounds.
 4. All releases are Gaussian and are composed exactly (Gaussian DP; one
    :class:`dp_accounting.ComposedDpEvent`), with analytic calibration: the total ``(epsilon, delta)``
    fixes one Gaussian-DP parameter ``mu``, and ``budget_split`` divides ``mu^2`` between the edges.
