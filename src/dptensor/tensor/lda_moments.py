@@ -432,6 +432,12 @@ class StatisticsRequest:
     * ``gram``: ``U^T diag(w) U`` -- ``q x m x m``;
     * ``sums``: ``U^T w`` -- ``q x m``.
 
+    They are computed in the scaled form (module docstring): ``U = l (.) Y`` with ``Y = D P`` the
+    word distributions projected, so a sum with ``r`` count factors is taken over ``Y`` (or ``D``)
+    with the weights ``l^r f_j(l)`` of :func:`_scaled_length_basis`. A coefficient on a length
+    function of degree below ``r`` in ``1/l`` (a weight growing with ``l``) is refused. Every
+    estimator of this module asks only for bounded weights.
+
     ``single_precision`` runs the ``pair`` products in float32 (range finding only).
     """
 
@@ -452,6 +458,8 @@ def document_statistics(
     in process, in threads or on Dask workers): ``M1_hat``, ``M2_hat V``, the whitened ``M3_hat``
     (Lemma 21, eqs. (5)-(7), in the unbiased U-statistic form) and the running sums of
     :class:`LDAMomentAccumulator` are all built from these sums, which add over blocks exactly.
+    Computed from the cached word distributions and ``1/l`` of the block (no product of counts: no
+    finite count overflows), under a local ``np.errstate(under="ignore")``.
     Cost: ``O(nnz m)`` per ``pair`` row and for ``U``; ``O(N m^3 / 2)`` per ``cube`` row.
     """
     D, e = docs.proportions, docs.inverse_lengths
