@@ -222,3 +222,25 @@ def test_accumulator_over_batches_equals_whole_corpus():
     np.testing.assert_allclose(accumulator.second_moment_basis(), m2_basis, atol=1e-14)
     with pytest.raises(ValueError, match="at least 3 documents"):
         LDAMomentAccumulator(basis, 1.0).third_moment()
+
+
+def test_scaled_length_weights_equal_the_length_functions_times_powers_of_the_length():
+    """``l^r f(l)`` from ``e = 1/l`` (the scaled form, issue 36) against the direct formula."""
+    from dptensor.tensor import lda_moments
+
+    lengths = np.array([3.0, 4.0, 7.0, 50.0, 1e6])
+    l2, l3 = lengths * (lengths - 1), lengths * (lengths - 1) * (lengths - 2)
+    direct = np.column_stack([1 / l3, 1 / (l2 * lengths), lengths**-3.0, 1 / l2, lengths**-2.0, 1 / lengths])
+    for power in (1, 2, 3):
+        scaled = lda_moments._scaled_length_basis(1.0 / lengths, power)
+        bounded = lda_moments._DEGREES >= power
+        np.testing.assert_allclose(scaled[:, bounded], (direct * lengths[:, None] ** power)[:, bounded],
+                                   rtol=1e-12)  # fmt: skip
+        assert np.all(scaled[:, ~bounded] == 0)
+    # e = 0 (a length beyond float64's range): the limits l -> inf, 1 where the degree equals the power
+    np.testing.assert_array_equal(lda_moments._scaled_length_basis(np.zeros(1), 3), [[1, 1, 1, 0, 0, 0]])
+    # a weight that would grow with the length is refused, not computed
+    docs = prepare_counts(sp.csr_matrix(np.array([[3.0, 1.0], [2.0, 2.0], [1.0, 4.0]])))
+    request = lda_moments.StatisticsRequest(pair=lda_moments._weights({lda_moments._L1: 1.0}))
+    with pytest.raises(ValueError, match="degree below 2"):
+        lda_moments.document_statistics(docs, np.eye(2), request)

@@ -139,9 +139,12 @@ def _counts_adversarial() -> dict[str, Callable]:
         "count-2**63-1": pair(lambda d: _one_hot(d, 1, float(MAX_COUNT))),
         "count-1e110": pair(lambda d: _one_hot(d, 1, 1e110)),
         "count-1e160": pair(lambda d: _one_hot(d, 1, 1e160)),
+        "count-float-max": pair(lambda d: _one_hot(d, 1, HUGE)),
         "two-counts-float-max": pair(lambda d: _one_hot(d, 1, HUGE) + _one_hot(d, 2, HUGE)),
         "every-word-float-max": pair(spread(HUGE)),
         "shortest-document": pair(lambda d: _one_hot(d, 0, 3.0)),
+        "empty-document": pair(np.zeros),
+        "one-token": pair(lambda d: _one_hot(d, 2, 1.0)),
         "single-document-corpus": lambda counts: (counts[:1], _replace_document(counts[:1], _one_hot(
             counts.shape[1], 4, float(MAX_COUNT)))),
     }
@@ -476,6 +479,15 @@ class EntryPoint:
     #: Joint DP (the user relation): what is shown to the analyst is the DP model, never an aggregate
     #: of users' own predictions, so no number written may move between neighbours beyond its noise.
     joint: bool = False
+    #: Adversarial neighbours outside the path's documented domain (documents of fewer than three
+    #: tokens where every document needs three: docs/protection.md, *Bounds enforced*). Such an input
+    #: must be refused (an exception, or exit code 2), and refused exactly like another input outside
+    #: the domain: the refusal tells only that the domain was left, never which document or how.
+    outside_domain: frozenset[str] = frozenset()
+
+
+#: The documents of fewer than three tokens among the adversarial count neighbours.
+SHORT_DOCUMENTS = frozenset({"empty-document", "one-token"})
 
 
 ENTRY_POINTS = [
@@ -514,6 +526,16 @@ ENTRY_POINTS = [
     EntryPoint("PrivateSpectralLDA(q3, whitening words)", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, epsilon=1000.0, delta=1e-5, whitening_words=4,
                                      topic_recovery="tensor", random_state=0).fit(sp.csr_matrix(x)))),
+    # the worst-case (unclipped) releases: clip=None, and the modes that fall back to them
+    EntryPoint("PrivateSpectralLDA(clip=None)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, clip=None, random_state=0)
+        .fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),
+    EntryPoint("PrivateSpectralLDA(shared_m2=False)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, shared_m2=False, random_state=0)
+        .fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),
+    EntryPoint("PrivateSpectralLDA(calibration=classic)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, calibration="classic", random_state=0)
+        .fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),
     EntryPoint("DPVariationalLDA", "counts", _api(
         lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
         .fit(sp.csr_matrix(x)))),
@@ -521,18 +543,21 @@ ENTRY_POINTS = [
         lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6).fit(texts))),
     EntryPoint("SingleTopicModel(agn, counts)", "counts", _api(
         lambda x: SingleTopicModel(2, mechanism="agn", **BUDGET, moments="all", random_state=0)
-        .fit(sp.csr_matrix(x)))),
+        .fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),
     EntryPoint("SingleTopicModel(avn, tokens)", "tokens", _api(
         lambda docs: SingleTopicModel(2, mechanism="avn", **BUDGET, n_words=6, random_state=0).fit(docs))),
     EntryPoint("SingleTopicModel(dp_tpm, counts)", "counts", _api(
         lambda x: SingleTopicModel(2, mechanism="dp_tpm", **BUDGET, moments="all", n_restarts=2, n_iter=3,
-                                   random_state=0).fit(sp.csr_matrix(x)))),
+                                   random_state=0).fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),
     EntryPoint("dptensor lda fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "lda", "fit", path, "-k", "2", "--alpha0", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
         "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor lda fit --epsilon --topic-recovery tensor", "counts", _cli(_counts_file, lambda p: [
         "lda", "fit", p, "-k", "2", "--alpha0", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
         "--topic-recovery", "tensor", "--quiet", "--out", "out/model.json"])),
+    EntryPoint("dptensor lda fit --epsilon --no-clip", "counts", _cli(_counts_file, lambda path: [
+        "lda", "fit", path, "-k", "2", "--alpha0", "1", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
+        "--no-clip", "--quiet", "--out", "out/model.json"]), outside_domain=SHORT_DOCUMENTS),
     EntryPoint("dptensor lda fit --method vi --epsilon", "counts", _cli(_counts_file, lambda path: [
         "lda", "fit", path, "-k", "2", "--method", "vi", "--epsilon", "1", "--delta", "1e-5", "--passes", "1",
         "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"])),
@@ -554,7 +579,7 @@ ENTRY_POINTS = [
             "out/model.json"])),
     EntryPoint("dptensor single-topic fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "single-topic", "fit", path, "-k", "2", "--mechanism", "agn", "--epsilon", "1", "--delta", "1e-5",
-        "--seed", "0", "--quiet", "--out", "out/model.json"])),
+        "--seed", "0", "--quiet", "--out", "out/model.json"]), outside_domain=SHORT_DOCUMENTS),
     EntryPoint("dptensor complete --neighbouring entry-value --epsilon", "entry-value", _cli(
         _ratings_file, lambda path: [
             "complete", path, "--shape", *map(str, SHAPE), "--rank", "2", "--privacy", "gradient_dpsgd",
@@ -639,10 +664,30 @@ def _adversarial_cases() -> list:
     return cases
 
 
+def _refused(seen: Seen) -> bool:
+    """An exception (API) or exit code 2 (a command's input error)."""
+    observation = seen.observation
+    return observation.exception is not None or (
+        isinstance(observation.result, int) and not isinstance(observation.result, bool)
+        and observation.result == 2
+    )
+
+
+def assert_refused_alike(entry: EntryPoint, first: np.ndarray, second: np.ndarray, workdir: Path) -> None:
+    """``second`` leaves ``entry``'s domain: refused, like another input outside it (two tokens of word 5)."""
+    seen = _observations(entry, second, workdir / "refused", 1)[0]
+    assert _refused(seen), f"{entry.name}: an input outside the documented domain was accepted"
+    other = _replace_document(first, _one_hot(first.shape[1], 5, 2.0))
+    assert_indistinguishable(entry, other, second, workdir)
+
+
 @pytest.mark.parametrize(("entry", "label"), _adversarial_cases())
 def test_adversarial_neighbours_are_indistinguishable(entry: EntryPoint, label: str, tmp_path: Path) -> None:
     kind = KINDS[entry.kind]
     first, second = kind.adversarial[label](kind.draw(np.random.default_rng(0)))
+    if label in entry.outside_domain:
+        assert_refused_alike(entry, first, second, tmp_path)
+        return
     assert_indistinguishable(entry, first, second, tmp_path)
 
 

@@ -181,3 +181,56 @@ def test_complete_command_is_indistinguishable_on_neighbours(privacy, tmp_path, 
     payloads = [json.loads((tmp_path / n / "out" / "fit.json").read_text()) for n in ("a", "b")]
     assert payloads[0]["guarantee"] == payloads[1]["guarantee"]
     assert payloads[0]["train_rmse"] is None  # no training error on private values
+
+
+# ------------------------------------------------------------------ a raising NumPy error state (issue 36)
+
+
+def _topic_corpus(n=300, d=12, seed=0):
+    """Poisson counts with every document of three tokens or more (every relation's domain)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(0.6, (n, d)).astype(float)
+    counts[counts.sum(axis=1) < 3, 5] += 3
+    return counts
+
+
+def _topic_fits():
+    from dptensor import SingleTopicModel
+    from dptensor.models.dp_vi_lda import DPVariationalLDA
+    from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+
+    budget = dict(epsilon=1.0, delta=1e-6, random_state=0)
+    spectral = {"default": {}, "tensor": {"topic_recovery": "tensor"}, "nmf": {"topic_recovery": "nmf"},
+                "clip=None": {"clip": None}, "shared_m2=False": {"shared_m2": False},
+                "classic": {"calibration": "classic"}}  # fmt: skip
+    fits = {f"PrivateSpectralLDA({name})": lambda x, kw=params: PrivateSpectralLDA(3, 0.5, **budget, **kw)
+            .fit(x) for name, params in spectral.items()}  # fmt: skip
+    fits["DPVariationalLDA"] = lambda x: DPVariationalLDA(3, n_passes=1, **budget).fit(x)
+    fits["SingleTopicModel"] = lambda x: SingleTopicModel(3, mechanism="agn", moments="all", **budget).fit(x)
+    return fits
+
+
+@pytest.mark.parametrize("name", list(_topic_fits()))
+def test_topic_fits_behave_alike_under_a_raising_error_state(name):
+    """``np.seterr(all="raise")`` turned the scaled forms' underflow (by design) into a
+    ``FloatingPointError`` on ordinary corpora, and one that told an extreme neighbour apart (a
+    document with one word counted 1.8e308). Underflow is now ignored locally; the rest of the
+    caller's error state stands, and both inputs fit, under the default state and the raising one."""
+    import scipy.sparse as sp
+
+    fit = _topic_fits()[name]
+    ordinary = _topic_corpus()
+    extreme = ordinary.copy()
+    extreme[0] = 0.0
+    extreme[0, 0] = np.finfo(np.float64).max
+    seen = {}
+    for state in ("default", "raise"):
+        for label, counts in (("ordinary", ordinary), ("extreme", extreme)):
+            with np.errstate(all="raise") if state == "raise" else np.errstate():
+                seen[state, label] = observe(fit, sp.csr_matrix(counts))
+            assert np.geterr()["under"] == "ignore"  # the caller's state is restored afterwards
+    first = seen["default", "ordinary"]
+    assert first.exception is None and first.warnings == []
+    for key, obs in seen.items():
+        _assert_indistinguishable(first, obs)
+        assert np.all(np.isfinite(obs.result.components_)), key

@@ -21,7 +21,12 @@ from dptensor.privacy.lda_sensitivity import (
     m3_norm_bound,
     m3_sensitivity,
 )
-from dptensor.tensor.lda_moments import dense_lda_moments, prepare_counts
+from dptensor.tensor.lda_moments import (
+    LDASecondMoment,
+    dense_lda_moments,
+    prepare_counts,
+    whitened_third_moment,
+)
 
 
 def _moments(docs, d, alpha0):
@@ -110,6 +115,44 @@ def test_projected_sensitivities_hold_for_an_incoherent_basis(alpha0):
     assert worst2 <= 1.0 + 1e-9 and worst3 <= 1.0 + 1e-9
     # the coherence bound is smaller than the global one, so it matters
     assert m3_sensitivity(alpha0, 4, coherence=mu) < 0.6 * m3_sensitivity(alpha0, 4)
+
+
+#: Valid documents (three tokens or more) whose counts overflowed the unscaled estimators (issue 36).
+EXTREME_DOCUMENTS = [
+    [0, 1e110, 0, 0], [0, 1e160, 0, 0], [0, np.finfo(float).max, 0, 0], [0, 1e308, 1e308, 0],
+    [np.finfo(float).max] * 4, [2**63 - 1, 0, 0, 1], [1e15, 1e15, 1e15, 0],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("alpha0", [0.1, 1000.0])
+def test_worst_case_sensitivities_hold_through_the_scaled_estimators_with_extreme_documents(alpha0):
+    """The worst-case releases' own estimators (the ``M2_hat`` operator and the projected
+    ``M3_hat``, in the scaled form) on every 3-token replacement and on float64-extreme ones: no
+    overflow, and every change within ``m2_sensitivity`` / ``m3_sensitivity`` (an extreme
+    document's term is the limit of valid terms, so the bounds over valid documents cover it)."""
+    d = 4
+    candidates = [np.bincount(doc, minlength=d).astype(float)
+                  for doc in itertools.combinations_with_replacement(range(d), 3)]  # fmt: skip
+    candidates += [np.array(doc, dtype=float) for doc in EXTREME_DOCUMENTS]
+    worst2 = worst3 = 0.0
+    for base in BASES_4:
+        rows = np.array([np.bincount(doc, minlength=d) for doc in base], dtype=float)
+        n = len(base) + 1
+        m2, m3 = [], []
+        with np.errstate(over="raise", divide="raise", invalid="raise"):
+            for doc in candidates:
+                docs = prepare_counts(sp.csr_matrix(np.vstack([rows, doc])))
+                m2.append(LDASecondMoment(docs, alpha0).to_dense().ravel())
+                m3.append(whitened_third_moment(docs, alpha0, np.eye(d)).ravel())
+        m2, m3 = np.array(m2), np.array(m3)
+        assert np.all(np.isfinite(m2)) and np.all(np.isfinite(m3))
+        change2, change3 = (np.sqrt(((m[:, None] - m[None]) ** 2).sum(-1)).max() for m in (m2, m3))
+        worst2 = max(worst2, change2 / m2_sensitivity(alpha0, n))
+        worst3 = max(worst3, change3 / m3_sensitivity(alpha0, n))
+        # one word counted 1e110 or 1.8e308: the limit of three, ten, ... tokens of that word
+        limit = prepare_counts(sp.csr_matrix(np.vstack([rows, [0, 1e15, 0, 0]])))
+        np.testing.assert_allclose(m2[-5], LDASecondMoment(limit, alpha0).to_dense().ravel(), atol=1e-12)
+    assert worst2 <= 1.0 + 1e-9 and worst3 <= 1.0 + 1e-9
 
 
 def test_sensitivity_arguments_are_checked():

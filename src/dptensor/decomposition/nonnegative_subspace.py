@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_positive_int
 
 #: A direction of the factor counts above this fraction of its largest singular value: below it adds
@@ -49,6 +50,7 @@ SYMMETRIC_NMF_TOL = 1e-6
 IMPUTE_START_ROUNDS = 5
 
 
+@underflow_ignored  # multiplicative updates drive entries towards zero, by design
 def symmetric_nmf(
     matrix: np.ndarray, rank: int, *, max_iter: int = SYMMETRIC_NMF_MAX_ITER, tol: float = SYMMETRIC_NMF_TOL,
     impute_diagonal: bool = False,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_positive_int
 
 #: Values above this many noise standard deviations are returned as they are: there the posterior
@@ -41,6 +42,7 @@ GRID_STEP = 0.25
 N_EM_STEPS = 300
 
 
+@underflow_ignored  # likelihoods far out in the tails are zero, by design
 def nonnegative_posterior_means(
     values: np.ndarray, noise_std: float, *, n_iter: int = N_EM_STEPS
 ) -> np.ndarray:

@@ -13,7 +13,9 @@ distribution) and ``e = 1/l``. The per-document unbiased estimators of
 
 ``p`` is computed as ``c~ / sum c~`` with ``c~ = c / max_v c_v`` and ``e = (1/max c) / sum c~``,
 so every quantity is a ratio of numbers in ``[1/d, d]`` or a subnormal-safe reciprocal: **no
-finite count overflows** (a document with one word counted ``1.8e308``, or two counts of
+finite count overflows** (products of small frequencies and of ``e`` may underflow to zero, by
+design: every per-document function runs under a local ``np.errstate(under="ignore")``, so it
+behaves alike under any NumPy error state) (a document with one word counted ``1.8e308``, or two counts of
 ``1e308``, gives ``p`` on the simplex and ``e = 0``). ``P`` and ``G`` are non-negative arrays
 summing to one (``p_v >= e`` wherever ``p_v > 0``), and ``||G||_F <= ||P||_F <= ||p||_2 <= 1``
 (``G_{abc} = P_{ab} q(c | a, b)`` for a conditional distribution ``q``, so
@@ -76,6 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor._errstate import underflow_ignored
 from dptensor.privacy.lda_sensitivity import TOTALS_SCALE
 from dptensor.privacy.quantile import bin_counts
 from dptensor.tensor.lda_moments import (
@@ -119,6 +122,7 @@ class ClippedTerms:
     word_norms: np.ndarray
 
 
+@underflow_ignored
 def clipped_terms(counts: sp.csr_matrix, clip: float, word_clip: float) -> ClippedTerms:
     """Scaled per-document terms and weights for a block of counts (non-negative, finite, CSR).
 
@@ -155,6 +159,7 @@ def _terms(block: object, clip: float, word_clip: float) -> ClippedTerms:
     return clipped_terms(block.counts, clip, word_clip)
 
 
+@underflow_ignored
 def _first_order(block: object, clip: float, word_clip: float) -> dict[str, np.ndarray]:
     t = _terms(block, clip, word_clip)
     totals = np.array([t.weights.sum(), t.frequency_weights.sum()])
@@ -177,6 +182,7 @@ def _pair_terms(
     return D, u, v
 
 
+@underflow_ignored
 def _pair_product(
     block: object, X: np.ndarray, clip: float, word_clip: float, support: np.ndarray | None = None
 ) -> np.ndarray:
@@ -184,6 +190,7 @@ def _pair_product(
     return np.asarray(D.T @ (u[:, None] * np.asarray(D @ X))) - np.asarray(D.T @ v)[:, None] * X
 
 
+@underflow_ignored
 def _pair_dense(
     block: object, clip: float, word_clip: float, support: np.ndarray | None = None
 ) -> np.ndarray:
@@ -203,6 +210,7 @@ _PAIR_CHUNK = 200_000
 _ROUNDING_SLACK = 1e-10
 
 
+@underflow_ignored
 def projected_third_norms(t: ClippedTerms, basis: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
     """``||G_n(U, U, U)||_F`` of each document (unweighted), ``U`` a ``d x k`` basis.
 
@@ -283,6 +291,7 @@ def _ranges(lengths: np.ndarray) -> np.ndarray:
     return np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
+@underflow_ignored
 def _third_order(
     block: object, U: np.ndarray, clip: float, word_clip: float, third_clip: float | None = None
 ) -> dict[str, np.ndarray]:
@@ -306,6 +315,7 @@ def _third_order(
     }
 
 
+@underflow_ignored
 def _projected_histogram(
     block: object, U: np.ndarray, clip: float, word_clip: float, edges: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -314,6 +324,7 @@ def _projected_histogram(
     return {"counts": bin_counts(relative, edges)}
 
 
+@underflow_ignored
 def _norms(block: object, clip: float, word_clip: float) -> np.ndarray:
     t = _terms(block, clip, word_clip)
     return np.column_stack([t.pair_norms, t.word_norms, t.weights])

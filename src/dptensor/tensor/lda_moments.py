@@ -36,6 +36,29 @@ this makes ``M2_hat`` and ``M3_hat`` exactly unbiased. (Lemma 21 as printed divi
 products ``(sum M~2) (x) (sum M~1)`` and ``(sum M~1)^{(x)3}`` and so carries an ``O(1/N)`` bias;
 we subtract the repeated-document terms, which costs nothing extra.)
 
+Scaled form (no overflow for any finite counts)
+------------------------------------------------
+Every per-document term above is a count vector times a function of ``l``; with the word
+distribution ``p = c / l`` and ``e = 1 / l`` (:func:`scaled_proportions`, which divides each row by
+its largest count before summing it) they are rewritten so that no intermediate grows with the
+counts:
+
+* ``(c c^T - diag c) / (l(l-1)) = (p p^T - e diag p) / (1 - e)``, i.e.
+  ``c_i c_j / (l(l-1)) = p_i p_j l/(l-1) = p_i p_j / (1 - e)`` and ``c_i / (l(l-1)) = p_i e / (1 - e)``;
+* ``c_i c_j c_k / (l(l-1)(l-2)) = p_i p_j p_k / ((1 - e)(1 - 2e))``, and the diagonal corrections
+  ``c_i c_j / (l(l-1)(l-2)) = p_i p_j e / ((1 - e)(1 - 2e))`` and
+  ``c_i / (l(l-1)(l-2)) = p_i e^2 / ((1 - e)(1 - 2e))``.
+
+In general a sum ``sum_n f(l_n) (C P)_n^{(x)r}`` with ``r`` count factors and ``f`` one of
+:data:`LENGTH_FUNCTIONS` is ``sum_n [l_n^r f(l_n)] (D P)_n^{(x)r}`` with ``D`` the rows ``p_n``, and
+``l^r f(l)`` is a bounded function of ``e in (0, 1/3]`` (:func:`_scaled_length_basis`): the estimators
+are the same functions of the counts, only the order of the operations changes (results agree to
+rounding). A document with one word counted ``1.8e308`` or two counts of ``1e308`` gives ``p`` on
+the simplex and ``e = 0`` (or a subnormal), its term the limit ``l -> inf`` of valid terms, so
+every norm bound a sensitivity argument takes over documents of three or more tokens holds for it
+too. Products of ``e`` may underflow to zero (by design); the per-document sums run under a local
+``np.errstate(under="ignore")``, so they behave alike under any NumPy error state.
+
 Short documents
 ---------------
 The third-order estimator needs ``l >= 3``. Documents with fewer than three tokens are
@@ -59,6 +82,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_finite_array, check_real
 from dptensor.parallel import LocalRowBlocks, RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
 
@@ -98,7 +122,8 @@ class DocumentCounts:
     counts : scipy.sparse.csr_matrix of shape (N, d)
         Non-negative integer counts (stored as float64) of the kept documents.
     lengths : ndarray of shape (N,)
-        Document lengths ``l_n >= 3``.
+        Document lengths ``l_n >= 3`` (:func:`document_lengths`: ``inf`` beyond float64's range;
+        the moments use the scaled ``proportions`` and ``inverse_lengths`` instead).
     kept : ndarray of int, shape (N,)
         Row indices of the kept documents in the input matrix (the block).
     n_input_documents : int
@@ -111,9 +136,24 @@ class DocumentCounts:
     n_input_documents: int
 
     @functools.cached_property
-    def counts32(self) -> sp.csr_matrix:
-        """``counts`` in float32, made once (the single-precision ``M2_hat V`` passes reuse it)."""
-        return self.counts.astype(np.float32)
+    def _scaled(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        return scaled_proportions(self.counts)
+
+    @property
+    def proportions(self) -> sp.csr_matrix:
+        """The word distributions ``p_n = c_n / l_n`` (:func:`scaled_proportions`), made once."""
+        return self._scaled[0]
+
+    @property
+    def inverse_lengths(self) -> np.ndarray:
+        """``e_n = 1 / l_n`` (:func:`scaled_proportions`; ``0`` where ``l_n`` exceeds float64's range)."""
+        return self._scaled[1]
+
+    @functools.cached_property
+    def proportions32(self) -> sp.csr_matrix:
+        """``proportions`` in float32, made once (the single-precision ``M2_hat V`` passes reuse it)."""
+        with np.errstate(under="ignore"):  # frequencies below float32's range round to zero
+            return self.proportions.astype(np.float32)
 
     @property
     def n_documents(self) -> int:
@@ -197,11 +237,14 @@ def row_reduce(matrix: sp.csr_matrix, values: np.ndarray, ufunc: np.ufunc) -> np
     return out
 
 
+@underflow_ignored  # c / max c and 1 / l may be subnormal or zero: their values
 def scaled_proportions(counts: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """Each document's word distribution ``p = c / l`` and ``1 / l``, for any finite counts.
 
     Each row is divided by its largest count before it is summed, so no finite count overflows:
     even a length ``l`` beyond float64's range gives ``p`` and ``1 / l`` (then ``0``, its limit).
+    Underflow (a ratio below float64's smallest normal number) rounds to zero or a subnormal
+    silently, under any NumPy error state.
     An empty row gives ``p = 0`` and ``1 / l = 0``. The overflow-free form shared by the
     single-topic model's ``moments="all"`` estimators and the clipped LDA moments.
 
@@ -267,8 +310,19 @@ def check_count_matrix(X: object, name: str = "X", *, allow_no_tokens: bool = Fa
     return matrix
 
 
+def document_lengths(matrix: sp.csr_matrix) -> np.ndarray:
+    """Each row's sum ``l_n`` of a validated count matrix; ``inf`` where it exceeds float64's range.
+
+    Only compared with :data:`MIN_DOCUMENT_LENGTH` (and read by dense references): the moments
+    use :func:`scaled_proportions`, so a length that overflows changes nothing they compute, and
+    the overflow is not reported (no warning or error under any NumPy error state).
+    """
+    with np.errstate(over="ignore"):
+        return np.asarray(matrix.sum(axis=1)).ravel()
+
+
 def _keep_long(matrix: sp.csr_matrix) -> DocumentCounts:
-    lengths = np.asarray(matrix.sum(axis=1)).ravel()
+    lengths = document_lengths(matrix)
     kept = np.flatnonzero(lengths >= MIN_DOCUMENT_LENGTH)
     counts = matrix if kept.size == matrix.shape[0] else matrix[kept]
     return DocumentCounts(counts=counts, lengths=lengths[kept], kept=kept, n_input_documents=matrix.shape[0])
@@ -342,15 +396,35 @@ def check_alpha0(alpha0: object) -> float:
 #: (``l2 = l(l-1)``, ``l3 = l(l-1)(l-2)``); weights are linear combinations of them.
 LENGTH_FUNCTIONS = ("1/l3", "1/(l2 l)", "1/l^3", "1/l2", "1/l^2", "1/l")
 _L3, _L2L, _LCUBE, _L2, _LSQ, _L1 = range(6)
+#: The order of each length function in ``e = 1/l`` (``1/l3 = e^3 / ((1-e)(1-2e))`` and so on).
+_DEGREES = np.array([3, 3, 3, 2, 2, 1])
 
 
-def _length_basis(lengths: np.ndarray) -> np.ndarray:
-    """``N x 6`` values of :data:`LENGTH_FUNCTIONS` per document."""
-    l2 = lengths * (lengths - 1.0)
-    l3 = l2 * (lengths - 2.0)
-    return np.column_stack(
-        [1.0 / l3, 1.0 / (l2 * lengths), lengths**-3.0, 1.0 / l2, lengths**-2.0, 1.0 / lengths]
-    )
+def _scaled_length_basis(inverse_lengths: np.ndarray, power: int) -> np.ndarray:
+    """``N x 6`` values of ``l^power f(l)`` for the :data:`LENGTH_FUNCTIONS` ``f``, from ``e = 1/l``.
+
+    The weights of a sum with ``power`` count factors per document, applied to word distributions
+    instead of counts (module docstring, *Scaled form*). With ``f(l) = e^m h(e)``, ``m`` the
+    function's degree and ``h`` one of ``1/((1-e)(1-2e))``, ``1/(1-e)``, ``1``,
+
+    ``l^power f(l) = e^(m - power) h(e)``,
+
+    bounded for ``e in [0, 1/3]`` when ``m >= power`` (every estimator's case). The columns with
+    ``m < power`` grow with ``l``; they are zero here and :func:`_check_degrees` refuses
+    coefficients on them. ``e = 0`` (a length beyond float64's range) gives the limit ``l -> inf``.
+    """
+    e = np.asarray(inverse_lengths, dtype=np.float64)
+    one = 1.0 - e
+    h = np.column_stack([1.0 / (one * (1.0 - 2.0 * e)), 1.0 / one, np.ones_like(e), 1.0 / one,
+                         np.ones_like(e), np.ones_like(e)])  # fmt: skip
+    exponents = _DEGREES - power
+    return np.where(exponents >= 0, h * e[:, None] ** np.maximum(exponents, 0), 0.0)
+
+
+def _check_degrees(coefficients: np.ndarray, power: int, name: str) -> None:
+    """Refuse weights that grow with the length (``l^power f(l)`` unbounded: not a scaled sum)."""
+    if np.any(coefficients[:, _DEGREES < power] != 0):
+        raise ValueError(f"StatisticsRequest.{name}: a length function of degree below {power} in 1/l")
 
 
 def _weights(*terms: dict[int, float]) -> np.ndarray:
@@ -376,6 +450,12 @@ class StatisticsRequest:
     * ``gram``: ``U^T diag(w) U`` -- ``q x m x m``;
     * ``sums``: ``U^T w`` -- ``q x m``.
 
+    They are computed in the scaled form (module docstring): ``U = l (.) Y`` with ``Y = D P`` the
+    word distributions projected, so a sum with ``r`` count factors is taken over ``Y`` (or ``D``)
+    with the weights ``l^r f_j(l)`` of :func:`_scaled_length_basis`. A coefficient on a length
+    function of degree below ``r`` in ``1/l`` (a weight growing with ``l``) is refused. Every
+    estimator of this module asks only for bounded weights.
+
     ``single_precision`` runs the ``pair`` products in float32 (range finding only).
     """
 
@@ -396,37 +476,45 @@ def document_statistics(
     in process, in threads or on Dask workers): ``M1_hat``, ``M2_hat V``, the whitened ``M3_hat``
     (Lemma 21, eqs. (5)-(7), in the unbiased U-statistic form) and the running sums of
     :class:`LDAMomentAccumulator` are all built from these sums, which add over blocks exactly.
+    Computed from the cached word distributions and ``1/l`` of the block (no product of counts: no
+    finite count overflows), under a local ``np.errstate(under="ignore")``.
     Cost: ``O(nnz m)`` per ``pair`` row and for ``U``; ``O(N m^3 / 2)`` per ``cube`` row.
     """
-    C, basis = docs.counts, _length_basis(docs.lengths)
+    D, e = docs.proportions, docs.inverse_lengths
     out: dict[str, np.ndarray] = {}
-    U = None
+    Y = None  # rows p_n^T P (the counts' C P divided by l_n)
     if any(x is not None for x in (request.cube, request.gram, request.sums)) or (
         request.pair is not None and not request.single_precision
     ):
-        U = np.asarray(C @ projection)
-    if request.cube is not None:
-        m = U.shape[1]
-        rows, cols = np.triu_indices(m)
-        w = basis @ request.cube.T
-        left = (w[:, :, None] * U[:, None, :]).reshape(U.shape[0], -1)
-        out["cube"] = _packed_cubes(left, U, rows, cols)
-    if request.pair is not None:
-        w = basis @ request.pair.T
-        if request.single_precision:
-            C32 = docs.counts32
-            CV = np.asarray(C32 @ np.asarray(projection, dtype=np.float32))
-            weighted = (w[:, :, None] * CV[:, None, :]).reshape(CV.shape[0], -1).astype(np.float32)
-            out["pair"] = np.asarray(C32.T @ weighted, dtype=np.float64)
-        else:
-            out["pair"] = np.asarray(C.T @ (w[:, :, None] * U[:, None, :]).reshape(U.shape[0], -1))
-    if request.vocab is not None:
-        out["vocab"] = np.asarray(C.T @ (basis @ request.vocab.T))
-    if request.gram is not None:
-        w = basis @ request.gram.T
-        out["gram"] = np.stack([(U.T * w[:, j]) @ U for j in range(w.shape[1])])
-    if request.sums is not None:
-        out["sums"] = (basis @ request.sums.T).T @ U
+        Y = np.asarray(D @ projection)
+    with np.errstate(under="ignore"):  # products of e and of small frequencies: zero is their value
+        if request.cube is not None:
+            _check_degrees(request.cube, 3, "cube")
+            m = Y.shape[1]
+            rows, cols = np.triu_indices(m)
+            w = _scaled_length_basis(e, 3) @ request.cube.T
+            left = (w[:, :, None] * Y[:, None, :]).reshape(Y.shape[0], -1)
+            out["cube"] = _packed_cubes(left, Y, rows, cols)
+        if request.pair is not None:
+            _check_degrees(request.pair, 2, "pair")
+            w = _scaled_length_basis(e, 2) @ request.pair.T
+            if request.single_precision:
+                D32 = docs.proportions32
+                DV = np.asarray(D32 @ np.asarray(projection, dtype=np.float32))
+                weighted = (w[:, :, None] * DV[:, None, :]).reshape(DV.shape[0], -1).astype(np.float32)
+                out["pair"] = np.asarray(D32.T @ weighted, dtype=np.float64)
+            else:
+                out["pair"] = np.asarray(D.T @ (w[:, :, None] * Y[:, None, :]).reshape(Y.shape[0], -1))
+        if request.vocab is not None:
+            _check_degrees(request.vocab, 1, "vocab")
+            out["vocab"] = np.asarray(D.T @ (_scaled_length_basis(e, 1) @ request.vocab.T))
+        if request.gram is not None:
+            _check_degrees(request.gram, 2, "gram")
+            w = _scaled_length_basis(e, 2) @ request.gram.T
+            out["gram"] = np.stack([(Y.T * w[:, j]) @ Y for j in range(w.shape[1])])
+        if request.sums is not None:
+            _check_degrees(request.sums, 1, "sums")
+            out["sums"] = (_scaled_length_basis(e, 1) @ request.sums.T).T @ Y
     return out
 
 
@@ -436,17 +524,19 @@ def _weighted_gram(docs: DocumentCounts, coefficients: np.ndarray) -> np.ndarray
     A sparse Gram product costs ``sum_n nnz_n^2`` sparse operations, dense GEMMs on row chunks
     ``N d^2`` BLAS flops (about 50 times faster each).
     """
-    C = docs.counts
-    w = _length_basis(docs.lengths) @ coefficients
-    n, d = C.shape
-    per_row = np.diff(C.indptr).astype(np.float64)
-    if 50.0 * float(per_row @ per_row) < float(n) * d * d:
-        return np.asarray((C.T @ sp.diags(w) @ C).todense())
-    dense = np.zeros((d, d))
-    step = max(1, 4_000_000 // d)
-    for start in range(0, n, step):
-        block = C[start : start + step].toarray()
-        dense += block.T @ (w[start : start + step, None] * block)
+    D = docs.proportions  # C^T diag(w) C = D^T diag(l^2 w) D (module docstring, *Scaled form*)
+    _check_degrees(coefficients[None, :], 2, "gram")
+    n, d = D.shape
+    per_row = np.diff(D.indptr).astype(np.float64)
+    with np.errstate(under="ignore"):
+        w = _scaled_length_basis(docs.inverse_lengths, 2) @ coefficients
+        if 50.0 * float(per_row @ per_row) < float(n) * d * d:
+            return np.asarray((D.T @ sp.diags(w) @ D).todense())
+        dense = np.zeros((d, d))
+        step = max(1, 4_000_000 // d)
+        for start in range(0, n, step):
+            block = D[start : start + step].toarray()
+            dense += block.T @ (w[start : start + step, None] * block)
     return dense
 
 
@@ -551,6 +641,7 @@ def _unpack(packed: np.ndarray, k: int, rows: np.ndarray, cols: np.ndarray) -> n
     return out
 
 
+@underflow_ignored  # products of three small entries: zero is their value
 def _packed_cubes(left: np.ndarray, right: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``sum_r left_r (x) (right_r (x) right_r)`` packed over pairs ``b <= c`` (chunked GEMM).
 

@@ -55,6 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_finite_array, check_positive_int
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
@@ -245,7 +246,9 @@ class ScaledDocuments:
     which equal the unscaled forms exactly in real arithmetic and stay finite for every finite
     count (up to ``1.8e308``, where ``c c^T`` and ``l(l-1)(l-2)`` overflow). Each row is first
     divided by its largest count, so even a length that overflows float64 gives ``p`` and
-    ``1 / l`` (then ``0``, the limit) without an overflow.
+    ``1 / l`` (then ``0``, the limit) without an overflow. Products of small frequencies and of
+    ``1 / l`` may underflow to zero by design: the per-document arithmetic runs under a local
+    ``np.errstate(under="ignore")`` (the same under any NumPy error state).
 
     Attributes
     ----------
@@ -263,6 +266,7 @@ class ScaledDocuments:
         """Scale validated counts (every row with at least three tokens)."""
         return cls(*scaled_proportions(counts))
 
+    @underflow_ignored  # per-document products: zero is their value
     def weights(self, power: int) -> np.ndarray:
         """``(1/N) l^{power} / ((l-1) ... (l-power+1))`` per document, for ``power`` 2 or 3."""
         inv = self.inverse_lengths
@@ -277,6 +281,7 @@ class DocumentSecondMoment:
     with ``a_n = l_n / (N (l_n - 1))``: two sparse passes, no ``d x d`` array, no overflow.
     """
 
+    @underflow_ignored  # per-document products: zero is their value
     def __init__(self, counts: sp.csr_matrix) -> None:
         scaled = ScaledDocuments.from_counts(counts)
         self.proportions = scaled.proportions
@@ -287,6 +292,7 @@ class DocumentSecondMoment:
     def shape(self) -> tuple[int, int]:
         return (self.proportions.shape[1], self.proportions.shape[1])
 
+    @underflow_ignored  # per-document products: zero is their value
     def matmat(self, vectors: np.ndarray) -> np.ndarray:
         V = np.asarray(vectors, dtype=np.float64)
         P = self.proportions
@@ -299,6 +305,7 @@ def _sym3_pairs(pair: np.ndarray, W: np.ndarray) -> np.ndarray:
     return tensor + tensor.transpose(1, 2, 0) + tensor.transpose(2, 0, 1)
 
 
+@underflow_ignored  # per-document products: zero is their value
 def whitened_all_words_moment(counts: sp.csr_matrix, W: np.ndarray) -> np.ndarray:
     """``M3_hat(W, W, W)`` of ``moments="all"`` (``k x k x k``), in the scaled form (no overflow).
 

@@ -112,6 +112,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from tqdm.auto import tqdm
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_epsilon_delta, check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
@@ -845,6 +846,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         return declare_count_input(super().__sklearn_tags__())
 
+    @underflow_ignored  # the same under any NumPy error state (dptensor._errstate)
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> DPVariationalLDA:
         """Learn the topics from a documents x words count matrix (``n_passes`` passes).

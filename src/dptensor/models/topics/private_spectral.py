@@ -25,7 +25,10 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
    array. Its sensitivity is that of the projected tensor, which shrinks with the coherence of
    ``U`` (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`).
 3. Sensitivities that hold: ``sqrt2 (1 + 2a) / N`` and ``sqrt2 (1 + 6|b| + 3c) / N`` (brute-force tested),
-   not the paper's ``1/N`` (``sensitivity="paper"`` reproduces it, unproven).
+   not the paper's ``1/N`` (``sensitivity="paper"`` reproduces it, unproven). The estimators are
+   computed in the scaled form of :mod:`dptensor.tensor.lda_moments` (word frequencies and powers
+   of ``1/l``), so a document of any finite counts gives finite terms, the limits of valid ones,
+   within these bounds.
 4. All releases are Gaussian and are composed exactly (Gaussian DP; one
    :class:`dp_accounting.ComposedDpEvent`), with analytic calibration: the total ``(epsilon, delta)``
    fixes one Gaussian-DP parameter ``mu``, and ``budget_split`` divides ``mu^2`` between the edges.
@@ -102,6 +105,7 @@ import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_random_state
 from dptensor.decomposition.nonnegative_topics import CORE_SHARE, nonnegative_topic_factor, topics_from_factor
 from dptensor.decomposition.power_method import PowerMethodResult
@@ -162,6 +166,7 @@ from dptensor.tensor.lda_moments import (
     Documents,
     LDASecondMoment,
     check_count_matrix,
+    document_lengths,
     short_document_error,
     whitened_third_moment,
 )
@@ -961,6 +966,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return plan
 
     # -- fitting -----------------------------------------------------------------------------
+    @underflow_ignored  # the same under any NumPy error state (dptensor._errstate)
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> PrivateSpectralLDA:
         """Fit private topics to a document-term count matrix.
@@ -1463,7 +1469,7 @@ def _positive_weights(result: PowerMethodResult) -> PowerMethodResult:
 def _private_block(block: object, name: str) -> DocumentCounts:
     """One block of :func:`check_private_counts`; the error names no count and no row (private data)."""
     matrix = check_count_matrix(block, name)
-    lengths = np.asarray(matrix.sum(axis=1)).ravel()
+    lengths = document_lengths(matrix)  # inf beyond float64's range, without a warning
     short = np.flatnonzero(lengths < MIN_DOCUMENT_LENGTH)
     if short.size:
         raise short_document_error(name, short, private=True, why=(

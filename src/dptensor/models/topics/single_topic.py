@@ -45,6 +45,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_epsilon_delta, check_random_state, check_rank
 from dptensor.decomposition.power_method import PowerMethodResult, default_n_restarts, power_method
 from dptensor.decomposition.private_power_method import default_private_n_iter, private_power_method
@@ -436,6 +437,7 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         return declare_count_input(super().__sklearn_tags__())
 
+    @underflow_ignored  # the same under any NumPy error state (dptensor._errstate)
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> SingleTopicModel:
         """Fit topics and weights to documents.
