@@ -428,6 +428,29 @@ def test_cli_audit_complete_prints_claim_bound_and_attack(tmp_path, capsys) -> N
     assert "--privacy is required" in capsys.readouterr().err
 
 
+def test_cli_audit_single_topic_prints_every_release(tmp_path, capsys) -> None:
+    import json
+
+    from dptensor.cli import main
+    from dptensor.datasets import make_single_topic_corpus
+
+    tokens = np.stack([np.asarray(t)[:3] for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens])
+    np.save(tmp_path / "tokens.npy", tokens)
+    out = tmp_path / "audit.json"
+    argv = ["audit", "single-topic", str(tmp_path / "tokens.npy"), "-k", "2", "--n-words", "4", "--mechanism",
+            "agn", "--epsilon", "1", "--delta", "1e-5", "--runs", "4", "--quiet", "--audit-seed", "0",
+            "--out", str(out)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "per release (confidence 0.975 each): M2 " in printed and ", M3 " in printed
+    assert "one score per release (M2, M3)" in printed and "Bonferroni over 2" in printed
+    result = json.loads(out.read_text())
+    assert set(result["details"]["per_release"]) == {"M2", "M3"}
+    assert result["details"]["release"] in {"M2", "M3"} and result["n_runs"] == 4
+
+
 @pytest.mark.parametrize("extra, flag", [
     (["--ledger", "budget.sqlite"], "--ledger"),  # the audit charges no ledger: refused, not ignored
     (["--private-vocab", "5"], "--private-vocab"),
