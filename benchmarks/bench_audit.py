@@ -21,6 +21,14 @@ the audit configurations with power (the default-suite tests' ones; their fits a
 per fit, 600 fits) and DP-ALS under "user" with ``max_ratings=1`` and one sweep on a 60 x 48 x 2
 tensor (32 canary users per fit, 200 fits, a tenth of the canaries guessed).
 
+Every release a model makes is scored (``audit_estimator``: one bound per release, Bonferroni over
+them, the largest reported with its release). Three more rows check that a release without noise is
+caught by its own score, the fit's plan and claim unchanged (the noise of one release point set to
+zero, as the default-suite tests do): PrivateSpectralLDA's defaults on 180 words (``m2`` without
+noise; 20 fits), PrivateSpectralLDA with ``topic_recovery="tensor"`` and ``k = d = 8`` (``m2`` and
+``e3`` without noise; 40 fits) and SingleTopicModel with ``K = d = 4`` (``M3`` without noise; 300
+fits).
+
 Usage::
 
     python benchmarks/bench_audit.py [--runs 20] [--epsilons 1 4] [--out benchmarks/results/audit.json]
@@ -29,6 +37,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 import warnings
@@ -47,6 +56,30 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
     rng = np.random.default_rng(seed)
     idx = np.unique(np.column_stack([rng.integers(0, s, 2 * n) for s in shape]), axis=0)[:n]
     return idx, np.clip(np.round(3 + rng.normal(size=len(idx))), 1, 5), shape
+
+
+def _no_noise(values, *args, **kwargs):
+    return np.array(values, dtype=float)
+
+
+@contextlib.contextmanager
+def _without_noise(*releases: str):
+    """The noise of the named release points set to zero (``m2``, ``e3``, single-topic ``M3``)."""
+    import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.topics.private_spectral as ps
+    import dptensor.models.topics.single_topic as st
+
+    noisy = st.add_symmetric_gaussian
+    patches = {"m2": (pw, _no_noise), "e3": (ps, _no_noise),
+               "M3": (st, lambda v, *a, **k: v.copy() if v.ndim == 3 else noisy(v, *a, **k))}
+    saved = [(patches[r][0], patches[r][0].add_symmetric_gaussian) for r in releases]
+    try:
+        for r in releases:
+            patches[r][0].add_symmetric_gaussian = patches[r][1]
+        yield
+    finally:
+        for module, original in reversed(saved):
+            module.add_symmetric_gaussian = original
 
 
 def cases(eps: float):
@@ -94,6 +127,23 @@ def cases(eps: float):
         if paper is not None:
             yield (name, f"paper {paper}", (lambda make=make, paper=paper: make(None, **paper)), data, True,
                    options)
+    narrow = make_lda_corpus(40, 8, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    square = [np.asarray(t) for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens]
+    releases = {
+        "PrivateSpectralLDA, 180 words, default split": (
+            lambda: PrivateSpectralLDA(2, alpha0=0.6, epsilon=eps, delta=delta, random_state=0), wide,
+            {"n_runs": 20}, ("m2",)),
+        "PrivateSpectralLDA, 8 words, k = 8, tensor": (
+            lambda: PrivateSpectralLDA(8, alpha0=0.6, epsilon=eps, delta=delta, random_state=0,
+                                       topic_recovery="tensor"), narrow, {"n_runs": 40}, ("m2", "e3")),
+        "SingleTopicModel (AGN), 4 words, K = 4": (
+            lambda: SingleTopicModel(4, mechanism="agn", n_words=4, epsilon=eps, delta=delta, random_state=0),
+            square, {"n_runs": 300}, ("M3",)),
+    }
+    for name, (make, data, options, unnoised) in releases.items():
+        yield name, "honest", make, data, False, options
+        variant = f"{' and '.join(unnoised)} without noise"
+        yield name, variant, make, data, False, {**options, "_unnoised": unnoised}
     for mode in ("output", "gradient"):
         yield (f"Wei et al. {mode} perturbation", "paper (unproven)",
                (lambda mode=mode: TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=eps,
@@ -115,7 +165,9 @@ def main() -> None:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    with enable_features(*(("unproven",) if unproven else ())):
+                    options = dict(options)
+                    with enable_features(*(("unproven",) if unproven else ())), \
+                            _without_noise(*options.pop("_unnoised", ())):
                         result = audit_estimator(make, data, method="one-run", random_state=0,
                                                  **{"n_runs": args.runs, **options})
             except Exception as exc:  # noqa: BLE001 - a configuration that cannot run is reported, not fatal
@@ -124,7 +176,7 @@ def main() -> None:
             seconds = time.perf_counter() - start
             verdict = "REFUTED" if result.violated else ("no power" if result.epsilon_lower == 0 else "ok")
             print(f"{name:<38} {variant:<36} {result.epsilon_claimed:>6g} {result.epsilon_lower:>7.3f} "
-                  f"{result.n_runs:>5} {seconds:>6.1f}  {verdict}", flush=True)
+                  f"{result.n_runs:>5} {seconds:>6.1f}  {verdict} ({result.details['release']})", flush=True)
             rows.append({"model": name, "variant": variant, **result.to_dict(), "seconds": seconds})
     if args.out:
         with open(args.out, "w") as handle:

@@ -289,6 +289,88 @@ def test_single_topic_audit_has_power(scale: float) -> None:
     _assert_verdict(result, scale)
 
 
+# --------------------------------------------------------------------------- every release is scored
+# An under-noised release is caught by its own score, whichever release the others read. Each variant
+# sets the noise of one release point to zero (the rest of the fit, its plan and its claim unchanged);
+# the honest fit of the same configuration is not refuted. The bounds of the other releases' scores
+# stay below the claim in each variant, so without the score of the un-noised release the audit would
+# not refute it (issue 36, item 3: with the m1 score alone these variants gave 0.0-0.1).
+def _no_noise(values, *args, **kwargs):
+    return np.array(values, dtype=float)
+
+
+def _assert_caught_by(result: AuditResult, variant: str, release: str, releases: set[str]) -> None:
+    per_release = {name: r["epsilon_lower"] for name, r in result.details["per_release"].items()}
+    assert set(per_release) == releases and result.epsilon_claimed == 1.0
+    assert result.details["release_confidence"] == pytest.approx(1 - 0.05 / len(releases))
+    if variant == "honest":
+        assert result.epsilon_lower <= result.epsilon_claimed
+        return
+    assert result.epsilon_lower > result.epsilon_claimed and result.details["release"] == release
+    assert per_release[release] == result.epsilon_lower and f"the {release} release's" in result.describe()
+    assert all(bound <= result.epsilon_claimed for name, bound in per_release.items() if name != release)
+
+
+@pytest.mark.filterwarnings("ignore:.*signal-to-noise")
+@pytest.mark.parametrize("variant", ["honest", "m2 un-noised"])
+def test_private_spectral_audit_reads_the_m2_release(variant: str, monkeypatch) -> None:
+    # The defaults on 180 words recover the topics by "nmf": releases m1 and m2 (Analyze Gauss's one
+    # release, second_moment_), 20 fits (~3 s). Measured (seed 3): honest 0.04 (m1 0.04, m2 0.00);
+    # m2 un-noised 3.51 from m2 (m1 0.00); 80 fits: 0.17 and 4.83.
+    import dptensor.decomposition.private_whitening as pw
+
+    if variant != "honest":
+        monkeypatch.setattr(pw, "add_symmetric_gaussian", _no_noise)  # Analyze Gauss's release point
+    X = make_lda_corpus(40, 180, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    source = scaled_test_noise(1.0, seed=3)
+    result = _audit(lambda: PrivateSpectralLDA(2, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0,
+                                               noise=source), X, n_runs=20)
+    _assert_caught_by(result, variant, "m2", {"m1", "m2"})
+
+
+@pytest.mark.filterwarnings("ignore:.*signal-to-noise")
+@pytest.mark.parametrize("variant", ["honest", "m2 and e3 un-noised"])
+def test_private_spectral_audit_reads_the_third_moment_release(variant: str, monkeypatch) -> None:
+    # topic_recovery="tensor": releases m1, m2 (read through whitening_), q3 and e3
+    # (projected_third_moment_). As many topics as words (8), so that the whitening's span holds every
+    # canary word: with k = 2 of 8 words the rank-k projection, which the m1 noise moves from fit to fit,
+    # hides a canary from whitening_ and from the projected e3 release, and even m2 and e3 without noise
+    # gave 0.0-0.3. 40 fits (~3 s); measured (seed 3): honest 0.00, un-noised 1.98 from e3 (100 fits: 2.93).
+    import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.topics.private_spectral as ps
+
+    if variant != "honest":
+        monkeypatch.setattr(pw, "add_symmetric_gaussian", _no_noise)  # m2 (Analyze Gauss)
+        monkeypatch.setattr(ps, "add_symmetric_gaussian", _no_noise)  # e3
+    X = make_lda_corpus(40, 8, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    source = scaled_test_noise(1.0, seed=3)
+    result = _audit(lambda: PrivateSpectralLDA(8, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0,
+                                               topic_recovery="tensor", noise=source), X, n_runs=40)
+    _assert_caught_by(result, variant, "e3", {"m1", "m2", "e3"})
+
+
+@pytest.mark.parametrize("variant", ["honest", "M3 un-noised"])
+def test_single_topic_audit_reads_the_m3_release(variant: str, monkeypatch) -> None:
+    # AGN releases M2 and M3; K = d = 4, so that the whitening's span holds the canary words (with K = 2
+    # the M3 score gave 0.17 at 600 fits). 300 fits of 2 canaries (~3 s); measured (seed 3): honest 0.00,
+    # M3 un-noised 3.44 from M3 (M2 0.00).
+    import dptensor.models.topics.single_topic as st
+    from dptensor.datasets import make_single_topic_corpus
+
+    if variant != "honest":
+        noisy = st.add_symmetric_gaussian  # M2's and M3's release point: M3's noise only set to zero
+
+        def m3_without_noise(values, *args, **kwargs):
+            return values.copy() if values.ndim == 3 else noisy(values, *args, **kwargs)
+
+        monkeypatch.setattr(st, "add_symmetric_gaussian", m3_without_noise)
+    tokens = [np.asarray(t) for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens]
+    source = scaled_test_noise(1.0, seed=3)
+    result = _audit(lambda: SingleTopicModel(4, mechanism="agn", n_words=4, epsilon=1.0, delta=1e-5,
+                                             random_state=0, noise=source), tokens, n_runs=300)
+    _assert_caught_by(result, variant, "M3", {"M2", "M3"})
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.1])
 def test_dpals_user_audit_has_power(scale: float) -> None:
     # Canary users rating max_ratings = 1 item each (32 per fit, disjoint items) at the top or the
@@ -344,6 +426,29 @@ def test_cli_audit_complete_prints_claim_bound_and_attack(tmp_path, capsys) -> N
     # a non-private configuration is refused in one line, exit 2, before the data are read
     assert main(["audit", "complete", str(tmp_path / "missing.csv"), "--rank", "2", "--runs", "2"]) == 2
     assert "--privacy is required" in capsys.readouterr().err
+
+
+def test_cli_audit_single_topic_prints_every_release(tmp_path, capsys) -> None:
+    import json
+
+    from dptensor.cli import main
+    from dptensor.datasets import make_single_topic_corpus
+
+    tokens = np.stack([np.asarray(t)[:3] for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens])
+    np.save(tmp_path / "tokens.npy", tokens)
+    out = tmp_path / "audit.json"
+    argv = ["audit", "single-topic", str(tmp_path / "tokens.npy"), "-k", "2", "--n-words", "4", "--mechanism",
+            "agn", "--epsilon", "1", "--delta", "1e-5", "--runs", "4", "--quiet", "--audit-seed", "0",
+            "--out", str(out)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "per release (confidence 0.975 each): M2 " in printed and ", M3 " in printed
+    assert "one score per release (M2, M3)" in printed and "Bonferroni over 2" in printed
+    result = json.loads(out.read_text())
+    assert set(result["details"]["per_release"]) == {"M2", "M3"}
+    assert result["details"]["release"] in {"M2", "M3"} and result["n_runs"] == 4
 
 
 @pytest.mark.parametrize("extra, flag", [

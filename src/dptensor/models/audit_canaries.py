@@ -42,6 +42,8 @@ relation allows, and reads only the fitted estimator's released attributes (``co
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +55,13 @@ from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLD
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
+from dptensor.privacy.lda_sensitivity import lda_moment_constants
 
-__all__ = ["CompletionCanaries", "DocumentCanaries", "clipped_words_per_document"]
+__all__ = ["CompletionCanaries", "DocumentCanaries", "clipped_words_per_document", "release_scores"]
+
+#: ``DocumentCanaries(score=...)``: one release's score, or one per release of the fit.
+SCORES: tuple[str, ...] = ("topic-weight", "second-moment", "unigram", "spectral-releases",
+                           "single-topic-releases")
 
 
 def _topic_word_features(
@@ -128,13 +135,16 @@ class DocumentCanaries:
         keeps).
     min_length : int
         Canary documents are at least this long (otherwise as long as the longest document).
-    score : {"topic-weight", "second-moment", "unigram"}
+    score : {"topic-weight", "second-moment", "unigram", "spectral-releases", "single-topic-releases"}
         ``"topic-weight"``: the canary's words' released weight in ``components_`` minus its
         neighbour's. ``"second-moment"``: the released rank-``K`` second moment
         ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary words' diagonal entries
         minus its neighbour's (:class:`SingleTopicModel`). ``"unigram"``: the canary's words'
         weight in the released ``word_frequencies_`` minus its neighbour's (:class:`PrivateSpectralLDA`'s
-        clipped releases; ``"topic-weight"`` when the fit released none).
+        clipped releases; ``"topic-weight"`` when the fit released none). ``"spectral-releases"``
+        (:class:`PrivateSpectralLDA`'s default) and ``"single-topic-releases"``
+        (:class:`SingleTopicModel`'s): one score per release of the fit (:func:`release_scores`),
+        each bounded separately by the audit.
     words_per_document : int or "clip"
         Distinct words per canary document; ``"clip"``: enough to reach both clipping bounds of
         a clipped :class:`PrivateSpectralLDA` (:func:`clipped_words_per_document`), one otherwise.
@@ -148,8 +158,8 @@ class DocumentCanaries:
     ) -> None:  # fmt: skip
         if words not in ("rare", "frequent"):
             raise ValueError(f"words must be 'rare' or 'frequent', got {words!r}")
-        if score not in ("topic-weight", "second-moment", "unigram"):
-            raise ValueError(f"score must be 'topic-weight', 'second-moment' or 'unigram', got {score!r}")
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
         if words_per_document != "clip" and not (
             isinstance(words_per_document, int | np.integer) and not isinstance(words_per_document, bool)
             and words_per_document >= 1
@@ -171,6 +181,17 @@ class DocumentCanaries:
                               "entry minus its neighbour's"),
             "unigram": ("the canary words' weight in the released word frequencies (word_frequencies_, the "
                         "m1 release behind unigram_) minus its neighbour's"),
+            "spectral-releases": (
+                "one per release, its inner product with the canary's term minus its neighbour's: m1, the "
+                "released word frequencies (word_frequencies_); m2, the released M2 plus a E1 E1^T (S2/S0) "
+                "on the canary's words (second_moment_ with topic_recovery='nmf', else its rank-k "
+                "eigenpairs in whitening_); e3 (tensor recovery), the released projected third moment "
+                "(projected_third_moment_) at the canary's projection"),
+            "single-topic-releases": (
+                "one per release, its inner product with the canary's term minus its neighbour's: M2, the "
+                "released rank-K second moment U diag(s) U^T (whitening_) on the canary's words; M3, the "
+                "released whitened third moment (whitened_tensor_, or the decomposition_ of DP-TPM) "
+                "un-whitened onto the canary's words"),
         }[score]
         self.description = (f"canary documents made of {spread}, as long as the longest document, replaced "
                             f"when left out by a document of other such words; score: {read}")
@@ -225,9 +246,17 @@ class DocumentCanaries:
             return (list(plan.base) + extra,)
         return (sp.vstack([plan.base, *extra], format="csr"),)
 
-    def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray]:
-        """The score (``score``), then every word's released weight (``components_``)."""
+    def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray] | dict[str, list[np.ndarray]]:
+        """The score (``score``), then every word's released weight (``components_``).
+
+        ``score="spectral-releases"`` or ``"single-topic-releases"``: one such list per release of the
+        fit (:func:`release_scores`).
+        """
         features = _topic_word_features(estimator.components_, plan.words, plan.others)
+        if self.score.endswith("-releases"):
+            return {name: [np.concatenate(([score(w) - score(o)], row)) for w, o, row in
+                           zip(plan.words, plan.others, features, strict=True)]
+                    for name, score in release_scores(estimator).items()}
         if self.score == "second-moment":
             whitening = estimator.whitening_
             U, s = whitening.eigenvectors, whitening.eigenvalues
@@ -240,6 +269,90 @@ class DocumentCanaries:
             return features
         return [np.concatenate(([released[w].sum() - released[o].sum()], row)) for w, o, row in
                 zip(plan.words, plan.others, features, strict=True)]
+
+
+def _projected_cube(tensor: np.ndarray, basis: np.ndarray) -> Callable[[np.ndarray], float]:
+    """``words -> tensor(u, u, u)``, ``u = basis[words].sum(0)``: a third moment in a basis, read at words."""
+    tensor, basis = np.asarray(tensor, dtype=float), np.asarray(basis, dtype=float)
+
+    def read(words: np.ndarray) -> float:
+        u = basis[words].sum(axis=0)
+        return float(np.einsum("abc,a,b,c->", tensor, u, u, u))
+
+    return read
+
+
+def release_scores(estimator: Any) -> dict[str, Callable[[np.ndarray], float]]:
+    """Per release of a fitted spectral topic model, ``words -> score`` from its released attributes only.
+
+    A canary document made of ``words`` adds ``c (x) c`` and ``c (x) c (x) c`` (``c`` the indicator of
+    its words, up to its clipped weight) to the pair and triple sums, and ``c`` to the word sums;
+    each score is the release's inner product with that term -- for Gaussian noise the
+    likelihood-ratio statistic of the release alone (the matched filter) -- read where the release
+    keeps it. The audit subtracts the neighbour's (its own words).
+
+    :class:`PrivateSpectralLDA` (clipped Configuration 1, module docstring of
+    :mod:`dptensor.models.topics.private_spectral`):
+
+    * ``m1``: ``c . E1``, the released word frequencies (``word_frequencies_``);
+    * ``m2``: ``c^T (M2 + a E1 E1^T) c``, i.e. ``c^T S2 c / S0`` read in the released ``M2`` on the
+      whitening words (``second_moment_``, ``topic_recovery="nmf"``; words off them are not in the
+      release, ``nan`` when none is) or in its rank-``k`` eigenpairs ``U diag(s) U^T`` (``whitening_``,
+      the tensor recovery); ``a = alpha_0 / (alpha_0 + 1)`` and the released ``E1`` add back the
+      correction, whose ``m1`` noise would swamp the canary;
+    * ``e3``: ``S3(U, U, U)(U^T c, U^T c, U^T c)``, the released projected third moment
+      (``projected_third_moment_``) at the canary's projection.
+
+    :class:`SingleTopicModel` (Imtiaz & Sarwate 2018):
+
+    * ``M2``: ``c^T U diag(s) U^T c``, the released rank-``K`` second moment (``whitening_``);
+    * ``M3``: ``T(B^T c, B^T c, B^T c)`` with ``T = (M3 + E3)(W, W, W)`` (``whitened_tensor_``; for
+      ``"dp_tpm"``, which keeps none, ``sum_i lambda_i v_i^{(x)3}`` of the released
+      ``decomposition_``) and ``B = U |S|^{1/2}`` (``whitening_.inverse``): the released ``M3``
+      projected onto the whitening's span, ``(P M3 P P)(c, c, c)``.
+    """
+    if isinstance(estimator, SingleTopicModel):
+        whitening = estimator.whitening_
+        U, s = whitening.eigenvectors, whitening.eigenvalues
+        tensor = getattr(estimator, "whitened_tensor_", None)
+        if tensor is None:  # dp_tpm: the released noisy power steps' eigenpairs
+            result = estimator.decomposition_
+            tensor = np.einsum("i,ai,bi,ci->abc", result.weights, result.factors, result.factors,
+                               result.factors)
+        return {"M2": lambda words: float(s @ U[words].sum(axis=0) ** 2),
+                "M3": _projected_cube(tensor, whitening.inverse)}
+    scores: dict[str, Callable[[np.ndarray], float]] = {}
+    frequencies = getattr(estimator, "word_frequencies_", None)
+    if frequencies is None:  # unclipped: no m1 release; the topics carry the moments
+        scores["topics"] = lambda words: float(np.asarray(estimator.components_)[:, words].sum())
+        correction = np.zeros(estimator.components_.shape[1])
+    else:
+        frequencies = np.asarray(frequencies, dtype=float)
+        scores["m1"] = lambda words: float(frequencies[words].sum())
+        correction = frequencies
+    a = lda_moment_constants(float(estimator.alpha0))[0]
+    released = getattr(estimator, "second_moment_", None)
+    if released is not None:
+        position = np.full(correction.size, -1)
+        position[estimator.second_moment_words_] = np.arange(len(estimator.second_moment_words_))
+
+        def m2(words: np.ndarray) -> float:
+            kept = words[position[words] >= 0]
+            if kept.size == 0:
+                return math.nan
+            rows = position[kept]
+            return float(released[np.ix_(rows, rows)].sum() + a * correction[kept].sum() ** 2)
+
+        scores["m2"] = m2
+    whitening = getattr(estimator, "whitening_", None)
+    if whitening is not None:
+        U, s = whitening.eigenvectors, whitening.eigenvalues
+        if released is None:
+            scores["m2"] = lambda words: float(
+                s @ U[words].sum(axis=0) ** 2 + a * correction[words].sum() ** 2
+            )
+        scores["e3"] = _projected_cube(estimator.projected_third_moment_, U)
+    return scores
 
 
 @dataclass
@@ -351,13 +464,14 @@ def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
     return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
 
 
-# clipped releases: canaries spread over enough words to reach both clipping bounds, read in unigram_
+# clipped releases: canaries spread over enough words to reach both clipping bounds, every release scored
 register_canaries(
-    PrivateSpectralLDA, lambda estimator: DocumentCanaries(score="unigram", words_per_document="clip")
+    PrivateSpectralLDA,
+    lambda estimator: DocumentCanaries(score="spectral-releases", words_per_document="clip"),
 )
-# the whitening keeps the top-K eigenspace of M2: frequent words lie in it, and whitening_ releases it
+# the whitening keeps the top-K eigenspace of M2: frequent words lie in it; M2 and M3 scored there
 register_canaries(
-    SingleTopicModel, lambda estimator: DocumentCanaries(words="frequent", score="second-moment")
+    SingleTopicModel, lambda estimator: DocumentCanaries(words="frequent", score="single-topic-releases")
 )
 register_canaries(DPVariationalLDA, _dp_vi_canaries)
 register_canaries(TensorCompletion, _completion_canaries)

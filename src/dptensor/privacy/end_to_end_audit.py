@@ -28,6 +28,22 @@ Two attacks (``method``):
     Algorithm 2). Several fits pool their canaries (each canary lives in one fit, so the pooled
     mechanism is as private per canary as one fit).
 
+**Every release is scored.** A fit makes several releases (``PrivateSpectralLDA``: ``m1``, ``m2`` and,
+with the tensor recovery, ``e3``; ``SingleTopicModel``: ``M2`` and ``M3``), and a claim can fail in
+any one of them: an attack that reads one release only is blind to the others (a spectral model
+with an un-noised ``m2`` passes an audit of its ``m1``). So an adapter's ``features`` may return
+one score per release (a mapping from the release's name to one feature vector per canary), each a
+function of released attributes only. Both bounds hold for any score that is a fixed function of
+the outputs (post-processing; Steinke, Nasr & Jagielski 2023, Theorem 3.1; Jagielski, Ullman &
+Oprea 2020), but reporting the largest of ``R`` bounds is a choice among ``R`` tests. It is paid
+for by Bonferroni's inequality: each release's bound is computed at confidence
+``1 - (1 - confidence) / R``, so that for an honest fit the probability that *any* of them exceeds
+the claim is at most ``R (1 - confidence) / R = 1 - confidence``, and the largest of them is
+reported, with the release that gave it (``details["release"]``) and every release's bound
+(``details["per_release"]``). A release whose score is ``nan`` for a canary makes no guess on it
+(abstention, which the one-run bound allows). An adapter that returns one sequence has one release
+(``R = 1``, no correction).
+
 Layering: the privacy layer does not import the models. What a canary is for an estimator --
 its neighbouring relation, the canary and its neighbour, how to insert it, which released
 numbers score it -- is a :class:`CanaryAdapter` that the models layer registers with
@@ -41,7 +57,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -135,7 +151,9 @@ class CanaryAdapter(Protocol):
     for each, the neighbour that replaces it when it is left out; ``fit_args`` builds the data of
     one fit; ``features`` reads, from the fitted estimator's released attributes only, one
     feature vector per canary whose **first entry** is its membership score (higher: more
-    likely in), the rest extra released numbers the distinguishing attack may weigh.
+    likely in; ``nan``: no guess on that canary), the rest extra released numbers the
+    distinguishing attack may weigh -- or a mapping from each release's name to such vectors, one
+    score per release (module docstring, *Every release is scored*).
     """
 
     relation: str
@@ -147,8 +165,10 @@ class CanaryAdapter(Protocol):
     def fit_args(self, plan: Any, included: np.ndarray) -> tuple:
         """The positional arguments of ``fit`` with canary ``i`` in iff ``included[i]``."""
 
-    def features(self, estimator: Any, plan: Any) -> Sequence[np.ndarray]:
-        """One 1-D array per canary; entry 0 is its membership score."""
+    def features(
+        self, estimator: Any, plan: Any
+    ) -> Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]]:
+        """One 1-D array per canary (entry 0: its membership score), or such arrays per release."""
 
 
 _REGISTRY: list[tuple[type, Callable[[Any], CanaryAdapter]]] = []
@@ -196,13 +216,17 @@ class AuditResult:
         Fits made.
     method : {"one-run", "distinguish"}
     attack : str
-        The canary and the membership score, in words.
+        The canary and the membership scores, in words, and which release's score gave the bound.
     n_canaries : int
         Canaries per fit.
     guesses, correct : int
         ``"one-run"``: guesses made and how many were right.
     seconds : float
         Wall time of the audit.
+    details : dict
+        ``release``: the release whose score gave ``epsilon_lower``; ``per_release``: each release's
+        bound (and, ``"one-run"``, its guesses and correct guesses), at ``release_confidence``
+        (``1 - (1 - confidence) / R`` for ``R`` releases: Bonferroni, module docstring).
     """
 
     epsilon_lower: float
@@ -348,7 +372,7 @@ def audit_estimator(
     seen_warnings: dict[tuple[str, str], warnings.WarningMessage] = {}
     claim: tuple[float, float, bool, str] | None = None
 
-    def fit_once(estimator: Any, included: np.ndarray) -> list[np.ndarray]:
+    def fit_once(estimator: Any, included: np.ndarray) -> dict[str, list[np.ndarray]]:
         nonlocal claim
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -357,7 +381,7 @@ def audit_estimator(
             seen_warnings.setdefault((w.category.__name__, str(w.message)), w)
         if claim is None:
             claim = _claim(estimator)
-        return [np.asarray(row, dtype=float).ravel() for row in adapter.features(estimator, plan)]
+        return _release_features(adapter.features(estimator, plan))
 
     if method == "distinguish":
         labels = np.tile([True, False], runs // 2 + 1)[:runs]
@@ -376,36 +400,90 @@ def audit_estimator(
     assert claim is not None
     claimed, delta, holds, relation = claim
     seconds = time.perf_counter() - start
+    releases = list(features[0])
+    if any(list(f) != releases for f in features):
+        raise ValueError("the adapter scored different releases in different fits: the releases a "
+                         "configuration makes must not depend on the data")
+    # Bonferroni over the R scores (module docstring): each at 1 - (1 - confidence) / R
+    level = 1.0 - (1.0 - confidence) / len(releases)
+    per_release: dict[str, dict[str, Any]] = {}
+    for name in releases:
+        if method == "distinguish":
+            rows = [f[name][0] for f in features]
+            if not np.all(np.isfinite([row[0] for row in rows])):
+                per_release[name] = {"epsilon_lower": 0.0, "note": "the release does not score the canary"}
+                continue
+            bound, info = _distinguish(np.stack(rows), labels, delta, level)
+            per_release[name] = {"epsilon_lower": float(bound), **info}
+        else:
+            scores = np.array([[row[0] for row in f[name]] for f in features])
+            per_release[name] = _one_run(scores, labels, n_guesses, delta, level)
+    best = max(releases, key=lambda name: per_release[name]["epsilon_lower"])  # the first on ties
+    lower = per_release[best]["epsilon_lower"]
     attack = f"{adapter.description}"
     if method == "distinguish":
-        lower, details = _distinguish(np.stack([f[0] for f in features]), labels, delta, confidence)
         guesses = correct = 0
+        details = {k: v for k, v in per_release[best].items() if k != "epsilon_lower"}
         attack += "; scored by a linear attack on the released features learned on half the fits"
     else:
-        scores = np.array([[row[0] for row in f] for f in features])
-        if runs > 1:
-            # each canary slot's score centred on its mean over the fits: slots differ by fixed offsets
-            # (their word's prior, the entry's baseline); a function of the outputs only, so the
-            # guesses remain post-processing of the pooled release, as the bound requires
-            scores = scores - scores.mean(axis=0, keepdims=True)
-        scores = scores.ravel()
-        truth = labels.ravel()
-        total = scores.size
-        k = max(1, (n_guesses if n_guesses is not None else max(2, total // 5)) // 2)
-        if 2 * k > total:
-            raise ValueError(f"n_guesses={n_guesses} exceeds the {total} canaries of the audit")
-        order = np.argsort(scores, kind="stable")
-        correct = int(truth[order[-k:]].sum() + (~truth[order[:k]]).sum())
-        guesses = 2 * k
-        lower = one_run_epsilon_lower_bound(total, guesses, correct, delta, confidence=confidence)
-        details = {"canaries_total": total, "included": int(truth.sum())}
+        guesses, correct = per_release[best]["guesses"], per_release[best]["correct"]
+        details = {"canaries_total": per_release[best]["canaries_total"], "included": int(labels.sum())}
+        k = guesses // 2
         attack += f"; guesses 'in' for the {k} highest and 'out' for the {k} lowest scores"
+    if len(releases) > 1:
+        attack += (f"; one score per release ({', '.join(releases)}), each bound at confidence "
+                   f"{level:.4g} (Bonferroni over {len(releases)}), the largest reported")
+        if lower > 0:
+            attack += f": the {best} release's"
     return AuditResult(
         epsilon_lower=float(lower), epsilon_claimed=claimed, delta=delta, holds=holds, neighbouring=relation,
         confidence=float(confidence), n_runs=runs, method=method, attack=attack, n_canaries=m,
         guesses=guesses, correct=correct, seconds=seconds,
-        details={**details, "adapter_relation": adapter.relation},
+        details={**details, "release": best, "per_release": per_release, "release_confidence": level,
+                 "adapter_relation": adapter.relation},
     )
+
+
+def _release_features(features: Sequence[np.ndarray] | Mapping[str, Sequence[np.ndarray]]) -> dict:
+    """An adapter's ``features`` as ``{release: [1-D float array per canary]}`` (one release: ``"score"``)."""
+    by_release = features if isinstance(features, Mapping) else {"score": features}
+    if not by_release:
+        raise ValueError("the adapter scored no release")
+    return {str(name): [np.asarray(row, dtype=float).ravel() for row in rows]
+            for name, rows in by_release.items()}
+
+
+def _one_run(
+    scores: np.ndarray, labels: np.ndarray, n_guesses: int | None, delta: float, confidence: float
+) -> dict[str, Any]:
+    """Steinke, Nasr & Jagielski's guesses on one release's scores (``runs x m``; ``nan``: abstain).
+
+    Each canary slot's score is centred on its mean over the fits (slots differ by fixed offsets:
+    their word's prior, the entry's baseline); a function of the outputs only, so the guesses remain
+    post-processing of the pooled release, as their Theorem 3.1 requires. The ``k`` highest scores
+    are guessed "in" and the ``k`` lowest "out" (``2 k = n_guesses``, default a fifth of the scored
+    canaries), and :func:`one_run_epsilon_lower_bound` gives the bound at ``confidence``.
+    """
+    scores = np.asarray(scores, dtype=float)
+    if scores.shape[0] > 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a slot no fit scores: all nan
+            scores = scores - np.nanmean(scores, axis=0, keepdims=True)
+    scores, truth = scores.ravel(), np.asarray(labels, dtype=bool).ravel()
+    total = scores.size
+    scored = np.isfinite(scores)
+    k = max(1, (n_guesses if n_guesses is not None else max(2, int(scored.sum()) // 5)) // 2)
+    if 2 * k > total:
+        raise ValueError(f"n_guesses={n_guesses} exceeds the {total} canaries of the audit")
+    if 2 * k > scored.sum():
+        return {"epsilon_lower": 0.0, "guesses": 0, "correct": 0, "canaries_total": total,
+                "note": f"{int(scored.sum())} canaries scored, fewer than the {2 * k} guesses"}
+    kept, truth = scores[scored], truth[scored]
+    order = np.argsort(kept, kind="stable")
+    correct = int(truth[order[-k:]].sum() + (~truth[order[:k]]).sum())
+    # m = every canary of the audit (abstentions included): the delta term of their Algorithm 2
+    lower = one_run_epsilon_lower_bound(total, 2 * k, correct, delta, confidence=confidence)
+    return {"epsilon_lower": float(lower), "guesses": 2 * k, "correct": correct, "canaries_total": total}
 
 
 def _distinguish(

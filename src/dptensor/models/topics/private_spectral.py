@@ -505,6 +505,20 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         Analyze Gauss whitening of Configuration 1 only (``None`` with the noisy power method, a
         ``public_corpus``, ``topic_recovery="nmf"`` or Configurations 2--4, whose whitening is not
         released); the first ``M2`` release (``e4``) when there are two.
+    whitening_ : Whitening or None
+        The whitening of the ``e3`` release: the top eigenpairs of the released ``M2`` (on the
+        whole vocabulary, rows off the whitening words zero), or of the public corpus's
+        (``public_corpus``). Post-processing of the ``m2`` release; ``None`` with
+        ``topic_recovery="nmf"`` and in Configurations 2--4 (whose whitening is not released).
+    projected_third_moment_ : ndarray of shape (k, k, k) or None
+        The ``e3`` release itself, noise included: ``S3(U, U, U)`` (clipped) or ``M3_hat(U, U, U)``,
+        with ``U = whitening_.eigenvectors``; ``None`` where ``whitening_`` is.
+    second_moment_ : ndarray of shape (m, m) or None
+        ``topic_recovery="nmf"``: the ``m2`` release itself, noise included (Analyze Gauss's
+        ``M2 = S2/S0 - a E1 E1^T`` on the ``m`` whitening words), whose non-negative factor gives the
+        topics; ``None`` otherwise.
+    second_moment_words_ : ndarray of shape (m,) or None
+        The whitening words, the rows of ``second_moment_`` (post-processing of ``m1``).
     n_features_in_, n_documents_ : int
     timings_ : dict
         Seconds per step (wall-clock time is outside the guarantee, as for any implementation).
@@ -1014,6 +1028,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.topic_recovery_ = self._topic_recovery(n_documents, n_words)
         self.third_clip_ = None
         self.whitening_alignment_ = None
+        self.whitening_ = self.projected_third_moment_ = None
+        self.second_moment_ = self.second_moment_words_ = None
         if clipping is not None:
             topics, alpha = self._fit_clipped(
                 ClippedMoments(docs, *clipping), plan, source, rng, timings, public_whitening
@@ -1147,6 +1163,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             tensor = projected * inv[:, None, None] * inv[None, :, None] * inv[None, None, :]
         self.noise_scales_["e3"] = scale
         whitening = _with_inverse(first.whitening, second.whitening)
+        self.whitening_, self.projected_third_moment_ = whitening, projected
         return self._decompose_unwhiten(tensor, whitening, rng, timings)
 
     def _fit_clipped(
@@ -1208,6 +1225,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         with _private_step("m2: private M2 on the whitening words (Analyze Gauss)", timings, self.verbose):
             released = analyze_gauss_release(operator, noise_scale=noise_scale, source=source)
         self.noise_scales_["m2"] = noise_scale
+        self.second_moment_, self.second_moment_words_ = released, support
         with _private_step("topics: non-negative factor of the released M2", timings, self.verbose):
             # the core: the most frequent whitening words by the released unigram distribution
             order = np.argsort(-self.unigram_[support], kind="stable")
@@ -1270,6 +1288,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             third = add_symmetric_gaussian(third, scale3, convention="frobenius", noise=source)
             tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
         self.noise_scales_["e3"] = scale3
+        self.whitening_, self.projected_third_moment_ = whitening, third
         return self._decompose_unwhiten(tensor, whitening, rng, timings, support)
 
     def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
