@@ -421,3 +421,42 @@ def test_cli_private_vocabulary_refuses_a_public_corpus(tmp_path, monkeypatch, c
             "--private-vocab", "20", "--public-corpus", "notes.txt"]
     assert main(argv) == 2
     assert "--public-corpus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", [[], ["--method", "vi", "--passes", "1"]])
+def test_cli_private_vocabulary_is_not_charged_when_the_ledger_cannot_pay_for_the_model(
+    tmp_path, monkeypatch, capsys, method
+):
+    """The ledger is asked for the whole run (vocabulary and model composed) before the first charge."""
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "4", "--delta", "1e-6",
+            "--private-vocab", "20", "--vocab-share", "0.5", "--ledger", "budget.sqlite", "--quiet", *method]
+    # epsilon 2.5 at delta 1e-6 pays for the vocabulary (1.90) but not for it and the model composed (2.83)
+    assert main(["budget", "create", "budget.sqlite", "--epsilon", "2.5", "--delta", "1e-6"]) == 0
+    vocabulary = PrivateCountVectorizer(20, epsilon=2.0, delta=0.5e-6).planned_guarantee()
+    assert BudgetLedger("budget.sqlite").would_spend(vocabulary) <= 2.5  # the old order charged it
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the vocabulary and the model of this run together" in err and "Nothing was charged" in err
+    assert len(err.strip().splitlines()) == 1
+    assert BudgetLedger("budget.sqlite").charges() == []  # the ledger is as it was
+    # a ledger that can pay for both charges both: the vocabulary, then the model
+    assert main(["budget", "create", "enough.sqlite", "--epsilon", "10", "--delta", "1e-4"]) == 0
+    argv[argv.index("budget.sqlite")] = "enough.sqlite"
+    assert main(argv) == 0
+    assert len(BudgetLedger("enough.sqlite").charges()) == 2
+
+
+def test_planned_guarantees_are_what_the_fits_charge(tmp_path):
+    """``planned_guarantee`` (used to check a pipeline's budget) equals the fitted ``guarantee_``."""
+    texts = [f"tensor power method topic{i % 7} model privacy noise budget" for i in range(300)]
+    vectorizer = PrivateCountVectorizer(20, epsilon=4.0, delta=1e-6)
+    planned = vectorizer.planned_guarantee()
+    assert vectorizer.fit(texts).guarantee_ == planned
+    counts = vectorizer.transform(texts)
+    for model in (PrivateSpectralLDA(2, 1.0, epsilon=1.0, delta=1e-6, random_state=0),
+                  DPVariationalLDA(2, epsilon=1.0, delta=1e-6, n_passes=1, random_state=0)):
+        spectral = isinstance(model, PrivateSpectralLDA)
+        planned = model.planned_guarantee(*(counts.shape if spectral else counts.shape[:1]))
+        assert model.fit(counts).guarantee_ == planned

@@ -47,7 +47,14 @@ from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.parallel import public_shape
-from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, PrivacyGuarantee, compose, enable_features
+from dptensor.privacy import (
+    NOISE_BACKENDS,
+    BudgetExceededError,
+    BudgetLedger,
+    PrivacyGuarantee,
+    compose,
+    enable_features,
+)
 from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT
 from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 
@@ -492,22 +499,26 @@ def _private_vocabulary_corpus(
     (:class:`PrivateCountVectorizer`, Gaussian partition selection); the model gets the rest.
     The model's own checks of its configuration (public: the options and the number of documents)
     run before the vocabulary is charged, so that no budget is spent on a fit that would be
-    refused. A worst-case spectral release (not clipped) refuses documents of fewer than three
+    refused; so does the ledger's (:func:`check_pipeline_budget`: the vocabulary and the model
+    together). A worst-case spectral release (not clipped) refuses documents of fewer than three
     tokens, so those are padded one by one (:func:`pad_short_documents`).
     """
     path = Path(args.corpus)
     documents = read_text_documents(path)
+    vectorizer = PrivateCountVectorizer(
+        args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
+        max_words_per_document=args.max_doc_words, stop_words=args.stop_words, noise=args.noise,
+        ledger=ledger,
+    )  # fmt: skip
     with _opt_in(args):
         if isinstance(model, PrivateSpectralLDA):
             pad = not model.check_configuration(len(documents), args.private_vocab)
         else:
             model.check_configuration(len(documents))
             pad = False
-    vectorizer = PrivateCountVectorizer(
-        args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
-        max_words_per_document=args.max_doc_words, stop_words=args.stop_words, noise=args.noise,
-        ledger=ledger,
-    )  # fmt: skip
+        if ledger is not None:
+            check_pipeline_budget(ledger, vectorizer.planned_guarantee(),
+                                  model_guarantees(model, len(documents), args.private_vocab))
     counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
     words = [str(w) for w in vectorizer.get_feature_names_out()]
     progress_line(f"private vocabulary: {len(words)} words (released under DP)", args.quiet)
@@ -516,6 +527,62 @@ def _private_vocabulary_corpus(
                       "(pad_short_documents)", args.quiet)
         counts = pad_short_documents(counts)
     return Corpus(counts, words, str(path)), vectorizer.guarantee_
+
+
+def model_guarantees(
+    model: PrivateSpectralLDA | DPVariationalLDA, n_documents: int, max_words: int
+) -> list[PrivacyGuarantee]:
+    """What the model after a private vocabulary may charge: its guarantee at each vocabulary size.
+
+    The released vocabulary has between ``k`` and ``max_words`` words, which only its release
+    tells. :class:`DPVariationalLDA`'s guarantee depends on ``N`` alone. That of
+    :class:`PrivateSpectralLDA` depends on the size through the plan's regimes (clipped or not,
+    Analyze Gauss or the noisy power method for ``M2``, the tensor step or the non-negative
+    factor), each an interval of sizes; with the analytic calibration the composed spend is the
+    same in every regime. The sizes ``k, 2k, 4k, ...`` and ``max_words`` sample every regime's
+    interval that is as wide as a factor of two; a size the fit would refuse is left out.
+    """
+    if isinstance(model, DPVariationalLDA):
+        return [model.planned_guarantee(n_documents)]
+    k = int(model.n_components)
+    sizes = {max_words}
+    size = k
+    while size < max_words:
+        sizes.add(size)
+        size *= 2
+    plans = []
+    for n_words in sorted(sizes):
+        try:
+            plans.append(model.planned_guarantee(n_documents, n_words))
+        except ValueError:  # a vocabulary of this size would be refused by the fit itself
+            continue
+    return plans
+
+
+def check_pipeline_budget(
+    ledger: BudgetLedger, first: PrivacyGuarantee, later: list[PrivacyGuarantee]
+) -> None:
+    """Refuse, before the first release of a run, a run whose later release the ledger could not pay.
+
+    ``first`` is charged first (the private vocabulary), then one of ``later`` (the model, whose
+    guarantee depends on what ``first`` releases). Each pair is composed exactly with the ledger's
+    earlier charges (:meth:`BudgetLedger.would_spend`); if one would exceed the budget, nothing is
+    charged and :class:`~dptensor.privacy.BudgetExceededError` says so. A concurrent run charging
+    the same ledger in between can still leave the second charge refused (docs/privacy.md).
+    """
+    for guarantee in later:
+        pair = compose(first, guarantee, delta=ledger.delta)
+        total = ledger.would_spend(pair)
+        if not total <= ledger.epsilon:
+            spent = ledger.spent()
+            raise BudgetExceededError(
+                f"privacy budget exceeded: the ledger {ledger.path} has spent epsilon={spent:.6g} of "
+                f"{ledger.epsilon:g} (delta={ledger.delta:g}); the vocabulary and the model of this run "
+                f"together would bring it to epsilon={total:.6g}. Nothing was charged and nothing computed "
+                "(the vocabulary is not released when the model after it could not be paid for).",
+                path=str(ledger.path), budget_epsilon=ledger.epsilon, budget_delta=ledger.delta, spent=spent,
+                requested=pair.epsilon, total=total,
+            )
 
 
 def _opt_in(args: argparse.Namespace) -> AbstractContextManager:

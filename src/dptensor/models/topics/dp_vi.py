@@ -733,10 +733,33 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self._validate_params()
         self._check_privacy_parameters()
         if self._is_private:
-            n_documents = int(n_documents)
-            self._require_opt_in()
-            self._plan_guarantee(n_documents, int(self.n_passes) * math.ceil(n_documents / self._batch_size(
-                n_documents)))
+            self.planned_guarantee(n_documents)
+
+    def planned_guarantee(self, n_documents: int) -> PrivacyGuarantee:
+        """The guarantee a private fit of ``N`` documents charges, before any data is read.
+
+        From the parameters and the public ``N`` only (the checks of :meth:`check_configuration`
+        included): a pipeline can ask a ledger, before its first release, whether it can pay for
+        this fit too (``dptensor lda fit --method vi --private-vocab --ledger``).
+
+        Parameters
+        ----------
+        n_documents : int
+            The public number of documents ``N`` the fit will see.
+
+        Returns
+        -------
+        PrivacyGuarantee
+            What :meth:`fit` would report as ``guarantee_`` (and charge).
+        """
+        if not self._is_private:
+            raise ValueError("planned_guarantee needs a private fit (epsilon and delta set)")
+        self._validate_params()
+        self._check_privacy_parameters()
+        n_documents = int(n_documents)
+        self._require_opt_in()
+        n_steps = int(self.n_passes) * math.ceil(n_documents / self._batch_size(n_documents))
+        return self._plan_guarantee(n_documents, n_steps)[0]
 
     def _require_opt_in(self) -> None:
         if self.accountant == "paper":

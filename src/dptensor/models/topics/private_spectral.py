@@ -946,10 +946,31 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             Whether the releases are clipped (documents of any length are valid) rather than the
             worst-case ones (every document needs at least three tokens).
         """
+        self.planned_guarantee(n_documents, n_words)
+        return self._clipping(int(n_words)) is not None
+
+    def planned_guarantee(self, n_documents: int, n_words: int) -> PrivacyGuarantee:
+        """The guarantee a fit on a corpus of these public sizes charges, before any data is read.
+
+        Computed from the parameters and ``(N, d)`` only, after the checks of
+        :meth:`check_configuration`: a pipeline can ask a ledger, before its first release, whether
+        it can pay for this fit too (``dptensor lda fit --private-vocab --ledger``).
+
+        Parameters
+        ----------
+        n_documents, n_words : int
+            The public sizes ``(N, d)`` of the corpus the fit will see.
+
+        Returns
+        -------
+        PrivacyGuarantee
+            What :meth:`fit` would report as ``guarantee_`` (and charge) on such a corpus.
+        """
         self._validate_params()
         self._check_privacy_parameters()
-        self._checked_plan(int(n_documents), int(n_words))
-        return self._clipping(int(n_words)) is not None
+        guarantee = self._checked_plan(int(n_documents), int(n_words)).guarantee
+        assert guarantee is not None
+        return guarantee
 
     def _checked_plan(self, n_documents: int, n_words: int) -> _Plan:
         """The plan of a fit on ``(N, d)``, after every check that needs only the parameters and sizes."""

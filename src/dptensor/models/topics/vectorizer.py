@@ -31,9 +31,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.vocabulary import (
     DEFAULT_MAX_WORDS_PER_DOCUMENT,
     DEFAULT_THRESHOLD_DELTA_SHARE,
+    VocabularyCalibration,
     calibrate_vocabulary,
     select_vocabulary,
     vocabulary_guarantee,
@@ -149,6 +151,26 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
             vocabulary=vocabulary,
         )  # fmt: skip
 
+    def _calibration(self) -> VocabularyCalibration:
+        if self.epsilon is None or self.delta is None:
+            raise ValueError(
+                "PrivateCountVectorizer needs epsilon and delta: it chooses its words from the private "
+                "documents; for a public vocabulary use CountVectorizer(vocabulary=...)"
+            )
+        return calibrate_vocabulary(
+            self.epsilon, self.delta, self.max_words_per_document,
+            threshold_delta_share=self.threshold_delta_share,
+        )  # fmt: skip
+
+    def planned_guarantee(self) -> PrivacyGuarantee:
+        """The guarantee :meth:`fit` charges, from the parameters only (before any document is read).
+
+        A pipeline can ask a ledger, before its first release, whether it can pay for the
+        vocabulary and the steps after it (``dptensor lda fit --private-vocab --ledger``).
+        """
+        self._validate_params()
+        return vocabulary_guarantee(self._calibration(), self.n_words)
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, raw_documents: Iterable[str], y: object = None) -> PrivateCountVectorizer:
         """Release the vocabulary under DP (charged first), from an iterable of strings.
@@ -160,17 +182,9 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
             instead of an iterable of documents. After the release: no word passed the threshold
             (a statement about the noisy release only).
         """
-        if self.epsilon is None or self.delta is None:
-            raise ValueError(
-                "PrivateCountVectorizer needs epsilon and delta: it chooses its words from the private "
-                "documents; for a public vocabulary use CountVectorizer(vocabulary=...)"
-            )
         if isinstance(raw_documents, str | bytes):
             raise ValueError("raw_documents must be an iterable of documents (strings), not one string")
-        calibration = calibrate_vocabulary(
-            self.epsilon, self.delta, self.max_words_per_document,
-            threshold_delta_share=self.threshold_delta_share,
-        )  # fmt: skip
+        calibration = self._calibration()
         analyzer = self._vectorizer().build_analyzer()  # checks the tokenising options, reads nothing
         n_public = len(raw_documents) if hasattr(raw_documents, "__len__") else None
         source = self._begin_release(
