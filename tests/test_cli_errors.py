@@ -254,6 +254,17 @@ def test_every_command_help_ends_with_an_example():
         assert any(a.dest == "quiet" for a in leaf._actions) or leaf is parser, f"{leaf.prog} has no --quiet"
 
 
+def test_every_noise_option_says_what_opendp_does_not_cover():
+    """docs/protection.md: some releases draw NumPy noise under --noise opendp; no help hides that."""
+    noise_options = [action for leaf in leaf_parsers(build_parser()) for action in leaf._actions
+                     if "--noise" in action.option_strings]
+    assert len(noise_options) >= 3  # complete, lda fit, single-topic fit (and the audits that share them)
+    for action in noise_options:
+        assert "not covered here:" in action.help and "docs/protection.md" in action.help, action.help
+    complete = next(leaf for leaf in leaf_parsers(build_parser()) if leaf.prog.endswith("complete"))
+    assert "output_clipped" in complete.format_help()
+
+
 def test_python_dash_m_dptensor():
     done = subprocess.run(
         [sys.executable, "-m", "dptensor", "--version"], capture_output=True, text=True, check=False

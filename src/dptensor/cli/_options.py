@@ -5,6 +5,7 @@
 * ``type=`` validators (:func:`positive_int`, :func:`nonnegative_int`, :func:`positive_float`,
   :func:`probability`): a bad value is refused while the command line is parsed, naming the flag.
 * :func:`add_quiet_argument`: the one ``--quiet`` flag (progress is shown unless it is given).
+* :func:`add_noise_argument`: the one ``--noise`` flag, its help saying what OpenDP does not cover.
 * :func:`output_path`: an ``--out`` path is checked before any work (not a directory, parent exists).
 * :func:`refuse_unused`: options that do nothing in the chosen mode are an error naming them.
 
@@ -20,8 +21,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
+from dptensor.privacy import NOISE_BACKENDS
+
 __all__ = [
     "Parser",
+    "add_noise_argument",
     "add_quiet_argument",
     "nonnegative_int",
     "output_path",
@@ -113,6 +117,27 @@ def add_quiet_argument(parser: argparse.ArgumentParser, *, old_spellings: Iterab
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars or progress messages")
     for spelling in old_spellings:
         parser.add_argument(spelling, dest="quiet", action="store_true", help=argparse.SUPPRESS)
+
+
+def add_noise_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    not_covered: str,
+    default: str | None = "numpy",
+) -> None:
+    """``--noise {numpy,opendp}``, with what OpenDP's samplers do not cover in this command.
+
+    docs/protection.md (*Noise backends*) lists, release by release, which go through OpenDP's
+    measurements under ``noise="opendp"``; the others draw NumPy noise under both backends, so
+    the help never calls the whole command floating-point safe. ``not_covered`` names this
+    command's releases outside OpenDP (``"none"`` when every one is covered).
+    """
+    parser.add_argument(
+        "--noise", choices=NOISE_BACKENDS, default=default,
+        help="sampler of the privacy noise: numpy (default) or opendp (OpenDP's floating-point-safe "
+        f"samplers for the releases docs/protection.md marks OpenDP; not covered here: {not_covered}; "
+        "needs pip install 'dptensor[opendp]')",
+    )  # fmt: skip
 
 
 def progress_line(message: str, quiet: bool) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
+    add_noise_argument,
     add_quiet_argument,
     nonnegative_int,
     output_path,
@@ -39,7 +40,7 @@ from dptensor.models.completion.estimator import (
     TensorCompletion,
     compare_with_mean,
 )
-from dptensor.privacy import NOISE_BACKENDS, BudgetLedger, enable_features
+from dptensor.privacy import BudgetLedger, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
 DELTA_MODES = ("gradient_dpsgd", "als")
@@ -151,9 +152,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the public randomness (initialisation, shuffles, validation split); "
                              "the "
                              "privacy noise is always fresh")
-    parser.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
-                        help="sampler of the privacy noise: numpy (default) or opendp (floating-point "
-                             "safe; needs pip install 'dptensor[opendp]')")
+    add_noise_argument(parser, not_covered="--privacy output_clipped's exponential-norm noise (NumPy)")
     parser.add_argument("--allow-unproven", action="store_true",
                         help="run the paper's modes whose privacy claim does not hold (gradient, output, "
                              "input without --value-range), to reproduce the paper")

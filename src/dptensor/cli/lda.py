@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from dptensor._files import atomic_path, check_binary
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
+    add_noise_argument,
     add_quiet_argument,
     output_path,
     positive_float,
@@ -48,7 +49,6 @@ from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.parallel import public_shape
 from dptensor.privacy import (
-    NOISE_BACKENDS,
     BudgetExceededError,
     BudgetLedger,
     PrivacyGuarantee,
@@ -220,9 +220,8 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                        help="total delta (required with --epsilon)")
     group.add_argument("--allow-unproven", action="store_true",
                        help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
-    group.add_argument("--noise", choices=NOISE_BACKENDS, default="numpy",
-                       help="sampler of the privacy noise (numpy, or opendp: floating-point-safe releases; "
-                            "docs/protection.md lists what it covers)")
+    add_noise_argument(group, not_covered="--method vi's secret Poisson subsample and initialisation "
+                       "(NumPy's PCG64)")
     add_ledger_argument(group)
     group.add_argument(
         "--private-vocab", type=positive_int, default=None, metavar="V",

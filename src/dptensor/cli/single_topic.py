@@ -23,6 +23,7 @@ import numpy as np
 
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
+    add_noise_argument,
     add_quiet_argument,
     output_path,
     positive_float,
@@ -36,7 +37,6 @@ from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
 from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
-from dptensor.privacy import NOISE_BACKENDS
 from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS
 
@@ -95,9 +95,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
     parser.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
                         help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
-    parser.add_argument("--noise", choices=NOISE_BACKENDS, default=None,
-                        help="sampler of the privacy noise (numpy, or opendp: floating-point-safe releases; "
-                        "docs/protection.md lists what it covers)")
+    add_noise_argument(parser, default=None, not_covered="AVN's exponential-norm noise and the scalable "
+                       "sampler's M2 and M3 noise (NumPy)")
     parser.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
     parser.add_argument("--top", type=positive_int, default=10,
                         help="top words printed per topic (default 10)")
