@@ -128,7 +128,7 @@ def test_empty_text_corpus(tmp_path):
         load_text_corpus(path)
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n")  # two documents, both empty: no word to build a vocabulary from
-    with pytest.raises(ValueError, match="empty vocabulary"):
+    with pytest.raises(ValueError, match="every line is blank"):
         load_text_corpus(blank)
     assert load_text_corpus(blank, fixed_vocabulary=["cat"]).counts.shape == (2, 1)
     only_stop = tmp_path / "stop.txt"

@@ -223,9 +223,12 @@ def test_cli_fit_uci_npz_model(tmp_path, capsys, corpus):
 
 def test_cli_bad_input(tmp_path, capsys):
     empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n")
+    empty.write_text("")
     assert _run_cli(["lda", "fit", str(empty), "--topics", "2", "--quiet"]) == 2
     assert "empty corpus" in capsys.readouterr().err
+    empty.write_text("\n\n")  # two documents, both empty
+    assert _run_cli(["lda", "fit", str(empty), "--topics", "2", "--quiet"]) == 2
+    assert "every line is blank" in capsys.readouterr().err
     assert _run_cli(["lda", "fit", str(tmp_path / "missing.txt"), "--topics", "2", "--quiet"]) == 2
     assert "no such corpus" in capsys.readouterr().err
 

@@ -154,6 +154,9 @@ def load_text_corpus(
     try:
         counts = vectorizer.fit_transform(documents)
     except ValueError as exc:  # e.g. "empty vocabulary; perhaps the documents only contain stop words"
+        if not any(document.strip() for document in documents):
+            raise ValueError(f"{path}: every line is blank, so there is no word to build a vocabulary from "
+                             "(each line is a document, blank or not)") from exc
         raise ValueError(f"{path}: {exc}") from exc
     return Corpus(
         counts=sp.csr_matrix(counts, dtype=np.int64),
