@@ -270,11 +270,7 @@ class BudgetLedger(LedgerFile):
         """
         with self._connection("could not open the ledger") as conn:
             if self._accept_rollback:
-                conn.execute("BEGIN")
-                try:
-                    self._verified(conn)
-                finally:
-                    _rollback(conn)
+                self._verified(conn)
                 return
             mark = self._seen_ledgers.read(self._meta["id"])  # (before the file: see _verified)
             if mark is not None:

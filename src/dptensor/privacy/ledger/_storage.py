@@ -478,6 +478,12 @@ class LedgerFile:
         Then the charges are compared with the latest state of this ledger seen on this machine
         (:meth:`_check_history`), which is advanced to them when they are newer.
         """
+        if not conn.in_transaction:  # one consistent read: no commit lands between its statements
+            conn.execute("BEGIN")
+            try:
+                return self._verified(conn)
+            finally:
+                _rollback(conn)
         # the mark is read before the file: it records only committed states, so a file that has
         # not been rolled back holds at least as many charges as a mark read before it
         mark = self._seen_ledgers.read(self._meta["id"]) if self._meta is not None else None
