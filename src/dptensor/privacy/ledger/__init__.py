@@ -35,6 +35,13 @@ that lost charges or has changed bytes (truncated, a flipped bit, a torn copy, a
 commit whose journal was lost) is a :class:`~dptensor.privacy.LedgerError`, never a smaller
 ``spent``.
 
+Restores. A copy restored from a backup is a consistent older ledger: it forgets every charge
+made after the backup. Each process therefore remembers, outside the file, the latest state seen
+of each ledger (:mod:`dptensor.privacy.ledger._seen`: its number of charges and chained checksum,
+keyed by the ledger's ``id``, in a per-user state directory), and refuses a file that holds
+fewer charges or another history unless it is opened with ``accept_rollback=True`` (CLI:
+``dptensor budget accept-restore FILE``), which records the acknowledgement.
+
 File format. The file's SQLite ``application_id`` marks it as a dptensor ledger and its
 ``user_version`` is the schema version (2; format 1, WAL mode without checksum, is upgraded
 when opened); a file that is not SQLite, an SQLite file of another application, a ledger
