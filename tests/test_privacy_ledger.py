@@ -524,7 +524,7 @@ def test_private_estimator_mixin_charges_before_reading(tmp_path):
         _MeanEstimator(10, ledger=ledger).fit(_Untouchable())
 
 
-def test_charges_and_refusals_do_not_depend_on_the_data(tmp_path):
+def test_charges_and_refusals_do_not_depend_on_the_data(tmp_path, monkeypatch):
     """Neighbouring inputs (one observed value changed): identical charges, identical refusals."""
     rng = np.random.default_rng(1)
     indices = np.stack([rng.integers(0, 4, 40) for _ in range(3)], axis=1)
@@ -538,6 +538,8 @@ def test_charges_and_refusals_do_not_depend_on_the_data(tmp_path):
     rows = []
     for data in (values, neighbour):
         path.write_bytes(empty)
+        # each run as on a machine that has not seen the ledger (else the restored copy is refused)
+        monkeypatch.setenv("DPTENSOR_STATE_DIR", str(tmp_path / f"state-{len(rows)}"))
         ledger = BudgetLedger(path)
         obs = []
         for _ in range(3):  # the third one exceeds the budget

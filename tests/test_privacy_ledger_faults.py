@@ -32,7 +32,7 @@ import pytest
 from test_privacy_ledger import event_guarantee, gaussian_guarantee  # tests/ is on sys.path (no package)
 from test_privacy_ledger_reliability import in_child
 
-from dptensor.privacy import BudgetExceededError, BudgetLedger, LedgerError, gaussian_epsilon
+from dptensor.privacy import BudgetExceededError, BudgetLedger, LedgerError, PrivacyWarning, gaussian_epsilon
 from dptensor.privacy import ledger as ledger_module
 from dptensor.privacy.ledger import composed_epsilon
 
@@ -460,12 +460,17 @@ def test_a_process_notices_a_file_rolled_back_under_it(tmp_path):
         handle.truncate()
     with pytest.raises(LedgerError, match="records 3 charges, but this process has read 5"):
         ledger.spent()
-    # another process continues the older copy: 3 + 2 charges again, but not the ones read here
-    other = BudgetLedger(path)  # (opened afresh: it has read nothing yet)
+    # a fresh process has read nothing yet, but this machine has seen 5 charges: refused too
+    with pytest.raises(LedgerError, match="older than a copy seen on this machine: 5 charges"):
+        BudgetLedger(path)
+    # another process accepts the restore and continues the older copy: 3 + 2 charges again,
+    # but not the ones read here
+    with pytest.warns(PrivacyWarning, match="accepted a restored budget ledger"):
+        other = BudgetLedger(path, accept_rollback=True)
     in_child(lambda: [other.charge(gaussian_guarantee(SIGMA), description="other") for _ in "ab"])
     with pytest.raises(LedgerError, match="checksum"):
         ledger.spent()
-    assert descriptions(path)[3:] == ["other", "other"]  # (a fresh process cannot tell: see the docs)
+    assert descriptions(path)[3:] == ["other", "other"]  # (once accepted, this history is the one seen)
     assert spent > 0
 
 

@@ -6,13 +6,14 @@ import argparse
 import csv
 import dataclasses
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import add_quiet_argument, output_path, positive_float, probability
-from dptensor.privacy import BudgetLedger, Charge, LedgerError
+from dptensor.privacy import BudgetLedger, Charge, LedgerError, PrivacyWarning
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,6 +81,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_quiet_argument(history)
     history.set_defaults(func=run_history)
+
+    accept = actions.add_parser(
+        "accept-restore",
+        help="accept, deliberately, a ledger restored from an older copy (it forgets later charges)",
+        description=(
+            "A ledger file restored from a backup forgets every charge made after the backup, so budget "
+            "already spent could be spent again; dptensor therefore refuses a ledger that holds fewer "
+            "charges than it has seen of it on this machine, or another history. Run this once you have "
+            "made sure the restore is what you want: the file's state becomes the one seen, and the "
+            "acknowledgement is recorded in dptensor's state directory ($DPTENSOR_STATE_DIR, else "
+            "$XDG_STATE_HOME/dptensor, else ~/.local/state/dptensor)."
+        ),
+        epilog="example:\n  dptensor budget accept-restore ratings.ledger\n",
+    )
+    accept.add_argument("file", help="the restored ledger file")
+    add_quiet_argument(accept)
+    accept.set_defaults(func=run_accept_restore)
 
 
 def _open(path: str) -> BudgetLedger:
@@ -178,6 +196,24 @@ def run_history(args: argparse.Namespace) -> int:
         _write_rows(handle, fields, charges)
     if not args.quiet:
         print(f"wrote {len(charges)} charge(s) to {path}", file=sys.stderr)
+    return 0
+
+
+def run_accept_restore(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings():  # (said below, in the command's own words)
+        warnings.filterwarnings("ignore", "accepted a restored budget ledger", PrivacyWarning)
+        ledger = BudgetLedger(args.file, accept_rollback=True)
+    with ledger:
+        accepted = ledger.accepted_restore
+        if accepted is None:
+            _say(args, f"{ledger.path} continues the history seen on this machine: nothing to accept")
+            return 0
+        _say(
+            args,
+            f"accepted the restored ledger {ledger.path}: {accepted['seen_n_charges']} charge(s) were seen "
+            f"(at {accepted['seen_time']}), the file holds {accepted['file_n_charges']}; the charges made "
+            f"after the copy are forgotten. Recorded in {ledger.state_file}",
+        )
     return 0
 
 

@@ -35,6 +35,13 @@ that lost charges or has changed bytes (truncated, a flipped bit, a torn copy, a
 commit whose journal was lost) is a :class:`~dptensor.privacy.LedgerError`, never a smaller
 ``spent``.
 
+Restores. A copy restored from a backup is a consistent older ledger: it forgets every charge
+made after the backup. Each process therefore remembers, outside the file, the latest state seen
+of each ledger (:mod:`dptensor.privacy.ledger._seen`: its number of charges and chained checksum,
+keyed by the ledger's ``id``, in a per-user state directory), and refuses a file that holds
+fewer charges or another history unless it is opened with ``accept_rollback=True`` (CLI:
+``dptensor budget accept-restore FILE``), which records the acknowledgement.
+
 File format. The file's SQLite ``application_id`` marks it as a dptensor ledger and its
 ``user_version`` is the schema version (2; format 1, WAL mode without checksum, is upgraded
 when opened); a file that is not SQLite, an SQLite file of another application, a ledger
@@ -73,6 +80,7 @@ from dptensor.privacy.ledger._accounting import (
 )
 from dptensor.privacy.ledger._events import decode_event, encode_event
 from dptensor.privacy.ledger._records import _CHARGE_COLUMNS, Charge, _caller, _now, _user
+from dptensor.privacy.ledger._seen import STATE_DIR_VARIABLE, SeenLedgers, default_state_dir
 from dptensor.privacy.ledger._storage import (
     _INHERITED,  # noqa: F401 - connections inherited through a fork (tests check them)
     _STORED_COLUMNS,
@@ -89,10 +97,12 @@ __all__ = [
     "APPLICATION_ID",
     "MAX_PLD_POINTS",
     "SCHEMA_VERSION",
+    "STATE_DIR_VARIABLE",
     "BudgetLedger",
     "Charge",
     "composed_epsilon",
     "decode_event",
+    "default_state_dir",
     "encode_event",
     "pld_discretization",
 ]
@@ -142,6 +152,17 @@ class BudgetLedger(LedgerFile):
         process composes identically.
     timeout : float, default 60
         Seconds to wait for another process's charge to finish before giving up.
+    accept_rollback : bool, default False
+        Accept, deliberately, a file older than one seen on this machine (a copy restored from a
+        backup, which forgets every charge made after the backup): its state becomes the one
+        seen, the acknowledgement is recorded in the state directory (and in
+        :attr:`accepted_restore`) and a :class:`~dptensor.privacy.PrivacyWarning` is issued.
+        Without it such a file is a :class:`~dptensor.privacy.LedgerError`. It applies to the
+        file as found when opening only.
+    state_dir : str or Path, optional
+        Where the latest state seen of each ledger is kept (see *Notes*). Default:
+        ``$DPTENSOR_STATE_DIR``, else ``$XDG_STATE_HOME/dptensor``, else
+        ``~/.local/state/dptensor``.
 
     Notes
     -----
@@ -152,8 +173,16 @@ class BudgetLedger(LedgerFile):
     run a single charging host instead. A charge is in the main file when :meth:`charge`
     returns, and a file missing charges or with changed bytes is refused (see the module's
     notes). The ledger protects a budget against accidents, crashes and races, not against a
-    user who can write the file (or delete it: a new file is a new budget; or restore an older
-    copy of it, which is a consistent older ledger).
+    user who can write the file (or delete it: a new file is a new budget).
+
+    Restored copies. A copy of the file restored from a backup is a consistent, older ledger
+    that has forgotten every charge made after the backup. So every process remembers, outside
+    the file, the latest state it has seen of each ledger (keyed by the ledger's unique id: its
+    number of charges and the chained checksum after the last), in ``state_dir/ledgers/``; a
+    file that holds fewer charges, or another history, is refused (``LedgerError``, opening or
+    charging) unless opened with ``accept_rollback=True`` (CLI: ``dptensor budget
+    accept-restore FILE``). This detects restores of what this user saw on this machine only;
+    a state directory that cannot be written gives one warning and no detection.
 
     Examples
     --------
@@ -163,7 +192,8 @@ class BudgetLedger(LedgerFile):
     >>> from dptensor.privacy import BudgetExceededError, BudgetLedger
     >>> from dptensor.tensor import LowRankTensor
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "clinic.ledger"
-    >>> ledger = BudgetLedger(path, epsilon=1.5, delta=1e-5, dataset="clinic")
+    >>> ledger = BudgetLedger(path, epsilon=1.5, delta=1e-5, dataset="clinic",
+    ...                       state_dir=path.parent / "state")  # (a scratch state directory)
     >>> T = LowRankTensor(np.array([3000.0]), np.eye(20)[:, :1])
     >>> runs = [private_power_method(T, 1, epsilon=0.5, delta=1e-6, n_restarts=2, n_iter=3,
     ...                              ledger=ledger) for _ in range(4)]
@@ -188,6 +218,8 @@ class BudgetLedger(LedgerFile):
         neighbouring: str | Sequence[str] | None = None,
         value_discretization_interval: float | None = None,
         timeout: float = 60.0,
+        accept_rollback: bool = False,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._path = Path(path)
         self._conn: sqlite3.Connection | None = None
@@ -196,6 +228,9 @@ class BudgetLedger(LedgerFile):
         self._meta: dict[str, Any] | None = None
         self._lock = threading.RLock()
         self._seen: CheckedCharges | None = None  # the charges this process has checked (_verified)
+        self._seen_ledgers = SeenLedgers(state_dir)  # the latest state seen of each ledger, outside it
+        self._accept_rollback = bool(accept_rollback)  # for the state found when opening only
+        self._accepted_restore: dict[str, Any] | None = None
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         self._timeout = float(timeout)
@@ -224,10 +259,30 @@ class BudgetLedger(LedgerFile):
             self._create(epsilon, delta, dataset, relations, value_discretization_interval)
         try:
             self._meta = self._open()
+            self._check_seen()
             self._check_matches(epsilon, delta, dataset, relations, value_discretization_interval)
         except BaseException:
             self.close()
             raise
+        finally:
+            self._accept_rollback = False
+
+    def _check_seen(self) -> None:
+        """Refuse, on opening, a file that holds fewer charges than seen of it on this machine.
+
+        Only the stored count is compared (the charges are checked, and their chain compared
+        with the one seen, by the first read or charge), so that a file whose records are
+        damaged still opens. With ``accept_rollback=True`` every charge is checked now, in one
+        consistent read, and an older or other history is accepted (:meth:`_check_history`).
+        """
+        with self._connection("could not open the ledger") as conn:
+            if self._accept_rollback:
+                self._verified(conn)
+                return
+            mark = self._seen_ledgers.read(self._meta["id"])  # (before the file: see _verified)
+            if mark is not None:
+                meta = self._read_meta(conn)
+                self._check_history(mark, meta, meta["n_charges"], None)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -264,6 +319,20 @@ class BudgetLedger(LedgerFile):
     def created(self) -> str:
         """UTC creation time, ISO 8601."""
         return str(self._meta["created"])
+
+    @property
+    def accepted_restore(self) -> dict[str, Any] | None:
+        """The restore accepted when this object opened the file (``accept_rollback=True``), else ``None``.
+
+        A dict: when and by whom it was accepted, the path, and the number of charges seen before
+        (``seen_n_charges``, at ``seen_time``) and held by the file (``file_n_charges``).
+        """
+        return None if self._accepted_restore is None else dict(self._accepted_restore)
+
+    @property
+    def state_file(self) -> Path | None:
+        """Where the latest state seen of this ledger is kept (``None`` without a state directory)."""
+        return self._seen_ledgers.file(self._meta["id"])
 
     def __repr__(self) -> str:
         name = f", dataset={self.dataset!r}" if self.dataset is not None else ""
@@ -489,7 +558,8 @@ class BudgetLedger(LedgerFile):
                         tuple(row.values()),
                     )
                     checksum = _chain_next(checksum, [row[name] for name in _STORED_COLUMNS])
-                    self._write_state(conn, len(records) + 1, checksum, relations or [guarantee.neighbouring])
+                    n_after = len(records) + 1
+                    self._write_state(conn, n_after, checksum, relations or [guarantee.neighbouring])
                     committing = True
                     conn.execute("COMMIT")
                 except BaseException:
@@ -497,9 +567,10 @@ class BudgetLedger(LedgerFile):
                     raise
         except LedgerError:
             # COMMIT reported an error: was the charge durably recorded all the same?
-            if committing and self._recorded(row["token"]):
-                return self._charge_from_row(row)
-            raise
+            if not (committing and self._recorded(row["token"])):
+                raise
+        # committed: the latest state seen of the ledger moves to it
+        self._seen_ledgers.advance(self._meta["id"], n_after, checksum, str(self._path))
         return self._charge_from_row(row)
 
     def _recorded(self, token: str) -> bool:

@@ -17,13 +17,15 @@ import socket
 import sqlite3
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dptensor._validation import check_epsilon_delta
-from dptensor.privacy.errors import LedgerError
+from dptensor.privacy.errors import LedgerError, PrivacyWarning
 from dptensor.privacy.ledger._events import _decode_cached
 from dptensor.privacy.ledger._records import _CHARGE_COLUMNS, _now, _user
+from dptensor.privacy.ledger._seen import Mark
 
 #: SQLite ``application_id`` of a dptensor budget ledger (the bytes ``"dPTB"``).
 APPLICATION_ID = 0x64505442
@@ -37,6 +39,16 @@ _JOURNAL_MODE = "delete"
 _SYNCHRONOUS = "EXTRA"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _DEFAULT_DISCRETIZATION = 1e-4
+#: How to accept, deliberately, a ledger older than one seen on this machine (a restored backup).
+_ACCEPT = "BudgetLedger(path, accept_rollback=True) or `dptensor budget accept-restore FILE`"
+#: The advice of every "damaged" error. A restore forgets the charges made after the backup, so
+#: the advice says so, and that an older copy than one seen is refused unless accepted.
+_RESTORE_ADVICE = (
+    "restore it from a backup (dptensor will not guess the budget spent). A restored copy forgets "
+    "every charge made after the backup, so that budget would be spent again: dptensor refuses a "
+    "copy older than one it has seen on this machine unless you accept it deliberately with "
+    f"{_ACCEPT}"
+)
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
@@ -140,13 +152,15 @@ def _version() -> str:
 
 
 class CheckedCharges:
-    """The charges one process has checked against the ledger's checksum, and the chain value after them."""
+    """The charges one process has checked against the ledger's checksum, and the chain value after
+    each of them (``chains``; ``checksum`` is the last, or the chain's start without charges)."""
 
-    __slots__ = ("checksum", "records")
+    __slots__ = ("chains", "checksum", "records")
 
-    def __init__(self, checksum: str, records: tuple[dict[str, Any], ...]) -> None:
+    def __init__(self, checksum: str, records: tuple[dict[str, Any], ...], chains: tuple[str, ...]) -> None:
         self.checksum = checksum
         self.records = records
+        self.chains = chains
 
 
 class LedgerFile:
@@ -355,8 +369,7 @@ class LedgerFile:
             "locked": f"the {where} stayed locked by another process for {self._timeout:g} s",
             "read-only": f"the {where} is read-only (file or directory permissions)",
             "write": f"could not write the {where} (disk full or I/O error)",
-            "damaged": f"the {where} is damaged; restore it from a backup (dptensor will not guess the "
-            "budget spent)",
+            "damaged": f"the {where} is damaged; {_RESTORE_ADVICE}",
             "open": f"cannot open the {where}",
             "other": f"the {where} failed",
         }[kind]
@@ -394,8 +407,7 @@ class LedgerFile:
             if check != ["ok"]:
                 raise LedgerError(
                     f"the budget ledger {self._path} is damaged ({'; '.join(map(str, check[:3]))}); "
-                    "restore it "
-                    "from a backup (dptensor will not guess the budget spent)"
+                    f"{_RESTORE_ADVICE}"
                 )
             if version < SCHEMA_VERSION:
                 self._upgrade(conn)
@@ -462,10 +474,22 @@ class LedgerFile:
         back or continued from another history is still refused; the charges this process checked
         are composed from its own copy, so damage to them after the check cannot lower a total it
         computes (a process that opens the file afresh checks everything again).
+
+        Then the charges are compared with the latest state of this ledger seen on this machine
+        (:meth:`_check_history`), which is advanced to them when they are newer.
         """
+        if not conn.in_transaction:  # one consistent read: no commit lands between its statements
+            conn.execute("BEGIN")
+            try:
+                return self._verified(conn)
+            finally:
+                _rollback(conn)
+        # the mark is read before the file: it records only committed states, so a file that has
+        # not been rolled back holds at least as many charges as a mark read before it
+        mark = self._seen_ledgers.read(self._meta["id"]) if self._meta is not None else None
         meta = self._read_meta(conn)
         damaged = f"the budget ledger {self._path} is damaged"
-        advice = "restore it from a backup (dptensor will not guess the budget spent)"
+        advice = _RESTORE_ADVICE
         seen = self._seen
         if seen is not None and meta["n_charges"] < len(seen.records):
             raise LedgerError(
@@ -473,9 +497,9 @@ class LedgerFile:
                 f"{len(seen.records)} from it; {advice}"
             )
         if seen is None:
-            checksum, records = _chain_start(meta), []
+            checksum, records, chains = _chain_start(meta), [], []
         else:
-            checksum, records = seen.checksum, list(seen.records)
+            checksum, records, chains = seen.checksum, list(seen.records), list(seen.chains)
         last = records[-1]["id"] if records else None
         query = f"SELECT {', '.join(_STORED_COLUMNS)} FROM charges"
         if last is None:
@@ -490,6 +514,7 @@ class LedgerFile:
             except (ValueError, TypeError) as exc:
                 raise LedgerError(f"{damaged}: charge {record['id']}: {exc}") from exc
             records.append(record)
+            chains.append(checksum)
         if len(records) != meta["n_charges"]:
             raise LedgerError(
                 f"{damaged}: it holds {len(records)} charges but recorded {meta['n_charges']}; {advice}"
@@ -498,8 +523,63 @@ class LedgerFile:
             raise LedgerError(
                 f"{damaged}: its budget or charges do not match their checksum (bytes were changed); {advice}"
             )
-        self._seen = CheckedCharges(checksum, tuple(records))
+        self._check_history(mark, meta, len(chains), chains)
+        self._seen = CheckedCharges(checksum, tuple(records), tuple(chains))
+        if len(records) > (mark.n_charges if mark is not None else 0):
+            self._seen_ledgers.advance(meta["id"], len(records), checksum, str(self._path))
         return meta, records, checksum
+
+    def _check_history(
+        self, mark: Mark | None, meta: Mapping[str, Any], n: int, chains: Sequence[str] | None
+    ) -> None:
+        """Refuse charges that are older than, or another history than, the latest state seen.
+
+        The file holds ``n`` charges; ``chains`` are the chain values after each of them
+        (checked against its checksum), or ``None`` to compare the count alone. The file is
+        refused when it holds fewer charges than ``mark`` or its chain does not pass through the
+        mark's chain value -- unless the ledger was opened with ``accept_rollback=True`` (and
+        ``chains`` are given): then the mark is replaced by the file's state, and the
+        acknowledgement recorded (:attr:`accepted_restore`) and warned about.
+        """
+        if mark is None or mark.n_charges == 0:
+            return
+        if n >= mark.n_charges and (chains is None or chains[mark.n_charges - 1] == mark.chain):
+            return
+        if n < mark.n_charges:
+            what = (
+                f"is older than a copy seen on this machine: {mark.n_charges} charges were seen in it "
+                f"(at {mark.path}, {mark.time}), the file holds {n}"
+            )
+        else:
+            what = (
+                f"does not continue the history seen on this machine: its charge {mark.n_charges} is "
+                f"not the charge {mark.n_charges} seen (at {mark.path}, {mark.time}); it is an older "
+                "copy that was charged since, or a copy charged apart from the original"
+            )
+        if self._accept_rollback and chains is not None:
+            try:
+                accepted = self._seen_ledgers.accept(
+                    meta["id"], n, chains[-1] if chains else _chain_start(meta), str(self._path), mark
+                )
+            except OSError as exc:
+                raise LedgerError(
+                    f"the budget ledger {self._path} {what}; could not record that the restore is "
+                    f"accepted: {exc}"
+                ) from exc
+            self._accepted_restore = accepted
+            warnings.warn(
+                f"accepted a restored budget ledger: {self._path} {what}. The charges made after the "
+                "copy are forgotten and their budget can be spent again.",
+                PrivacyWarning,
+                stacklevel=4,
+            )
+            return
+        raise LedgerError(
+            f"the budget ledger {self._path} {what}. Was it restored from a backup? A restored copy "
+            "forgets every charge made after the backup, so budget already spent would be spent again. "
+            f"If you restored it on purpose, accept it deliberately with {_ACCEPT}; the acceptance is "
+            f"recorded in {self._seen_ledgers.file(meta['id'])}"
+        )
 
     def _write_state(
         self, conn: sqlite3.Connection, n_charges: int, checksum: str, relations: Sequence[str]
