@@ -55,6 +55,10 @@ ALS_OPTIONS = ("max_iter", "early_stopping")
 MEMORY_FRACTION = 0.5
 
 EXAMPLES = """examples:
+  # a plain ratings table: user,item,rating with a header (a user x item matrix; ids from 1)
+  python -c "open('ratings.csv', 'w').write('user,item,rating\\n1,1,5\\n1,2,3\\n2,1,4\\n3,2,4\\n')"
+  dptensor complete ratings.csv --one-based --rank 1 --out predictions.csv
+  # 'i j k value' entries (e.g. user item day rating), train and test
   python -c "from dptensor.datasets import make_low_rank_completion as m, train_test_split_entries as s, \\
   write_entries as w; tr, te = s(m((30, 20, 10), 3, random_state=0).observed, random_state=0); \\
   w('train.csv', tr); w('test.csv', te)"
@@ -73,8 +77,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Privacy to Tensor Completion', with a global mean and per-mode biases, by ALS (default) or "
             "the paper's SGD, with input (Alg. 1), gradient (Alg. 2) or output (Alg. 3) perturbation as "
             "in the paper, or the modes whose guarantees hold (gradient_dpsgd, output_clipped, als). "
-            "Entries are 'i j k value' rows (CSV, TSV or whitespace; a header row is skipped) or "
-            "MovieLens ratings (--movielens: u.data or RecBole's ml-100k.inter). A private fit names its "
+            "Entries are 'user item rating' rows (a user x item matrix) or 'i j k value' rows (e.g. user "
+            "item day rating), comma, tab, semicolon or whitespace separated, a header row skipped; or "
+            "MovieLens ratings (--movielens: u.data, ratings.csv or RecBole's ml-100k.inter). Malformed rows "
+            "are named by line, except on a private run (the line would describe the private data). "
+            "Outputs never overwrite an input. A private fit names its "
             "relation: --neighbouring entry-value (one rating's value; the observed indices are public) "
             "or user (all ratings of one user; --privacy als)."
         ),
