@@ -239,7 +239,7 @@ def missing_options(args: argparse.Namespace) -> list[str]:
                             "SECONDS, a public Unix time at or before the first rating (e.g. the start of "
                             "the collection period); numbering the days from the earliest rating would "
                             "reveal when the first user rated")
-        if args.out and not args.test:
+        if hasattr(args, "test") and args.out and not args.test:  # complete's --out (not audit's)
             problems.append("--neighbouring user: --out needs --test (predictions at the training entries "
                             "would reveal which ratings exist)")
     if not args.no_factors and args.rank is None:
