@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dptensor import __version__
 from dptensor._files import recording_run
 from dptensor.cli import audit, budget, complete, decompose, experiment, lda, report, single_topic
-from dptensor.cli._options import Parser, leaf_parsers, print_error
+from dptensor.cli._options import Parser, leaf_parsers, print_error, refuse_overwriting_inputs
 from dptensor.cli._report import command_line
 
 COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit, report)
@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = args._parser.prog
     args._argv = command_line(None if argv is None else list(argv))  # for reports: the command run
     try:
+        refuse_overwriting_inputs(args)  # before any work, for every command
         with _line_buffered_stdout(), _one_line_warnings(prog), recording_run(run_record(args)):
             return int(args.func(args) or 0)
     except KeyboardInterrupt:

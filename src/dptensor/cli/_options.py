@@ -7,6 +7,9 @@
 * :func:`add_quiet_argument`: the one ``--quiet`` flag (progress is shown unless it is given).
 * :func:`add_noise_argument`: the one ``--noise`` flag, its help saying what OpenDP does not cover.
 * :func:`output_path`: an ``--out`` path is checked before any work (not a directory, parent exists).
+* :func:`refuse_overwriting_inputs`: no output option (:data:`OUTPUT_FLAGS`) names a file that another
+  path on the command line names (the data, ``--test``, ``--ledger``, ...), nor another output's file;
+  :func:`dptensor.cli.main` checks every command this way before it runs.
 * :func:`refuse_unused`: options that do nothing in the chosen mode are an error naming them.
 
 :func:`dptensor.cli.main` turns every user error raised by a command (``ValueError``, ``OSError``,
@@ -32,9 +35,14 @@ __all__ = [
     "positive_float",
     "positive_int",
     "probability",
+    "refuse_overwriting_inputs",
     "refuse_unused",
     "seed",
 ]
+
+#: Options whose value is a file a command writes (and may replace). Every other path-valued
+#: option or positional argument is an input as far as :func:`refuse_overwriting_inputs` goes.
+OUTPUT_FLAGS = ("--out", "--json", "--report", "--plot", "--csv")
 
 
 class Parser(argparse.ArgumentParser):
@@ -169,6 +177,56 @@ def output_path(
         suffixes = tuple(suffixes)
         if path.suffix.lower() not in suffixes:
             raise ValueError(f"{flag} {path}: the file name must end in {' or '.join(suffixes)}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two command-line paths name one file (links and ``./`` spellings included)."""
+    try:
+        if Path(a).exists() and Path(b).exists():
+            return Path(a).samefile(b)
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_overwriting_inputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output option that names an input's file or another output's.
+
+    ``dptensor complete ratings.csv --out ratings.csv`` would replace the ratings with the
+    predictions. The outputs are the options in :data:`OUTPUT_FLAGS`; the inputs are every other
+    string given on the command line that names an existing file (the positional data files,
+    ``--test``, ``--ledger``, ``--vocab``, ...). Only the command line is read (public).
+
+    Raises
+    ------
+    ValueError
+        Naming both flags (or the positional argument's name) and the file.
+    """
+    parser: argparse.ArgumentParser | None = getattr(args, "_parser", None)
+    if parser is None:
+        return
+    outputs: list[tuple[str, str]] = []
+    inputs: list[tuple[str, str]] = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest.startswith("_") or action.dest == argparse.SUPPRESS:
+            continue
+        values = value if isinstance(value, list) else [value]
+        paths = [v for v in values if isinstance(v, str) and v and v != "-"]
+        name = action.option_strings[0] if action.option_strings else action.metavar or action.dest.upper()
+        if action.option_strings and action.option_strings[0] in OUTPUT_FLAGS:
+            outputs += [(name, path) for path in paths]
+        elif action.choices is None:
+            inputs += [(name, path) for path in paths if Path(path).is_file()]
+    for n, (flag, path) in enumerate(outputs):
+        for other, source in inputs:
+            if _same_file(path, source):
+                raise ValueError(f"{flag} {path} is also the input file {other}: writing it would "
+                                 f"overwrite that input; give {flag} another file name")
+        for other, target in outputs[:n]:
+            if _same_file(path, target):
+                raise ValueError(f"{other} and {flag} both name {path}: one output would overwrite the "
+                                 "other; give each its own file")
 
 
 def refuse_unused(args: argparse.Namespace, dests: Iterable[str], reason: str) -> None:

@@ -26,10 +26,11 @@ from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_completion_report
 from dptensor.datasets.entries import (
     TensorEntries,
+    entry_columns,
     is_recbole_inter,
     ratings_day_origin,
-    read_entries,
     read_movielens,
+    read_ratings,
     read_recbole_inter,
 )
 from dptensor.models.completion._dp_als import RELATIONS
@@ -54,6 +55,10 @@ ALS_OPTIONS = ("max_iter", "early_stopping")
 MEMORY_FRACTION = 0.5
 
 EXAMPLES = """examples:
+  # a plain ratings table: user,item,rating with a header (a user x item matrix; ids from 1)
+  python -c "open('ratings.csv', 'w').write('user,item,rating\\n1,1,5\\n1,2,3\\n2,1,4\\n3,2,4\\n')"
+  dptensor complete ratings.csv --one-based --rank 1 --out predictions.csv
+  # 'i j k value' entries (e.g. user item day rating), train and test
   python -c "from dptensor.datasets import make_low_rank_completion as m, train_test_split_entries as s, \\
   write_entries as w; tr, te = s(m((30, 20, 10), 3, random_state=0).observed, random_state=0); \\
   w('train.csv', tr); w('test.csv', te)"
@@ -72,8 +77,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Privacy to Tensor Completion', with a global mean and per-mode biases, by ALS (default) or "
             "the paper's SGD, with input (Alg. 1), gradient (Alg. 2) or output (Alg. 3) perturbation as "
             "in the paper, or the modes whose guarantees hold (gradient_dpsgd, output_clipped, als). "
-            "Entries are 'i j k value' rows (CSV, TSV or whitespace; a header row is skipped) or "
-            "MovieLens ratings (--movielens: u.data or RecBole's ml-100k.inter). A private fit names its "
+            "Entries are 'user item rating' rows (a user x item matrix) or 'i j k value' rows (e.g. user "
+            "item day rating), comma, tab, semicolon or whitespace separated, a header row skipped; or "
+            "MovieLens ratings (--movielens: u.data, ratings.csv or RecBole's ml-100k.inter). Malformed rows "
+            "are named by line, except on a private run (the line would describe the private data). "
+            "Outputs never overwrite an input. A private fit names its "
             "relation: --neighbouring entry-value (one rating's value; the observed indices are public) "
             "or user (all ratings of one user; --privacy als)."
         ),
@@ -95,9 +103,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``complete`` that configure the model and read the entries (shared with ``audit``)."""
-    parser.add_argument("entries", help="observed entries: i j k value rows (zero-based unless --one-based)")
-    parser.add_argument("--shape", type=positive_int, nargs=3, metavar=("I", "J", "K"),
-                        help="tensor shape (default: largest index + 1 in each mode, over all files)")
+    parser.add_argument("entries",
+                        help="observed entries: 'user item rating' rows (a matrix) or 'i j k value' rows, "
+                             "e.g. user item day rating (zero-based unless --one-based); comma, tab, "
+                             "semicolon or whitespace separated, an optional header row")
+    parser.add_argument("--shape", type=positive_int, nargs="+", metavar="SIZE",
+                        help="public sizes: U I K (users, items, days / third mode) or, for a 3-column "
+                             "user item rating file, U I (default: largest index + 1 in each mode, over all "
+                             "files; required with --neighbouring user)")
     parser.add_argument("--rank", "-r", type=positive_int, default=None,
                         help="CP rank / Tucker core size (required unless --no-factors)")
     parser.add_argument("--no-factors", action="store_true",
@@ -163,17 +176,76 @@ def _read(
     path: str, args: argparse.Namespace, shape: tuple | None, day_origin: int | None, *,
     allow_empty: bool = False,
 ) -> TensorEntries:
+    private = args.privacy is not None
     if args.movielens:
         reader = read_recbole_inter if is_recbole_inter(path) else read_movielens
         if shape is not None:
-            entries = reader(path, n_users=shape[0], n_items=shape[1], day_origin=day_origin)
+            entries = reader(path, n_users=shape[0], n_items=shape[1], day_origin=day_origin, private=private)
+            if len(shape) == 2:  # the days from the file: a non-private run only (check_options)
+                return TensorEntries(entries.indices, entries.values, (*shape, entries.shape[2]))
             if entries.shape[2] > shape[2]:
-                raise ValueError(f"{path}: the ratings' days do not fit --shape K={shape[2]}")
+                raise ValueError(_days_do_not_fit(path, shape[2], None if private else entries.shape[2]))
             return TensorEntries(entries.indices, entries.values, shape)
-        return reader(path, day_origin=day_origin)
-    # the timestamp check reads every value: only where the values are not private
-    return read_entries(path, shape=shape, one_based=args.one_based, check_timestamps=args.privacy is None,
-                        allow_empty=allow_empty)
+        return reader(path, day_origin=day_origin, private=private)
+    # the timestamp check reads every value: only where the values are not private (the default)
+    return read_ratings(path, shape=shape, one_based=args.one_based, private=private, allow_empty=allow_empty)
+
+
+def _days_do_not_fit(path: str, k: int, needed: int | None) -> str:
+    """The error for MovieLens days beyond ``--shape``'s K; ``needed`` only where it is not private."""
+    if needed is not None:
+        return (f"{path}: the ratings' days do not fit --shape K={k}: the file's days need K >= {needed} "
+                "(counted from --day-origin, or from the earliest rating)")
+    # on a private path the last day is private: say how to get K from public knowledge instead
+    return (f"{path}: the ratings' days do not fit --shape K={k}: pass a K from public knowledge, "
+            "K = (the end of the collection period - --day-origin) // 86400 + 1 (days), not from the ratings")
+
+
+def missing_options(args: argparse.Namespace) -> list[str]:
+    """Every option the chosen mode needs and lacks (or has in an invalid form), each with what to pass.
+
+    ``complete`` names them all in one error, before any file is read. Only the command line is
+    looked at (public).
+    """
+    problems = []
+    user = args.privacy is not None and args.neighbouring == "user"
+    if args.shape is not None and len(args.shape) not in (2, 3):
+        problems.append(f"--shape takes 2 sizes (U I, for a user item rating file) or 3 (U I K), got "
+                        f"{len(args.shape)}")
+    if args.privacy is not None:
+        if args.epsilon is None:
+            problems.append(f"--privacy {args.privacy} needs --epsilon: pass --epsilon E (the budget)")
+        if args.neighbouring is None:
+            problems.append(f"--privacy {args.privacy} needs --neighbouring: entry-value (one rating's "
+                            "value; who rated what is public) or user (all ratings of one user; "
+                            "--privacy als)")
+        if args.neighbouring == "user" and args.privacy != "als":
+            problems.append(f"--neighbouring user needs --privacy als (--privacy {args.privacy} protects one "
+                            "entry's value only)")
+        if args.privacy in ("als", "output_clipped") and args.value_range is None:
+            problems.append(f"--privacy {args.privacy} needs --value-range: pass --value-range MIN MAX, the "
+                            "declared range of a rating (e.g. 1 5; public)")
+    if user:
+        if args.shape is None:
+            problems.append("--neighbouring user needs --shape: pass --shape U I [K] (public sizes: users, "
+                            "items and, with days, K); inferring them from the ratings would reveal the "
+                            "largest user, item and day")
+        elif args.movielens and len(args.shape) == 2:
+            problems.append("--neighbouring user with --movielens needs the number of days in --shape U I K "
+                            "(K = (the end of the collection period - --day-origin) // 86400 + 1; the last "
+                            "rating's day is private)")
+        if args.movielens and args.day_origin is None:
+            problems.append("--neighbouring user with --movielens needs --day-origin: pass --day-origin "
+                            "SECONDS, a public Unix time at or before the first rating (e.g. the start of "
+                            "the collection period); numbering the days from the earliest rating would "
+                            "reveal when the first user rated")
+        if hasattr(args, "test") and args.out and not args.test:  # complete's --out (not audit's)
+            problems.append("--neighbouring user: --out needs --test (predictions at the training entries "
+                            "would reveal which ratings exist)")
+    if not args.no_factors and args.rank is None:
+        problems.append("--rank is required (the CP rank or Tucker core size), unless --no-factors fits the "
+                        "offsets alone")
+    return problems
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -184,8 +256,6 @@ def check_options(args: argparse.Namespace) -> None:
         refuse_unused(args, PRIVACY_OPTIONS,
                       "privacy options need --privacy MODE; without it the fit is not private")
     else:
-        if args.epsilon is None:
-            raise ValueError(f"--privacy {args.privacy} needs --epsilon")
         if args.privacy not in DELTA_MODES:
             refuse_unused(args, ["delta"], f"--privacy {args.privacy} is pure epsilon-DP and uses no delta "
                           f"(delta applies to {' and '.join(DELTA_MODES)})")
@@ -198,11 +268,14 @@ def check_options(args: argparse.Namespace) -> None:
                       "(--movielens)")
     if args.no_factors:
         refuse_unused(args, ["rank", "model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
-    elif args.rank is None:
-        raise ValueError("--rank is required (the CP rank or Tucker core size), unless --no-factors fits the "
-                         "offsets alone")
     if args.model != "tucker":
         refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
+    problems = missing_options(args)
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        raise ValueError(f"{len(problems)} options to fix: " + "; ".join(
+            f"({n}) {problem}" for n, problem in enumerate(problems, start=1)))
     solver = args.solver
     if solver == "auto":  # as TensorCompletion resolves it
         solver = "als" if args.privacy in (None, "als") else "sgd"
@@ -266,9 +339,9 @@ def read_training(args: argparse.Namespace) -> TensorEntries:
 
     Used by ``dptensor audit complete``; under ``--neighbouring user`` the shape must be given.
     """
-    if args.privacy is not None and args.neighbouring == "user" and args.shape is None:
-        raise ValueError("--neighbouring user needs --shape: inferring the shape from the ratings would "
-                         "reveal the largest user, item and day")
+    problems = missing_options(args)
+    if problems:
+        raise ValueError("; ".join(problems))
     day_origin = args.day_origin
     if args.movielens and day_origin is None:
         day_origin = ratings_day_origin(args.entries)
@@ -283,17 +356,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
-    if args.privacy is not None and args.neighbouring == "user":
-        # stated up front: under the user relation the shape is public, the ratings are not
-        if args.shape is None:
-            raise ValueError("--neighbouring user needs --shape: inferring the shape from the ratings would "
-                             "reveal the largest user, item and day")
-        if args.out and not args.test:
-            raise ValueError("--neighbouring user: --out needs --test (predictions at the training entries "
-                             "would reveal which ratings exist)")
-        if args.movielens and args.day_origin is None:
-            raise ValueError("--neighbouring user with --movielens needs --day-origin: numbering the days "
-                             "from the earliest rating would reveal when the first user rated")
+    # under --neighbouring user the shape and --day-origin are declared (check_options)
     shape = tuple(args.shape) if args.shape else None
     user = args.neighbouring == "user" and args.privacy is not None
     # MovieLens days count from the earliest rating of all the files, so that the same calendar day
@@ -305,10 +368,13 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     # under the user relation a file without ratings is a neighbour of one with one user's ratings
     train = _read(args.entries, args, shape, day_origin, allow_empty=user)
     test = _read(args.test, args, shape, day_origin, allow_empty=user) if args.test else None
-    if shape is None and test is not None:
+    if (shape is None or len(shape) == 2) and test is not None:  # sizes from the files: one for both
         shape = tuple(max(a, b) for a, b in zip(train.shape, test.shape, strict=True))
         train = TensorEntries(train.indices, train.values, shape)
         test = TensorEntries(test.indices, test.values, shape)
+    # a user x item matrix (3-column file): told by the declared --shape U I, else by the file's
+    # format (without --shape the run is not under the user relation, whose format must be public)
+    matrix = not args.movielens and (len(shape) == 2 if args.shape else entry_columns(args.entries) == 3)
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
@@ -322,19 +388,26 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     # under the user relation even the number of ratings is private: it is not printed
     observed = "" if user else f", {len(train)} observed entries"
     steps = f"{model.n_iter_} {'ALS sweeps' if model.solver_ == 'als' else 'epochs'}"
+    n_sweeps = model.n_iter_ + sum(int(step["n_iter"]) for step in model.reg_path_)
+    if model.reg_path_:
+        # the progress bar counts every sweep, the --reg auto search's included: say both
+        steps += f" ({n_sweeps} with the --reg auto search; reg {model.reg_:.3g})"
     what = ("offsets alone (--no-factors)" if args.no_factors
             else f"{args.model.upper()} completion, rank {args.rank}")
-    print(f"{what}, shape {train.shape}{observed}, {steps}: "
+    shown = f"{train.shape[0]} x {train.shape[1]} (users x items)" if matrix else f"{train.shape}"
+    print(f"{what}, shape {shown}{observed}, {steps}: "
           f"{seconds:.2f} s" + ("" if train_rmse is None else f", training RMSE {train_rmse:.4f}"))
     guarantee = model.guarantee_
     if guarantee is not None:
         print("privacy: " + guarantee.describe())
     if user:
         print("joint DP: the predictions for user i use user i's own ratings -- give them to user i only")
-    payload: dict = {"shape": train.shape, "n_observed": None if user else len(train), "model": args.model,
+    payload: dict = {"shape": train.shape[:2] if matrix else train.shape,
+                     "n_observed": None if user else len(train), "model": args.model,
                      "rank": args.rank, "privacy": args.privacy, "neighbouring": args.neighbouring,
                      "solver": model.solver_, "offsets": model.offsets_, "reg": model.reg_,
-                     "n_iter": model.n_iter_, "seconds": seconds, "train_rmse": train_rmse,
+                     "n_iter": model.n_iter_, "n_sweeps_total": n_sweeps, "seconds": seconds,
+                     "train_rmse": train_rmse,
                      "guarantee": None if guarantee is None else guarantee.to_dict()}
     target = test if test is not None else train
     predictions = model.predict(target.indices)
@@ -366,10 +439,11 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
             writer = csv.writer(handle)
             # A private fit's output must not carry the private training values it was fitted on.
             with_values = test is not None or args.privacy is None
-            writer.writerow(["i", "j", "k", "prediction"] + (["value"] if with_values else []))
+            modes = ["i", "j"] if matrix else ["i", "j", "k"]  # a matrix has no k
+            writer.writerow(modes + ["prediction"] + (["value"] if with_values else []))
             for (i, j, k), pred, value in zip(target.indices.tolist(), predictions.tolist(),
                                               target.values.tolist(), strict=True):
-                ids = [i + base[0], j + base[1], k + base[2]]
+                ids = [i + base[0], j + base[1], k + base[2]][:len(modes)]
                 writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
         print(f"wrote predictions to {path}" if user else f"wrote {len(predictions)} predictions to {path}")
     if args.json:

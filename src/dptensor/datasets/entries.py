@@ -9,6 +9,8 @@ the dense tensor unless asked to (:meth:`TensorEntries.to_dense`), so a MovieLen
 :class:`TensorEntries`                       observed entries and the tensor shape
 :func:`check_entries`                        validate ``(indices, values, shape)``
 :func:`read_entries`                         ``i j k value`` text files (CSV, TSV, whitespace)
+:func:`read_ratings`                         ``user item rating`` (a matrix) or ``i j k value`` rows
+:func:`entry_columns`                        3 (a user x item matrix) or 4 columns in an entries file
 :func:`read_movielens`                       MovieLens ``u.data`` as user x item x day (Wei et al., Sec. 5.2)
 :func:`read_recbole_inter`                   RecBole ``.inter`` files (``ml-100k.inter``) as that tensor
 :func:`ratings_day_origin`                   one day origin for a train/test pair of MovieLens files
@@ -91,18 +93,85 @@ class TensorEntries:
         return out
 
 
-def _open_rows(path: Path, delimiter: str | None) -> list[list[str]]:
+#: Delimiters :func:`read_entries` recognises, tried in this order on the first row.
+DELIMITERS = (",", "\t", ";")
+
+
+def _where(path: Path, line: int | None, private: bool) -> str:
+    """``path, line N`` for an error message; the path alone where the values are private.
+
+    docs/protection.md: on a private path a malformed row is reported without its value, count
+    or position (a line number would say where a private rating sits in the file).
+    """
+    return f"{path}" if private or line is None else f"{path}, line {line}"
+
+
+def _numbered_rows(path: Path, delimiter: str | None) -> list[tuple[int, list[str]]]:
+    """The file's data rows as ``(1-based line number, cells)``, a header row left out.
+
+    Blank lines and lines starting with ``#`` are skipped. The delimiter is, unless given, the
+    first of comma, tab and semicolon that the first row has, else runs of whitespace (cells are
+    stripped, so ``1, 2, 3`` reads as a comma row). A first row of which no cell is a number is a
+    header (``user,item,rating``) and is skipped.
+    """
     refuse_binary_text(path)
-    text = path.read_text()
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
+    numbered = [(n, line) for n, line in enumerate(path.read_text().splitlines(), start=1)
+                if line.strip() and not line.lstrip().startswith("#")]
+    if not numbered:
         return []
     if delimiter is None:
-        first = lines[0]
-        delimiter = "," if "," in first else ("\t" if "\t" in first else None)
+        delimiter = next((d for d in DELIMITERS if d in numbered[0][1]), None)
     if delimiter is None:
-        return [line.split() for line in lines]
-    return [[cell.strip() for cell in row] for row in csv.reader(lines, delimiter=delimiter)]
+        rows = [(n, line.split()) for n, line in numbered]
+    else:
+        cells = csv.reader([line for _, line in numbered], delimiter=delimiter)
+        rows = [(n, [cell.strip() for cell in row]) for (n, _), row in zip(numbered, cells, strict=True)]
+    if not any(_is_number(cell) for cell in rows[0][1]):
+        rows = rows[1:]  # a header
+    return rows
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _numeric_table(path: Path, rows: list[tuple[int, list[str]]], columns: int, what: str, private: bool
+                   ) -> np.ndarray:
+    """The rows as an ``(n, columns)`` float array; errors name the line unless ``private``."""
+    for line, row in rows:
+        if len(row) != columns:
+            found = "" if private else f", found {len(row)}"
+            raise ValueError(f"{_where(path, line, private)}: expected {columns} columns ({what}) in every "
+                             f"row{found}")
+    try:
+        return np.array([row for _, row in rows], dtype=np.float64)
+    except ValueError:
+        pass
+    where = None if private else next(line for line, row in rows if not all(map(_is_number, row)))
+    raise ValueError(f"{_where(path, where, private)}: a non-numeric cell (every cell after the header "
+                     f"must be a number: {what})")
+
+
+def entry_columns(path: str | Path, *, delimiter: str | None = None) -> int | None:
+    """How many columns the data rows of an entries file have (3 or 4 expected), ``None`` if none.
+
+    3 columns are ``user item rating`` (a matrix: :func:`read_entries` gives shape ``(U, I, 1)``),
+    4 are ``i j k value``. The format is read from the first data row; the file's other rows must
+    match it (:func:`read_entries` checks).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    rows = _numbered_rows(path, delimiter)
+    return len(rows[0][1]) if rows else None
+
+
+#: What each layout of :func:`read_entries` means, by number of columns.
+LAYOUTS = {3: "user item rating", 4: "i j k value"}
 
 
 def read_entries(
@@ -112,7 +181,8 @@ def read_entries(
     delimiter: str | None = None,
     one_based: bool = False,
     allow_empty: bool = False,
-    check_timestamps: bool = True,
+    check_timestamps: bool | None = None,
+    private: bool = False,
 ) -> TensorEntries:
     """Read ``i j k value`` rows from a CSV, TSV or whitespace-separated file.
 
@@ -122,64 +192,140 @@ def read_entries(
     shape : tuple of three ints, optional
         The tensor shape; by default one more than the largest index in each mode.
     delimiter : str, optional
-        ``","``, ``"\\t"``...; by default sniffed from the first row (comma, tab, else whitespace).
+        ``","``, ``"\\t"``...; by default sniffed from the first row (comma, tab, semicolon, else
+        whitespace).
     one_based : bool, default False
         Indices in the file start at 1.
     allow_empty : bool, default False
         A file without entries gives :meth:`TensorEntries.empty` (needs ``shape``) instead of an
         error: under the user relation a data set without ratings is a valid neighbour.
-    check_timestamps : bool, default True
+    check_timestamps : bool, optional
         Refuse a file whose every value is a whole number of seconds in the Unix-time range of
         :data:`TIMESTAMP_RANGE` (1973 to 2106): that is a MovieLens-style ``user item rating
         timestamp`` file, whose timestamps would otherwise be completed as values. The check reads
-        every value, so a private fit (where the values are protected) turns it off.
+        every value, so by default it is on only where the data are not ``private``.
+    private : bool, default False
+        The values (or the indices) are private: error messages name the file and what is wrong,
+        never a line number, a value or a count (docs/protection.md). Otherwise they name the
+        1-based line.
 
-    Lines starting with ``#`` are skipped, and so is a first row whose cells are not numbers
-    (a header).
+    Lines starting with ``#`` are skipped, and so is a first row of which no cell is a number
+    (a header). For ``user item rating`` files (a matrix) see :func:`read_ratings`.
     """
+    return _read_table(path, (4,), shape, delimiter, one_based, allow_empty, check_timestamps, private)
+
+
+def read_ratings(
+    path: str | Path,
+    *,
+    shape: tuple[int, ...] | None = None,
+    delimiter: str | None = None,
+    one_based: bool = False,
+    allow_empty: bool = False,
+    check_timestamps: bool | None = None,
+    private: bool = False,
+) -> TensorEntries:
+    """Read a ratings table: ``user item rating`` rows (a matrix) or ``i j k value`` rows.
+
+    The file's first data row decides the layout (:func:`entry_columns`): 3 columns are a user x
+    item matrix, read as a tensor of shape ``(U, I, 1)`` (every ``k = 0``); 4 columns are read as
+    by :func:`read_entries` (e.g. ``user item day rating``). Every row must have that many.
+
+    Parameters
+    ----------
+    shape : tuple of two or three ints, optional
+        ``(U, I)`` (or ``(U, I, 1)``) for a 3-column file, ``(I, J, K)`` for a 4-column one; by
+        default one more than the largest index in each mode.
+    path, delimiter, one_based, allow_empty, check_timestamps, private
+        As in :func:`read_entries`. An empty file (``allow_empty``) is a matrix when ``shape``
+        has two sizes.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "ratings.csv"
+    >>> _ = path.write_text("user,item,rating\n1,1,4.5\n1,2,3\n2,1,5\n")
+    >>> read_ratings(path, one_based=True).shape
+    (2, 2, 1)
+    """
+    return _read_table(path, tuple(LAYOUTS), shape, delimiter, one_based, allow_empty, check_timestamps,
+                       private)
+
+
+def _read_table(
+    path: str | Path, layouts: tuple[int, ...], shape: tuple[int, ...] | None, delimiter: str | None,
+    one_based: bool, allow_empty: bool, check_timestamps: bool | None, private: bool,
+) -> TensorEntries:
+    """The reader behind :func:`read_entries` and :func:`read_ratings` (``layouts``: column counts)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
-    rows = _open_rows(path, delimiter)
-    try:
-        if rows:
-            [float(cell) for cell in rows[0][:4]]
-    except ValueError:
-        rows = rows[1:]  # header
+    if check_timestamps is None:
+        check_timestamps = not private
+    rows = _numbered_rows(path, delimiter)
+    columns = len(rows[0][1]) if rows else (3 if 3 in layouts and shape is not None and len(shape) == 2
+                                            else 4)
+    if columns not in layouts:
+        found = "" if private else f", found {columns}"
+        expected = " or ".join(f"{n} columns ({LAYOUTS[n]})" for n in layouts)
+        raise ValueError(f"{_where(path, rows[0][0], private)}: expected {expected} in every row{found}")
+    shape = _layout_shape(path, shape, columns)
     if not rows:
         if allow_empty and shape is not None:
             return TensorEntries.empty(shape)
         raise ValueError(f"{path}: no entries")
-    bad = [n for n, row in enumerate(rows) if len(row) != 4]
-    if bad:
+    table = _numeric_table(path, rows, columns, LAYOUTS[columns], private)
+    values = table[:, -1]
+    if check_timestamps and _looks_like_timestamps(values):
         raise ValueError(
-            f"{path}: expected 4 columns (i j k value) in every row"
-        )
-    try:
-        table = np.array(rows, dtype=np.float64)
-    except ValueError:
-        raise ValueError(f"{path}: a non-numeric cell (every cell must be a number)") from None
-    if check_timestamps and _looks_like_timestamps(table[:, 3]):
-        raise ValueError(
-            f"{path}: every value in the fourth column is a whole number between "
+            f"{path}: every value in the last column is a whole number between "
             f"{TIMESTAMP_RANGE[0]:.0e} and {TIMESTAMP_RANGE[1]:.1e}, like a Unix timestamp: this looks like "
             "a MovieLens file (user item rating timestamp); read it with --movielens (read_movielens)"
         )
-    indices = table[:, :3]
+    indices = table[:, :-1]
+    if columns == 3:
+        indices = np.column_stack([indices, np.full(len(rows), 1.0 if one_based else 0.0)])
     if np.any(indices != np.round(indices)):
-        raise ValueError(f"{path}: indices (first three columns) must be whole numbers")
+        line = None if private else rows[int(np.argmax(np.any(indices != np.round(indices), axis=1)))][0]
+        raise ValueError(f"{_where(path, line, private)}: indices (the columns before the value) must be "
+                         "whole numbers")
     indices = indices.astype(np.int64)
     if np.any(indices < 0):
-        raise ValueError(f"{path}: a negative index (indices are counted from 0, or "
+        line = None if private else rows[int(np.argmax(np.any(indices < 0, axis=1)))][0]
+        raise ValueError(f"{_where(path, line, private)}: a negative index (indices are counted from 0, or "
                          "from 1 with one_based=True / --one-based)")
     if one_based:
         if np.any(indices == 0):
-            raise ValueError(f"{path}: index 0 found, so the indices are zero-based; leave out "
-                             "one_based=True (the --one-based flag)")
+            line = None if private else rows[int(np.argmax(np.any(indices == 0, axis=1)))][0]
+            raise ValueError(f"{_where(path, line, private)}: index 0 found, so the indices are zero-based; "
+                             "leave out one_based=True (the --one-based flag)")
         indices -= 1
     if shape is None:
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
-    return TensorEntries(indices, table[:, 3], shape)
+    elif not private:
+        outside = np.any(indices >= np.asarray(shape), axis=1)
+        if outside.any():
+            needed = tuple(int(m) + 1 for m in indices.max(axis=0))
+            raise ValueError(f"{_where(path, rows[int(np.argmax(outside))][0], private)}: an index outside "
+                             f"the shape: indices must lie in [0, size - 1] for shape {tuple(shape)}; the "
+                             f"file's indices need a shape of at least {needed}")
+    return TensorEntries(indices, values, shape)
+
+
+def _layout_shape(path: Path, shape: tuple[int, ...] | None, columns: int) -> tuple[int, int, int] | None:
+    """The three-way shape for a file of ``columns`` columns, from a given shape of 2 or 3 sizes."""
+    if shape is None:
+        return None
+    shape = tuple(shape)
+    if len(shape) == 2:
+        if columns == 4:
+            raise ValueError(f"{path}: 4 columns (i j k value) need a third size: pass a shape (I, J, K) "
+                             "(--shape I J K)")
+        return check_shape((*shape, 1))
+    if columns == 3 and len(shape) == 3 and shape[2] != 1:
+        raise ValueError(f"{path}: 3 columns (user item rating) have no third mode: pass a shape (U, I) "
+                         f"(--shape U I), not K={shape[2]}")
+    return check_shape(shape)
 
 
 #: Seconds since 1970 that :func:`read_entries` takes for timestamps (March 1973 to February 2106).
@@ -211,8 +357,12 @@ def read_movielens(
     n_items: int | None = None,
     day_seconds: int = SECONDS_PER_DAY,
     day_origin: int | None = None,
+    private: bool = False,
 ) -> TensorEntries:
-    """Read MovieLens ``u.data`` (``user item rating timestamp``, tab-separated) as a tensor.
+    """Read MovieLens ``u.data`` (``user item rating timestamp``) as a tensor.
+
+    Tab-separated ``u.data`` or comma-separated ``ratings.csv`` (a header row is skipped, ratings
+    may be fractional).
 
     Wei, Li, Mao & Wang, *Applying Differential Privacy to Tensor Completion*, Section 5.2: the
     rating matrix is unfolded into a user x item x day tensor. User and item ids (one-based in the
@@ -234,6 +384,9 @@ def read_movielens(
         timestamp. **Pass one origin to every file of a train/test pair**
         (``ratings_day_origin(train, test)``): each file's own earliest rating would number
         different calendar days alike (a temporal split's test days would restart at 0).
+    private : bool, default False
+        The ratings are private: errors name no line number, timestamp or value
+        (docs/protection.md); otherwise they name the 1-based line.
 
     Returns
     -------
@@ -247,31 +400,40 @@ def read_movielens(
     >>> test = read_movielens("ua.test", n_users=943, n_items=1682, day_origin=origin)  # doctest: +SKIP
     """
     path = Path(path)
-    users, items, ratings, stamps = _udata_columns(path)
-    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, day_origin, path)
+    users, items, ratings, stamps = _udata_columns(path, private)
+    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, day_origin, path,
+                           private)
 
 
-def _udata_columns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Users, items, ratings and timestamps of a ``u.data`` file."""
+def _udata_columns(
+    path: Path, private: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Users, items, ratings and timestamps of a ``u.data``-style file.
+
+    Tab-separated ``u.data`` and MovieLens's comma-separated ``ratings.csv`` (with its
+    ``userId,movieId,rating,timestamp`` header, half-star ratings) alike: the rows are read as by
+    :func:`read_entries`. Errors name the 1-based line unless ``private``.
+    """
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
-    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    rows = _numbered_rows(path, None)
     if not rows:
         raise ValueError(f"{path}: no ratings")
-    bad = [n for n, row in enumerate(rows) if len(row) != 4]
-    if bad:
-        raise ValueError(f"{path}: expected 4 columns (user item rating timestamp) in every row")
-    try:
-        table = np.array(rows, dtype=np.int64)
-    except ValueError:
-        raise ValueError(f"{path}: u.data cells must be integers") from None
-    users, items, ratings, stamps = table.T
-    return users, items, ratings, stamps
+    what = "user item rating timestamp"
+    table = _numeric_table(path, rows, 4, what, private)
+    ids = table[:, [0, 1, 3]]  # the rating may be 4.5
+    whole = np.all(np.isfinite(ids) & (ids == np.round(ids)), axis=1)
+    if not whole.all():
+        line = None if private else rows[int(np.argmin(whole))][0]
+        raise ValueError(f"{_where(path, line, private)}: user and item ids and timestamps must be whole "
+                         f"numbers ({what})")
+    users, items, stamps = (table[:, c].astype(np.int64) for c in (0, 1, 3))
+    return users, items, table[:, 2], stamps
 
 
 def _ratings_tensor(
     users: np.ndarray, items: np.ndarray, ratings: np.ndarray, stamps: np.ndarray, n_users: int | None,
-    n_items: int | None, day_seconds: int, day_origin: int | None, path: Path,
+    n_items: int | None, day_seconds: int, day_origin: int | None, path: Path, private: bool = False,
 ) -> TensorEntries:
     """User x item x day entries from one-based ids, ratings and Unix timestamps (shared by the readers)."""
     day_seconds = check_positive_int(day_seconds, "day_seconds")
@@ -282,9 +444,12 @@ def _ratings_tensor(
     elif not isinstance(day_origin, numbers.Integral) or isinstance(day_origin, bool):
         raise TypeError(f"day_origin must be an integer Unix timestamp, got {type(day_origin).__name__}")
     elif stamps.min() < day_origin:
+        # on a private path the earliest timestamp is private: it is not named
+        when = "a rating" if private else f"a rating at timestamp {int(stamps.min())}"
         raise ValueError(
-            f"{path}: a rating at timestamp {int(stamps.min())} precedes day_origin={int(day_origin)}; "
-            "pass the earliest timestamp of all the files read together (ratings_day_origin)"
+            f"{path}: {when} precedes day_origin={int(day_origin)}; pass the earliest timestamp of all "
+            "the files read together (ratings_day_origin)" + (", or a public time before the collection "
+                                                               "began" if private else "")
         )
     days = (stamps - int(day_origin)) // day_seconds
     shape = (
@@ -330,6 +495,7 @@ def read_recbole_inter(
     n_items: int | None = None,
     day_seconds: int = SECONDS_PER_DAY,
     day_origin: int | None = None,
+    private: bool = False,
 ) -> TensorEntries:
     """Read a RecBole atomic interaction file (``ml-100k.inter``) as a user x item x day tensor.
 
@@ -338,11 +504,13 @@ def read_recbole_inter(
     The fields may come in any order and others may be present. User and item tokens must be
     positive integers (as in the MovieLens files RecBole ships); they become zero-based indices
     exactly as :func:`read_movielens` makes them, and the rows keep the file's order (which
-    :func:`holdout_per_user` relies on). Days (and ``day_origin``) as in :func:`read_movielens`.
+    :func:`holdout_per_user` relies on). Days (and ``day_origin``, ``private``) as in
+    :func:`read_movielens`.
     """
     path = Path(path)
     users, items, ratings, stamps = _inter_columns(path)
-    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, day_origin, path)
+    return _ratings_tensor(users, items, ratings, stamps, n_users, n_items, day_seconds, day_origin, path,
+                           private)
 
 
 def _inter_columns(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -92,6 +92,7 @@ from dptensor.privacy.ledger._storage import (
     _check_budget,
     _rollback,
 )
+from dptensor.privacy.relations import implies_any
 
 __all__ = [
     "APPLICATION_ID",
@@ -538,7 +539,7 @@ class BudgetLedger(LedgerFile):
                 try:
                     meta, records, checksum = self._verified(conn)
                     relations = meta["relations"]
-                    if relations and guarantee.neighbouring not in relations:
+                    if relations and not implies_any(guarantee.neighbouring, relations):
                         raise ValueError(
                             f"the budget ledger {self._path} accepts releases under "
                             f"{_names(relations)}; this "
