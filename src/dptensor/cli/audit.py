@@ -129,7 +129,8 @@ def run_single_topic(args: argparse.Namespace) -> int:
         raise ValueError("--mechanism is required: the audit checks a private fit's claim")
     _refuse_fit_only_options(args)
     documents, form, n_words, _ = single_topic.read_documents(
-        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=True
+        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=True,
+        token_pattern=args.token_pattern, encoding=args.encoding,
     )
     if form == "tokens" and not isinstance(documents, list):
         documents = list(documents)
