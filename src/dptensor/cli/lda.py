@@ -46,6 +46,7 @@ from dptensor.datasets.corpus import (
     read_text_documents,
 )
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
+from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
@@ -430,7 +431,7 @@ def _print_topics(
     stability = getattr(model, "topic_stability_", None)  # SpectralLDA: share of runs finding it again
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
         stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
-        print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}{stable}")
+        print(f"topic {i:>3}  alpha={alpha:.4f}  {topic_words_text(words)}{stable}")
     alignment = getattr(model, "whitening_alignment_", None)
     if alignment is not None:  # post-processing of the M2 release; the wording depends on parameters only
         resolved = int(np.count_nonzero(alignment > 0))
@@ -760,7 +761,7 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     top = model.top_words(corpus.vocabulary, args.top)
     print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")
     for i, words in enumerate(top, start=1):
-        print(f"topic {i:>3}  {' '.join(words)}")
+        print(f"topic {i:>3}  {topic_words_text(words)}")
     guarantees = None
     if not private:
         print("privacy: none (no --epsilon)")
