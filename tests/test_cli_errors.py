@@ -364,3 +364,38 @@ def test_lda_transform_writes_exactly_the_out_path(work, tmp_path, name, reader,
     assert theta.shape == (300, 3)
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-4)
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+def _dptensor(*argv, **popen):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "dptensor", *argv], stderr=subprocess.PIPE, **popen)
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    import subprocess
+
+    ledger = str(tmp_path / "budget.db")
+    assert main(["budget", "create", ledger, "--epsilon", "1", "--delta", "1e-6"]) == 0
+    # the reader is gone before the first line is written: the write fails, deterministically
+    process = _dptensor("budget", "show", ledger, stdout=subprocess.PIPE)
+    process.stdout.close()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141  # 128 + SIGPIPE, as a shell reports for cat or yes
+    assert err.decode() == ""  # no "Broken pipe" error, no "Exception ignored" at exit
+
+
+def test_piping_into_head_prints_no_broken_pipe(tmp_path):
+    import subprocess
+
+    ledger = str(tmp_path / "budget.db")
+    assert main(["budget", "create", ledger, "--epsilon", "1", "--delta", "1e-6"]) == 0
+    head = subprocess.run(["head", "-1"], stdin=(show := _dptensor("budget", "show", ledger,
+                                                                    stdout=subprocess.PIPE)).stdout,
+                          capture_output=True, timeout=120, check=True)
+    show.stdout.close()
+    _, err = show.communicate(timeout=120)
+    assert len(head.stdout.decode().splitlines()) == 1
+    assert "Broken pipe" not in err.decode() and "Traceback" not in err.decode()
+    assert show.returncode in (0, 141)  # 0 when everything fitted in the pipe before head left
