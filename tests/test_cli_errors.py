@@ -272,7 +272,8 @@ def test_python_dash_m_dptensor():
     assert done.returncode == 0 and done.stdout.startswith("dptensor ")
 
 
-def test_batch_decompose_shows_progress_unless_quiet(capsys):
+def test_batch_decompose_shows_progress_unless_quiet(capsys, monkeypatch):
+    monkeypatch.setattr("dptensor._progress.bars_shown", lambda stream=None: True)  # as on a terminal
     assert main(["decompose", "--example", "--seed", "0"]) == 0
     assert "components" in capsys.readouterr().err
     assert main(["decompose", "--example", "--seed", "0", "--quiet"]) == 0
@@ -364,3 +365,59 @@ def test_lda_transform_writes_exactly_the_out_path(work, tmp_path, name, reader,
     assert theta.shape == (300, 3)
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-4)
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+def _dptensor(*argv, **popen):
+    return subprocess.Popen([sys.executable, "-m", "dptensor", *argv], stderr=subprocess.PIPE, **popen)
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    ledger = str(tmp_path / "budget.db")
+    assert main(["budget", "create", ledger, "--epsilon", "1", "--delta", "1e-6"]) == 0
+    # the reader is gone before the first line is written: the write fails, deterministically
+    process = _dptensor("budget", "show", ledger, stdout=subprocess.PIPE)
+    process.stdout.close()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141  # 128 + SIGPIPE, as a shell reports for cat or yes
+    assert err.decode() == ""  # no "Broken pipe" error, no "Exception ignored" at exit
+
+
+def test_piping_into_head_prints_no_broken_pipe(tmp_path):
+    ledger = str(tmp_path / "budget.db")
+    assert main(["budget", "create", ledger, "--epsilon", "1", "--delta", "1e-6"]) == 0
+    head = subprocess.run(["head", "-1"], stdin=(show := _dptensor("budget", "show", ledger,
+                                                                    stdout=subprocess.PIPE)).stdout,
+                          capture_output=True, timeout=120, check=True)
+    show.stdout.close()
+    _, err = show.communicate(timeout=120)
+    assert len(head.stdout.decode().splitlines()) == 1
+    assert "Broken pipe" not in err.decode() and "Traceback" not in err.decode()
+    assert show.returncode in (0, 141)  # 0 when everything fitted in the pipe before head left
+
+
+def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch):
+    import io
+
+    from dptensor._progress import bars_shown, progress_bar
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal, log = Terminal(), io.StringIO()
+    for stream in (terminal, log):
+        with progress_bar(total=3, desc="steps", file=stream) as bar:
+            bar.update(3)
+    assert "\r" in terminal.getvalue() and "steps" in terminal.getvalue()
+    assert log.getvalue() == ""  # a log file gets no bar
+    with progress_bar(total=3, file=terminal, enabled=False) as bar:  # --quiet
+        bar.update(3)
+    assert bars_shown(terminal) and not bars_shown(log)
+    # a command whose standard error is not a terminal (here captured) keeps its progress lines only
+    counts = make_lda_corpus(200, 30, 2, alpha=0.5, random_state=0).counts
+    write_uci_bow(counts, tmp_path / "docword.toy.txt")
+    assert main(["lda", "fit", str(tmp_path / "docword.toy.txt"), "-k", "2", "--method", "vi",
+                 "--passes", "2", "--seed", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "200 documents, 30 words" in err  # progress_line still prints
+    assert "\r" not in err and "VI steps" not in err

@@ -626,7 +626,8 @@ def test_early_stopping_with_a_private_als_fit_is_refused_before_the_ledger_is_c
 
 
 @pytest.mark.parametrize("relation", ["entry-value", "user"])
-def test_dp_als_progress_ticks_once_per_release(relation, capsys):
+def test_dp_als_progress_ticks_once_per_release(relation, capsys, monkeypatch):
+    monkeypatch.setattr("dptensor._progress.bars_shown", lambda stream=None: True)  # as on a terminal
     indices, values, shape = _ratings(seed=13)
     fit = TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, value_range=(LOW, HIGH),
                            max_iter=2, verbose=True).fit(indices, values, shape)

@@ -148,7 +148,8 @@ def inputs(folder: Path) -> None:
     sp.save_npz(folder / "data.npz", sparse)
     np.save(folder / "X.npy", rng.random((2_000, 10)))
     corpus = make_lda_corpus(3_000, 200, 5, alpha=0.2, doc_length=60, random_state=0)
-    words = [f"w{i}" for i in range(200)]
+    # words of letters (wa, wb, ..., hh): the CLI's topic models count words of letters only
+    words = ["w" + chr(97 + i // 26) + chr(97 + i % 26) if i >= 26 else "w" + chr(97 + i) for i in range(200)]
     sp.save_npz(folder / "corpus.npz", sp.csr_matrix(corpus.counts))
     for name in ("vocab.txt", "public_vocab.txt"):
         (folder / name).write_text("\n".join(words) + "\n")
@@ -156,6 +157,10 @@ def inputs(folder: Path) -> None:
     text = [" ".join(np.repeat(words, counts[d].toarray().ravel())) for d in range(counts.shape[0])]
     for name in ("corpus.txt", "docs.txt", "new_docs.txt"):
         (folder / name).write_text("\n".join(text) + "\n")
+    # a Windows export (curly quotes in cp1252) and a text with ids (words with digits)
+    quoted = "\n".join(f"\u201c{line}\u201d" for line in text) + "\n"
+    (folder / "export.txt").write_bytes(quoted.encode("cp1252"))
+    (folder / "ids.txt").write_text("\n".join(f"{line} id{d % 7}" for d, line in enumerate(text)) + "\n")
     for name in ("nytimes", "nips"):
         write_uci_bow(counts, folder / f"docword.{name}.txt", words)
         with (

@@ -299,3 +299,16 @@ def test_lanczos_takes_the_single_topic_models_implicit_second_moment():
     lanczos, _ = top_eigenpairs(operator, 3, method="eigsh", random_state=0)
     subspace, _ = top_eigenpairs(operator, 3, method="randomized", n_power_iter=20, random_state=0)
     np.testing.assert_allclose(lanczos, subspace, rtol=1e-6)
+
+
+def test_top_words_lists_only_words_of_positive_probability():
+    from dptensor.models.topics._fitted import topic_words_text
+
+    model = SpectralLDA(3, 1.0)
+    model.components_ = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    model.n_features_in_ = 4
+    # a degenerate topic is not padded with words it never draws
+    assert model.top_words(["a", "b", "c", "d"], 3) == [["a", "b"], ["d"], []]
+    assert model.top_words(None, 10) == [["0", "1"], ["3"], []]
+    assert topic_words_text(["a", "b"]) == "a b"
+    assert topic_words_text([]) == "(no word of positive probability)"

@@ -32,7 +32,8 @@ def _run(tmp_path, source, *extra):
     return json.loads(out.read_text())
 
 
-def test_online_recovers_and_writes_json(tmp_path, data, capsys):
+def test_online_recovers_and_writes_json(tmp_path, data, capsys, monkeypatch):
+    monkeypatch.setattr("dptensor._progress.bars_shown", lambda stream=None: True)  # as on a terminal
     stream, _ = data
     payload = _run(tmp_path, "x.npy", "--chunk-size", "1000")
     assert payload["n_samples_seen"] == 2 * 4 * 1500

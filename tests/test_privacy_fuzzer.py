@@ -427,6 +427,8 @@ def _ratings_file(data: Any, path: Path, suffix: str = ".csv") -> str:
 #: follow the noise; numbered words then differ only in digits, which the comparison masks. The
 #: same map for both inputs, so neighbours stay neighbours; other words ("rare") stay as they are.
 NUMBERED = {word: f"w{i}" for i, word in enumerate(WORDS)}
+#: Numbered words have digits: text rows pass scikit-learn's token pattern (the CLI's default: letters).
+DIGIT_WORDS = ["--token-pattern", r"(?u)\b\w\w+\b"]
 
 
 def _numbered(texts: list) -> list:
@@ -563,20 +565,21 @@ ENTRY_POINTS = [
         "--batch-size", "24", "--seed", "0", "--quiet", "--out", "out/model.json"])),
     EntryPoint("dptensor lda fit --private-vocab --epsilon", "texts", _cli(_texts_folder, lambda path: [
         "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "4", "--vocab-share", "0.5",
-        "--delta", "1e-5", "--seed", "0", "--quiet", "--out", "out/model.json"])),  # words pass: a model
+        "--delta", "1e-5", "--seed", "0", "--quiet", "--out", "out/model.json",
+        *DIGIT_WORDS])),  # words pass: a model
     EntryPoint("dptensor lda fit --private-vocab --epsilon (a text file)", "texts", _cli(
         _texts_file, lambda path: [
             "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "4", "--vocab-share", "0.5",
-            "--delta", "1e-5", "--seed", "0", "--out", "out/model.json"])),
+            "--delta", "1e-5", "--seed", "0", "--out", "out/model.json", *DIGIT_WORDS])),
     EntryPoint("dptensor lda fit --vocab --epsilon (a text file)", "texts", _cli(
         _texts_file_and_vocabulary, lambda path: [
             "lda", "fit", path, "--vocab", "vocab.txt", "-k", "2", "--alpha0", "1", "--epsilon", "1",
-            "--delta", "1e-5", "--seed", "0", "--out", "out/model.json"])),
+            "--delta", "1e-5", "--seed", "0", "--out", "out/model.json", *DIGIT_WORDS])),
     EntryPoint("dptensor lda fit --method vi --vocab --epsilon (a text file)", "texts", _cli(
         _texts_file_and_vocabulary, lambda path: [
             "lda", "fit", path, "--vocab", "vocab.txt", "-k", "2", "--method", "vi", "--epsilon", "1",
             "--delta", "1e-5", "--passes", "1", "--batch-size", "24", "--seed", "0", "--out",
-            "out/model.json"])),
+            "out/model.json", *DIGIT_WORDS])),
     EntryPoint("dptensor single-topic fit --epsilon", "counts", _cli(_counts_file, lambda path: [
         "single-topic", "fit", path, "-k", "2", "--mechanism", "agn", "--epsilon", "1", "--delta", "1e-5",
         "--seed", "0", "--quiet", "--out", "out/model.json"]), outside_domain=SHORT_DOCUMENTS),

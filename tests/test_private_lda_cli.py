@@ -135,7 +135,7 @@ def test_extreme_neighbour_observes_the_same_command_output(tmp_path, counts, ro
 #: A plain-text corpus with a blank line (row 2), a whitespace-only line (row 4) and a line of
 #: unknown words (row 5): every line is a document (issue 36), so that N does not depend on whether
 #: a document is empty and the rows of ``lda transform`` are the file's lines.
-BLANK_LINES = "w0 w1 w2 w3\nw1 w2 w2\n\nw3 w3 w0 w1\n   \nrare unknown words\nw0 w0 w1\n"
+BLANK_LINES = "wa wb wc wd\nwb wc wc\n\nwd wd wa wb\n   \nrare unknown words\nwa wa wb\n"
 
 
 @pytest.mark.parametrize("fit_options", [
@@ -146,7 +146,7 @@ BLANK_LINES = "w0 w1 w2 w3\nw1 w2 w2\n\nw3 w3 w0 w1\n   \nrare unknown words\nw0
 def test_every_line_of_a_text_corpus_is_a_document(tmp_path, monkeypatch, capsys, fit_options):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs.txt").write_text(BLANK_LINES)
-    (tmp_path / "vocab.txt").write_text("w0\nw1\nw2\nw3\n")
+    (tmp_path / "vocab.txt").write_text("wa\nwb\nwc\nwd\n")
     lines = BLANK_LINES.count("\n")
     assert main(["lda", "fit", "docs.txt", "--vocab", "vocab.txt", "-k", "2", "--seed", "0",
                  "--out", "model.json", *fit_options]) == 0
@@ -161,7 +161,7 @@ def test_every_line_of_a_text_corpus_is_a_document(tmp_path, monkeypatch, capsys
 
 def test_single_topic_fit_reads_a_blank_line_as_a_document(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "docs.txt").write_text("w0 w1 w2 w3\nw1 w2 w2\n\nw3 w3 w0 w1\n")
-    (tmp_path / "vocab.txt").write_text("w0\nw1\nw2\nw3\n")
+    (tmp_path / "docs.txt").write_text("wa wb wc wd\nwb wc wc\n\nwd wd wa wb\n")
+    (tmp_path / "vocab.txt").write_text("wa\nwb\nwc\nwd\n")
     assert main(["single-topic", "fit", "docs.txt", "--vocab", "vocab.txt", "-k", "2"]) == 2
     assert "1 document(s) with fewer than 3 tokens (rows 2)" in capsys.readouterr().err  # the blank line

@@ -66,9 +66,14 @@ def test_well_determined_topics_are_stable():
 def test_undetermined_topics_are_reported_and_warned_about():
     # Few short documents for many topics: the whitened tensor is far from decomposable.
     corpus = make_lda_corpus(400, 40, 10, alpha=0.5, doc_length=8, random_state=2)
-    with pytest.warns(UserWarning, match=r"topics \(components_ rows \[.*\]\) were found again by fewer"):
+    numbered = r"topics \(topic [\d, ]+, numbered from 1: components_ rows \[.*\]\) were found again by fewer"
+    with pytest.warns(UserWarning, match=numbered) as caught:
         model = SpectralLDA(10, corpus.alpha0, random_state=0, stability_runs=6).fit(corpus.counts)
     assert np.any(model.topic_stability_ < 0.5)
+    rows = np.flatnonzero(model.topic_stability_ < 0.5)  # the warning counts topics from 1, as the CLI does
+    numbers = ", ".join(str(i + 1) for i in rows)
+    messages = " ".join(str(w.message) for w in caught)
+    assert f"(topic {numbers}, numbered from 1: components_ rows {rows.tolist()})" in messages
     # the score says what the seed does: the topics it calls unstable move more under other seeds
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

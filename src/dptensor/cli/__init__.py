@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,9 @@ COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit, r
 EXIT_INTERRUPTED = 130
 #: Exit status of a user error (bad option, bad input file, refused privacy budget, ...).
 EXIT_USAGE = 2
+#: Exit status when the reader of standard output went away (``dptensor ... | head``): 128 + SIGPIPE,
+#: what a shell reports for a program the broken pipe ended (``set -o pipefail`` sees it, as for ``cat``).
+EXIT_BROKEN_PIPE = 141
 
 EXAMPLES = """examples:
   dptensor decompose --example                  # a built-in noisy orthogonal tensor
@@ -57,8 +61,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     A user error -- a bad option (refused while parsing), a missing or malformed input file, a
     refused privacy budget, a size that does not fit in memory -- prints one line
     ``dptensor <command>: error: ...`` on stderr and returns 2; Ctrl-C prints one line and
-    returns 130. Outputs are written atomically, so neither leaves a partial file behind.
+    returns 130. Outputs are written atomically, so neither leaves a partial file behind. When
+    the reader of standard output goes away (``dptensor budget show | head -1``) the command
+    stops quietly, with no message, and returns 141 (:func:`_quiet_broken_pipe`).
     """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _quiet_broken_pipe() -> int:
+    """Stop writing to a closed standard output, without a message: the reader has what it wanted.
+
+    Standard output is pointed at ``os.devnull``, so that Python's final flush of what is still
+    buffered does not fail again at exit (the "Exception ignored ... BrokenPipeError" line);
+    Python's documented way (the ``signal`` module's note on SIGPIPE).
+    """
+    with contextlib.suppress(OSError, ValueError):  # no file descriptor (e.g. a test's StringIO)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args, extras = parser.parse_known_args(argv)
@@ -79,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: interrupted (Ctrl-C); no output file was written by the interrupted step",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # an OSError, but no error of the command: the reader stopped reading
+        return _quiet_broken_pipe()
     except MemoryError as exc:
         detail = f" ({exc})" if str(exc) else ""
         print(f"{prog}: error: out of memory{detail}; use smaller sizes (--rank, --shape, "

@@ -6,6 +6,8 @@
   :func:`probability`): a bad value is refused while the command line is parsed, naming the flag.
 * :func:`add_quiet_argument`: the one ``--quiet`` flag (progress is shown unless it is given).
 * :func:`add_noise_argument`: the one ``--noise`` flag, its help saying what OpenDP does not cover.
+* :func:`add_text_arguments`: ``--token-pattern`` (letters-only words by default for topic models)
+  and ``--encoding`` of every command that reads text.
 * :func:`output_path`: an ``--out`` path is checked before any work (not a directory, parent exists).
 * :func:`refuse_overwriting_inputs`: no output option (:data:`OUTPUT_FLAGS`) names a file that another
   path on the command line names (the data, ``--test``, ``--ledger``, ...), nor another output's file;
@@ -19,17 +21,22 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
+from dptensor.datasets.corpus import DEFAULT_ENCODING, LETTER_TOKEN_PATTERN, SKLEARN_TOKEN_PATTERN
 from dptensor.privacy import NOISE_BACKENDS
 
 __all__ = [
     "Parser",
     "add_noise_argument",
     "add_quiet_argument",
+    "add_text_arguments",
+    "encoding",
     "nonnegative_int",
     "output_path",
     "positive_float",
@@ -38,6 +45,7 @@ __all__ = [
     "refuse_overwriting_inputs",
     "refuse_unused",
     "seed",
+    "token_pattern",
 ]
 
 #: Options whose value is a file a command writes (and may replace). Every other path-valued
@@ -115,6 +123,60 @@ def probability(text: str) -> float:
     if value >= 1:
         raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text}")
     return value
+
+
+def token_pattern(text: str) -> str:
+    """``type=`` for ``--token-pattern``: a regular expression Python compiles."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a valid regular expression ({exc}): {text!r}") from None
+    return text
+
+
+def encoding(text: str) -> str:
+    """``type=`` for ``--encoding``: an encoding Python knows (``utf-8``, ``cp1252``, ``latin-1``, ...)."""
+    try:
+        codecs.lookup(text)
+    except LookupError:
+        raise argparse.ArgumentTypeError(
+            f"unknown encoding {text!r} (e.g. utf-8, cp1252, latin-1, utf-16)"
+        ) from None
+    return text
+
+
+#: ``--token-pattern``'s help: what a word is, and the letters-only default of the topic models.
+TOKEN_PATTERN_HELP = (
+    "regular expression of one word of plain text (Python's re, as scikit-learn's CountVectorizer takes it); "
+    "default: words of two or more letters, no digits or underscores, so numbers, dates and ids are "
+    "not words of a topic: '" + LETTER_TOKEN_PATTERN.replace("%", "%%") + "'. For words with digits too "
+    "(w0, covid19) pass scikit-learn's default '" + SKLEARN_TOKEN_PATTERN.replace("%", "%%") + "'"
+)
+
+
+def add_text_arguments(parser: argparse.ArgumentParser, *, from_model: bool = False) -> None:
+    """Add ``--token-pattern`` and ``--encoding`` (commands that read text).
+
+    ``--token-pattern`` defaults to :data:`~dptensor.datasets.corpus.LETTER_TOKEN_PATTERN`
+    (words of letters only; the Python API keeps scikit-learn's default), or, with
+    ``from_model`` (``lda transform``), to None: the pattern the model file records.
+    ``--encoding`` (default UTF-8) applies to every text file the command reads.
+    """
+    if from_model:
+        parser.add_argument(
+            "--token-pattern", type=token_pattern, default=None, metavar="REGEX",
+            help="regular expression of one word of plain text; default: the one the model was fitted with "
+                 "(recorded in the model file; scikit-learn's '" + SKLEARN_TOKEN_PATTERN.replace("%", "%%")
+                 + "' for files written before it was recorded)",
+        )  # fmt: skip
+    else:
+        parser.add_argument("--token-pattern", type=token_pattern, default=LETTER_TOKEN_PATTERN,
+                            metavar="REGEX", help=TOKEN_PATTERN_HELP)
+    parser.add_argument(
+        "--encoding", type=encoding, default=DEFAULT_ENCODING, metavar="NAME",
+        help=f"encoding of the text files read (corpus, vocabulary; default {DEFAULT_ENCODING}); e.g. "
+             "cp1252 or latin-1 for a Windows/Latin export",
+    )  # fmt: skip
 
 
 def add_quiet_argument(parser: argparse.ArgumentParser, *, old_spellings: Iterable[str] = ()) -> None:

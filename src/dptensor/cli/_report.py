@@ -96,14 +96,24 @@ def finish_report(args: argparse.Namespace, page: ReportPage, *, note: str = "")
     print(f"wrote report {run.path}")
 
 
-def _load_test_counts(path: str, vocabulary: list[str] | None, vocab_file: str | None, n_words: int) -> Any:
+def _load_test_counts(
+    path: str, vocabulary: list[str] | None, vocab_file: str | None, n_words: int, args: argparse.Namespace
+) -> Any:
+    """``--report-test``: counts over the model's words, split and decoded as the fit's corpus was."""
     from dptensor.cli.lda import _is_plain_text
-    from dptensor.datasets.corpus import load_corpus, load_text_corpus
+    from dptensor.datasets.corpus import (
+        DEFAULT_ENCODING,
+        SKLEARN_TOKEN_PATTERN,
+        load_corpus,
+        load_text_corpus,
+    )
 
+    encoding = getattr(args, "encoding", DEFAULT_ENCODING)
     if _is_plain_text(Path(path)) and vocabulary is not None:
-        counts = load_text_corpus(path, fixed_vocabulary=vocabulary).counts
+        counts = load_text_corpus(path, fixed_vocabulary=vocabulary, encoding=encoding,
+                                  token_pattern=getattr(args, "token_pattern", SKLEARN_TOKEN_PATTERN)).counts
     else:
-        counts = load_corpus(path, vocabulary=vocab_file).counts
+        counts = load_corpus(path, vocabulary=vocab_file, encoding=encoding).counts
     if counts.shape[1] != n_words:
         raise ValueError(f"--report-test {path} has {counts.shape[1]} words but the model has {n_words}")
     return counts
@@ -125,7 +135,8 @@ def write_topic_report(
     test = test if test is not None else getattr(args, "report_test", None)
     counts = None
     if test is not None:
-        counts = _load_test_counts(test, vocabulary, getattr(args, "vocab", None), model.components_.shape[1])
+        counts = _load_test_counts(test, vocabulary, getattr(args, "vocab", None), model.components_.shape[1],
+                                   args)
     guarantee = (guarantees or {}).get("total_guarantee") or getattr(model, "guarantee_", None)
     private = guarantee is not None
     train, note = None, ""

@@ -18,8 +18,7 @@ from __future__ import annotations
 import argparse
 from contextlib import nullcontext
 
-from tqdm import tqdm
-
+from dptensor._progress import progress_bar
 from dptensor.cli import complete, lda, single_topic
 from dptensor.cli._io import write_json
 from dptensor.cli._options import output_path, positive_int, probability, refuse_unused, seed
@@ -81,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace, make, data, unproven: bool) -> int:  # noqa: ANN001
     output_path(args.out, "--out", suffixes=(".json",))
     runs = args.runs or (400 if args.method == "distinguish" else 20)
-    with tqdm(total=runs, desc="audit fits", unit="fit", disable=args.quiet) as bar, \
+    with progress_bar(total=runs, desc="audit fits", unit="fit", enabled=not args.quiet) as bar, \
             (enable_features("unproven") if unproven else nullcontext()):
         result = audit_estimator(
             make, data, n_runs=runs, method=args.method, n_canaries=args.canaries,
@@ -129,7 +128,8 @@ def run_single_topic(args: argparse.Namespace) -> int:
         raise ValueError("--mechanism is required: the audit checks a private fit's claim")
     _refuse_fit_only_options(args)
     documents, form, n_words, _ = single_topic.read_documents(
-        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=True
+        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=True,
+        token_pattern=args.token_pattern, encoding=args.encoding,
     )
     if form == "tokens" and not isinstance(documents, list):
         documents = list(documents)

@@ -9,7 +9,6 @@ checkpoint file that is written after every completed round and resumed from whe
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -159,9 +158,9 @@ def run_batch(args: argparse.Namespace, session: ParallelSession) -> int:
     start = time.perf_counter()
     bar = None
     if not args.quiet:
-        from tqdm import tqdm
+        from dptensor._progress import progress_bar
 
-        bar = tqdm(total=rank, desc="components", unit="comp", file=sys.stderr, leave=False)
+        bar = progress_bar(total=rank, desc="components", unit="comp", leave=False)
     try:
         result = power_method(
             operator, rank, n_restarts=args.restarts, n_iter=args.iters,
@@ -262,9 +261,9 @@ def run_online(args: argparse.Namespace, n_jobs: int | None = None) -> int:
 
     bar = None
     if not args.quiet:
-        from tqdm import tqdm
+        from dptensor._progress import progress_bar
 
-        bar = tqdm(total=model.n_samples_needed_, initial=model.n_samples_seen_, unit="pt", file=sys.stderr)
+        bar = progress_bar(total=model.n_samples_needed_, initial=model.n_samples_seen_, unit="pt")
     rounds_saved = _rounds_done(model)
 
     def progress(seen: int, needed: int) -> None:

@@ -24,6 +24,7 @@ from dptensor.cli._io import write_json
 from dptensor.cli._options import (
     add_noise_argument,
     add_quiet_argument,
+    add_text_arguments,
     output_path,
     positive_float,
     positive_int,
@@ -36,6 +37,8 @@ from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, para
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
+    LETTER_TOKEN_PATTERN,
+    SKLEARN_TOKEN_PATTERN,
     Corpus,
     load_corpus,
     load_text_corpus,
@@ -43,6 +46,7 @@ from dptensor.datasets.corpus import (
     read_text_documents,
 )
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
+from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
@@ -70,7 +74,7 @@ PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", 
 #: Options of the private vocabulary (refused without --private-vocab).
 PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
-TEXT_OPTIONS = ("stop_words", "min_df", "max_df")
+TEXT_OPTIONS = ("stop_words", "min_df", "max_df", "token_pattern")
 #: Files ``lda transform --out`` writes, by suffix.
 THETA_FORMATS = (".txt", ".csv", ".npy")
 
@@ -91,6 +95,7 @@ FIT_EXAMPLES = """examples:
   dptensor lda fit docword.synthetic.txt --topics 5 --epsilon 1 --delta 1e-6 --out private.json
   dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
   dptensor lda fit notes.txt --topics 5 --epsilon 2 --delta 1e-6 --private-vocab 500  # no public vocabulary
+  dptensor lda fit notes.txt --topics 5 --encoding cp1252 --token-pattern '(?u)\\b\\w\\w+\\b'  # w0 too
 """
 
 PLAN_EXAMPLES = """examples:
@@ -149,7 +154,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
                                    epilog=TRANSFORM_EXAMPLES)
     transform.add_argument("model", help="model file written by 'dptensor lda fit --out'")
-    _corpus_arguments(transform)
+    _corpus_arguments(transform, from_model=True)
     transform.add_argument(
         "--out", metavar="FILE",
         help="write the proportions (documents x topics) to exactly FILE, in the format its extension names: "
@@ -193,7 +198,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 
-def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
+def _corpus_arguments(parser: argparse.ArgumentParser, *, from_model: bool = False) -> None:
+    """``CORPUS``, ``--vocab``, ``--token-pattern`` and ``--encoding`` (``from_model``: ``lda transform``)."""
     parser.add_argument(
         "corpus",
         help=(
@@ -203,6 +209,7 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     parser.add_argument("--vocab", help="vocabulary file, one word per line (for .mtx/.npz/UCI)")
+    add_text_arguments(parser, from_model=from_model)
 
 
 def _private_arguments(parser: argparse.ArgumentParser) -> None:
@@ -360,13 +367,14 @@ def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[C
     if not (path.is_dir() and any(path.glob("*.npz")) and not any(path.glob("*.txt"))):
         return None
     if (args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None
-            or getattr(args, "private_vocab", None) is not None):
+            or getattr(args, "private_vocab", None) is not None
+            or args.token_pattern != LETTER_TOKEN_PATTERN):
         raise ValueError(
-            "--stop-words, --min-df, --max-df, --max-features and --private-vocab apply to plain-text "
-            "corpora, not to count-matrix parts (their columns are the vocabulary)"
+            "--stop-words, --min-df, --max-df, --max-features, --private-vocab and --token-pattern apply to "
+            "plain-text corpora, not to count-matrix parts (their columns are the vocabulary)"
         )
     records = session.parts(path)
-    vocabulary = load_vocabulary(args.vocab) if args.vocab else None
+    vocabulary = load_vocabulary(args.vocab, encoding=args.encoding) if args.vocab else None
     if vocabulary is not None and len(vocabulary) != records.n_cols:
         raise ValueError(
             f"--vocab has {len(vocabulary)} words but the parts in {path} have {records.n_cols} columns"
@@ -415,15 +423,18 @@ def _print_topics(
     args: argparse.Namespace, model: TopicModelInference, corpus: Corpus,
     guarantees: dict[str, PrivacyGuarantee] | None = None,
 ) -> None:
-    top = model.top_words(corpus.vocabulary, args.top)
+    # a private fit prints --top words per topic whatever their weight: how many of the released
+    # weights are zero would otherwise change the printed text's shape (tests/test_privacy_fuzzer.py)
+    private = isinstance(model, PrivateSpectralLDA)
+    top = model.top_words(corpus.vocabulary, args.top, positive_only=not private)
     # a private fit prints no durations (they depend on the documents; see save_model)
     seconds = sum(model.timings_.values())
-    took = "" if isinstance(model, PrivateSpectralLDA) else f", fitted in {seconds:.2f} s"
+    took = "" if private else f", fitted in {seconds:.2f} s"
     print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}{took}")
     stability = getattr(model, "topic_stability_", None)  # SpectralLDA: share of runs finding it again
     for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
         stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
-        print(f"topic {i:>3}  alpha={alpha:.4f}  {' '.join(words)}{stable}")
+        print(f"topic {i:>3}  alpha={alpha:.4f}  {topic_words_text(words)}{stable}")
     alignment = getattr(model, "whitening_alignment_", None)
     if alignment is not None:  # post-processing of the M2 release; the wording depends on parameters only
         resolved = int(np.count_nonzero(alignment > 0))
@@ -467,13 +478,15 @@ def load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
                 "chosen under DP from a share of the budget (--private-vocab V, e.g. --private-vocab 2000): "
                 "building it from the documents without noise would reveal which words they contain"
             )
+    text = {"token_pattern": args.token_pattern, "encoding": args.encoding, "private": private}
     if plain_text and args.vocab is not None:
-        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab))
+        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab, encoding=args.encoding),
+                                **text)
     min_df = int(args.min_df) if float(args.min_df).is_integer() and args.min_df >= 1 else args.min_df
     max_df = int(args.max_df) if args.max_df > 1 else args.max_df
     return load_corpus(
         path, vocabulary=args.vocab, stop_words=args.stop_words, min_df=min_df, max_df=max_df,
-        max_features=args.max_features,
+        max_features=args.max_features, **text,
     )  # fmt: skip
 
 
@@ -485,8 +498,10 @@ def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
     if _is_plain_text(path):
         if args.vocab is None:
             raise ValueError("--public-corpus: plain text needs the public vocabulary of the fit (--vocab)")
-        return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab)).counts
-    return load_corpus(path, vocabulary=args.vocab).counts
+        vocabulary = load_vocabulary(args.vocab, encoding=args.encoding)
+        return load_text_corpus(path, fixed_vocabulary=vocabulary, token_pattern=args.token_pattern,
+                                encoding=args.encoding).counts
+    return load_corpus(path, vocabulary=args.vocab, encoding=args.encoding).counts
 
 
 def _private_vocabulary_corpus(
@@ -503,11 +518,11 @@ def _private_vocabulary_corpus(
     tokens, so those are padded one by one (:func:`pad_short_documents`).
     """
     path = Path(args.corpus)
-    documents = read_text_documents(path)
+    documents = read_text_documents(path, encoding=args.encoding, private=True)
     vectorizer = PrivateCountVectorizer(
         args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
-        max_words_per_document=args.max_doc_words, stop_words=args.stop_words, noise=args.noise,
-        ledger=ledger,
+        max_words_per_document=args.max_doc_words, stop_words=args.stop_words,
+        token_pattern=args.token_pattern, noise=args.noise, ledger=ledger,
     )  # fmt: skip
     with _opt_in(args):
         if isinstance(model, PrivateSpectralLDA):
@@ -525,7 +540,7 @@ def _private_vocabulary_corpus(
         progress_line("documents with fewer than 3 tokens over it are padded one by one "
                       "(pad_short_documents)", args.quiet)
         counts = pad_short_documents(counts)
-    return Corpus(counts, words, str(path)), vectorizer.guarantee_
+    return Corpus(counts, words, str(path), args.token_pattern), vectorizer.guarantee_
 
 
 def model_guarantees(
@@ -746,10 +761,10 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
     with _opt_in(args):
         model.fit(corpus.counts)
-    top = model.top_words(corpus.vocabulary, args.top)
+    top = model.top_words(corpus.vocabulary, args.top, positive_only=not private)  # as _print_topics
     print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")
     for i, words in enumerate(top, start=1):
-        print(f"topic {i:>3}  {' '.join(words)}")
+        print(f"topic {i:>3}  {topic_words_text(words)}")
     guarantees = None
     if not private:
         print("privacy: none (no --epsilon)")
@@ -783,6 +798,8 @@ def save_model(
         "params": {k: v for k, v in model.get_params().items() if k not in skip},
         "n_documents": model.n_documents_,
         "source": corpus.source,
+        # how plain text was split into words (None: a count matrix); lda transform splits new text alike
+        "token_pattern": corpus.token_pattern,
     }
     arrays = {"components": model.components_}
     layout = "n_topics x n_words, rows on the probability simplex"
@@ -825,6 +842,18 @@ def _save_npz(path: Path, arrays: dict, corpus: Corpus, meta: dict) -> None:
 
 def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA, list[str] | None]:
     """Read a model written by :func:`save_model`; returns the model and its vocabulary."""
+    model, vocabulary, _ = read_model_file(path)
+    return model, vocabulary
+
+
+def read_model_file(
+    path: str | Path,
+) -> tuple[TopicModelInference | DPVariationalLDA, list[str] | None, dict]:
+    """Read a model written by :func:`save_model`: the model, its vocabulary and the file's metadata.
+
+    The metadata holds ``params``, ``n_documents``, ``source``, ``token_pattern`` (files written
+    before it was recorded have no such key) and, for private models, the guarantee.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such model file: {path}")
@@ -853,7 +882,7 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
     if not isinstance(meta, dict) or "params" not in meta:
         raise ValueError(f"{path} has no 'params': it is not {written_by}")
     if meta.get("model") == "DPVariationalLDA":
-        return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary
+        return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary, meta
     classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
     if meta.get("model") not in classes:
         raise ValueError(f"{path} is not a SpectralLDA, PrivateSpectralLDA or DPVariationalLDA model file")
@@ -868,18 +897,43 @@ def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA
         saved = meta.get("whitening_alignment")  # absent from files of other modes and older versions
         model.whitening_alignment_ = None if saved is None else np.asarray(saved, dtype=np.float64)
         model.topic_recovery_ = meta.get("topic_recovery", "tensor")  # files before it: the tensor step
-    return model, vocabulary
+    return model, vocabulary, meta
+
+
+def transform_token_pattern(meta: dict, given: str | None) -> str:
+    """The token pattern ``lda transform`` splits new text with: the one the model was fitted with.
+
+    ``meta`` is the model file's metadata (:func:`read_model_file`). A file written before the
+    pattern was recorded was fitted with scikit-learn's; one fitted on a count matrix records
+    None (the command line's letters-only default then applies). ``given`` (``--token-pattern``)
+    may only repeat the recorded pattern, or choose one where none is recorded.
+    """
+    if "token_pattern" not in meta:  # written before the pattern was recorded: scikit-learn's then
+        recorded = SKLEARN_TOKEN_PATTERN
+    else:
+        recorded = meta["token_pattern"]
+        if recorded is None:  # fitted on a count matrix: no tokenising to repeat
+            return LETTER_TOKEN_PATTERN if given is None else given
+    if given is not None and given != recorded:
+        raise ValueError(
+            f"--token-pattern {given!r}: the model was fitted with the token pattern {recorded!r}; new "
+            "documents must be split into words the same way (leave out --token-pattern)"
+        )
+    return recorded
 
 
 def run_transform(args: argparse.Namespace) -> int:
     if args.out is not None:
         output_path(args.out, suffixes=THETA_FORMATS)
-    model, vocabulary = load_model(args.model)
+    model, vocabulary, meta = read_model_file(args.model)
     path = Path(args.corpus)
     if _is_plain_text(path) and vocabulary is not None:
-        corpus = load_text_corpus(path, fixed_vocabulary=vocabulary)
+        corpus = load_text_corpus(path, fixed_vocabulary=vocabulary, encoding=args.encoding,
+                                  token_pattern=transform_token_pattern(meta, args.token_pattern))
     else:
-        corpus = load_corpus(path, vocabulary=args.vocab)
+        refuse_unused(args, ("token_pattern",), f"it splits plain text into words; {args.corpus} is a count "
+                      "matrix (or the model has no vocabulary)")
+        corpus = load_corpus(path, vocabulary=args.vocab, encoding=args.encoding)
     theta = model.transform(corpus.counts)
     if args.out:
         out = Path(args.out)

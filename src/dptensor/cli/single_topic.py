@@ -25,6 +25,7 @@ from dptensor.cli._io import write_json
 from dptensor.cli._options import (
     add_noise_argument,
     add_quiet_argument,
+    add_text_arguments,
     output_path,
     positive_float,
     positive_int,
@@ -35,7 +36,14 @@ from dptensor.cli._options import (
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
-from dptensor.datasets.corpus import load_corpus, load_vocabulary, read_text_documents
+from dptensor.datasets.corpus import (
+    DEFAULT_ENCODING,
+    LETTER_TOKEN_PATTERN,
+    check_vocabulary_tokens,
+    load_corpus,
+    load_vocabulary,
+    read_text_documents,
+)
 from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
 from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS
@@ -93,6 +101,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                         "text, all for counts")
     parser.add_argument("--n-words", type=positive_int, help="vocabulary size d (for .npy word ids)")
     parser.add_argument("--vocab", help="vocabulary file, one word per line (required for private text)")
+    add_text_arguments(parser)
     parser.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
                         help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
     add_noise_argument(parser, default=None, not_covered="AVN's exponential-norm noise and the scalable "
@@ -105,19 +114,28 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_documents(
-    path: str | Path, *, vocabulary: str | None, n_words: int | None, private: bool
+    path: str | Path, *, vocabulary: str | None, n_words: int | None, private: bool,
+    token_pattern: str = LETTER_TOKEN_PATTERN, encoding: str = DEFAULT_ENCODING,
 ) -> tuple[object, str, int | None, list[str] | None]:
-    """Read ``CORPUS``: returns ``(documents, input form, n_words, vocabulary)``."""
+    """Read ``CORPUS``: returns ``(documents, input form, n_words, vocabulary)``.
+
+    Plain text is split into words by ``token_pattern`` (the command line's letters-only default)
+    and read, as the vocabulary file is, in ``encoding``; ``token_pattern`` other than the default
+    is refused for word ids and count matrices, which are not split into words.
+    """
     path = Path(path)
+    not_text = path.suffix == ".npy" or path.suffix in COUNT_SUFFIXES or path.name.startswith("docword.")
+    if not_text and token_pattern != LETTER_TOKEN_PATTERN:
+        raise ValueError(f"--token-pattern: it splits plain text into words; {path} holds word ids or counts")
     if path.suffix == ".npy":
         tokens = load_matrix(path)
-        vocab = load_vocabulary(vocabulary) if vocabulary else None
+        vocab = load_vocabulary(vocabulary, encoding=encoding) if vocabulary else None
         if n_words is None and vocab is not None:
             n_words = len(vocab)
         return tokens, "tokens", n_words, vocab
     counts_file = path.suffix in COUNT_SUFFIXES or path.name.startswith("docword.")
     if counts_file:
-        corpus = load_corpus(path, vocabulary=vocabulary)
+        corpus = load_corpus(path, vocabulary=vocabulary, encoding=encoding, private=private)
         return corpus.counts, "counts", None, corpus.vocabulary
     from sklearn.feature_extraction.text import CountVectorizer
 
@@ -126,10 +144,13 @@ def read_documents(
             "a private fit on plain text needs a public vocabulary (--vocab FILE): a vocabulary learned from "
             "the documents would reveal which words they contain"
         )
-    documents = read_text_documents(path)
+    documents = read_text_documents(path, encoding=encoding, private=private)
     # With a fixed vocabulary, fit only validates it; without one it learns it (non-private fits only).
-    fixed = None if vocabulary is None else load_vocabulary(vocabulary)
-    vectorizer = CountVectorizer(vocabulary=fixed).fit(documents)
+    fixed = None if vocabulary is None else load_vocabulary(vocabulary, encoding=encoding)
+    vectorizer = CountVectorizer(vocabulary=fixed, token_pattern=token_pattern)
+    if fixed is not None:
+        check_vocabulary_tokens(fixed, vectorizer)
+    vectorizer.fit(documents)
     analyzer = vectorizer.build_analyzer()
     index = vectorizer.vocabulary_
     words = [""] * len(index)
@@ -161,7 +182,8 @@ def run_fit(args: argparse.Namespace) -> int:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (else nothing is private)")
     progress_line(f"reading {args.corpus} ...", args.quiet)
     documents, form, n_words, vocabulary = read_documents(
-        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private
+        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private,
+        token_pattern=args.token_pattern, encoding=args.encoding,
     )
     moments = args.moments or ("first3" if form == "tokens" else "all")
     progress_line(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",

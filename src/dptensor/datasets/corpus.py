@@ -4,7 +4,9 @@ Formats (:func:`load_corpus` picks one from the path):
 
 * plain text -- one document per line of a ``.txt`` file, or a folder of ``.txt`` files (one
   document per file, in sorted name order), vectorised with scikit-learn's ``CountVectorizer``
-  (``stop_words``, ``min_df``, ``max_df``, ``max_features``, ``lowercase``);
+  (``stop_words``, ``min_df``, ``max_df``, ``max_features``, ``lowercase``, ``token_pattern``);
+  read in ``encoding`` (UTF-8 by default; a byte that is not valid there is an error naming the
+  file, the line and the byte, and suggesting ``--encoding cp1252``);
 * UCI bag-of-words -- ``docword.*.txt`` (optionally ``.gz``): three header lines ``D``, ``W``,
   ``NNZ`` then ``docID wordID count`` triples (1-based), read in chunks so the text is never held
   in memory at once; the vocabulary from ``vocab.*.txt`` (one word per line) next to it;
@@ -14,10 +16,12 @@ Formats (:func:`load_corpus` picks one from the path):
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import numbers
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +46,15 @@ class Corpus:
         ``vocabulary[j]`` is the word of column ``j`` (None when the source has none).
     source : str
         Where the corpus came from.
+    token_pattern : str or None
+        The regular expression that split plain text into words (None for count matrices): a
+        fitted model records it, so that new documents are tokenised the same way.
     """
 
     counts: sp.csr_matrix
     vocabulary: list[str] | None
     source: str
+    token_pattern: str | None = None
 
     @property
     def n_documents(self) -> int:
@@ -57,10 +65,73 @@ class Corpus:
         return int(self.counts.shape[1])
 
 
-def _open_text(path: Path) -> io.TextIOBase:
+#: scikit-learn's ``CountVectorizer`` token pattern: words of two or more letters, digits or ``_``.
+SKLEARN_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+#: Words of two or more letters (no digits, no ``_``): numbers, dates and ids are not words of a
+#: topic. The default of the command line's topic-model commands (``--token-pattern``); the Python
+#: API keeps scikit-learn's :data:`SKLEARN_TOKEN_PATTERN`.
+LETTER_TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W\d_]+\b"
+#: The default encoding of text files (``--encoding``).
+DEFAULT_ENCODING = "utf-8"
+
+
+def _open_text(path: Path, encoding: str = DEFAULT_ENCODING) -> io.TextIOBase:
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")  # noqa: SIM115
+        return gzip.open(path, "rt", encoding=encoding)
+    return open(path, encoding=encoding)  # noqa: SIM115
+
+
+def _read_bytes(path: Path) -> bytes:
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    return path.read_bytes()
+
+
+def _encoding_advice(encoding: str) -> str:
+    if codecs.lookup(encoding).name == "utf-8":
+        return "pass --encoding cp1252 (or latin-1) if the file is a Windows/Latin export"
+    return "pass the file's encoding with --encoding (latin-1 reads any byte)"
+
+
+def decoding_error(path: str | Path, encoding: str, *, private: bool = False) -> ValueError:
+    """The error for a file that is not valid ``encoding`` text, with the advice to fix it.
+
+    The message names the file, the first line that does not decode (numbered from 1, as
+    :func:`read_text_documents` numbers its documents), the offending byte and its column
+    (characters from 1), and which ``--encoding`` to try. With ``private=True`` -- the file holds
+    private documents -- it names only the file, the encoding and the advice: the line and the
+    byte depend on the documents (docs/protection.md).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file that failed to decode (``.gz`` is read decompressed).
+    encoding : str
+        The encoding it was read in.
+    private : bool, default False
+        Whether the file holds private documents.
+
+    Returns
+    -------
+    ValueError
+        To be raised by the caller.
+    """
+    path = Path(path)
+    advice = _encoding_advice(encoding)
+    if private:
+        return ValueError(f"{path}: not valid {encoding} (which document, line and byte are not shown: "
+                          f"the documents are private); {advice}")
+    raw = _read_bytes(path)
+    try:
+        raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start].decode(encoding, errors="replace")
+        line = before.count("\n") + before.count("\r") - before.count("\r\n") + 1
+        column = len(before) - max(before.rfind("\n"), before.rfind("\r"))
+        return ValueError(f"{path}, line {line}: not valid {encoding} (byte 0x{raw[exc.start]:02x} at column "
+                          f"{column}); {advice}")
+    return ValueError(f"{path}: not valid {encoding}; {advice}")  # pragma: no cover - decoded the 2nd time
 
 
 #: Counts at or above this do not fit in int64; such a matrix stays float64 (whole numbers).
@@ -76,13 +147,19 @@ def _as_count_csr(matrix: object, name: str) -> sp.csr_matrix:
     return counts.astype(np.int64)
 
 
-def load_vocabulary(path: str | Path) -> list[str]:
-    """One word per line (the UCI ``vocab.*.txt`` layout); blank trailing lines are ignored."""
+def load_vocabulary(path: str | Path, *, encoding: str = DEFAULT_ENCODING) -> list[str]:
+    """One word per line (the UCI ``vocab.*.txt`` layout); blank trailing lines are ignored.
+
+    A vocabulary is public, so a byte that is not valid ``encoding`` is reported with its line.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such vocabulary file: {path}")
-    with _open_text(path) as f:
-        words = [line.rstrip("\n\r") for line in f]
+    try:
+        with _open_text(path, encoding) as f:
+            words = [line.rstrip("\n\r") for line in f]
+    except UnicodeDecodeError:
+        raise decoding_error(path, encoding) from None
     while words and not words[-1].strip():
         words.pop()
     return words
@@ -94,7 +171,9 @@ def _check_vocabulary(vocabulary: list[str] | None, n_words: int, source: str) -
     return vocabulary
 
 
-def read_text_documents(path: str | Path) -> list[str]:
+def read_text_documents(
+    path: str | Path, *, encoding: str = DEFAULT_ENCODING, private: bool = False
+) -> list[str]:
     """The documents of a plain-text corpus: every line of a file, or the ``.txt`` files of a folder.
 
     Every line is a document, blank or not: dropping blank lines would make the number of
@@ -102,17 +181,29 @@ def read_text_documents(path: str | Path) -> list[str]:
     whether one document is empty, and would shift the rows of ``lda transform`` away from the
     file's lines. A file that ends with a newline has no extra empty document after it (the
     lines are those of :meth:`io.TextIOBase.__iter__`: ``\n``, ``\r`` and ``\r\n`` end a line).
+
+    Files are read in ``encoding``; one that is not valid there is an error
+    (:func:`decoding_error`) naming the file, the line and the byte -- or, with ``private=True``
+    (private documents), only the file, the encoding and the advice.
     """
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
         if not files:
             raise ValueError(f"folder {path} holds no .txt files")
-        documents = [p.read_text(encoding="utf-8", errors="replace") for p in files]
+        documents = []
+        for file in files:
+            try:
+                documents.append(file.read_text(encoding=encoding))
+            except UnicodeDecodeError:  # which file failed depends on the documents: private names the folder
+                raise decoding_error(path if private else file, encoding, private=private) from None
     elif path.exists():
         refuse_binary_text(path)
-        with _open_text(path) as f:
-            documents = [line.rstrip("\r\n") for line in f]
+        try:
+            with _open_text(path, encoding) as f:
+                documents = [line.rstrip("\r\n") for line in f]
+        except UnicodeDecodeError:
+            raise decoding_error(path, encoding, private=private) from None
     else:
         raise FileNotFoundError(f"no such corpus: {path}")
     if not documents:
@@ -129,27 +220,37 @@ def load_text_corpus(
     max_features: int | None = None,
     lowercase: bool = True,
     fixed_vocabulary: Sequence[str] | None = None,
+    token_pattern: str = SKLEARN_TOKEN_PATTERN,
+    encoding: str = DEFAULT_ENCODING,
+    private: bool = False,
 ) -> Corpus:
     """Plain text: one document per line of a file, or one document per ``.txt`` file of a folder.
 
     Tokenised and counted with :class:`sklearn.feature_extraction.text.CountVectorizer` using
-    the options given (``stop_words="english"`` for its built-in list). With
-    ``fixed_vocabulary`` the columns are exactly those words (to transform new documents with a
-    fitted model). Requires scikit-learn.
+    the options given (``stop_words="english"`` for its built-in list; ``token_pattern`` is the
+    regular expression of a word, by default scikit-learn's -- the command line's topic models
+    default to :data:`LETTER_TOKEN_PATTERN`). With ``fixed_vocabulary`` the columns are exactly
+    those words (to transform new documents with a fitted model); a word of it that
+    ``token_pattern`` can never produce is never counted: a warning names such words, and a
+    vocabulary of only such words is an error (:func:`check_vocabulary_tokens`). The file is read
+    in ``encoding``; ``private=True`` keeps the line and byte of a decoding error out of its
+    message (:func:`read_text_documents`). Requires scikit-learn.
     """
     try:
         from sklearn.feature_extraction.text import CountVectorizer
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("reading plain-text corpora needs scikit-learn (pip install scikit-learn)") from exc
     path = Path(path)
-    documents = read_text_documents(path)
+    documents = read_text_documents(path, encoding=encoding, private=private)
     if fixed_vocabulary is not None:
-        vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase)
+        vectorizer = CountVectorizer(vocabulary=list(fixed_vocabulary), lowercase=lowercase,
+                                     token_pattern=token_pattern)
+        check_vocabulary_tokens(vectorizer.vocabulary, vectorizer)
     else:
         _check_document_frequencies(path, min_df, max_df, len(documents))
         vectorizer = CountVectorizer(
             stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
-            lowercase=lowercase,
+            lowercase=lowercase, token_pattern=token_pattern,
         )  # fmt: skip
     try:
         counts = vectorizer.fit_transform(documents)
@@ -162,7 +263,42 @@ def load_text_corpus(
         counts=sp.csr_matrix(counts, dtype=np.int64),
         vocabulary=[str(w) for w in vectorizer.get_feature_names_out()],
         source=str(path),
+        token_pattern=token_pattern,
     )
+
+
+def check_vocabulary_tokens(vocabulary: Sequence[str], vectorizer: object) -> None:
+    """Refuse a vocabulary none of whose words ``vectorizer`` can produce; warn when some cannot be.
+
+    A word can be counted only if the vectorizer's analyzer turns the word itself into that one
+    token (e.g. ``"w0"`` is never a token of the letters-only :data:`LETTER_TOKEN_PATTERN`, nor
+    ``"Paris"`` of a lowercasing one). Both inputs are public, so the message may name the words.
+
+    Parameters
+    ----------
+    vocabulary : sequence of str
+        The fixed vocabulary.
+    vectorizer : sklearn.feature_extraction.text.CountVectorizer
+        Its tokenising options (``build_analyzer``).
+
+    Raises
+    ------
+    ValueError
+        When no word of ``vocabulary`` can be produced.
+    """
+    analyzer = vectorizer.build_analyzer()
+    lost = [word for word in vocabulary if analyzer(word) != [word]]
+    if not lost:
+        return
+    pattern = getattr(vectorizer, "token_pattern", None)
+    examples = ", ".join(repr(w) for w in lost[:5]) + (", ..." if len(lost) > 5 else "")
+    detail = (f"{len(lost)} of the {len(vocabulary)} vocabulary words ({examples}) are never tokens of the "
+              f"documents under the token pattern {pattern!r}")
+    if len(lost) == len(vocabulary):
+        raise ValueError(f"{detail}, so nothing would be counted; pass a token pattern that produces them "
+                         "(--token-pattern, e.g. scikit-learn's '(?u)\\b\\w\\w+\\b' for words with digits)")
+    warnings.warn(f"{detail}: they are never counted (--token-pattern chooses what a word is)", UserWarning,
+                  stacklevel=3)
 
 
 def _check_document_frequencies(
@@ -182,18 +318,43 @@ def _check_document_frequencies(
 
 
 def load_uci_bow(
-    docword: str | Path, vocabulary: str | Path | None = None, *, chunk_bytes: int = 1 << 24
+    docword: str | Path, vocabulary: str | Path | None = None, *, chunk_bytes: int = 1 << 24,
+    encoding: str = DEFAULT_ENCODING, private: bool = False,
 ) -> Corpus:
     """UCI bag-of-words (``docword.*.txt[.gz]``), streamed in chunks of about ``chunk_bytes``.
 
     When ``vocabulary`` is None, a ``vocab.<name>.txt`` next to ``docword.<name>.txt[.gz]`` is
     used if present. Document and word ids are 1-based; repeated (doc, word) pairs are summed.
+    Both files are read in ``encoding``; ``private=True`` keeps the line and byte of a decoding
+    error in the docword file out of its message (:func:`decoding_error`).
     """
     docword = Path(docword)
     if not docword.exists():
         raise FileNotFoundError(f"no such file: {docword}")
+    try:
+        rows, cols, vals, n_docs, n_words = _read_triples(docword, chunk_bytes, encoding)
+    except UnicodeDecodeError:
+        raise decoding_error(docword, encoding, private=private) from None
+    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    v = np.concatenate(vals) if vals else np.zeros(0, dtype=np.int64)
+    if r.size and (r.min() < 1 or r.max() > n_docs or c.min() < 1 or c.max() > n_words):
+        raise ValueError(f"{docword}: document or word id outside 1..D={n_docs} / 1..W={n_words}")
+    counts = sp.csr_matrix((v, (r - 1, c - 1)), shape=(n_docs, n_words))
+    counts = _as_count_csr(counts, str(docword))
+    if vocabulary is None:
+        name = re.sub(r"^docword\.", "vocab.", docword.name.removesuffix(".gz"))
+        guess = docword.with_name(name)
+        vocab = load_vocabulary(guess, encoding=encoding) if name != docword.name and guess.exists() else None
+    else:
+        vocab = load_vocabulary(vocabulary, encoding=encoding)
+    return Corpus(counts, _check_vocabulary(vocab, n_words, str(docword)), str(docword))
+
+
+def _read_triples(docword: Path, chunk_bytes: int, encoding: str) -> tuple[list, list, list, int, int]:
+    """The header's ``D`` and ``W`` and the ``docID wordID count`` triples of a UCI docword file."""
     rows, cols, vals = [], [], []
-    with _open_text(docword) as f:
+    with _open_text(docword, encoding) as f:
         try:
             n_docs, n_words, _nnz = (int(f.readline()) for _ in range(3))
         except ValueError as exc:
@@ -210,20 +371,7 @@ def load_uci_bow(
             text, leftover = text[:cut], text[cut:]
             _append_triples(text, rows, cols, vals, docword)
         _append_triples(leftover, rows, cols, vals, docword)
-    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-    v = np.concatenate(vals) if vals else np.zeros(0, dtype=np.int64)
-    if r.size and (r.min() < 1 or r.max() > n_docs or c.min() < 1 or c.max() > n_words):
-        raise ValueError(f"{docword}: document or word id outside 1..D={n_docs} / 1..W={n_words}")
-    counts = sp.csr_matrix((v, (r - 1, c - 1)), shape=(n_docs, n_words))
-    counts = _as_count_csr(counts, str(docword))
-    if vocabulary is None:
-        name = re.sub(r"^docword\.", "vocab.", docword.name.removesuffix(".gz"))
-        guess = docword.with_name(name)
-        vocab = load_vocabulary(guess) if name != docword.name and guess.exists() else None
-    else:
-        vocab = load_vocabulary(vocabulary)
-    return Corpus(counts, _check_vocabulary(vocab, n_words, str(docword)), str(docword))
+    return rows, cols, vals, n_docs, n_words
 
 
 def _append_triples(text: str, rows: list, cols: list, vals: list, source: Path) -> None:
@@ -269,18 +417,25 @@ def write_uci_bow(counts: object, docword: str | Path, vocabulary: Sequence[str]
         docword.with_name(name).write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
 
 
-def load_matrix_market(path: str | Path, vocabulary: str | Path | None = None) -> Corpus:
-    """A Matrix Market ``.mtx`` count matrix with documents as rows."""
+def load_matrix_market(
+    path: str | Path, vocabulary: str | Path | None = None, *, encoding: str = DEFAULT_ENCODING
+) -> Corpus:
+    """A Matrix Market ``.mtx`` count matrix with documents as rows (the vocabulary file in ``encoding``)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     counts = _as_count_csr(sp.csr_matrix(scipy.io.mmread(str(path))), str(path))
-    vocab = load_vocabulary(vocabulary) if vocabulary is not None else None
+    vocab = load_vocabulary(vocabulary, encoding=encoding) if vocabulary is not None else None
     return Corpus(counts, _check_vocabulary(vocab, counts.shape[1], str(path)), str(path))
 
 
-def load_npz_counts(path: str | Path, vocabulary: str | Path | None = None) -> Corpus:
-    """A SciPy sparse ``.npz`` count matrix (:func:`scipy.sparse.save_npz`), documents as rows."""
+def load_npz_counts(
+    path: str | Path, vocabulary: str | Path | None = None, *, encoding: str = DEFAULT_ENCODING
+) -> Corpus:
+    """A SciPy sparse ``.npz`` count matrix (:func:`scipy.sparse.save_npz`), documents as rows.
+
+    The vocabulary file is read in ``encoding``.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
@@ -289,7 +444,7 @@ def load_npz_counts(path: str | Path, vocabulary: str | Path | None = None) -> C
     except (ValueError, KeyError) as exc:
         raise ValueError(f"{path} is not a scipy.sparse .npz matrix") from exc
     counts = _as_count_csr(matrix, str(path))
-    vocab = load_vocabulary(vocabulary) if vocabulary is not None else None
+    vocab = load_vocabulary(vocabulary, encoding=encoding) if vocabulary is not None else None
     return Corpus(counts, _check_vocabulary(vocab, counts.shape[1], str(path)), str(path))
 
 
@@ -302,33 +457,35 @@ def load_corpus(
     max_df: float | int = 1.0,
     max_features: int | None = None,
     lowercase: bool = True,
+    token_pattern: str = SKLEARN_TOKEN_PATTERN,
+    encoding: str = DEFAULT_ENCODING,
+    private: bool = False,
 ) -> Corpus:
     """Read a corpus in any supported format, chosen from the path.
 
     ``docword.*.txt[.gz]`` is UCI bag-of-words; ``.mtx`` Matrix Market; ``.npz`` SciPy sparse;
     a folder or any other text file is plain text (one document per file / per line). The
-    vectoriser options apply to plain text only; ``max_features`` also trims other formats to
-    their most frequent words (keeping the vocabulary aligned).
+    vectoriser options (``token_pattern`` among them) apply to plain text only; ``max_features``
+    also trims other formats to their most frequent words (keeping the vocabulary aligned).
+    Text files (plain text, docword, vocabulary) are read in ``encoding``; ``private=True``
+    keeps what a decoding error of the documents says to public facts (:func:`decoding_error`).
     """
     path = Path(path)
     name = path.name
-    if path.is_dir():
-        corpus = load_text_corpus(
-            path, stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
-            lowercase=lowercase,
-        )  # fmt: skip
-        return corpus
-    if name.startswith("docword.") and name.removesuffix(".gz").endswith(".txt"):
-        corpus = load_uci_bow(path, vocabulary)
-    elif path.suffix == ".mtx":
-        corpus = load_matrix_market(path, vocabulary)
-    elif path.suffix == ".npz":
-        corpus = load_npz_counts(path, vocabulary)
-    else:
+    if path.is_dir() or not (
+        name.startswith("docword.") and name.removesuffix(".gz").endswith(".txt")
+        or path.suffix in (".mtx", ".npz")
+    ):
         return load_text_corpus(
             path, stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
-            lowercase=lowercase,
+            lowercase=lowercase, token_pattern=token_pattern, encoding=encoding, private=private,
         )  # fmt: skip
+    if path.suffix == ".mtx":
+        corpus = load_matrix_market(path, vocabulary, encoding=encoding)
+    elif path.suffix == ".npz":
+        corpus = load_npz_counts(path, vocabulary, encoding=encoding)
+    else:
+        corpus = load_uci_bow(path, vocabulary, encoding=encoding, private=private)
     if max_features is not None and max_features < corpus.n_words:
         return most_frequent_words(corpus, max_features)
     return corpus
@@ -339,4 +496,4 @@ def most_frequent_words(corpus: Corpus, max_features: int) -> Corpus:
     totals = np.asarray(corpus.counts.sum(axis=0)).ravel()
     keep = np.sort(np.argsort(-totals, kind="stable")[:max_features])
     vocab = [corpus.vocabulary[j] for j in keep] if corpus.vocabulary is not None else None
-    return Corpus(corpus.counts[:, keep].tocsr(), vocab, corpus.source)
+    return Corpus(corpus.counts[:, keep].tocsr(), vocab, corpus.source, corpus.token_pattern)

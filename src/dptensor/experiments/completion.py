@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
+from dptensor._progress import progress_bar
 from dptensor._validation import RandomStateLike, check_random_state
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models.completion.estimator import TensorCompletion, rmse
@@ -149,7 +149,7 @@ def figure2(
     rng = check_random_state(random_state)
     rows = []
     n_fits = len(models) * n_repeats * sum(1 if m == "baseline" else len(epsilons) for m in METHODS)
-    bar = tqdm(total=n_fits, desc="Figure 2 (fits)", disable=not progress)
+    bar = progress_bar(total=n_fits, desc="Figure 2 (fits)", enabled=progress)
     for model in models:
         for rep in range(n_repeats):
             seed = int(rng.integers(2**31))
@@ -184,8 +184,8 @@ def figure3(
     n_repeats = n_repeats or (1 if quick else 3)
     rng = check_random_state(random_state)
     rows = []
-    bar = tqdm(total=len(models) * n_repeats * len(missing_ratios) * len(METHODS), desc="Figure 3 (fits)",
-               disable=not progress)
+    bar = progress_bar(total=len(models) * n_repeats * len(missing_ratios) * len(METHODS),
+                       desc="Figure 3 (fits)", enabled=progress)
     for model in models:
         for rep in range(n_repeats):
             for ratio in missing_ratios:

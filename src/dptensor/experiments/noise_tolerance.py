@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
+from dptensor._progress import progress_bar
 from dptensor.datasets import NOISE_MODELS, make_orthogonal_tensor
 from dptensor.decomposition import power_method
 from dptensor.metrics import match_components
@@ -114,7 +114,7 @@ def run(
     rows = []
     jobs = [(model, dim, trial) for model in noise_models for dim in dims for trial in range(n_trials)]
     failures: dict[tuple[str, int], np.ndarray] = {}
-    for model, dim, trial in tqdm(jobs, desc="noise tolerance", disable=not progress):
+    for model, dim, trial in progress_bar(jobs, desc="noise tolerance", enabled=progress):
         seed = [random_state, dim, trial]
         case = make_orthogonal_tensor(
             dim, 3, weights=np.array(WEIGHTS), noise=1.0, noise_model=model,

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
+from dptensor._progress import progress_bar
 from dptensor._validation import check_random_state
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition.input_perturbation import input_perturbation
@@ -144,8 +144,8 @@ def run(
     trials: list[dict] = []
     start = time.perf_counter()
     mu0 = []
-    bar = tqdm(total=n_trials * (len(epsilons) * len(runners) + 1), disable=not progress,
-               desc="privacy-utility")
+    bar = progress_bar(total=n_trials * (len(epsilons) * len(runners) + 1), enabled=progress,
+                       desc="privacy-utility")
     # the grid reaches past epsilon = 10 on purpose (to find where recovery starts); the library's
     # warning that such an epsilon guarantees little would repeat for every fit of every trial
     with warnings.catch_warnings():

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
+from dptensor._progress import progress_bar
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.evaluation import completion_perplexity, split_documents
 from dptensor.metrics import matched_topic_l1
@@ -110,7 +110,7 @@ def figure2(
         for p, n in zip(panels, (5000, 1000, 5000), strict=True):
             p["n_documents"], p["doc_length"] = n, min(p["doc_length"], 100)
     total = len(panels) * n_trials
-    bar = tqdm(total=total, desc="figure 2", disable=not progress)
+    bar = progress_bar(total=total, desc="figure 2", enabled=progress)
     for number, panel in enumerate(panels):
         for trial in range(n_trials):
             # a fixed seed per (panel, trial): str hashes change from one process to the next
@@ -206,7 +206,7 @@ def real_corpus(epsilons: Sequence[float], n_trials: int, seed: int, progress: b
     base = SpectralLDA(k, alpha0, random_state=seed).fit(train)
     rows.append({"method": "unnoised", "epsilon": math.nan, "trial": 0,
                  "perplexity": completion_perplexity(base, split)})  # fmt: skip
-    bar = tqdm(total=len(epsilons) * n_trials, desc="real corpus", disable=not progress)
+    bar = progress_bar(total=len(epsilons) * n_trials, desc="real corpus", enabled=progress)
     for eps in epsilons:
         for trial in range(n_trials):
             for method in ("config 1", "config 2 (paper)"):

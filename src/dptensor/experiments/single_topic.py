@@ -31,6 +31,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json, write_text
+from dptensor._progress import progress_bar
 from dptensor._validation import check_random_state
 from dptensor.datasets.single_topic import make_single_topic_corpus
 from dptensor.metrics import e_comp
@@ -126,7 +127,7 @@ def run(
     seeds = rng.integers(2**32, size=(len(settings), n_trials))
     total = sum(n_trials * (len(s.points()) * len(PRIVATE) + len(set(p[0] for p in s.points())))
                 for s in settings)  # fmt: skip
-    bar = tqdm(total=total, disable=not progress, desc="single-topic")
+    bar = progress_bar(total=total, enabled=progress, desc="single-topic")
     trials: list[dict] = []
     start = time.perf_counter()
     for setting, setting_seeds in zip(settings, seeds, strict=True):

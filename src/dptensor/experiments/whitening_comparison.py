@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from dptensor._files import pyplot, save_figure, write_csv, write_json
+from dptensor._progress import progress_bar
 from dptensor.datasets import make_orthogonal_tensor
 from dptensor.decomposition import power_method
 from dptensor.decomposition.whitening import whiten
@@ -88,7 +88,7 @@ def run(
     sigmas = np.asarray(sigmas if sigmas is not None else np.geomspace(1e-3, 0.3, 5 if quick else 9))
     n_trials = n_trials or (3 if quick else 10)
     rows = []
-    for dim in tqdm(dims, desc="whitening comparison", disable=not progress):
+    for dim in progress_bar(dims, desc="whitening comparison", enabled=progress):
         for trial in range(n_trials):
             seed = [random_state, dim, trial]
             case = make_orthogonal_tensor(

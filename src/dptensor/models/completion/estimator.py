@@ -1282,13 +1282,11 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
 
         if not self.verbose:
             return contextlib.nullcontext(None)
-        import sys
-
-        from tqdm import tqdm
+        from dptensor._progress import progress_bar
 
         @contextlib.contextmanager
         def bar():
-            with tqdm(desc=desc, unit="step", file=sys.stderr) as handle:
+            with progress_bar(desc=desc, unit="step") as handle:
                 yield handle.update
 
         return bar()

@@ -84,8 +84,16 @@ class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
             )
         return matrix
 
-    def top_words(self, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
-        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary)."""
+    def top_words(
+        self, vocabulary: Sequence[str] | None = None, n: int = 10, *, positive_only: bool = True
+    ) -> list[list[str]]:
+        """The ``n`` most probable words of each topic (word indices as strings without a vocabulary).
+
+        Only words of positive weight are listed: a degenerate topic (a few words, or none, with
+        positive probability) gets a shorter list, possibly empty, not words it never draws.
+        ``positive_only=False`` lists ``min(n, n_features_in_)`` words whatever their weight (the
+        command line's private fits: the shape of what they print depends on parameters only).
+        """
         self._check_fitted()
         n = check_positive_int(n, "n")
         if vocabulary is not None and len(vocabulary) != self.n_features_in_:
@@ -94,9 +102,17 @@ class FittedTopicsMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
             )
         n = min(n, self.n_features_in_)
         top = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        kept = [row[topic[row] > 0] if positive_only else row for topic, row in zip(self.components_, top,
+                                                                                    strict=True)]
         if vocabulary is None:
-            return [[str(i) for i in row] for row in top]
-        return [[str(vocabulary[i]) for i in row] for row in top]
+            return [[str(i) for i in row] for row in kept]
+        return [[str(vocabulary[i]) for i in row] for row in kept]
 
 
-__all__ = ["INFERENCE_CHUNK_CELLS", "FittedTopicsMixin", "document_chunks", "mixture_log_likelihood"]
+def topic_words_text(words: Sequence[str]) -> str:
+    """A topic's top words as printed: space-separated, or a note for a topic with no positive word."""
+    return " ".join(words) if words else "(no word of positive probability)"
+
+
+__all__ = ["INFERENCE_CHUNK_CELLS", "FittedTopicsMixin", "document_chunks", "mixture_log_likelihood",
+           "topic_words_text"]

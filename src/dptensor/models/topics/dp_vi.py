@@ -110,9 +110,9 @@ from dp_accounting import pld, rdp
 from scipy.special import gammaln, logsumexp, psi
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from tqdm.auto import tqdm
 
 from dptensor._errstate import underflow_ignored
+from dptensor._progress import progress_bar
 from dptensor._validation import check_epsilon_delta, check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
@@ -949,8 +949,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         per_pass = math.ceil(n_docs / S)
         # refreshed every ``miniters`` steps, never on a timer, and without times or rates: what
         # is printed must not depend on how long the (data-dependent) E-steps took
-        steps = tqdm(
-            range(n_steps), desc="DP-VI steps" if source else "VI steps", disable=not self.verbose,
+        steps = progress_bar(
+            range(n_steps), desc="DP-VI steps" if source else "VI steps", enabled=self.verbose,
             mininterval=0.0, maxinterval=math.inf, miniters=max(1, n_steps // 50),
             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}",
         )  # fmt: skip

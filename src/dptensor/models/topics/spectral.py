@@ -905,10 +905,13 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
 
 
 def _warn_unstable(stability: np.ndarray, n_runs: int) -> None:
+    """Warn of topics found again by fewer than half the runs, numbered from 1 as the CLI prints them."""
     unstable = np.flatnonzero(stability < UNSTABLE_TOPIC_SHARE)
     if unstable.size:
+        numbers = ", ".join(str(i + 1) for i in unstable)
         warnings.warn(
-            f"{unstable.size} of {stability.size} topics (components_ rows {unstable.tolist()}) were found "
+            f"{unstable.size} of {stability.size} topics (topic {numbers}, numbered from 1: components_ rows "
+            f"{unstable.tolist()}) were found "
             f"again by fewer than half of {n_runs} other decompositions of the same moments "
             f"(topic_stability_): the data do not determine them, and another random_state gives other "
             "topics there; fewer topics (n_components) or more documents may make them stable",
