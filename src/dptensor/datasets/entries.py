@@ -244,7 +244,7 @@ def read_ratings(
     --------
     >>> import pathlib, tempfile
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "ratings.csv"
-    >>> _ = path.write_text("user,item,rating\n1,1,4.5\n1,2,3\n2,1,5\n")
+    >>> _ = path.write_text("user,item,rating\\n1,1,4.5\\n1,2,3\\n2,1,5\\n")
     >>> read_ratings(path, one_based=True).shape
     (2, 2, 1)
     """
