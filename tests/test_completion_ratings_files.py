@@ -203,7 +203,8 @@ def test_days_beyond_k_name_the_k_needed_only_without_privacy(tmp_path, capsys):
     assert "K=4" in message and "10" not in message and "end of the collection period" in message
 
 
-def test_the_summary_counts_the_sweeps_the_bar_counts(tmp_path, capsys):
+def test_the_summary_counts_the_sweeps_the_bar_counts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("dptensor._progress.bars_shown", lambda stream=None: True)  # as on a terminal
     train = _write(tmp_path / "ratings.csv", ["user", "item", "rating"], RATINGS)
     fit = tmp_path / "fit.json"
     base = ["complete", str(train), "--one-based", "--rank", "1", "--seed", "0"]

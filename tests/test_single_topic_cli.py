@@ -14,7 +14,7 @@ from dptensor.privacy.audit import observable_differences, observe_command
 
 def _write_inputs(tmp_path):
     corpus = make_single_topic_corpus(5000, 8, 3, random_state=0)
-    words = [f"w{i}" for i in range(8)]
+    words = [f"w{c}" for c in "abcdefgh"]  # letters only: the text commands' default token pattern
     np.save(tmp_path / "tokens.npy", corpus.tokens)
     (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
     lines = (" ".join(words[t] for t in row) for row in corpus.tokens)
