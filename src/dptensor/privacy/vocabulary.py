@@ -361,9 +361,11 @@ def policy_word_weights(
     return _policy_steps([kept[i] for i in order], gamma)
 
 
-def _policy_steps(ordered: list[list[str]], cutoff: float) -> dict[str, float]:
-    """Step (P) of :func:`policy_word_weights` for each kept word set, in the given order."""
-    totals: dict[str, float] = {}
+def _policy_steps(
+    ordered: list[list[str]], cutoff: float, start: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Step (P) of :func:`policy_word_weights` for each kept word set, in the given order, from ``start``."""
+    totals: dict[str, float] = dict(start or {})
     for words in ordered:
         gaps = [cutoff - totals.get(w, 0.0) for w in words]
         norm = math.sqrt(sum(g * g for g in gaps if g > 0.0))
