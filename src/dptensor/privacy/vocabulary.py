@@ -436,6 +436,7 @@ def private_vocabulary(
     max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
     threshold_delta_share: float = DEFAULT_THRESHOLD_DELTA_SHARE,
     mechanism: str = DEFAULT_MECHANISM,
+    cutoff_sigmas: float = DEFAULT_CUTOFF_SIGMAS,
     noise: NoiseLike | NoiseSource = None,
     ledger: Ledger | None = None,
 ) -> PrivateVocabulary:
@@ -459,6 +460,8 @@ def private_vocabulary(
         Share of ``delta`` spent on the threshold.
     mechanism : {"weighted-gaussian", "policy-gaussian"}, default "weighted-gaussian"
         The policy (:func:`policy_word_weights`) or fixed ``1/sqrt(n)`` weights (:func:`word_weights`).
+    cutoff_sigmas : float, default 2.0
+        The policy's cutoff ``Gamma = tau + cutoff_sigmas * sigma`` (:func:`calibrate_vocabulary`).
     noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
         Secret randomness.
     ledger : object with ``charge``, optional
@@ -478,7 +481,7 @@ def private_vocabulary(
     n_words = check_positive_int(n_words, "n_words")
     calibration = calibrate_vocabulary(
         epsilon, delta, max_words_per_document, threshold_delta_share=threshold_delta_share,
-        mechanism=mechanism,
+        mechanism=mechanism, cutoff_sigmas=cutoff_sigmas,
     )
     guarantee, source = begin_release(
         vocabulary_guarantee(calibration, n_words), noise, ledger=ledger, description="private vocabulary"
