@@ -511,6 +511,18 @@ def test_cli_private_vocabulary_refused_for_count_matrix_parts(tmp_path, monkeyp
     assert "--private-vocab" in capsys.readouterr().err
 
 
+def test_cli_says_when_fewer_words_pass_than_asked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "4", "--delta", "1e-5",
+            "--private-vocab", "50", "--vocab-share", "0.5", "--seed", "0", "--out", "model.json"]
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "private vocabulary: 8 words" in text
+    assert "only 8 of the 50 words asked for passed the noisy threshold" in text and "--epsilon" in text
+
+
 def test_cli_private_vocabulary_worst_case_calibration_pads_short_documents(tmp_path, monkeypatch):
     """--calibration classic falls back to the worst-case releases (>= 3 tokens per document): a document
     that the released vocabulary leaves short is padded, so its neighbour is not an error naming its row."""
