@@ -543,6 +543,9 @@ ENTRY_POINTS = [
         .fit(sp.csr_matrix(x)))),
     EntryPoint("PrivateCountVectorizer", "texts", _api(
         lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6).fit(texts))),
+    EntryPoint("PrivateCountVectorizer(mechanism=policy-gaussian)", "texts", _api(
+        lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6, mechanism="policy-gaussian")
+        .fit(texts))),
     EntryPoint("SingleTopicModel(agn, counts)", "counts", _api(
         lambda x: SingleTopicModel(2, mechanism="agn", **BUDGET, moments="all", random_state=0)
         .fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),

@@ -31,8 +31,10 @@ from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, 
 from dptensor.privacy.errors import PrivacyWarning
 from dptensor.privacy.vocabulary import (
     VOCABULARY_ASSUMPTION,
+    _policy_steps,
     calibrate_vocabulary,
     document_word_weights,
+    policy_word_weights,
     private_vocabulary,
     select_vocabulary,
     vocabulary_guarantee,
@@ -85,6 +87,65 @@ def test_brute_force_sensitivities_on_tiny_corpora(m):
     # attained: x = {a}, y = {b} beside a document {a, b} moves (a, b) by (1, -1)/sqrt(1)
     assert worst_common == pytest.approx(math.sqrt(2) if m > 1 else 1.0)
     assert worst_exclusive <= 1.0 and worst_count <= m
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize("cutoff", [0.6, 1.5])
+def test_brute_force_policy_sensitivity_on_tiny_corpora(m, cutoff):
+    """The policy Gaussian (Gopi et al. 2020): every corpus of 3 documents over 3 words (up to 2 tokens
+    each), every slot replaced by every document, in every processing order (the same for both).
+
+    The final weight vectors differ by at most sqrt(2) in l2 (all words, not only the common ones), and
+    the t words of one corpus only are at most m and each weighs at most 1/sqrt(t). The small cutoffs
+    make words saturate, so the steps that redistribute a document's budget are exercised.
+    """
+    documents = [list(document_word_weights(d, m)) for d in _documents("abc", 2)]
+    worst, redistributed = 0.0, False
+    for corpus in itertools.product(documents, repeat=3):
+        for slot, other, order in itertools.product(range(3), documents, itertools.permutations(range(3))):
+            neighbour = list(corpus)
+            neighbour[slot] = other
+            w = _policy_steps([corpus[i] for i in order], cutoff)
+            w2 = _policy_steps([neighbour[i] for i in order], cutoff)
+            words = set(w) | set(w2)
+            diff = math.sqrt(sum((w.get(k, 0.0) - w2.get(k, 0.0)) ** 2 for k in words))
+            worst = max(worst, diff)
+            for a, b in ((w, w2), (w2, w)):
+                exclusive = set(a) - set(b)
+                assert len(exclusive) <= m
+                assert all(a[k] <= 1 / math.sqrt(len(exclusive)) + 1e-12 for k in exclusive)
+            redistributed |= any(v > cutoff - 1e-9 for v in w.values()) and len(w) > 1
+    assert worst <= math.sqrt(2) + 1e-12
+    assert redistributed
+    if m > 1:
+        assert worst > 1.0 + 1e-9  # more than the add/remove sensitivity: replace-one needs sqrt(2)
+
+
+def test_policy_steps_are_one_lipschitz_from_any_two_states():
+    """Step (P) is a proximal map: from any two weight vectors, one document's step never moves them apart."""
+    rng = np.random.default_rng(0)
+    words = ["a", "b", "c", "d"]
+    for _ in range(3000):
+        cutoff = float(rng.uniform(0.5, 3.0))
+        kept = list(rng.choice(words, size=int(rng.integers(1, 5)), replace=False))
+        y1 = {w: float(v) for w, v in zip(words, rng.uniform(0, 3.5, 4) * (rng.random(4) < 0.8), strict=True)}
+        y2 = {w: v + float(rng.normal(0, rng.choice([0.01, 0.5]))) for w, v in y1.items()}
+        z1, z2 = (_policy_steps([kept], cutoff, start=y) for y in (y1, y2))
+        before = math.sqrt(sum((y1[w] - y2[w]) ** 2 for w in words))
+        after = math.sqrt(sum((z1[w] - z2[w]) ** 2 for w in words))
+        assert after <= before + 1e-12
+
+
+def test_policy_weights_use_a_secret_random_order():
+    docs = [["a", "b"]] * 40 + [["b", "c"]] * 40 + [["c"]] * 5
+    first = policy_word_weights(docs, 4, 3.0, resolve_noise(insecure_test_noise(0)))
+    assert set(first) == {"a", "b", "c"} and max(first.values()) <= 3.0 + 1e-12
+    # the result does not depend on the input order beyond the (secret, uniform) processing order
+    again = policy_word_weights(docs[::-1], 4, 3.0, resolve_noise(insecure_test_noise(0)))
+    assert set(again) == set(first)
+    assert policy_word_weights([], 4, 3.0, resolve_noise(insecure_test_noise(0))) == {}
+    with pytest.raises(ValueError, match="cutoff"):
+        policy_word_weights(docs, 4, 0.0, resolve_noise(insecure_test_noise(0)))
 
 
 # ------------------------------------------------------------------ calibration and guarantee
@@ -166,6 +227,62 @@ def test_audit_of_the_threshold(variant):
         assert bound > 1.0
 
 
+@pytest.mark.parametrize("variant", ["correct", "under-noised"])
+def test_audit_of_the_policy_gaussian(variant):
+    """Neighbours under the policy: a document {a} replaced by an empty one, weights built by the policy
+    (one secret order, the same slot); the statistic is a's released weight."""
+    c = calibrate_vocabulary(1.0, 1e-3, 4, mechanism="policy-gaussian")
+    if variant == "under-noised":
+        c = dataclasses.replace(c, sigma=c.sigma / 8)
+    common = [["a"]] * int(c.threshold + c.sigma) + [["b"]] * 200  # a below the cutoff, b saturated
+    weights = [policy_word_weights(common + [extra], 4, c.cutoff, resolve_noise(insecure_test_noise(9)))
+               for extra in (["a"], [])]
+    assert weights[0]["a"] - weights[1]["a"] == pytest.approx(1.0)
+    assert weights[0]["b"] == pytest.approx(c.cutoff)
+    high = _audit_samples(weights[0], c, "a", 6000, 1)
+    low = _audit_samples(weights[1], c, "a", 6000, 2)
+    bound = epsilon_lower_bound(low, high, c.delta)
+    if variant == "correct":
+        assert bound <= 1.0
+    else:
+        assert bound > 1.0
+
+
+@pytest.mark.parametrize("variant", ["correct", "low-threshold"])
+def test_audit_of_the_policy_threshold(variant):
+    """A document holding the only 'z' (its only word: weight 1, the largest one exclusive word can have)."""
+    c = calibrate_vocabulary(1.0, 1e-3, 4, mechanism="policy-gaussian")
+    if variant == "low-threshold":
+        c = dataclasses.replace(c, threshold=1.0 + c.sigma)
+    common = [["a"]] * int(c.cutoff + 5)
+    with_z = policy_word_weights(common + [["z"]], 4, c.cutoff, resolve_noise(insecure_test_noise(5)))
+    assert with_z["z"] == pytest.approx(1.0)
+    without = np.isfinite(_audit_samples({"a": with_z["a"]}, c, "z", 3000, 3)).astype(float)
+    released = np.isfinite(_audit_samples(with_z, c, "z", 3000, 4)).astype(float)
+    bound = epsilon_lower_bound(without, released, c.delta)
+    if variant == "correct":
+        assert released.mean() <= 0.01 and bound <= 1.0
+    else:
+        assert bound > 1.0
+
+
+def test_policy_calibration_meets_its_formula():
+    c = calibrate_vocabulary(1.0, 1e-6, 64, mechanism="policy-gaussian", cutoff_sigmas=3.0)
+    weighted = calibrate_vocabulary(1.0, 1e-6, 64)
+    assert c.sigma == weighted.sigma and c.to_dp_event() == weighted.to_dp_event()  # same noise
+    t = np.arange(1, 65)
+    # t exclusive words of weight 1/sqrt(t) pass with total probability <= delta_t, equality at the worst t
+    passing = t * stats.norm.sf((c.threshold - 1 / np.sqrt(t)) / c.sigma)
+    assert passing.max() == pytest.approx(c.threshold_delta, rel=1e-6)
+    assert c.threshold <= weighted.threshold and c.cutoff == pytest.approx(c.threshold + 3 * c.sigma)
+    g = vocabulary_guarantee(c, 10)
+    assert g.holds and g.mechanism == "policy gaussian partition selection"
+    assert g.details["policy_cutoff"] == c.cutoff and event_epsilon(g.to_dp_event(), 1e-6) <= 1.0 + 5e-3
+    for bad in ({"mechanism": "nope"}, {"cutoff_sigmas": -1.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            calibrate_vocabulary(1.0, 1e-6, 64, **bad)
+
+
 # ------------------------------------------------------------------ what a caller observes
 
 COMMON = ["alpha beta gamma", "beta gamma delta", "gamma delta alpha", "delta alpha beta"]
@@ -193,6 +310,20 @@ def test_neighbouring_corpora_look_alike_to_a_vectorizer_caller(extreme):
     assert first.exception is None, first.exception
     assert observable_differences(first, second) == []
     assert sorted(first.result.vocabulary_) == ["alpha", "beta", "delta", "gamma"]
+
+
+@pytest.mark.parametrize("extreme", EXTREME_DOCUMENTS, ids=["distinct-1e6", "huge-counts", "empty", "single"])
+def test_neighbouring_corpora_look_alike_to_a_policy_vectorizer_caller(extreme):
+    observations = []
+    for corpus in (_corpus("alpha beta"), _corpus(extreme)):
+        vectorizer = PrivateCountVectorizer(10, epsilon=1.0, delta=1e-6, mechanism="policy-gaussian",
+                                            noise=insecure_test_noise(0))
+        observations.append(observe(vectorizer.fit, corpus))
+    first, second = observations
+    assert first.exception is None, first.exception
+    assert observable_differences(first, second) == []
+    assert sorted(first.result.vocabulary_) == ["alpha", "beta", "delta", "gamma"]
+    assert first.result.guarantee_.mechanism == "policy gaussian partition selection"
 
 
 def test_vectorizer_refuses_before_reading_or_charging(tmp_path):
@@ -378,6 +509,18 @@ def test_cli_private_vocabulary_refused_for_count_matrix_parts(tmp_path, monkeyp
             "--private-vocab", "3"]
     assert main(argv) == 2
     assert "--private-vocab" in capsys.readouterr().err
+
+
+def test_cli_says_when_fewer_words_pass_than_asked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "4", "--delta", "1e-5",
+            "--private-vocab", "50", "--vocab-share", "0.5", "--seed", "0", "--out", "model.json"]
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "private vocabulary: 8 words" in text
+    assert "only 8 of the 50 words asked for passed the noisy threshold" in text and "--epsilon" in text
 
 
 def test_cli_private_vocabulary_worst_case_calibration_pads_short_documents(tmp_path, monkeypatch):

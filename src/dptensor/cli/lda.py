@@ -536,6 +536,10 @@ def _private_vocabulary_corpus(
     counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
     words = [str(w) for w in vectorizer.get_feature_names_out()]
     progress_line(f"private vocabulary: {len(words)} words (released under DP)", args.quiet)
+    if len(words) < args.private_vocab:  # the count is part of the release
+        progress_line(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "
+                      "threshold; more documents, a larger --epsilon or --vocab-share, or a smaller "
+                      "--max-doc-words would keep more", args.quiet)
     if pad:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
         progress_line("documents with fewer than 3 tokens over it are padded one by one "
                       "(pad_short_documents)", args.quiet)

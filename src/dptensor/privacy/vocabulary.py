@@ -35,8 +35,18 @@ the Gaussian at ``(epsilon - epsilon_t, delta - delta_t)``, which by basic compo
 ``(epsilon, delta)``-DP. ``tests/test_private_vocabulary.py`` checks both sensitivities by brute
 force on tiny corpora and audits the release empirically.
 
-What is public: ``n_words``, ``m``, the tokeniser, ``epsilon``, ``delta``. Nothing else about the
-documents is released: not the number of distinct words, not the weights of words below the
+``mechanism="policy-gaussian"`` replaces step 1's fixed weights by the **policy Gaussian** of
+Gopi et al. (2020, the l2-contractive policy): documents are processed one by one in a secret
+uniformly random order and each pushes only its words still below a cutoff ``Gamma`` towards it,
+by a step of l2 norm at most 1 (:func:`policy_word_weights`, whose docstring carries the proof for
+the replace-one relation). Words that are already frequent stop taking weight, so a document's
+budget goes to its other words. It is opt-in: the step is proportional to each word's gap to
+``Gamma``, so a document gives more to its rare words (gap ``Gamma``) than to the words just below
+the threshold, and on a long-tailed corpus (WordNet glosses, ``benchmarks/private_vocabulary.py``)
+it releases *fewer* words than the fixed weights at every cutoff tried.
+
+What is public: ``n_words``, ``m``, the tokeniser, ``epsilon``, ``delta``, the mechanism. Nothing
+else about the documents is released: not the number of distinct words, not the weights of words below the
 threshold, not how many words passed it beyond the ``n_words`` kept.
 """
 
@@ -65,9 +75,11 @@ __all__ = [
     "VocabularyCalibration",
     "calibrate_vocabulary",
     "document_word_weights",
+    "policy_word_weights",
     "private_vocabulary",
     "select_vocabulary",
     "vocabulary_guarantee",
+    "vocabulary_weights",
     "word_weights",
 ]
 
@@ -75,6 +87,12 @@ __all__ = [
 DEFAULT_MAX_WORDS_PER_DOCUMENT = 64
 #: The default share of ``delta`` spent on the threshold (the rest goes to the Gaussian noise).
 DEFAULT_THRESHOLD_DELTA_SHARE = 0.5
+#: The partition-selection mechanisms: fixed ``1/sqrt(n)`` weights, or Gopi et al.'s l2 policy.
+MECHANISMS = ("weighted-gaussian", "policy-gaussian")
+#: The default mechanism of :class:`~dptensor.models.PrivateCountVectorizer` and :func:`private_vocabulary`.
+DEFAULT_MECHANISM = "weighted-gaussian"
+#: The policy's cutoff is ``Gamma = tau + DEFAULT_CUTOFF_SIGMAS * sigma`` (public: from epsilon, delta, m).
+DEFAULT_CUTOFF_SIGMAS = 2.0
 
 NEIGHBOURING = "document"
 PROTECTED = "one document (all its words and counts), replaced by any other document"
@@ -107,7 +125,11 @@ class VocabularyCalibration:
     threshold_delta, threshold_epsilon : float
         ``delta_t`` and ``epsilon_t = -log(1 - delta_t)`` of the threshold part.
     sensitivity : float
-        l2 sensitivity of the weights on the common words, ``sqrt(2)``.
+        l2 sensitivity of the weights on the common words, ``sqrt(2)`` (both mechanisms).
+    mechanism : {"weighted-gaussian", "policy-gaussian"}
+        How the weights are built (:func:`vocabulary_weights`).
+    cutoff : float or None
+        The policy's ``Gamma`` (``None`` for the weighted mechanism).
     """
 
     epsilon: float
@@ -118,6 +140,8 @@ class VocabularyCalibration:
     threshold_delta: float
     threshold_epsilon: float
     sensitivity: float = math.sqrt(2.0)
+    mechanism: str = "weighted-gaussian"
+    cutoff: float | None = None
 
     @property
     def noise_multiplier(self) -> float:
@@ -137,14 +161,26 @@ def calibrate_vocabulary(
     max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
     *,
     threshold_delta_share: float = DEFAULT_THRESHOLD_DELTA_SHARE,
+    mechanism: str = DEFAULT_MECHANISM,
+    cutoff_sigmas: float = DEFAULT_CUTOFF_SIGMAS,
 ) -> VocabularyCalibration:
-    """The noise ``sigma`` and threshold ``tau`` that make the vocabulary ``(epsilon, delta)``-DP.
+    """The noise ``sigma``, threshold ``tau`` and cutoff ``Gamma`` of an ``(epsilon, delta)``-DP vocabulary.
 
     ``delta_t = threshold_delta_share * delta``; ``epsilon_t = -log(1 - delta_t)``;
     ``sigma`` is the analytic Gaussian noise (Balle & Wang 2018, Theorem 8) for
-    ``(epsilon - epsilon_t, delta - delta_t)`` at l2 sensitivity ``sqrt(2)``; and
-    ``tau = 1 + sigma Phi_bar^{-1}(delta_t / m)``, so that ``m`` exclusive words of weight ``<= 1``
-    pass it with total probability ``<= delta_t`` (union bound).
+    ``(epsilon - epsilon_t, delta - delta_t)`` at l2 sensitivity ``sqrt(2)`` (both mechanisms:
+    module docstring and :func:`policy_word_weights`). The threshold:
+
+    * ``"weighted-gaussian"``: ``tau = 1 + sigma Phi_bar^{-1}(delta_t / m)``, so that ``m``
+      exclusive words of weight ``<= 1`` pass it with total probability ``<= delta_t`` (union bound);
+    * ``"policy-gaussian"``: the ``t <= m`` words exclusive to one document all weigh ``<= 1/sqrt(t)``
+      (:func:`policy_word_weights`), so
+      ``tau = max_{1 <= t <= m} (1/sqrt(t) + sigma Phi_bar^{-1}(delta_t / t))``
+      (the form of Gopi et al.'s 2020 Gaussian thresholds, with ``delta_t`` in place of their
+      ``delta``) makes ``t Phi_bar((tau - 1/sqrt(t)) / sigma) <= delta_t`` for every ``t``; and the
+      cutoff is ``Gamma = tau + cutoff_sigmas * sigma`` (their rule ``Gamma = rho + alpha sigma``).
+
+    Everything here is a function of ``epsilon``, ``delta`` and ``m`` only (public).
 
     Parameters
     ----------
@@ -156,6 +192,11 @@ def calibrate_vocabulary(
         ``m``, the public bound on the distinct words one document contributes.
     threshold_delta_share : float, default 0.5
         The share of ``delta`` spent on the threshold, in ``(0, 1)``.
+    mechanism : {"weighted-gaussian", "policy-gaussian"}, default "weighted-gaussian"
+        The weights the noise is added to (:func:`vocabulary_weights`).
+    cutoff_sigmas : float, default 2.0
+        ``alpha >= 0`` of the policy's cutoff ``Gamma = tau + alpha sigma`` (ignored by the weighted
+        mechanism): how far above the threshold a word's weight is pushed before it stops taking more.
 
     Returns
     -------
@@ -166,17 +207,26 @@ def calibrate_vocabulary(
     share = check_real(threshold_delta_share, "threshold_delta_share")
     if not share < 1:
         raise ValueError(f"threshold_delta_share must lie strictly between 0 and 1, got {share!r}")
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    alpha = check_real(cutoff_sigmas, "cutoff_sigmas", strict=False)
     delta_t = share * float(delta)
     epsilon_t = -math.log1p(-delta_t)
     if not epsilon_t < epsilon:
         raise ValueError(f"epsilon={epsilon!r} is too small for the threshold's share of delta")
     sensitivity = math.sqrt(2.0)
     sigma = gaussian_sigma_analytic(float(epsilon) - epsilon_t, float(delta) - delta_t, sensitivity)
-    threshold = 1.0 + sigma * float(stats.norm.isf(delta_t / m))
+    cutoff = None
+    if mechanism == "weighted-gaussian":
+        threshold = 1.0 + sigma * float(stats.norm.isf(delta_t / m))
+    else:
+        t = np.arange(1, m + 1, dtype=np.float64)
+        threshold = float(np.max(1.0 / np.sqrt(t) + sigma * stats.norm.isf(delta_t / t)))
+        cutoff = threshold + alpha * sigma
     return VocabularyCalibration(
         epsilon=float(epsilon), delta=float(delta), max_words_per_document=m, sigma=sigma,
         threshold=threshold, threshold_delta=delta_t, threshold_epsilon=epsilon_t,
-        sensitivity=sensitivity,
+        sensitivity=sensitivity, mechanism=mechanism, cutoff=cutoff,
     )  # fmt: skip
 
 
@@ -191,7 +241,8 @@ def vocabulary_guarantee(calibration: VocabularyCalibration, n_words: int) -> Pr
         neighbouring=NEIGHBOURING,
         accountant="analytic Gaussian + threshold (basic composition)",
         n_releases=1,
-        mechanism="gaussian partition selection",
+        mechanism=("gaussian partition selection" if c.mechanism == "weighted-gaussian"
+                   else "policy gaussian partition selection"),
         noise_multiplier=c.noise_multiplier,
         epsilon_exact=min(c.epsilon, exact),
         details={
@@ -201,6 +252,7 @@ def vocabulary_guarantee(calibration: VocabularyCalibration, n_words: int) -> Pr
             "sigma": c.sigma,
             "threshold": c.threshold,
             "threshold_delta": c.threshold_delta,
+            **({} if c.cutoff is None else {"policy_cutoff": c.cutoff}),
         },
         protected=PROTECTED,
         public=PUBLIC,
@@ -234,6 +286,106 @@ def word_weights(documents: Iterable[Iterable[str]], max_words_per_document: int
         for word, weight in document_word_weights(tokens, max_words_per_document).items():
             totals[word] = totals.get(word, 0.0) + weight
     return totals
+
+
+def policy_word_weights(
+    documents: Iterable[Iterable[str]], max_words_per_document: int, cutoff: float, source: NoiseSource
+) -> dict[str, float]:
+    """Word weights built by the l2 policy of Gopi et al. (2020, *Policy Gaussian*): private.
+
+    Each document keeps the same ``<= m`` words as :func:`document_word_weights` (``W``). The
+    documents are then processed in a **secret uniformly random order** (drawn from ``source``)
+    and each one updates the running weights ``Y`` (all zero at the start) by the step
+
+        ``g_u = max(Gamma - Y_u, 0)`` for ``u`` in ``W`` (0 elsewhere),
+        ``Y <- Y + g * min(1, 1 / ||g||_2)``                                             (P)
+
+    -- it pushes only its words still below the cutoff ``Gamma`` towards it, by l2 distance at most
+    1. A word stops taking weight once it reaches ``Gamma``, so later documents spend their step on
+    their other words. Returns the words of positive weight (every word some document kept).
+
+    Privacy (``neighbouring = "document"``). Let ``D`` and ``D'`` differ in one document, ``x``
+    replaced by ``y``, and couple the two secret orders so that ``y`` takes ``x``'s slot and the
+    other documents keep their order (the order is a uniform permutation of the slots, independent of
+    the documents, so this coupling is a bijection of equally likely orders and the outputs are
+    mixtures over the same orders; as the order is uniform, the input order does not matter either).
+    Then:
+
+    1. *Each step is 1-Lipschitz in l2.* Step (P) for a set ``W`` is the proximal map of the convex
+       function ``h_W(Y) = ||(Gamma - Y_W)_+||_2`` (a norm, monotone on the non-negative orthant, of
+       convex non-negative coordinates): with ``g = (Gamma - Y_W)_+`` and ``Z`` the result of (P),
+       ``Y - Z = -g min(1, 1/||g||)`` lies in the subdifferential ``dh_W(Z)`` (if ``||g|| > 1``,
+       ``(Gamma - Z_W)_+ = g (1 - 1/||g||)`` and the gradient is ``-g / ||g||``; if ``||g|| <= 1``,
+       ``h_W(Z) = 0`` and ``h_W(Z') >= <g, Gamma 1_W - Z'_W> = <-g, Z' - Z>`` for every ``Z'`` by
+       Cauchy-Schwarz). Proximal maps of convex functions are firmly non-expansive (Moreau 1965;
+       Bauschke & Combettes 2017, Proposition 12.28), hence 1-Lipschitz -- Gopi et al.'s
+       *l2-contractive* policy.
+    2. *The replaced slot moves the weights by at most sqrt(2).* Before it both runs hold the same
+       ``Y``. There ``x`` adds ``z_x`` and ``y`` adds ``z_y``, both non-negative with norm ``<= 1``,
+       so ``||z_x - z_y||^2 = ||z_x||^2 + ||z_y||^2 - 2 <z_x, z_y> <= 2``.
+    3. *The later slots keep it so*: both runs apply the same 1-Lipschitz steps (1), so the final
+       weight vectors satisfy ``||Y(D) - Y(D')||_2 <= sqrt(2)`` -- the sensitivity of the weighted
+       mechanism, so the Gaussian part of the module docstring's proof is unchanged.
+    4. *A word of one corpus only* (``t`` words in ``x`` that no other document of ``D`` has and
+       ``y`` lacks) is weighted by ``x``'s step alone, from ``Y_u = 0``: all ``t`` have the gap
+       ``Gamma``, so each weighs ``Gamma min(1, 1/||g||) <= 1/sqrt(t)`` as ``||g|| >= Gamma sqrt(t)``;
+       and ``t <= m``. :func:`calibrate_vocabulary`'s ``tau`` makes ``t Phi_bar((tau - 1/sqrt(t)) /
+       sigma) <= delta_t`` for every ``t <= m``: the threshold part of the module docstring's proof,
+       with this bound in place of ``m Phi_bar((tau - 1) / sigma)``.
+
+    A fixed order (the input order, or documents sorted by length) would give only the
+    add-then-remove bound ``2`` when the order is not the same slot-for-slot in both corpora; the
+    secret random order is what makes 2 hold with ``sqrt(2)`` for any input order.
+    ``tests/test_private_vocabulary.py`` checks 2-4 by brute force on tiny corpora, in every order.
+
+    Parameters
+    ----------
+    documents : iterable of iterables of str
+        Each document's tokens.
+    max_words_per_document : int
+        ``m``.
+    cutoff : float
+        ``Gamma > 0`` (public: :func:`calibrate_vocabulary`).
+    source : NoiseSource
+        Secret randomness for the order (call only after the release has begun).
+
+    Returns
+    -------
+    dict
+        Word to weight, for every word some document kept.
+    """
+    m = check_positive_int(max_words_per_document, "max_words_per_document")
+    gamma = check_real(cutoff, "cutoff")
+    kept = [list(document_word_weights(tokens, m)) for tokens in documents]
+    order = np.argsort(source.random(len(kept)), kind="stable") if kept else []
+    return _policy_steps([kept[i] for i in order], gamma)
+
+
+def _policy_steps(
+    ordered: list[list[str]], cutoff: float, start: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Step (P) of :func:`policy_word_weights` for each kept word set, in the given order, from ``start``."""
+    totals: dict[str, float] = dict(start or {})
+    for words in ordered:
+        gaps = [cutoff - totals.get(w, 0.0) for w in words]
+        norm = math.sqrt(sum(g * g for g in gaps if g > 0.0))
+        if norm == 0.0:
+            continue
+        scale = min(1.0, 1.0 / norm)
+        for word, gap in zip(words, gaps, strict=True):
+            if gap > 0.0:
+                totals[word] = totals.get(word, 0.0) + gap * scale
+    return totals
+
+
+def vocabulary_weights(
+    documents: Iterable[Iterable[str]], calibration: VocabularyCalibration, source: NoiseSource
+) -> dict[str, float]:
+    """The private weights of the mechanism: :func:`word_weights` or :func:`policy_word_weights`."""
+    m = calibration.max_words_per_document
+    if calibration.mechanism == "policy-gaussian":
+        return policy_word_weights(documents, m, calibration.cutoff, source)
+    return word_weights(documents, m)
 
 
 def select_vocabulary(
@@ -283,13 +435,16 @@ def private_vocabulary(
     delta: float,
     max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
     threshold_delta_share: float = DEFAULT_THRESHOLD_DELTA_SHARE,
+    mechanism: str = DEFAULT_MECHANISM,
+    cutoff_sigmas: float = DEFAULT_CUTOFF_SIGMAS,
     noise: NoiseLike | NoiseSource = None,
     ledger: Ledger | None = None,
 ) -> PrivateVocabulary:
     """Choose up to ``n_words`` frequent words of tokenised documents under ``(epsilon, delta)``-DP.
 
-    Gaussian partition selection (module docstring); the guarantee is computed and the ledger
-    charged before any document is read.
+    Gaussian partition selection (module docstring), with fixed weights or Gopi et al.'s policy
+    (:func:`policy_word_weights`); the guarantee is computed and the ledger charged before any
+    document is read.
 
     Parameters
     ----------
@@ -303,6 +458,10 @@ def private_vocabulary(
         Public bound ``m`` on the distinct words one document contributes.
     threshold_delta_share : float, default 0.5
         Share of ``delta`` spent on the threshold.
+    mechanism : {"weighted-gaussian", "policy-gaussian"}, default "weighted-gaussian"
+        The policy (:func:`policy_word_weights`) or fixed ``1/sqrt(n)`` weights (:func:`word_weights`).
+    cutoff_sigmas : float, default 2.0
+        The policy's cutoff ``Gamma = tau + cutoff_sigmas * sigma`` (:func:`calibrate_vocabulary`).
     noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
         Secret randomness.
     ledger : object with ``charge``, optional
@@ -321,12 +480,12 @@ def private_vocabulary(
     """
     n_words = check_positive_int(n_words, "n_words")
     calibration = calibrate_vocabulary(
-        epsilon, delta, max_words_per_document, threshold_delta_share=threshold_delta_share
+        epsilon, delta, max_words_per_document, threshold_delta_share=threshold_delta_share,
+        mechanism=mechanism, cutoff_sigmas=cutoff_sigmas,
     )
     guarantee, source = begin_release(
         vocabulary_guarantee(calibration, n_words), noise, ledger=ledger, description="private vocabulary"
     )
-    words, noisy = select_vocabulary(
-        word_weights(documents, calibration.max_words_per_document), n_words, calibration, source
-    )
+    words, noisy = select_vocabulary(vocabulary_weights(documents, calibration, source), n_words,
+                                     calibration, source)
     return PrivateVocabulary(words, noisy, guarantee, calibration)

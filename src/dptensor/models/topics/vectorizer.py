@@ -34,12 +34,14 @@ from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.vocabulary import (
     DEFAULT_MAX_WORDS_PER_DOCUMENT,
+    DEFAULT_MECHANISM,
     DEFAULT_THRESHOLD_DELTA_SHARE,
+    MECHANISMS,
     VocabularyCalibration,
     calibrate_vocabulary,
     select_vocabulary,
     vocabulary_guarantee,
-    word_weights,
+    vocabulary_weights,
 )
 
 __all__ = ["PrivateCountVectorizer"]
@@ -71,6 +73,12 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         slowly (through ``Phi_bar^{-1}(delta_t / m)``).
     threshold_delta_share : float, default 0.5
         Share of ``delta`` spent on the threshold that hides words of one document.
+    mechanism : {"weighted-gaussian", "policy-gaussian"}, default "weighted-gaussian"
+        ``"weighted-gaussian"``: fixed weights ``1/sqrt(n)``. ``"policy-gaussian"``: the l2 policy of
+        Gopi et al. (2020, *Differentially private set union*; proof for this relation in
+        :func:`dptensor.privacy.vocabulary.policy_word_weights`): documents, in a secret random
+        order, push only their words still below a cutoff; same guarantee, same noise. Opt-in: on
+        long-tailed text it releases fewer words (docs/lda.md, ``benchmarks/private_vocabulary.py``).
     lowercase, strip_accents, stop_words, token_pattern, ngram_range, analyzer
         Passed to :class:`sklearn.feature_extraction.text.CountVectorizer` (public choices;
         ``stop_words="english"`` is scikit-learn's public list).
@@ -103,6 +111,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         "n_words": [Interval(Integral, 1, None, closed="left")],
         "max_words_per_document": [Interval(Integral, 1, None, closed="left")],
         "threshold_delta_share": [Interval(Real, 0, 1, closed="neither")],
+        "mechanism": [StrOptions(set(MECHANISMS))],
         "lowercase": ["boolean"],
         "strip_accents": [StrOptions({"ascii", "unicode"}), None, callable],
         "stop_words": [StrOptions({"english"}), list, None],
@@ -120,6 +129,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         delta: float | None = None,
         max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
         threshold_delta_share: float = DEFAULT_THRESHOLD_DELTA_SHARE,
+        mechanism: str = DEFAULT_MECHANISM,
         lowercase: bool = True,
         strip_accents: str | None = None,
         stop_words: str | list[str] | None = None,
@@ -134,6 +144,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         self.delta = delta
         self.max_words_per_document = max_words_per_document
         self.threshold_delta_share = threshold_delta_share
+        self.mechanism = mechanism
         self.lowercase = lowercase
         self.strip_accents = strip_accents
         self.stop_words = stop_words
@@ -159,7 +170,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
             )
         return calibrate_vocabulary(
             self.epsilon, self.delta, self.max_words_per_document,
-            threshold_delta_share=self.threshold_delta_share,
+            threshold_delta_share=self.threshold_delta_share, mechanism=self.mechanism,
         )  # fmt: skip
 
     def planned_guarantee(self) -> PrivacyGuarantee:
@@ -191,7 +202,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
             vocabulary_guarantee(calibration, self.n_words), "PrivateCountVectorizer vocabulary",
             n_public=n_public,
         )  # fmt: skip
-        weights = word_weights((analyzer(doc) for doc in raw_documents), calibration.max_words_per_document)
+        weights = vocabulary_weights((analyzer(doc) for doc in raw_documents), calibration, source)
         words, noisy = select_vocabulary(weights, self.n_words, calibration, source)
         if not words:
             raise ValueError(
