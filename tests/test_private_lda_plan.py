@@ -1,5 +1,6 @@
 """The privacy-utility planner of PrivateSpectralLDA: scalings, suggestions, CLI, and the fit's warning."""
 
+import re
 import warnings
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 from dptensor.cli import main
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models.topics.plan import GOOD_LEVEL, NOISE_LEVEL, plan_private_lda
-from dptensor.privacy import UtilityWarning
+from dptensor.privacy import UtilityWarning, compose
 from dptensor.privacy.audit import observable_differences, observe
 
 
@@ -211,3 +212,24 @@ def test_private_vocabulary_verdict_covers_the_pipeline(tmp_path, capsys):
     assert err.startswith(f"dptensor lda fit: error: {planned}. ")
     half = plan_private_lda(60, 20, 2, 1.0, 0.5, 5e-7, whitening_words="auto")
     assert plan_private_lda(60, 20, 2, 1.0, 1.0, 1e-6, vocabulary_share=0.5).snr == pytest.approx(half.snr)
+
+
+def test_printed_guarantee_is_readable_and_names_the_ledgers_epsilon(tmp_path, capsys):
+    """No nan multiplier, no 'release(s)', four significant digits; the ledger's epsilon beside the run's."""
+    from dptensor.privacy import BudgetLedger
+
+    path = _counts_file(tmp_path, 3000)
+    ledger = tmp_path / "docs.ledger"
+    BudgetLedger(ledger, epsilon=10.0, delta=1e-4, dataset="docs")
+    assert main(["lda", "fit", str(path), "-k", "3", "--epsilon", "2", "--delta", "1e-6", "--seed", "0",
+                 "--quiet", "--ledger", str(ledger)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    guarantee = next(line for line in out.splitlines() if line.startswith("guarantee:"))
+    assert "gaussian releases, noise multiplier" in guarantee and "release(s)" not in guarantee
+    assert not re.search(r"\d{6,}", guarantee)  # no 0.15300000000000002: four significant digits
+    counted = BudgetLedger(ledger).spent()
+    assert f"total epsilon 2 at delta 1e-06 (the ledger, at its delta 0.0001, counts {counted:.4g})" in out
+    composed = compose(PrivateSpectralLDA(3, epsilon=1.0, delta=1e-6).planned_guarantee(3000, 30),
+                       PrivateSpectralLDA(3, epsilon=0.5, delta=1e-6).planned_guarantee(3000, 30), delta=1e-5)
+    text = composed.describe()
+    assert "nan" not in text and "releases composed (gaussian)" in text and "noise multiplier" not in text

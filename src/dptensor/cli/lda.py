@@ -650,15 +650,26 @@ def pad_short_documents(counts: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def _print_guarantees(model_guarantee: PrivacyGuarantee, vocabulary: PrivacyGuarantee | None,
-                      delta: float) -> dict[str, PrivacyGuarantee] | None:
-    """Print the model's guarantee, and with a private vocabulary its guarantee and the composed total."""
+                      delta: float, ledger: BudgetLedger | None = None) -> dict[str, PrivacyGuarantee] | None:
+    """Print the model's guarantee, and with a private vocabulary its guarantee and the composed total.
+
+    With a ledger, one more line puts the run's total epsilon (at the run's delta) beside what the
+    ledger counts for the run (the same releases composed at the ledger's own delta).
+    """
+    parts = (model_guarantee,) if vocabulary is None else (vocabulary, model_guarantee)
+    total = model_guarantee if vocabulary is None else compose(*parts, delta=delta)
     if vocabulary is None:
         print(f"guarantee: {model_guarantee.describe()}")
+    else:
+        print(f"vocabulary guarantee: {vocabulary.describe()}")
+        print(f"model guarantee: {model_guarantee.describe()}")
+        print(f"guarantee (total, vocabulary + model): {total.describe()}")
+    if ledger is not None and model_guarantee.holds:
+        counted = compose(*parts, delta=ledger.delta).epsilon
+        print(f"total epsilon {total.epsilon:.4g} at delta {delta:g} (the ledger, at its delta "
+              f"{ledger.delta:g}, counts {counted:.4g})")
+    if vocabulary is None:
         return None
-    total = compose(vocabulary, model_guarantee, delta=delta)
-    print(f"vocabulary guarantee: {vocabulary.describe()}")
-    print(f"model guarantee: {model_guarantee.describe()}")
-    print(f"guarantee (total, vocabulary + model): {total.describe()}")
     return {"vocabulary_guarantee": vocabulary, "total_guarantee": total}
 
 
@@ -725,7 +736,7 @@ def run_private_fit(
         if predicted:  # the model's UtilityWarning would repeat the verdict printed above
             warnings.simplefilter("ignore", UtilityWarning)
         model.fit(records)
-    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
+    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta, ledger)
     _print_topics(args, model, corpus, guarantees)
     return 0
 
@@ -818,7 +829,7 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     elif vocabulary_guarantee is None:
         print("privacy: " + model.guarantee_.describe())
     else:
-        guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
+        guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta, ledger)
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
