@@ -219,7 +219,7 @@ def planner_prediction(
     except ImportError:
         return None
     plan = plan_private_lda(n_documents, vocab_size, n_topics, alpha0, epsilon, delta,
-                            typical_length=max(typical_length, 3.0))  # fmt: skip
+                            typical_length=max(typical_length, 3.0), whitening_words=None)  # fmt: skip
     return f"snr {plan.snr:.2f}: {plan.verdict}"
 
 

@@ -59,9 +59,9 @@ def test_private_fit_refusals(tmp_path, counts, capsys):
                  "--delta", "1e-6", "--no-clip", "--quiet"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "has documents with fewer than 3 tokens" in err and "10" not in err  # a private path: no row
-    # clipped (the default): a short document gets weight 0, no error
+    # clipped (the default): a short document gets weight 0, no error (--force: 11 documents are too few)
     assert main(["lda", "fit", str(tmp_path / "short.npz"), "--topics", "3", "--epsilon", "1",
-                 "--delta", "1e-6", "--quiet"]) == 0  # fmt: skip
+                 "--delta", "1e-6", "--quiet", "--force"]) == 0  # fmt: skip
     capsys.readouterr()
     assert main(["lda", "fit", str(path), "--topics", "3", "--clip", "0.1", "--quiet"]) == 2
     assert "--clip" in capsys.readouterr().err
@@ -140,7 +140,7 @@ BLANK_LINES = "wa wb wc wd\nwb wc wc\n\nwd wd wa wb\n   \nrare unknown words\nwa
 
 @pytest.mark.parametrize("fit_options", [
     [],  # non-private spectral
-    ["--epsilon", "1", "--delta", "1e-6"],  # private spectral (clipped)
+    ["--epsilon", "1", "--delta", "1e-6", "--force"],  # private spectral (clipped; 7 documents)
     ["--method", "vi", "--epsilon", "1", "--delta", "1e-6", "--passes", "1"],  # DP-VI
 ])
 def test_every_line_of_a_text_corpus_is_a_document(tmp_path, monkeypatch, capsys, fit_options):

@@ -1,5 +1,6 @@
 """The privacy-utility planner of PrivateSpectralLDA: scalings, suggestions, CLI, and the fit's warning."""
 
+import re
 import warnings
 
 import numpy as np
@@ -8,33 +9,44 @@ import pytest
 from dptensor.cli import main
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models.topics.plan import GOOD_LEVEL, NOISE_LEVEL, plan_private_lda
-from dptensor.privacy import UtilityWarning
+from dptensor.privacy import UtilityWarning, compose
 from dptensor.privacy.audit import observable_differences, observe
 
 
 def test_prediction_scales_as_the_formula_says():
-    def snr(n=40000, k=10, epsilon=1.0, length=7):
-        return plan_private_lda(n, 2000, k, 1.0, epsilon, 1e-6, typical_length=length).snr
+    def snr(n=40000, k=10, epsilon=1.0, length=7):  # on every word: the formula of one release
+        return plan_private_lda(n, 2000, k, 1.0, epsilon, 1e-6, typical_length=length,
+                                whitening_words=None).snr
 
-    base = plan_private_lda(40000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7)
+    base = plan_private_lda(40000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None)
     assert snr(n=80000) == pytest.approx(2 * base.snr) and snr(length=14) == pytest.approx(2 * base.snr)
     assert snr(k=5) == pytest.approx(2 * base.snr) and snr(epsilon=4.0) > 3 * base.snr
     assert base.snr == pytest.approx(base.signal / base.noise)
 
 
 def test_suggestions_reach_the_good_level():
-    plan = plan_private_lda(44795, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7)
+    plan = plan_private_lda(44795, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None)
     assert plan.verdict == "noisy topics" and NOISE_LEVEL <= plan.snr < GOOD_LEVEL
     s = plan.suggestions
     for kwargs in ({"n_documents": s["n_documents"]}, {"n_words": s["n_words"]},
                    {"n_components": s["n_components"]}):  # fmt: skip
         args = {"n_documents": 44795, "n_words": 2000, "n_components": 10, **kwargs}
         again = plan_private_lda(args["n_documents"], args["n_words"], args["n_components"], 1.0, 1.0, 1e-6,
-                                 typical_length=7)  # fmt: skip
+                                 typical_length=7, whitening_words=None)  # fmt: skip
         assert again.snr >= GOOD_LEVEL * 0.999, kwargs
-    again = plan_private_lda(44795, 2000, 10, 1.0, s["epsilon"], 1e-6, typical_length=7)
+    again = plan_private_lda(44795, 2000, 10, 1.0, s["epsilon"], 1e-6, typical_length=7, whitening_words=None)
     assert again.snr >= GOOD_LEVEL * 0.999
     assert "N >=" in plan.describe()
+    # the default fit (whitening_words="auto"): suggestions for its own release reach the level too
+    fit = plan_private_lda(5000, 2000, 10, 1.0, 1.0, 1e-6)
+    assert fit.verdict == "noisy topics" and fit.whitening_words == 300
+    s = fit.suggestions
+    for kwargs in ({"n_documents": s["n_documents"]}, {"n_words": s["n_words"]},
+                   {"n_components": s["n_components"]}, {"epsilon": s["epsilon"]}):  # fmt: skip
+        args = {"n_documents": 5000, "n_words": 2000, "n_components": 10, "epsilon": 1.0, **kwargs}
+        again = plan_private_lda(args["n_documents"], args["n_words"], args["n_components"], 1.0,
+                                 args["epsilon"], 1e-6)  # fmt: skip
+        assert again.snr >= GOOD_LEVEL * 0.999, kwargs
     tiny = plan_private_lda(100, 2000, 10, 1.0, 0.1, 1e-6)
     assert tiny.verdict == "no better than noise"
 
@@ -55,7 +67,11 @@ def test_plan_command(capsys):
     assert main(["lda", "plan", "-n", "44795", "-V", "2000", "-k", "10", "--epsilon", "1", "--delta", "1e-6",
                  "--typical-length", "7"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "signal-to-noise" in out and "noisy topics" in out
+    assert "signal-to-noise" in out and "close to the non-private fit" in out
+    assert main(["lda", "plan", "-n", "5000", "-V", "2000", "-k", "10", "--epsilon", "1",
+                 "--delta", "1e-6"]) == 0  # fmt: skip
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "signal-to-noise" in first and "noisy topics" in first
     assert main(["lda", "plan", "-n", "100", "-V", "20", "-k", "3", "--epsilon", "1", "--delta", "3"]) == 2
     assert "--delta" in capsys.readouterr().err
 
@@ -115,9 +131,105 @@ def test_auto_whitening_words_from_public_sizes_only():
 
 def test_plan_reports_the_whitening_words_of_the_default_fit():
     plan = plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7)
+    every_word = plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None)
     assert plan.whitening_words == 300
-    assert plan.whitening_snr == pytest.approx(2000 / 300 * plan.snr, rel=1e-9)
-    assert "the default fit releases M2 on the 300 most frequent words" in plan.describe()
+    assert plan.snr == pytest.approx(2000 / 300 * every_word.snr, rel=1e-9)
+    assert "release (M2) on the 300 most frequent words" in plan.describe()
     big = plan_private_lda(10**6, 2000, 10, 1.0, 1.0, 1e-6)
-    assert big.whitening_words == 2000 and big.whitening_snr == pytest.approx(big.snr)
+    assert big.whitening_words == 2000 and big.snr == pytest.approx(
+        plan_private_lda(10**6, 2000, 10, 1.0, 1.0, 1e-6, whitening_words=None).snr)
     assert plan_private_lda(50000, 2000, 10, 1.0, 1.0, 1e-6, suggest=False).whitening_words is None
+
+
+def _counts_file(tmp_path, n_documents, n_words=30):
+    import scipy.sparse as sp
+
+    from dptensor.datasets import make_lda_corpus
+
+    corpus = make_lda_corpus(n_documents, n_words, 3, alpha=0.1, doc_length=40, random_state=0)
+    path = tmp_path / "corpus.npz"
+    sp.save_npz(path, corpus.counts)
+    return path
+
+
+def test_plan_and_fit_print_one_verdict_in_the_same_words(tmp_path, capsys):
+    """One sentence (PrivateLDAPlan.sentence) from public sizes: lda plan prints it first, lda fit too."""
+    path = _counts_file(tmp_path, 3000)
+    sizes = ["-k", "3", "--epsilon", "2", "--delta", "1e-6"]
+    assert main(["lda", "plan", "-n", "3000", "-V", "30", *sizes]) == 0
+    planned = capsys.readouterr().out.splitlines()[0]
+    assert main(["lda", "fit", str(path), *sizes, "--seed", "0"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert planned in err and "no better than noise" not in planned
+    model = PrivateSpectralLDA(3, epsilon=2.0, delta=1e-6)
+    assert model.utility_plan(3000, 30).sentence() == planned
+
+
+def test_fit_predicted_to_be_noise_stops_before_charging(tmp_path, capsys):
+    from dptensor.privacy import BudgetLedger
+
+    path = _counts_file(tmp_path, 200)
+    ledger = tmp_path / "docs.ledger"
+    BudgetLedger(ledger, epsilon=5.0, delta=1e-5, dataset="docs")
+    fit = ["lda", "fit", str(path), "-k", "3", "--epsilon", "0.5", "--delta", "1e-6", "--ledger", str(ledger),
+           "--out", str(tmp_path / "m.json"), "--seed", "0"]  # fmt: skip
+    assert main(["lda", "plan", "-n", "200", "-V", "30", "-k", "3", "--epsilon", "0.5",
+                 "--delta", "1e-6"]) == 0  # fmt: skip
+    planned = capsys.readouterr().out.splitlines()[0]
+    assert "no better than noise (below 0.7)" in planned and "each alone would do: N >=" in planned
+    assert main(fit) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    stop = "Stopped before anything was charged; --force fits anyway"
+    assert err[-1] == f"dptensor lda fit: error: {planned}. {stop}"
+    assert captured.out == "" and BudgetLedger(ledger).charges() == [] and not (tmp_path / "m.json").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UtilityWarning)  # the verdict is printed once, not warned again
+        assert main([*fit, "--force"]) == 0
+    assert f"{planned}; fitting anyway (--force)" in capsys.readouterr().err
+    assert len(BudgetLedger(ledger).charges()) == 1
+    assert main(["lda", "fit", str(path), "-k", "3", "--force"]) == 2  # a privacy option: needs --epsilon
+    assert "--force" in capsys.readouterr().err
+    with pytest.warns(UtilityWarning, match="no better than noise"):  # the Python API keeps warning
+        PrivateSpectralLDA(3, epsilon=0.5, delta=1e-6, random_state=0).fit(
+            np.random.default_rng(0).poisson(2.0, (200, 30)))
+
+
+def test_private_vocabulary_verdict_covers_the_pipeline(tmp_path, capsys):
+    """With --private-vocab V: V is at most the requested V, the model gets (1 - share) of the budget."""
+    text = tmp_path / "docs.txt"
+    text.write_text("".join(f"w{i % 7} w{(i * 3) % 11} w{i % 5} apple\n" for i in range(60)))
+    fit = ["lda", "fit", str(text), "-k", "2", "--epsilon", "1", "--delta", "1e-6", "--private-vocab", "20",
+           "--vocab-share", "0.5", "--seed", "0"]  # fmt: skip
+    assert main(fit) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "private vocabulary" not in err  # stopped before the vocabulary was released (and charged)
+    assert "V at most 20 (--private-vocab)" in err
+    assert "the model gets 0.5 of epsilon=1 and delta=1e-06" in err
+    assert main(["lda", "plan", "-n", "60", "-V", "20", "-k", "2", "--epsilon", "1", "--delta", "1e-6",
+                 "--vocab-share", "0.5"]) == 0  # fmt: skip
+    planned = capsys.readouterr().out.splitlines()[0]
+    assert err.startswith(f"dptensor lda fit: error: {planned}. ")
+    half = plan_private_lda(60, 20, 2, 1.0, 0.5, 5e-7, whitening_words="auto")
+    assert plan_private_lda(60, 20, 2, 1.0, 1.0, 1e-6, vocabulary_share=0.5).snr == pytest.approx(half.snr)
+
+
+def test_printed_guarantee_is_readable_and_names_the_ledgers_epsilon(tmp_path, capsys):
+    """No nan multiplier, no 'release(s)', four significant digits; the ledger's epsilon beside the run's."""
+    from dptensor.privacy import BudgetLedger
+
+    path = _counts_file(tmp_path, 3000)
+    ledger = tmp_path / "docs.ledger"
+    BudgetLedger(ledger, epsilon=10.0, delta=1e-4, dataset="docs")
+    assert main(["lda", "fit", str(path), "-k", "3", "--epsilon", "2", "--delta", "1e-6", "--seed", "0",
+                 "--quiet", "--ledger", str(ledger)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    guarantee = next(line for line in out.splitlines() if line.startswith("guarantee:"))
+    assert "gaussian releases, noise multiplier" in guarantee and "release(s)" not in guarantee
+    assert not re.search(r"\d{6,}", guarantee)  # no 0.15300000000000002: four significant digits
+    counted = BudgetLedger(ledger).spent()
+    assert f"total epsilon 2 at delta 1e-06 (the ledger, at its delta 0.0001, counts {counted:.4g})" in out
+    composed = compose(PrivateSpectralLDA(3, epsilon=1.0, delta=1e-6).planned_guarantee(3000, 30),
+                       PrivateSpectralLDA(3, epsilon=0.5, delta=1e-6).planned_guarantee(3000, 30), delta=1e-5)
+    text = composed.describe()
+    assert "nan" not in text and "releases composed (gaussian)" in text and "noise multiplier" not in text

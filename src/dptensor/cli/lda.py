@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -56,6 +57,7 @@ from dptensor.privacy import (
     BudgetExceededError,
     BudgetLedger,
     PrivacyGuarantee,
+    UtilityWarning,
     compose,
     enable_features,
 )
@@ -68,9 +70,9 @@ SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "cali
                     "third_clip", "whitening_subspace", "topic_recovery")
 VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
-PRIVATE_OPTIONS = ("delta", "noise", "allow_unproven", "config", "sensitivity", "calibration", "budget_split",
-                   "private_whitening", "accountant", "no_clip", "public_corpus", "private_vocab",
-                   "whitening_words", "third_clip", "whitening_subspace", "topic_recovery")
+PRIVATE_OPTIONS = ("delta", "force", "noise", "allow_unproven", "config", "sensitivity", "calibration",
+                   "budget_split", "private_whitening", "accountant", "no_clip", "public_corpus",
+                   "private_vocab", "whitening_words", "third_clip", "whitening_subspace", "topic_recovery")
 #: Options of the private vocabulary (refused without --private-vocab).
 PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
@@ -92,7 +94,7 @@ FIT_EXAMPLES = """examples:
   c = make_lda_corpus(2_000, 500, 5, alpha=0.1, random_state=0)
   write_uci_bow(c.counts, 'docword.synthetic.txt', [f'w{i}' for i in range(500)])"
   dptensor lda fit docword.synthetic.txt --topics 5 --alpha0 0.5 --out model.json
-  dptensor lda fit docword.synthetic.txt --topics 5 --epsilon 1 --delta 1e-6 --out private.json
+  dptensor lda fit docword.synthetic.txt --topics 5 --epsilon 2 --delta 1e-6 --out private.json
   dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
   dptensor lda fit notes.txt --topics 5 --epsilon 2 --delta 1e-6 --private-vocab 500  # no public vocabulary
   dptensor lda fit notes.txt --topics 5 --encoding cp1252 --token-pattern '(?u)\\b\\w\\w+\\b'  # w0 too
@@ -126,6 +128,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit = actions.add_parser("fit", help="fit topics to a corpus and print the top words of each",
                              epilog=FIT_EXAMPLES)
     add_fit_arguments(fit)
+    fit.add_argument(
+        "--force", action="store_true",
+        help="fit even where the planner predicts topics no better than noise (without it such a private "
+             "fit stops before anything is charged; the prediction reads public sizes only)",
+    )  # fmt: skip
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
     add_parallel_arguments(fit)
     add_report_arguments(fit, test=True)
@@ -148,6 +155,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="a public typical document length in vocabulary tokens (default 10)")
     plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
                       help="release of M2 (as for lda fit)")
+    plan.add_argument("--vocab-share", type=probability, default=None, metavar="SHARE",
+                      help="plan a fit with --private-vocab V (V = --words, the most words it may keep) that "
+                           "spends this share of --epsilon and --delta on the vocabulary (lda fit: 0.2)")
     add_quiet_argument(plan)
     plan.set_defaults(func=run_plan)
 
@@ -644,16 +654,55 @@ def pad_short_documents(counts: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def _print_guarantees(model_guarantee: PrivacyGuarantee, vocabulary: PrivacyGuarantee | None,
-                      delta: float) -> dict[str, PrivacyGuarantee] | None:
-    """Print the model's guarantee, and with a private vocabulary its guarantee and the composed total."""
+                      delta: float, ledger: BudgetLedger | None = None) -> dict[str, PrivacyGuarantee] | None:
+    """Print the model's guarantee, and with a private vocabulary its guarantee and the composed total.
+
+    With a ledger, one more line puts the run's total epsilon (at the run's delta) beside what the
+    ledger counts for the run (the same releases composed at the ledger's own delta).
+    """
+    parts = (model_guarantee,) if vocabulary is None else (vocabulary, model_guarantee)
+    total = model_guarantee if vocabulary is None else compose(*parts, delta=delta)
     if vocabulary is None:
         print(f"guarantee: {model_guarantee.describe()}")
+    else:
+        print(f"vocabulary guarantee: {vocabulary.describe()}")
+        print(f"model guarantee: {model_guarantee.describe()}")
+        print(f"guarantee (total, vocabulary + model): {total.describe()}")
+    if ledger is not None and model_guarantee.holds:
+        counted = compose(*parts, delta=ledger.delta).epsilon
+        print(f"total epsilon {total.epsilon:.4g} at delta {delta:g} (the ledger, at its delta "
+              f"{ledger.delta:g}, counts {counted:.4g})")
+    if vocabulary is None:
         return None
-    total = compose(vocabulary, model_guarantee, delta=delta)
-    print(f"vocabulary guarantee: {vocabulary.describe()}")
-    print(f"model guarantee: {model_guarantee.describe()}")
-    print(f"guarantee (total, vocabulary + model): {total.describe()}")
     return {"vocabulary_guarantee": vocabulary, "total_guarantee": total}
+
+
+def check_prediction(
+    args: argparse.Namespace, model: PrivateSpectralLDA, n_documents: int, n_words: int
+) -> bool:
+    """Print the planner's verdict for this fit, or stop on it before anything is charged.
+
+    The verdict (:meth:`PrivateSpectralLDA.utility_plan`, the sentence ``dptensor lda plan``
+    prints) comes from public inputs only: the options and the sizes ``N`` and ``V`` (with
+    ``--private-vocab V``, the most words the vocabulary may have, and the model's share of the
+    budget). Stopping on it therefore reveals nothing about the documents. A fit predicted to be
+    no better than noise stops with an error unless ``--force``.
+
+    Returns
+    -------
+    bool
+        Whether a verdict was printed (the planner applies: a clipped fit without ``--public-corpus``).
+    """
+    with _opt_in(args):
+        model.check_configuration(n_documents, n_words)  # the fit's own refusals come first
+        share = args.vocab_share if args.private_vocab is not None else None
+        plan = model.utility_plan(n_documents, n_words, vocabulary_share=share)
+    if plan is None:
+        return False
+    if plan.hopeless and not args.force:
+        raise ValueError(f"{plan.sentence()}. Stopped before anything was charged; --force fits anyway")
+    progress_line(plan.sentence() + ("; fitting anyway (--force)" if plan.hopeless else ""), args.quiet)
+    return True
 
 
 def run_private_fit(
@@ -670,9 +719,13 @@ def run_private_fit(
     model = build_private_model(args, ledger, n_jobs=session.n_jobs)
     parts = _corpus_parts(args, session)
     vocabulary_guarantee = None
+    predicted = False
     if parts is not None:
         corpus, records = parts
     elif args.private_vocab is not None:
+        # the prediction comes before the vocabulary is charged: N (public) is the number of documents
+        n_documents = len(read_text_documents(Path(args.corpus), encoding=args.encoding, private=True))
+        predicted = check_prediction(args, model, n_documents, args.private_vocab)
         corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)
         records = session.records(corpus.counts)
     else:
@@ -680,10 +733,14 @@ def run_private_fit(
         records = session.records(corpus.counts)
     n_documents, n_words = public_shape(records)
     progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
+    if args.private_vocab is None:
+        predicted = check_prediction(args, model, n_documents, n_words)
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
-    with _opt_in(args):
+    with _opt_in(args), warnings.catch_warnings():
+        if predicted:  # the model's UtilityWarning would repeat the verdict printed above
+            warnings.simplefilter("ignore", UtilityWarning)
         model.fit(records)
-    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
+    guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta, ledger)
     _print_topics(args, model, corpus, guarantees)
     return 0
 
@@ -737,6 +794,7 @@ def run_plan(args: argparse.Namespace) -> int:
     prediction = plan_private_lda(
         args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
         typical_length=args.typical_length, private_whitening=args.private_whitening,
+        vocabulary_share=args.vocab_share,
     )  # fmt: skip
     print(prediction.describe())
     return 0
@@ -775,7 +833,7 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     elif vocabulary_guarantee is None:
         print("privacy: " + model.guarantee_.describe())
     else:
-        guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta)
+        guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta, ledger)
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")

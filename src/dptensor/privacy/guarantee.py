@@ -111,19 +111,25 @@ class PrivacyGuarantee:
         return self.dp_event
 
     def describe(self) -> str:
-        """One line for logs and reports; names the neighbouring relation."""
-        extra = ", ".join(f"{key}={value}" for key, value in self.details.items())
+        """One line for logs and reports; names the neighbouring relation.
+
+        Numbers in the details print with at most four significant digits (the stored values, in
+        :meth:`to_dict`, keep their precision); a noise multiplier that is not a number (several
+        mechanisms composed) is left out.
+        """
+        extra = ", ".join(f"{key}={readable(value)}" for key, value in self.details.items())
         if not self.holds:
             nominal = "" if self.nominal_epsilon is None else f" of epsilon={self.nominal_epsilon:g}"
             return (
                 f"NOT PRIVATE: the {self.claim} claim{nominal} (delta={self.delta:g}) under the "
                 f"{self.neighbouring!r} relation does not hold: {self.reason}"
             )
+        multiplier = self.noise_multiplier
+        noise = f", noise multiplier {multiplier:.4g}" if multiplier == multiplier else ""  # not nan
         return (
             f"({self.epsilon:g}, {self.delta:g})-DP under the {self.neighbouring!r} relation"
             + (f" (protects {self.protected})" if self.protected else "")
-            + f"; {self.n_releases} {self.mechanism} release(s), noise multiplier "
-            f"{self.noise_multiplier:.4g}, accountant {self.accountant!r} "
+            + f"; {releases_phrase(self.n_releases, self.mechanism)}{noise}, accountant {self.accountant!r} "
             f"(exact epsilon {self.epsilon_exact:.4g})" + (f"; {extra}" if extra else "")
         )
 
@@ -147,3 +153,23 @@ class PrivacyGuarantee:
             "details": dict(self.details),
             "dp_event": repr(self.to_dp_event()),
         }
+
+
+def releases_phrase(n_releases: int, mechanism: str) -> str:
+    """``"2 gaussian releases"``, or ``"5 releases composed (gaussian, gaussian partition selection)"``."""
+    n = int(n_releases)
+    prefix = "composition of "
+    if str(mechanism).startswith(prefix):
+        return f"{n} release{'' if n == 1 else 's'} composed ({str(mechanism)[len(prefix):]})"
+    return f"{n} {mechanism} release{'' if n == 1 else 's'}"
+
+
+def readable(value: Any) -> str:
+    """A detail's value for people: floats to four significant digits, inside containers too."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key!r}: {readable(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(readable(item) for item in value) + "]"
+    return str(value)

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
+from dptensor.privacy.guarantee import releases_phrase
 from dptensor.report.page import ReportPage
 from dptensor.report.plots import (
     plot_budget,
@@ -89,7 +90,7 @@ def guarantee_sentences(guarantee: Any) -> list[str]:
         lines.append(f"Public (not protected): {g['public']}.")
     multiplier = _number(g.get("noise_multiplier"), ".4g")
     lines.append(
-        f"Mechanism: {g.get('n_releases')} {g.get('mechanism')} release(s)"
+        f"Mechanism: {releases_phrase(g.get('n_releases', 0), g.get('mechanism'))}"
         + (f", noise multiplier {multiplier}" if multiplier not in ("nan", "None") else "")
         + f"; accountant '{g.get('accountant')}' (exact epsilon of the noise added: "
         f"{_number(g.get('epsilon_exact'), '.4g')})."

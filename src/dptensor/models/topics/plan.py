@@ -30,7 +30,7 @@ Every input is public; so is the output (it never reads documents).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dptensor._validation import check_positive_int, check_real
 
@@ -56,12 +56,13 @@ WHITENING_WORDS_STEPS = (500, 1000, 2000, 5000)
 
 @dataclass(frozen=True)
 class PrivateLDAPlan:
-    """A prediction of :func:`plan_private_lda`.
+    """A prediction of :func:`plan_private_lda`: one verdict, for the fit as configured.
 
     Attributes
     ----------
     snr : float
-        Predicted ``sigma_k(M2) / ||noise of the M2 release||``.
+        Predicted ``sigma_k(M2) / ||noise of the M2 release||`` of the release the fit makes: on its
+        :attr:`whitening_words` most frequent words, at the model's share of the budget.
     verdict : str
         ``"no better than noise"``, ``"noisy topics"`` or ``"close to the non-private fit"``.
     signal, noise : float
@@ -69,14 +70,18 @@ class PrivateLDAPlan:
     noise_multipliers : dict
         Of each release, from the estimator's own plan.
     suggestions : dict
-        For ``snr`` to reach :data:`GOOD_LEVEL`: the ``n_documents``, ``epsilon`` (``inf`` when no
-        budget up to ``10^4`` suffices), ``n_words`` and ``n_components`` that would (each alone).
+        For ``snr`` to reach :data:`GOOD_LEVEL`: the ``n_documents``, ``epsilon`` (the total, ``inf``
+        when no budget up to ``10^4`` suffices), ``n_words`` and ``n_components`` that would (each alone).
     whitening_words : int or None
-        The words ``PrivateSpectralLDA(whitening_words="auto")`` releases ``M2`` on
-        (:func:`auto_whitening_words`), and ``whitening_snr`` the prediction there (Analyze Gauss).
+        The words the ``M2`` release covers (``PrivateSpectralLDA(whitening_words=...)`` resolved,
+        :func:`auto_whitening_words` for ``"auto"``); ``None`` when the plan was made with
+        ``suggest=False``.
     topic_recovery : str or None
         What ``PrivateSpectralLDA(topic_recovery="auto")`` recovers the topics with, ``"tensor"`` or
         ``"nmf"`` (:func:`prefers_nonnegative_topics`).
+    sizes : dict
+        The public inputs the prediction was made from (``n_documents``, ``n_words``, ``n_components``,
+        ``alpha0``, ``epsilon``, ``delta``, ``vocabulary_share``), for :meth:`sentence`.
     """
 
     snr: float
@@ -86,26 +91,48 @@ class PrivateLDAPlan:
     noise_multipliers: dict
     suggestions: dict
     whitening_words: int | None = None
-    whitening_snr: float | None = None
     topic_recovery: str | None = None
+    sizes: dict = field(default_factory=dict)
+
+    @property
+    def hopeless(self) -> bool:
+        """Whether the prediction is below :data:`NOISE_LEVEL` ("no better than noise")."""
+        return self.snr < NOISE_LEVEL
+
+    def sentence(self) -> str:
+        """The verdict in one line: ``lda plan`` prints it first, ``lda fit`` prints (or stops on) it.
+
+        Built from the public inputs and the prediction only, so printing it (or stopping on it)
+        reveals nothing about the documents.
+        """
+        z = self.sizes
+        share = z.get("vocabulary_share")
+        if share is None:
+            inputs = (f"N={z['n_documents']}, V={z['n_words']}, k={z['n_components']}, "
+                      f"alpha0={z['alpha0']:g}, epsilon={z['epsilon']:g}, delta={z['delta']:g}")  # fmt: skip
+        else:
+            inputs = (f"N={z['n_documents']}, V at most {z['n_words']} (--private-vocab), "
+                      f"k={z['n_components']}, alpha0={z['alpha0']:g}; the model gets {1 - share:g} of "
+                      f"epsilon={z['epsilon']:g} and delta={z['delta']:g}, the vocabulary the rest")
+        where = ""
+        if self.whitening_words is not None and self.whitening_words < z["n_words"]:
+            where = f" on the {self.whitening_words} most frequent words"
+        level = f" (below {NOISE_LEVEL:g})" if self.hopeless else ""
+        line = (f"predicted signal-to-noise of the word co-occurrence release (M2){where}: {self.snr:.2f}, "
+                f"{self.verdict}{level} [{inputs}]")  # fmt: skip
+        s = self.suggestions
+        if self.snr < GOOD_LEVEL and s:
+            line += (f"; for {GOOD_LEVEL:g} each alone would do: N >= {s['n_documents']}, "
+                     f"epsilon >= {s['epsilon']:.3g}, V <= {s['n_words']} or k <= {s['n_components']}")
+        return line
 
     def describe(self) -> str:
-        """Several lines for people (the ``dptensor lda plan`` output)."""
-        s = self.suggestions
+        """Several lines for people (the ``dptensor lda plan`` output): :meth:`sentence`, then details."""
         lines = [
-            f"predicted signal-to-noise of the M2 release: {self.snr:.2f} ({self.verdict})",
-            f"  sigma_k(M2) ~ {self.signal:.3g}, noise operator norm ~ {self.noise:.3g}",
+            self.sentence(),
+            f"  signal: the k-th largest eigenvalue of M2 (sigma_k) ~ {self.signal:.3g}; noise: the operator "
+            f"norm of its noise ~ {self.noise:.3g}",
         ]
-        if self.snr < GOOD_LEVEL and s:
-            lines.append(
-                f"  for {GOOD_LEVEL:g} (each alone): N >= {s['n_documents']}, epsilon >= {s['epsilon']:.3g}, "
-                f"V <= {s['n_words']}, k <= {s['n_components']}"
-            )
-        if self.whitening_words is not None:
-            lines.append(
-                f"  the default fit releases M2 on the {self.whitening_words} most frequent words "
-                f"(whitening_words='auto'): predicted {self.whitening_snr:.2f} there"
-            )
         if self.topic_recovery == "nmf":
             lines.append(
                 f"  below {WHITENING_WORDS_LEVEL:g} on the fewest words: the default fit takes the topics "
@@ -219,6 +246,31 @@ def shrinkage_weight(snr: float) -> float:
     return 1.0 / (1.0 + r * r)
 
 
+def release_words(
+    n_documents: int, n_words: int, n_components: int, alpha0: float, epsilon: float, delta: float,
+    whitening_words: int | str | None = "auto",
+) -> int:
+    """The words the ``M2`` release of a clipped fit covers (``PrivateSpectralLDA(whitening_words=...)``).
+
+    ``"auto"``: :func:`auto_whitening_words`; ``None``: every word; a count: at most ``n_words``.
+    Public inputs only.
+    """
+    if whitening_words is None:
+        return int(n_words)
+    if whitening_words == "auto":
+        return auto_whitening_words(n_documents, n_words, n_components, alpha0, epsilon, delta)
+    return min(int(whitening_words), int(n_words))
+
+
+def _fit_snr(
+    n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str,
+    whitening_words: int | str | None,
+) -> tuple[float, float, float, dict, int]:
+    """:func:`_snr` of the release the fit makes: on its :func:`release_words`; and their number."""
+    words = release_words(n, d, k, alpha0, epsilon, delta, whitening_words)
+    return (*_snr(n, words, k, alpha0, epsilon, delta, length, whitening), words)
+
+
 def plan_private_lda(
     n_documents: int,
     n_words: int,
@@ -229,21 +281,34 @@ def plan_private_lda(
     *,
     typical_length: float | None = None,
     private_whitening: str = "auto",
+    whitening_words: int | str | None = "auto",
+    vocabulary_share: float | None = None,
     suggest: bool = True,
 ) -> PrivateLDAPlan:
     """Predict the signal-to-noise of a clipped :class:`PrivateSpectralLDA` fit (module docstring).
 
+    The prediction is for the ``M2`` release the fit makes: on its ``whitening_words`` words and,
+    with a private vocabulary, at the model's share of the budget. It is the one verdict both
+    ``dptensor lda plan`` and ``dptensor lda fit`` print (:meth:`PrivateLDAPlan.sentence`).
+
     Parameters
     ----------
     n_documents, n_words, n_components : int
-        ``N``, ``d`` (the vocabulary) and ``k``.
+        ``N``, ``d`` (the vocabulary; with ``vocabulary_share`` the most words it may have) and ``k``.
     alpha0, epsilon, delta : float
+        With ``vocabulary_share``, ``epsilon`` and ``delta`` are the totals of the pipeline.
     typical_length : float, optional
         A public typical document length in vocabulary tokens (default
         :data:`DEFAULT_TYPICAL_LENGTH`); never measure it on the private documents for free.
     private_whitening : str, default "auto"
+    whitening_words : int, "auto" or None, default "auto"
+        As for :class:`PrivateSpectralLDA` (``None``: every word).
+    vocabulary_share : float, optional
+        The share of ``epsilon`` and ``delta`` a private vocabulary spends first
+        (``dptensor lda fit --private-vocab V --vocab-share``); the model gets the rest.
     suggest : bool, default True
-        Compute :attr:`PrivateLDAPlan.suggestions` (a bisection over epsilon); ``False`` leaves them empty.
+        Compute :attr:`PrivateLDAPlan.suggestions` (a bisection over epsilon) and the words of the
+        release; ``False`` leaves them empty.
 
     Returns
     -------
@@ -264,37 +329,52 @@ def plan_private_lda(
         length = check_real(typical_length, "typical_length")
     if length < 3:
         raise ValueError(f"typical_length must be at least 3 tokens, got {length!r}")
-    snr, signal, noise, multipliers = _snr(n, d, k, alpha0, epsilon, delta, length, private_whitening)
+    rest = 1.0
+    if vocabulary_share is not None:
+        share = check_real(vocabulary_share, "vocabulary_share")
+        if not share < 1:
+            raise ValueError(f"vocabulary_share must lie in (0, 1), got {vocabulary_share!r}")
+        rest = 1.0 - share
+    sizes = {"n_documents": n, "n_words": d, "n_components": k, "alpha0": alpha0, "epsilon": epsilon,
+             "delta": delta, "vocabulary_share": vocabulary_share}  # fmt: skip
+    model_epsilon, model_delta = epsilon * rest, delta * rest  # as dptensor lda fit's model budget
+    snr, signal, noise, multipliers, words = _fit_snr(
+        n, d, k, alpha0, model_epsilon, model_delta, length, private_whitening, whitening_words
+    )
     if not suggest:
-        return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {})
-    words = auto_whitening_words(n, d, k, alpha0, epsilon, delta)
-    whitening_snr = _snr(n, words, k, alpha0, epsilon, delta, length, "analyze-gauss")[0]
+        return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {}, sizes=sizes)
     needed = GOOD_LEVEL / snr
     n_needed = math.ceil(n * needed)
-    # snr ~ 1/d (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings of the formulas above.
-    d_needed = max(int(d / needed), 1)
+    # snr ~ 1/d on the release's words (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings
+    d_needed = max(int(words / needed), 1)
     k_needed = max(int(k / needed), 1)
-    eps_needed = _epsilon_needed(n, d, k, alpha0, delta, length, private_whitening, epsilon)
+    eps_needed = _epsilon_needed(n, d, k, alpha0, model_delta, length, private_whitening, whitening_words)
     return PrivateLDAPlan(
         snr=snr, verdict=_verdict(snr), signal=signal, noise=noise, noise_multipliers=multipliers,
-        suggestions={"n_documents": n_needed, "epsilon": eps_needed, "n_words": d_needed,
+        suggestions={"n_documents": n_needed, "epsilon": eps_needed / rest, "n_words": d_needed,
                      "n_components": k_needed},
-        whitening_words=words, whitening_snr=whitening_snr,
-        topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, epsilon, delta) else "tensor",
+        whitening_words=words,
+        topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, model_epsilon, model_delta)
+        else "tensor",
+        sizes=sizes,
     )  # fmt: skip
 
 
 def _epsilon_needed(n: int, d: int, k: int, alpha0: float, delta: float, length: float, whitening: str,
-                    epsilon: float) -> float:  # fmt: skip
-    """The smallest epsilon (bisection on a log scale) whose predicted snr reaches :data:`GOOD_LEVEL`."""
+                    whitening_words: int | str | None) -> float:  # fmt: skip
+    """The smallest model epsilon (bisection on a log scale) whose prediction reaches :data:`GOOD_LEVEL`."""
+
+    def reaches(epsilon: float) -> bool:
+        return _fit_snr(n, d, k, alpha0, epsilon, delta, length, whitening, whitening_words)[0] >= GOOD_LEVEL
+
     low, high = 1e-3, 1e4
-    if _snr(n, d, k, alpha0, high, delta, length, whitening)[0] < GOOD_LEVEL:
+    if not reaches(high):
         return math.inf
-    if _snr(n, d, k, alpha0, low, delta, length, whitening)[0] >= GOOD_LEVEL:
+    if reaches(low):
         return low
     for _ in range(40):
         mid = math.sqrt(low * high)
-        if _snr(n, d, k, alpha0, mid, delta, length, whitening)[0] >= GOOD_LEVEL:
+        if reaches(mid):
             high = mid
         else:
             low = mid

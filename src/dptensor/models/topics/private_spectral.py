@@ -98,6 +98,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
 import dp_accounting
 import numpy as np
@@ -170,6 +171,9 @@ from dptensor.tensor.lda_moments import (
     short_document_error,
     whitened_third_moment,
 )
+
+if TYPE_CHECKING:
+    from dptensor.models.topics.plan import PrivateLDAPlan
 
 #: Edges (and Procedure 1 releases) that get a share of the budget, per configuration.
 CONFIG_EDGES: dict[int, tuple[str, ...]] = {
@@ -1093,22 +1097,48 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         factor = MATCHED_SHRINKAGE_FACTOR if self.match_unigram else 1.0
         return factor * shrinkage_weight(snr)
 
+    def utility_plan(
+        self, n_documents: int, n_words: int, *, vocabulary_share: float | None = None, suggest: bool = True
+    ) -> PrivateLDAPlan | None:
+        """The planner's prediction for a fit of these public sizes (:mod:`~dptensor.models.topics.plan`).
+
+        Made from the parameters and ``(N, d)`` only, before any data is read; what the fit warns
+        about (``UtilityWarning``) and ``dptensor lda fit`` prints, or stops on.
+
+        Parameters
+        ----------
+        n_documents, n_words : int
+            The public sizes ``(N, d)`` of the corpus the fit will see (``d`` at most).
+        vocabulary_share : float, optional
+            This model's ``epsilon`` and ``delta`` are ``1 - vocabulary_share`` of a pipeline's, whose
+            vocabulary was chosen under DP from the rest: the plan then states the totals.
+        suggest : bool, default True
+            As for :func:`~dptensor.models.topics.plan.plan_private_lda`.
+
+        Returns
+        -------
+        PrivateLDAPlan or None
+            ``None`` where the planner does not apply: the worst-case (unclipped) releases, or a
+            whitening from ``public_corpus``.
+        """
+        from dptensor.models.topics.plan import plan_private_lda
+
+        if self._clipping(int(n_words)) is None or self.public_corpus is not None:
+            return None
+        rest = 1.0 if vocabulary_share is None else 1.0 - float(vocabulary_share)
+        return plan_private_lda(
+            n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon) / rest,
+            float(self.delta) / rest, private_whitening=self.private_whitening,
+            whitening_words=self.whitening_words, vocabulary_share=vocabulary_share, suggest=suggest,
+        )  # fmt: skip
+
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
         """``UtilityWarning`` when the planner predicts noise (public inputs: ``N, d, k, alpha_0, eps``)."""
-        from dptensor.models.topics.plan import NOISE_LEVEL, plan_private_lda
-
-        args = (n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
-                float(self.delta))  # fmt: skip
-        method = self._whitening_method(n_words)
-        if plan_private_lda(*args, private_whitening=method, suggest=False).snr < NOISE_LEVEL:
-            prediction = plan_private_lda(*args, private_whitening=method)
-            s = prediction.suggestions
+        quick = self.utility_plan(n_documents, n_words, suggest=False)
+        if quick is not None and quick.hopeless:
+            prediction = self.utility_plan(n_documents, n_words)
             warnings.warn(
-                f"PrivateSpectralLDA: at N={n_documents}, V={n_words}, k={self.n_components}, "
-                f"epsilon={self.epsilon:g} the predicted signal-to-noise of the M2 release is "
-                f"{prediction.snr:.2f} (< {NOISE_LEVEL:g}): the topics are likely no better than noise. "
-                f"Each alone would help: N >= {s['n_documents']}, epsilon >= {s['epsilon']:.3g}, "
-                f"V <= {s['n_words']} or k <= {s['n_components']} (dptensor lda plan; docs/lda.md)",
+                f"PrivateSpectralLDA: {prediction.sentence()} (dptensor lda plan; docs/lda.md)",
                 UtilityWarning, stacklevel=3,
             )
 
