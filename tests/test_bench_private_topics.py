@@ -69,7 +69,8 @@ def test_planner_hook_passes_public_quantities_to_the_planner(monkeypatch):
     bench = load("bench_private_topics")
     calls = []
 
-    def plan_private_lda(n_documents, n_words, n_components, alpha0, epsilon, delta, *, typical_length=None):
+    def plan_private_lda(n_documents, n_words, n_components, alpha0, epsilon, delta, *, typical_length=None,
+                         whitening_words="auto"):
         calls.append((n_documents, n_words, n_components, alpha0, epsilon, delta, typical_length))
         return types.SimpleNamespace(snr=0.5, verdict="no better than noise")
 
