@@ -8,7 +8,7 @@ import pytest
 
 from dptensor.cli import main
 from dptensor.models import PrivateSpectralLDA
-from dptensor.models.topics.plan import GOOD_LEVEL, NOISE_LEVEL, plan_private_lda
+from dptensor.models.topics.plan import GOOD_LEVEL, NOISE_LEVEL, model_words, plan_private_lda
 from dptensor.privacy import UtilityWarning, compose
 from dptensor.privacy.audit import observable_differences, observe
 
@@ -199,19 +199,22 @@ def test_private_vocabulary_verdict_covers_the_pipeline(tmp_path, capsys):
     """With --private-vocab V: V is at most the requested V, the model gets (1 - share) of the budget."""
     text = tmp_path / "docs.txt"
     text.write_text("".join(f"w{i % 7} w{(i * 3) % 11} w{i % 5} apple\n" for i in range(60)))
-    fit = ["lda", "fit", str(text), "-k", "2", "--epsilon", "1", "--delta", "1e-6", "--private-vocab", "20",
+    # epsilon 0.1 (was 1 while the verdict was over the V asked; it is now over the predicted V <= 20)
+    fit = ["lda", "fit", str(text), "-k", "2", "--epsilon", "0.1", "--delta", "1e-6", "--private-vocab", "20",
            "--vocab-share", "0.5", "--seed", "0"]  # fmt: skip
     assert main(fit) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "private vocabulary" not in err  # stopped before the vocabulary was released (and charged)
-    assert "V at most 20 (--private-vocab)" in err
-    assert "the model gets 0.5 of epsilon=1 and delta=1e-06" in err
-    assert main(["lda", "plan", "-n", "60", "-V", "20", "-k", "2", "--epsilon", "1", "--delta", "1e-6",
+    assert "private vocabulary:" not in err  # stopped before the vocabulary was released (and charged)
+    assert "of the 20 asked (--private-vocab" in err
+    assert "the model gets 0.5 of epsilon=0.1 and delta=1e-06" in err
+    assert main(["lda", "plan", "-n", "60", "-V", "20", "-k", "2", "--epsilon", "0.1", "--delta", "1e-6",
                  "--vocab-share", "0.5"]) == 0  # fmt: skip
     planned = capsys.readouterr().out.splitlines()[0]
     assert err.startswith(f"dptensor lda fit: error: {planned}. ")
-    half = plan_private_lda(60, 20, 2, 1.0, 0.5, 5e-7, whitening_words="auto")
-    assert plan_private_lda(60, 20, 2, 1.0, 1.0, 1e-6, vocabulary_share=0.5).snr == pytest.approx(half.snr)
+    pipeline = plan_private_lda(60, 20, 2, 1.0, 1.0, 1e-6, vocabulary_share=0.5)
+    words = model_words(pipeline)  # the model's verdict is over the predicted vocabulary (at least k)
+    half = plan_private_lda(60, words, 2, 1.0, 0.5, 5e-7, whitening_words="auto")
+    assert pipeline.snr == pytest.approx(half.snr)
 
 
 def test_printed_guarantee_is_readable_and_names_the_ledgers_epsilon(tmp_path, capsys):

@@ -31,10 +31,14 @@ from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, 
 from dptensor.privacy.errors import PrivacyWarning
 from dptensor.privacy.vocabulary import (
     VOCABULARY_ASSUMPTION,
+    ZIPF_CONSTANT,
+    ZIPF_EXPONENT,
+    ZIPF_OFFSET,
     _policy_steps,
     calibrate_vocabulary,
     document_word_weights,
     policy_word_weights,
+    predicted_vocabulary_size,
     private_vocabulary,
     select_vocabulary,
     vocabulary_guarantee,
@@ -603,3 +607,58 @@ def test_planned_guarantees_are_what_the_fits_charge(tmp_path):
         spectral = isinstance(model, PrivateSpectralLDA)
         planned = model.planned_guarantee(*(counts.shape if spectral else counts.shape[:1]))
         assert model.fit(counts).guarantee_ == planned
+
+
+def _zipf_documents(n_documents: int, distinct: int, seed: int = 0) -> list[list[str]]:
+    """Documents of ``distinct`` words drawn from the Zipf--Mandelbrot law of the vocabulary planner.
+
+    28 000 words make the law's normalising constant ``1 / sum_r (r + B)^-S`` equal to ``C``.
+    """
+    ranks = np.arange(1, 28_001, dtype=np.float64)
+    p = (ranks + ZIPF_OFFSET) ** -ZIPF_EXPONENT
+    p /= p.sum()
+    assert 1.0 / ((ranks + ZIPF_OFFSET) ** -ZIPF_EXPONENT).sum() == pytest.approx(ZIPF_CONSTANT, rel=0.05)
+    draws = np.random.default_rng(seed).choice(ranks.size, size=(n_documents, distinct), p=p)
+    return [[f"w{r}" for r in row] for row in draws]
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_predicted_vocabulary_size_matches_a_release_on_a_zipf_corpus(epsilon):
+    documents = _zipf_documents(20_000, 10)
+    distinct = float(np.mean([len(set(d)) for d in documents]))
+    predicted = predicted_vocabulary_size(len(documents), 2000, epsilon, 1e-6, 64, distinct)
+    released = np.mean([len(private_vocabulary(documents, 2000, epsilon=epsilon, delta=1e-6,
+                                               noise=insecure_test_noise(seed)).words) for seed in range(2)])
+    assert released > 20
+    assert predicted == pytest.approx(released, rel=0.25)
+
+
+def test_predicted_vocabulary_size_is_capped_and_monotone():
+    sizes = [predicted_vocabulary_size(50_000, 800, e, 1e-6, 64, 10) for e in (0.2, 0.5, 1.0, 4.0, 100.0)]
+    assert all(a < b for a, b in itertools.pairwise(sizes[:4])) and sizes[-1] == 800
+    assert predicted_vocabulary_size(10**5, 10**4, 1, 1e-6) > predicted_vocabulary_size(10**4, 10**4, 1, 1e-6)
+    assert predicted_vocabulary_size(10, 100, 1, 1e-6) == pytest.approx(0.0, abs=1e-3)
+    # longer documents (up to m) spread a document's unit norm over more words: sqrt(n) N C / (r + B)^S
+    assert predicted_vocabulary_size(10**5, 10**4, 1, 1e-6, 64, 30) > predicted_vocabulary_size(
+        10**5, 10**4, 1, 1e-6, 64, 10)
+    assert predicted_vocabulary_size(10**5, 10**4, 1, 1e-6, 8, 30) == predicted_vocabulary_size(
+        10**5, 10**4, 1, 1e-6, 8, 8)
+
+
+def test_cli_prints_the_predicted_vocabulary_and_reports_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    argv = ["lda", "fit", "notes.txt", "--topics", "2", "--epsilon", "4", "--delta", "1e-5",
+            "--private-vocab", "50", "--vocab-share", "0.5", "--seed", "0", "--report", "r.html"]
+    assert main(argv) == 0
+    text = "".join(capsys.readouterr())
+    predicted = predicted_vocabulary_size(801, 50, 2.0, 5e-6)
+    assert "of the 50 asked (--private-vocab" in text  # the pre-fit verdict
+    assert f"private vocabulary: 8 words (released under DP; the planner predicted {predicted:.0f})" in text
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Private vocabulary" in page and "words asked" in page and "words released" in page
+    assert "words predicted by the planner" in page and "Vocabulary guarantee" in page
+    assert main(["lda", "plan", "-n", "801", "-V", "50", "-k", "2", "--epsilon", "4", "--delta", "1e-5",
+                 "--vocab-share", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert f"V={predicted:.0f} predicted of the 50 asked" in out and "m=64, 10 distinct words" in out

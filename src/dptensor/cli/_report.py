@@ -31,6 +31,7 @@ from dptensor.report import (
     add_completion_errors,
     add_guarantee,
     add_provenance,
+    add_vocabulary,
     topic_report,
 )
 
@@ -149,6 +150,10 @@ def write_topic_report(
         note = "No unigram baseline: the training corpus is not at hand."
     page = topic_report(model, vocabulary, title=title, test=counts, train=train, unigram_note=note,
                         top=getattr(args, "top", 10), guarantee=guarantee)
+    vocabulary = getattr(args, "_private_vocabulary", None)  # lda fit --private-vocab: public sizes
+    if vocabulary is not None:
+        add_vocabulary(page, vocabulary["asked"], vocabulary["released"], vocabulary.get("predicted"),
+                       (guarantees or {}).get("vocabulary_guarantee"))
     finish_report(args, page)
 
 

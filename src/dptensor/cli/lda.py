@@ -61,7 +61,7 @@ from dptensor.privacy import (
     compose,
     enable_features,
 )
-from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT
+from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicted_vocabulary_size
 from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
@@ -157,7 +157,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="release of M2 (as for lda fit)")
     plan.add_argument("--vocab-share", type=probability, default=None, metavar="SHARE",
                       help="plan a fit with --private-vocab V (V = --words, the most words it may keep) that "
-                           "spends this share of --epsilon and --delta on the vocabulary (lda fit: 0.2)")
+                           "spends this share of --epsilon and --delta on the vocabulary (lda fit: 0.2); "
+                           "the plan then predicts the vocabulary's size")
+    plan.add_argument("--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT,
+                      metavar="M",
+                      help="with --vocab-share: the vocabulary's bound on one document's distinct words (as "
+                           f"for lda fit, default {DEFAULT_MAX_WORDS_PER_DOCUMENT})")
+    plan.add_argument("--doc-words", type=positive_float, default=None, metavar="W",
+                      help="with --vocab-share: a public guess of a typical document's distinct (non-stop) "
+                           "words (default: --typical-length)")
     add_quiet_argument(plan)
     plan.set_defaults(func=run_plan)
 
@@ -543,9 +551,14 @@ def _private_vocabulary_corpus(
         if ledger is not None:
             check_pipeline_budget(ledger, vectorizer.planned_guarantee(),
                                   model_guarantees(model, len(documents), args.private_vocab))
+    # public: the planner's prediction (N, V, the budget, m; no document is read for it)
+    predicted = predicted_vocabulary_size(len(documents), args.private_vocab, vectorizer.epsilon,
+                                          vectorizer.delta, args.max_doc_words)
     counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
     words = [str(w) for w in vectorizer.get_feature_names_out()]
-    progress_line(f"private vocabulary: {len(words)} words (released under DP)", args.quiet)
+    args._private_vocabulary = {"asked": args.private_vocab, "released": len(words), "predicted": predicted}
+    progress_line(f"private vocabulary: {len(words)} words (released under DP; the planner predicted "
+                  f"{predicted:.0f})", args.quiet)
     if len(words) < args.private_vocab:  # the count is part of the release
         progress_line(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "
                       "threshold; more documents, a larger --epsilon or --vocab-share, or a smaller "
@@ -696,7 +709,8 @@ def check_prediction(
     with _opt_in(args):
         model.check_configuration(n_documents, n_words)  # the fit's own refusals come first
         share = args.vocab_share if args.private_vocab is not None else None
-        plan = model.utility_plan(n_documents, n_words, vocabulary_share=share)
+        plan = model.utility_plan(n_documents, n_words, vocabulary_share=share,
+                                  max_words_per_document=getattr(args, "max_doc_words", None))
     if plan is None:
         return False
     if plan.hopeless and not args.force:
@@ -794,7 +808,8 @@ def run_plan(args: argparse.Namespace) -> int:
     prediction = plan_private_lda(
         args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
         typical_length=args.typical_length, private_whitening=args.private_whitening,
-        vocabulary_share=args.vocab_share,
+        vocabulary_share=args.vocab_share, max_words_per_document=args.max_doc_words,
+        distinct_words=args.doc_words,
     )  # fmt: skip
     print(prediction.describe())
     return 0

@@ -39,6 +39,7 @@ from dptensor.report.sections import (
     add_heldout_topics,
     add_provenance,
     add_topics,
+    add_vocabulary,
     add_whitening,
     guarantee_sentences,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "add_heldout_topics",
     "add_provenance",
     "add_topics",
+    "add_vocabulary",
     "add_whitening",
     "guarantee_sentences",
     "intertopic_coordinates",

@@ -37,6 +37,7 @@ __all__ = [
     "add_heldout_topics",
     "add_provenance",
     "add_topics",
+    "add_vocabulary",
     "add_whitening",
     "guarantee_sentences",
 ]
@@ -110,6 +111,28 @@ def add_guarantee(page: ReportPage, guarantee: Any) -> ReportPage:
         keys = ("epsilon", "delta", "neighbouring", "accountant", "mechanism", "n_releases",
                 "noise_multiplier")
         page.table(["quantity", "value"], [(key, g.get(key)) for key in keys])
+    return page
+
+
+def add_vocabulary(
+    page: ReportPage, asked: int, released: int, predicted: float | None, guarantee: Any
+) -> ReportPage:
+    """Section "Private vocabulary": words asked, released and predicted, and the vocabulary's guarantee.
+
+    ``asked`` (``--private-vocab V``), ``predicted`` (the planner's expected size, public inputs
+    only) and ``released`` (the size of the DP release, itself released) are all public.
+    """
+    page.heading("Private vocabulary")
+    page.paragraph(f"The vocabulary was chosen from the private documents under differential privacy "
+                   f"(Gaussian partition selection): {released} of the {asked} words asked for passed the "
+                   "noisy threshold and were released.")  # fmt: skip
+    rows: list[tuple[str, object]] = [("words asked", asked), ("words released", released)]
+    if predicted is not None:
+        rows.append(("words predicted by the planner (before the release)", round(predicted)))
+    page.table(["", "words"], rows)
+    sentences = guarantee_sentences(guarantee)
+    if sentences:
+        page.paragraph("Vocabulary guarantee: " + " ".join(sentences))
     return page
 
 

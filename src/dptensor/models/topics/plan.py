@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 
 from dptensor._validation import check_positive_int, check_real
+from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicted_vocabulary_size
 
 #: Below this predicted signal-to-noise a private fit is no better than noise (and warns).
 NOISE_LEVEL = 0.7
@@ -81,7 +82,12 @@ class PrivateLDAPlan:
         ``"nmf"`` (:func:`prefers_nonnegative_topics`).
     sizes : dict
         The public inputs the prediction was made from (``n_documents``, ``n_words``, ``n_components``,
-        ``alpha0``, ``epsilon``, ``delta``, ``vocabulary_share``), for :meth:`sentence`.
+        ``alpha0``, ``epsilon``, ``delta``, ``vocabulary_share``; with a private vocabulary also
+        ``max_words_per_document`` and ``distinct_words``), for :meth:`sentence`.
+    vocabulary_words : float or None
+        With ``vocabulary_share``: the private vocabulary's predicted (expected) size,
+        :func:`~dptensor.privacy.vocabulary.predicted_vocabulary_size`; the verdict is for a model
+        over that many words (at least ``k``), not over the ``n_words`` asked.
     """
 
     snr: float
@@ -93,11 +99,18 @@ class PrivateLDAPlan:
     whitening_words: int | None = None
     topic_recovery: str | None = None
     sizes: dict = field(default_factory=dict)
+    vocabulary_words: float | None = None
 
     @property
     def hopeless(self) -> bool:
         """Whether the prediction is below :data:`NOISE_LEVEL` ("no better than noise")."""
         return self.snr < NOISE_LEVEL
+
+    @property
+    def vocabulary_short(self) -> bool:
+        """Whether the predicted private vocabulary has fewer words than ``k`` (said, not stopped on:
+        the word-frequency model is a guess, made for corpora of thousands of distinct words)."""
+        return self.vocabulary_words is not None and self.vocabulary_words < self.sizes["n_components"]
 
     def sentence(self) -> str:
         """The verdict in one line: ``lda plan`` prints it first, ``lda fit`` prints (or stops on) it.
@@ -111,15 +124,21 @@ class PrivateLDAPlan:
             inputs = (f"N={z['n_documents']}, V={z['n_words']}, k={z['n_components']}, "
                       f"alpha0={z['alpha0']:g}, epsilon={z['epsilon']:g}, delta={z['delta']:g}")  # fmt: skip
         else:
-            inputs = (f"N={z['n_documents']}, V at most {z['n_words']} (--private-vocab), "
-                      f"k={z['n_components']}, alpha0={z['alpha0']:g}; the model gets {1 - share:g} of "
-                      f"epsilon={z['epsilon']:g} and delta={z['delta']:g}, the vocabulary the rest")
+            inputs = (f"N={z['n_documents']}, V={self.vocabulary_words:.0f} predicted of the {z['n_words']} "
+                      f"asked (--private-vocab; Zipf model, m={z['max_words_per_document']}, "
+                      f"{z['distinct_words']:g} distinct words per document), k={z['n_components']}, "
+                      f"alpha0={z['alpha0']:g}; the model gets {1 - share:g} of epsilon={z['epsilon']:g} "
+                      f"and delta={z['delta']:g}, the vocabulary the rest")
         where = ""
-        if self.whitening_words is not None and self.whitening_words < z["n_words"]:
+        if self.whitening_words is not None and self.whitening_words < model_words(self):
             where = f" on the {self.whitening_words} most frequent words"
         level = f" (below {NOISE_LEVEL:g})" if self.hopeless else ""
         line = (f"predicted signal-to-noise of the word co-occurrence release (M2){where}: {self.snr:.2f}, "
                 f"{self.verdict}{level} [{inputs}]")  # fmt: skip
+        if self.vocabulary_short:
+            line += (f"; the private vocabulary is predicted to keep fewer words than the "
+                     f"k={z['n_components']} topics: more documents, a larger epsilon or --vocab-share "
+                     "would keep more")
         s = self.suggestions
         if self.snr < GOOD_LEVEL and s:
             line += (f"; for {GOOD_LEVEL:g} each alone would do: N >= {s['n_documents']}, "
@@ -139,6 +158,13 @@ class PrivateLDAPlan:
                 "from a non-negative factor of the M2 release (topic_recovery='nmf'), no third-moment release"
             )
         return "\n".join(lines)
+
+
+def model_words(plan: PrivateLDAPlan) -> int:
+    """The vocabulary size the plan's verdict is for: the predicted private vocabulary, or ``n_words``."""
+    if plan.vocabulary_words is None:
+        return int(plan.sizes["n_words"])
+    return max(int(plan.sizes["n_components"]), round(plan.vocabulary_words))
 
 
 def _verdict(snr: float) -> str:
@@ -283,6 +309,8 @@ def plan_private_lda(
     private_whitening: str = "auto",
     whitening_words: int | str | None = "auto",
     vocabulary_share: float | None = None,
+    max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
+    distinct_words: float | None = None,
     suggest: bool = True,
 ) -> PrivateLDAPlan:
     """Predict the signal-to-noise of a clipped :class:`PrivateSpectralLDA` fit (module docstring).
@@ -305,7 +333,15 @@ def plan_private_lda(
         As for :class:`PrivateSpectralLDA` (``None``: every word).
     vocabulary_share : float, optional
         The share of ``epsilon`` and ``delta`` a private vocabulary spends first
-        (``dptensor lda fit --private-vocab V --vocab-share``); the model gets the rest.
+        (``dptensor lda fit --private-vocab V --vocab-share``); the model gets the rest. The
+        vocabulary's size is then predicted (:func:`~dptensor.privacy.vocabulary.predicted_vocabulary_size`,
+        a Zipf--Mandelbrot model of word frequencies) and the verdict is for a model over the
+        predicted words (at least ``k``), ``n_words`` being the most the vocabulary may keep.
+    max_words_per_document : int, default 64
+        With ``vocabulary_share``: ``m``, the vocabulary's bound on one document's distinct words.
+    distinct_words : float, optional
+        With ``vocabulary_share``: a public guess of a typical document's distinct (non-stop)
+        words (default ``typical_length``).
     suggest : bool, default True
         Compute :attr:`PrivateLDAPlan.suggestions` (a bisection over epsilon) and the words of the
         release; ``False`` leaves them empty.
@@ -338,11 +374,20 @@ def plan_private_lda(
     sizes = {"n_documents": n, "n_words": d, "n_components": k, "alpha0": alpha0, "epsilon": epsilon,
              "delta": delta, "vocabulary_share": vocabulary_share}  # fmt: skip
     model_epsilon, model_delta = epsilon * rest, delta * rest  # as dptensor lda fit's model budget
+    vocabulary_words = None
+    if vocabulary_share is not None:
+        per_document = length if distinct_words is None else check_real(distinct_words, "distinct_words")
+        vocabulary_words = predicted_vocabulary_size(
+            n, d, epsilon * (1.0 - rest), delta * (1.0 - rest), max_words_per_document, per_document
+        )
+        sizes.update(max_words_per_document=int(max_words_per_document), distinct_words=per_document)
+        d = max(k, min(d, round(vocabulary_words)))  # the model's vocabulary: the predicted one
     snr, signal, noise, multipliers, words = _fit_snr(
         n, d, k, alpha0, model_epsilon, model_delta, length, private_whitening, whitening_words
     )
     if not suggest:
-        return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {}, sizes=sizes)
+        return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {}, sizes=sizes,
+                              vocabulary_words=vocabulary_words)
     needed = GOOD_LEVEL / snr
     n_needed = math.ceil(n * needed)
     # snr ~ 1/d on the release's words (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings
@@ -356,7 +401,7 @@ def plan_private_lda(
         whitening_words=words,
         topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, model_epsilon, model_delta)
         else "tensor",
-        sizes=sizes,
+        sizes=sizes, vocabulary_words=vocabulary_words,
     )  # fmt: skip
 
 

@@ -1098,7 +1098,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         return factor * shrinkage_weight(snr)
 
     def utility_plan(
-        self, n_documents: int, n_words: int, *, vocabulary_share: float | None = None, suggest: bool = True
+        self, n_documents: int, n_words: int, *, vocabulary_share: float | None = None,
+        max_words_per_document: int | None = None, suggest: bool = True,
     ) -> PrivateLDAPlan | None:
         """The planner's prediction for a fit of these public sizes (:mod:`~dptensor.models.topics.plan`).
 
@@ -1111,7 +1112,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             The public sizes ``(N, d)`` of the corpus the fit will see (``d`` at most).
         vocabulary_share : float, optional
             This model's ``epsilon`` and ``delta`` are ``1 - vocabulary_share`` of a pipeline's, whose
-            vocabulary was chosen under DP from the rest: the plan then states the totals.
+            vocabulary was chosen under DP from the rest: the plan then states the totals and predicts
+            the vocabulary's size (the verdict is for a model over the predicted words).
+        max_words_per_document : int, optional
+            With ``vocabulary_share``: the vocabulary's ``m`` (default 64).
         suggest : bool, default True
             As for :func:`~dptensor.models.topics.plan.plan_private_lda`.
 
@@ -1130,6 +1134,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon) / rest,
             float(self.delta) / rest, private_whitening=self.private_whitening,
             whitening_words=self.whitening_words, vocabulary_share=vocabulary_share, suggest=suggest,
+            **({} if max_words_per_document is None else {"max_words_per_document": max_words_per_document}),
         )  # fmt: skip
 
     def _warn_if_hopeless(self, n_documents: int, n_words: int) -> None:
