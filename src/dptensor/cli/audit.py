@@ -36,7 +36,7 @@ from dptensor.privacy.end_to_end_audit import METHODS
 EXAMPLES = """examples:
   python -c "from dptensor.datasets import make_single_topic_corpus as m; import numpy as np
   np.save('tokens.npy', m(40, 10, 2, random_state=0).tokens)"
-  dptensor audit single-topic tokens.npy -k 2 --n-words 10 --mechanism agn --epsilon 1 --delta 1e-5 \
+  dptensor audit single-topic tokens.npy -k 2 --n-words 10 --mechanism agn --epsilon 1 --delta 1e-5 \\
       --runs 20
   dptensor audit complete train.csv --rank 2 --value-range 1 5 --privacy als --neighbouring entry-value \\
       --epsilon 1 --runs 30 --out audit.json

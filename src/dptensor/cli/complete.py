@@ -116,8 +116,6 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
     """
     parser.add_argument("--rank", "-r", type=positive_int, default=None, metavar="R",
                         help="CP rank / Tucker core size (required unless --no-factors)")
-    parser.add_argument("--model", choices=("cp", "tucker"), default="cp",
-                        help="CP (default) or Tucker decomposition of the completed tensor")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (initialisation, shuffles, validation split); "
                              "the privacy noise is always fresh")
@@ -161,6 +159,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
         "docs/completion.md measured ('Private defaults', the benchmarks), so a fit needs none of these; "
         "change them to reproduce the paper or to tune a fit.",
     )
+    research.add_argument("--model", choices=("cp", "tucker"), default="cp",
+                          help="CP (the paper's objective (6), default) or Tucker (objective (7)) model of "
+                               "the completed tensor")
     research.add_argument("--no-factors", action="store_true",
                           help="fit the offsets alone (global mean and biases: the bias baseline)")
     research.add_argument("--solver", choices=SOLVERS, default="auto",
