@@ -151,7 +151,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     plan = actions.add_parser(
         "plan", help="predict, from public quantities only, whether a private spectral fit will work",
-        description="Predict the signal-to-noise of PrivateSpectralLDA's M2 release (clipped contributions) "
+        description="Predict the signal-to-noise of a private spectral fit's release of the word "
+        "co-occurrences (the second moment M2 of PrivateSpectralLDA, clipped contributions) "
         "from N, V, k, alpha0, epsilon, delta and a public typical document length; nothing is read or "
         "charged (docs/lda.md, 'Planning a private fit').",
         epilog=PLAN_EXAMPLES,
@@ -165,7 +166,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--typical-length", type=positive_float, default=None,
                       help="a public typical document length in vocabulary tokens (default 10)")
     plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
-                      help="release of M2 (as for lda fit)")
+                      help="how the word co-occurrences (second moment M2) are released under DP (as "
+                           "for lda fit)")
     plan.add_argument("--vocab-share", type=probability, default=None, metavar="SHARE",
                       help="plan a fit with --private-vocab V (V = --words, the most words it may keep) that "
                            "spends this share of --epsilon and --delta on the vocabulary (lda fit: 0.2)")
@@ -488,12 +490,13 @@ def _print_topics(
     alignment = getattr(model, "whitening_alignment_", None)
     if alignment is not None:  # post-processing of the M2 release; the wording depends on parameters only
         resolved = int(np.count_nonzero(alignment > 0))
-        print(f"whitening: {resolved} of {alignment.size} directions of the M2 release's eigenvectors above "
-              f"its noise, estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise; "
+        print(f"whitening: {resolved} of {alignment.size} directions (eigenvectors) of the released word "
+              f"co-occurrences (second moment M2) above the release's noise, estimated alignment "
+              f"{' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise; "
               f"{whitening_subspace_rule(model.whitening_subspace)}; docs/lda.md)")
     if getattr(model, "topic_recovery_", "tensor") == "nmf":  # a parameter or public sizes decided it
-        print("topics: a non-negative factor of the M2 release, no third-moment release "
-              "(topic_recovery='nmf'; docs/lda.md)")
+        print("topics: a non-negative factor of the released word co-occurrences (M2), no release of word "
+              "triples (third moment M3) (topic_recovery='nmf'; docs/lda.md)")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")
