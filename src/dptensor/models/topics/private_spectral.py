@@ -245,7 +245,8 @@ CLIPPED_PROTECTED = (
 )
 CLIPPED_PUBLIC = (
     "the number of documents N, the vocabulary (columns), alpha_0, the number of topics k, the "
-    "clipping bounds C, C1 (and C3 when given; otherwise it is released by q3) and the number of "
+    "clipping bounds C, C1 (and the third clip C3 when given; otherwise a private quantile, q3, "
+    "chooses it) and the number of "
     "whitening words; " + VOCABULARY_ASSUMPTION
 )
 
