@@ -8,6 +8,7 @@ as written, progress of the batch power method, ``python -m dptensor``, examples
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -252,6 +253,76 @@ def test_every_command_help_ends_with_an_example():
         assert "dptensor " in text.rsplit("\nexample", 1)[1], leaf.prog  # the help ends with an example
         assert leaf.get_default("_parser") in (None, leaf)
         assert any(a.dest == "quiet" for a in leaf._actions) or leaf is parser, f"{leaf.prog} has no --quiet"
+
+
+def _help_sections(argv: list[str]) -> tuple[str, list[tuple[str, list[str]]]]:
+    """``dptensor <argv> --help``, and (heading, flags) of each of its non-empty groups, as printed."""
+    sub = build_parser()
+    for name in argv:
+        sub = next(a for a in sub._actions if isinstance(a.choices, dict) and name in a.choices).choices[name]
+    text = sub.format_help()
+    sections, at = [], 0
+    for group in sub._action_groups:
+        flags = [a.option_strings[0] for a in group._group_actions
+                 if a.option_strings and a.help != argparse.SUPPRESS]
+        if not group._group_actions:
+            continue
+        at = text.index(f"\n{group.title}:\n", at) + 1  # printed, and after the group before it
+        sections.append((group.title, [f for f in flags if f != "-h"]))
+    for _, flags in sections:
+        for flag in flags:
+            assert f"  {flag}" in text, flag
+    return text, sections
+
+
+#: issue 37: the options a first ``lda fit`` needs, before any other group of its --help.
+LDA_EVERYDAY = {"--topics", "--alpha0", "--method", "--seed", "--quiet", "--force", "--out", "--vocab",
+                "--token-pattern", "--encoding", "--epsilon", "--delta", "--private-vocab", "--vocab-share",
+                "--ledger"}
+LDA_RESEARCH = {"--config", "--sensitivity", "--calibration", "--budget-split", "--private-whitening",
+                "--whitening-subspace", "--topic-recovery", "--no-clip", "--clip", "--third-clip",
+                "--whitening-words", "--public-corpus", "--decomposition", "--whitening", "--accountant",
+                "--allow-unproven", "--noise", "--max-doc-words", "--batch-size", "--passes",
+                "--max-doc-length"}
+COMPLETE_EVERYDAY = {"--rank", "--seed", "--quiet", "--test", "--out", "--json", "--one-based", "--shape",
+                     "--value-range", "--movielens", "--day-origin", "--privacy", "--neighbouring",
+                     "--epsilon", "--delta", "--ledger"}
+COMPLETE_RESEARCH = {"--model", "--no-factors", "--solver", "--offsets", "--lr", "--reg", "--reg-core",
+                     "--reg-bias", "--epochs", "--max-iter", "--early-stopping", "--batch-size", "--clip",
+                     "--max-ratings", "--noise", "--allow-unproven"}
+
+
+@pytest.mark.parametrize(("argv", "everyday", "research", "first"), [
+    (["lda", "fit"], LDA_EVERYDAY, LDA_RESEARCH, ["options", "corpus", "differential privacy"]),
+    (["complete"], COMPLETE_EVERYDAY, COMPLETE_RESEARCH, ["options", "entries", "differential privacy"]),
+])  # fmt: skip
+def test_help_lists_the_everyday_options_first_and_the_research_options_last(argv, everyday, research, first):
+    """issue 37: --help opens with what a user needs; the papers' knobs sit under 'research options', last."""
+    text, sections = _help_sections(argv)
+    assert text.split("\n\n")[0].startswith("usage: ") and text.split("\n\n")[0].endswith("[option ...]")
+    assert [title for title, _ in sections[:3]] == first
+    assert {flag for _, flags in sections[:3] for flag in flags} == everyday and len(everyday) <= 16
+    titles = [title for title, _ in sections]
+    n_research = sum(title.startswith("research options") for title in titles)
+    assert n_research >= 1 and all(t.startswith("research options") for t in titles[-n_research:])
+    assert {flag for _, flags in sections[-n_research:] for flag in flags} == research
+    if argv == ["lda", "fit"]:
+        assert {"--jobs", "--scheduler", "--report", "--top"}.isdisjoint(everyday | research)
+
+
+def test_help_groups_change_no_parsing():
+    """Options under any heading parse as before (argument groups only change the listing)."""
+    args = build_parser().parse_args(["lda", "fit", "c.txt", "-k", "3", "--epsilon", "1", "--delta", "1e-6",
+                                      "--config", "2", "--whitening-words", "all", "--passes", "2",
+                                      "--private-vocab", "50", "--top", "4", "--jobs", "2"])
+    assert (args.topics, args.epsilon, args.config, args.whitening_words, args.passes, args.private_vocab,
+            args.top, args.jobs, args.corpus) == (3, 1.0, 2, "all", 2, 50, 4, 2, "c.txt")
+    args = build_parser().parse_args(["complete", "e.csv", "-r", "2", "--model", "tucker", "--lr", "0.1",
+                                      "--privacy", "als", "--ledger", "b.json"])
+    assert (args.rank, args.model, args.lr, args.privacy, args.ledger, args.entries) == (
+        2, "tucker", 0.1, "als", "b.json", "e.csv")
+    audit = build_parser().parse_args(["audit", "complete", "e.csv", "-r", "2", "--runs", "3"])
+    assert not hasattr(audit, "ledger") and audit.runs == 3  # the audit charges nothing
 
 
 def test_every_noise_option_says_what_opendp_does_not_cover():

@@ -129,9 +129,9 @@ def test_classic_calibration_reproduces_the_slides_and_is_refused_above_one():
             assert g.details["sigma_m3"] == pytest.approx(
                 math.sqrt(2) / (n * e1) * math.sqrt(2 * math.log(1.25 / (delta / 2)))
             )
-    with pytest.raises(ValueError, match="epsilon < 1.*M2 release gets epsilon=1"):
+    with pytest.raises(ValueError, match="epsilon < 1.*release of the word-pair moment M2 gets epsilon=1"):
         _model("agn", 2.0, delta, calibration="classic").fit(docs)
-    with pytest.raises(ValueError, match="M3 release gets epsilon=1.2"):
+    with pytest.raises(ValueError, match="release of the word-triple moment M3 gets epsilon=1.2"):
         _model("agn", 2.0, delta, calibration="classic", budget_split=0.4).fit(docs)
 
 

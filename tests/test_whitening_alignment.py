@@ -118,7 +118,8 @@ def test_command_prints_and_saves_the_alignment(tmp_path, capsys):
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("whitening:"))
     saved = json.loads((tmp_path / "m.json").read_text())["whitening_alignment"]
     assert len(saved) == 2 and all(0.0 <= a < 1.0 for a in saved)
-    assert line.startswith(f"whitening: {sum(a > 0 for a in saved)} of 2 directions of the M2 release's")
+    assert line.startswith(f"whitening: {sum(a > 0 for a in saved)} of 2 directions (eigenvectors) of the "
+                           "released word co-occurrences (second moment M2) above the release's noise")
     assert " ".join(f"{a:.2f}" for a in saved) in line and "below 0.90 on average" in line
     from dptensor.cli.lda import load_model
 

@@ -13,6 +13,8 @@
   path on the command line names (the data, ``--test``, ``--ledger``, ...), nor another output's file;
   :func:`dptensor.cli.main` checks every command this way before it runs.
 * :func:`refuse_unused`: options that do nothing in the chosen mode are an error naming them.
+* :func:`research_options_last`: ``--help`` lists the everyday options first and the papers'
+  configurations and tuning knobs last, in groups headed :data:`RESEARCH_HEADING`.
 
 :func:`dptensor.cli.main` turns every user error raised by a command (``ValueError``, ``OSError``,
 ``MemoryError``, ...) into one line and exit code 2, and Ctrl-C into one line and exit code 130.
@@ -44,6 +46,7 @@ __all__ = [
     "probability",
     "refuse_overwriting_inputs",
     "refuse_unused",
+    "research_options_last",
     "seed",
     "token_pattern",
 ]
@@ -145,6 +148,20 @@ def encoding(text: str) -> str:
     return text
 
 
+#: Heading (or its start) of the argument groups of the papers' configurations and tuning knobs.
+RESEARCH_HEADING = "research options"
+
+
+def research_options_last(parser: argparse.ArgumentParser) -> None:
+    """List the groups headed :data:`RESEARCH_HEADING` last in ``parser``'s ``--help``.
+
+    A command adds its own options after the shared ones of its fit (``add_fit_arguments``);
+    this moves the research groups behind them, keeping every other group in the order it was
+    added. Only the listing changes, never the parsing.
+    """
+    parser._action_groups.sort(key=lambda group: (group.title or "").startswith(RESEARCH_HEADING))
+
+
 #: ``--token-pattern``'s help: what a word is, and the letters-only default of the topic models.
 TOKEN_PATTERN_HELP = (
     "regular expression of one word of plain text (Python's re, as scikit-learn's CountVectorizer takes it); "
@@ -154,7 +171,9 @@ TOKEN_PATTERN_HELP = (
 )
 
 
-def add_text_arguments(parser: argparse.ArgumentParser, *, from_model: bool = False) -> None:
+def add_text_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, from_model: bool = False
+) -> None:
     """Add ``--token-pattern`` and ``--encoding`` (commands that read text).
 
     ``--token-pattern`` defaults to :data:`~dptensor.datasets.corpus.LETTER_TOKEN_PATTERN`

@@ -21,7 +21,14 @@ from contextlib import nullcontext
 from dptensor._progress import progress_bar
 from dptensor.cli import complete, lda, single_topic
 from dptensor.cli._io import write_json
-from dptensor.cli._options import output_path, positive_int, probability, refuse_unused, seed
+from dptensor.cli._options import (
+    output_path,
+    positive_int,
+    probability,
+    refuse_unused,
+    research_options_last,
+    seed,
+)
 from dptensor.privacy import enable_features
 from dptensor.privacy.audit import audit_estimator
 from dptensor.privacy.end_to_end_audit import METHODS
@@ -29,7 +36,7 @@ from dptensor.privacy.end_to_end_audit import METHODS
 EXAMPLES = """examples:
   python -c "from dptensor.datasets import make_single_topic_corpus as m; import numpy as np
   np.save('tokens.npy', m(40, 10, 2, random_state=0).tokens)"
-  dptensor audit single-topic tokens.npy -k 2 --n-words 10 --mechanism agn --epsilon 1 --delta 1e-5 \
+  dptensor audit single-topic tokens.npy -k 2 --n-words 10 --mechanism agn --epsilon 1 --delta 1e-5 \\
       --runs 20
   dptensor audit complete train.csv --rank 2 --value-range 1 5 --privacy als --neighbouring entry-value \\
       --epsilon 1 --runs 30 --out audit.json
@@ -74,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub = actions.add_parser(name, help=help_text, epilog=EXAMPLES, conflict_handler="resolve")
         module.add_fit_arguments(sub)
         _audit_arguments(sub)
+        research_options_last(sub)
         sub.set_defaults(func=run)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
+    RESEARCH_HEADING,
     add_noise_argument,
     add_quiet_argument,
     nonnegative_int,
@@ -20,6 +21,7 @@ from dptensor.cli._options import (
     positive_int,
     probability,
     refuse_unused,
+    research_options_last,
     seed,
 )
 from dptensor.cli._privacy import add_ledger_argument, opened_ledger
@@ -86,10 +88,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "or user (all ratings of one user; --privacy als)."
         ),
         epilog=EXAMPLES,
+        usage="%(prog)s [-h] entries --rank R [--privacy MODE --neighbouring REL --epsilon EPS] "
+        "[option ...]",
     )
-    add_fit_arguments(parser)
+    add_fit_arguments(parser, ledger=True)
     parser.add_argument("--test", metavar="ENTRIES", help="held-out entries: predict them and report RMSE")
-    add_ledger_argument(parser)
     # the bar is shown by default now; the old opt-in flag is accepted and does nothing
     parser.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", metavar="FILE",
@@ -98,78 +101,99 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "as in the file, the day index k from 0)")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
     add_report_arguments(parser)
+    research_options_last(parser)
     parser.set_defaults(func=run)
 
 
-def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``complete`` that configure the model and read the entries (shared with ``audit``)."""
-    parser.add_argument("entries",
-                        help="observed entries: 'user item rating' rows (a matrix) or 'i j k value' rows, "
-                             "e.g. user item day rating (zero-based unless --one-based); comma, tab, "
-                             "semicolon or whitespace separated, an optional header row")
-    parser.add_argument("--shape", type=positive_int, nargs="+", metavar="SIZE",
-                        help="public sizes: U I K (users, items, days / third mode) or, for a 3-column "
-                             "user item rating file, U I (default: largest index + 1 in each mode, over all "
-                             "files; required with --neighbouring user)")
-    parser.add_argument("--rank", "-r", type=positive_int, default=None,
+def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None:
+    """The options of ``complete`` that configure the model and read the entries (shared with ``audit``).
+
+    The everyday options come first (the main options, the entries, differential privacy, with
+    ``--ledger`` where ``ledger``); the paper's modes and tuning knobs sit in a group headed
+    :data:`~dptensor.cli._options.RESEARCH_HEADING`, which
+    :func:`~dptensor.cli._options.research_options_last` lists last in ``--help``. Argument groups
+    change only the listing, never the parsing.
+    """
+    parser.add_argument("--rank", "-r", type=positive_int, default=None, metavar="R",
                         help="CP rank / Tucker core size (required unless --no-factors)")
-    parser.add_argument("--no-factors", action="store_true",
-                        help="fit the offsets alone (global mean and biases: the bias baseline)")
-    parser.add_argument("--model", choices=("cp", "tucker"), default="cp")
-    parser.add_argument("--privacy", choices=[m for m in PRIVACY_MODES if m], default=None,
-                        help="perturbation (default: none)")
-    parser.add_argument("--neighbouring", choices=RELATIONS, default=None,
-                        help="neighbouring relation, required with --privacy: entry-value or user (als only)")
-    parser.add_argument("--epsilon", type=positive_float, help="privacy budget (required with --privacy)")
-    parser.add_argument("--delta", type=probability,
-                        help="delta for gradient_dpsgd and als (default: min(1e-5, 0.1/n) for n observed "
-                        "entries; min(1e-6, 0.1/users) under --neighbouring user)")
-    parser.add_argument("--solver", choices=SOLVERS, default="auto",
-                        help="als (default without privacy and for --privacy als) or the paper's sgd")
-    parser.add_argument("--offsets", choices=OFFSETS, default="auto",
-                        help="global mean and biases (auto: biases for als/gradient_dpsgd), or bi-scaling")
-    parser.add_argument("--lr", type=positive_float, default=None,
-                        help="SGD learning rate (default 0.005; 0.5 for gradient_dpsgd)")
-    parser.add_argument("--reg", default=None,
-                        help="lambda / lambda_o: a number, or 'auto' (non-private ALS default: chosen on a "
-                             "validation split); SGD default 0.01")
-    parser.add_argument("--reg-core", type=float,
-                        help="lambda_g for Tucker (default reg / 10 for SGD, reg for ALS)")
-    parser.add_argument("--reg-bias", type=float, help="penalty of the biases (default: reg)")
-    parser.add_argument("--epochs", type=positive_int, default=None,
-                        help="SGD passes over the entries (default 100; 10 for gradient_dpsgd)")
-    parser.add_argument("--max-iter", type=positive_int, default=None,
-                        help="ALS sweeps (default: up to 100 until converged; exactly 2 for --privacy als)")
-    parser.add_argument("--early-stopping", action="store_true",
-                        help="non-private ALS with a fixed --reg: stop on a validation split")
-    parser.add_argument("--batch-size", type=positive_int, default=None,
-                        help="SGD entries per vectorised step (default 256; all for gradient_dpsgd)")
-    parser.add_argument("--clip", type=positive_float, default=None,
-                        help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
-                             "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
-    parser.add_argument("--max-ratings", type=positive_int, default=100,
-                        help="--neighbouring user: bound a user's contribution as if they had this many "
-                             "ratings")
-    parser.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
-                        help="declared value range: values are clipped into it, predictions clamped to it "
-                             "(input perturbation's Delta = MAX - MIN)")
-    parser.add_argument("--movielens", action="store_true",
-                        help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
-                             ".inter file")
-    parser.add_argument("--day-origin", type=nonnegative_int, metavar="SECONDS",
-                        help="--movielens: the Unix timestamp where day 0 starts (default: the earliest "
-                             "rating of the training and test files, so both number the same calendar day "
-                             "alike; needed with --neighbouring user, whose earliest rating is private)")
-    parser.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (initialisation, shuffles, validation split); "
-                             "the "
-                             "privacy noise is always fresh")
-    add_noise_argument(parser, not_covered="--privacy output_clipped's exponential-norm noise (NumPy)")
-    parser.add_argument("--allow-unproven", action="store_true",
-                        help="run the paper's modes whose privacy claim does not hold (gradient, output, "
-                             "input without --value-range), to reproduce the paper")
+                             "the privacy noise is always fresh")
     add_quiet_argument(parser)
+    entries = parser.add_argument_group("entries")
+    entries.add_argument("entries",
+                         help="observed entries: 'user item rating' rows (a matrix) or 'i j k value' rows, "
+                              "e.g. user item day rating (zero-based unless --one-based); comma, tab, "
+                              "semicolon or whitespace separated, an optional header row")
+    entries.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
+    entries.add_argument("--shape", type=positive_int, nargs="+", metavar="SIZE",
+                         help="public sizes: U I K (users, items, days / third mode) or, for a 3-column "
+                              "user item rating file, U I (default: largest index + 1 in each mode, over all "
+                              "files; required with --neighbouring user)")
+    entries.add_argument("--value-range", type=float, nargs=2, metavar=("MIN", "MAX"),
+                         help="declared value range: values are clipped into it, predictions clamped to it "
+                              "(input perturbation's sensitivity Delta = MAX - MIN)")
+    entries.add_argument("--movielens", action="store_true",
+                         help="files are MovieLens ratings: u.data (user item rating timestamp) or a RecBole "
+                              ".inter file")
+    entries.add_argument("--day-origin", type=nonnegative_int, metavar="SECONDS",
+                         help="--movielens: the Unix timestamp where day 0 starts (default: the earliest "
+                              "rating of the training and test files, so both number the same calendar day "
+                              "alike; needed with --neighbouring user, whose earliest rating is private)")
+    private = parser.add_argument_group("differential privacy")
+    private.add_argument("--privacy", choices=[m for m in PRIVACY_MODES if m], default=None,
+                         help="perturbation (default: none); the modes whose guarantee holds are "
+                              "gradient_dpsgd, output_clipped and als")
+    private.add_argument("--neighbouring", choices=RELATIONS, default=None,
+                         help="neighbouring relation, required with --privacy: entry-value or user (als "
+                              "only)")
+    private.add_argument("--epsilon", type=positive_float, help="privacy budget (required with --privacy)")
+    private.add_argument("--delta", type=probability,
+                         help="delta for gradient_dpsgd and als (default: min(1e-5, 0.1/n) for n observed "
+                         "entries; min(1e-6, 0.1/users) under --neighbouring user)")
+    if ledger:
+        add_ledger_argument(private)
+    research = parser.add_argument_group(
+        RESEARCH_HEADING,
+        "The paper's modes and tuning knobs (Wei, Li, Mao & Wang). The defaults are what "
+        "docs/completion.md measured ('Private defaults', the benchmarks), so a fit needs none of these; "
+        "change them to reproduce the paper or to tune a fit.",
+    )
+    research.add_argument("--model", choices=("cp", "tucker"), default="cp",
+                          help="CP (the paper's objective (6), default) or Tucker (objective (7)) model of "
+                               "the completed tensor")
+    research.add_argument("--no-factors", action="store_true",
+                          help="fit the offsets alone (global mean and biases: the bias baseline)")
+    research.add_argument("--solver", choices=SOLVERS, default="auto",
+                          help="als (default without privacy and for --privacy als) or the paper's sgd")
+    research.add_argument("--offsets", choices=OFFSETS, default="auto",
+                          help="global mean and biases (auto: biases for als/gradient_dpsgd), or bi-scaling")
+    research.add_argument("--lr", type=positive_float, default=None,
+                          help="SGD learning rate (default 0.005; 0.5 for gradient_dpsgd)")
+    research.add_argument("--reg", default=None,
+                          help="penalty lambda / lambda_o: a number, or 'auto' (non-private ALS default: "
+                               "chosen on a validation split); SGD default 0.01")
+    research.add_argument("--reg-core", type=float,
+                          help="penalty lambda_g of the Tucker core (default reg / 10 for SGD, reg for ALS)")
+    research.add_argument("--reg-bias", type=float, help="penalty of the biases (default: reg)")
+    research.add_argument("--epochs", type=positive_int, default=None,
+                          help="SGD passes over the entries (default 100; 10 for gradient_dpsgd)")
+    research.add_argument("--max-iter", type=positive_int, default=None,
+                          help="ALS sweeps (default: up to 100 until converged; exactly 2 for --privacy als)")
+    research.add_argument("--early-stopping", action="store_true",
+                          help="non-private ALS with a fixed --reg: stop on a validation split")
+    research.add_argument("--batch-size", type=positive_int, default=None,
+                          help="SGD entries per vectorised step (default 256; all for gradient_dpsgd)")
+    research.add_argument("--clip", type=positive_float, default=None,
+                          help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
+                               "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
+    research.add_argument("--max-ratings", type=positive_int, default=100,
+                          help="--neighbouring user: bound a user's contribution as if they had this many "
+                               "ratings")
+    add_noise_argument(research, not_covered="--privacy output_clipped's exponential-norm noise (NumPy)")
+    research.add_argument("--allow-unproven", action="store_true",
+                          help="run the paper's modes whose privacy claim does not hold (gradient, output, "
+                               "input without --value-range), to reproduce the paper")
 
 
 def _read(

@@ -40,8 +40,9 @@ EXPERIMENTS = {
     ),
     "private-lda": (
         "private_lda",
-        "private spectral LDA: error against epsilon for Configurations 1-4 (Figure 2), sigma_k and "
-        "eigengaps (Figure 3), real-corpus perplexity (DeCarolis et al., Section 7)",
+        "private spectral LDA: error against epsilon for Configurations 1-4 (Figure 2), the k-th largest "
+        "eigenvalue of the second moment M2 (sigma_k) and eigengaps (Figure 3), real-corpus perplexity "
+        "(DeCarolis et al., Section 7)",
         "n_trials",
     ),
     "completion": (

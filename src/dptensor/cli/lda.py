@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from dptensor._files import atomic_path, check_binary
 from dptensor.cli._io import write_json
 from dptensor.cli._options import (
+    RESEARCH_HEADING,
     add_noise_argument,
     add_quiet_argument,
     add_text_arguments,
@@ -32,6 +33,7 @@ from dptensor.cli._options import (
     probability,
     progress_line,
     refuse_unused,
+    research_options_last,
     seed,
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
@@ -80,6 +82,12 @@ TEXT_OPTIONS = ("stop_words", "min_df", "max_df", "token_pattern")
 #: Files ``lda transform --out`` writes, by suffix.
 THETA_FORMATS = (".txt", ".csv", ".npy")
 
+#: What the research options of ``lda fit`` are, under their heading in ``--help``.
+RESEARCH_DESCRIPTION = (
+    "The papers' configurations and tuning knobs. The defaults are what docs/lda.md measured, so "
+    "a fit needs none of these; change them to reproduce a paper's table or to study the method."
+)
+
 FIT_DEFAULT_ALPHA0 = 1.0
 ALPHA0_HELP = (
     "Dirichlet concentration alpha_0 = sum of the topic priors alpha_i (default 1). It sets how many topics "
@@ -125,8 +133,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = parser.add_subparsers(dest="lda_command", metavar="ACTION", required=True)
 
-    fit = actions.add_parser("fit", help="fit topics to a corpus and print the top words of each",
-                             epilog=FIT_EXAMPLES)
+    fit = actions.add_parser(
+        "fit", help="fit topics to a corpus and print the top words of each", epilog=FIT_EXAMPLES,
+        usage="%(prog)s [-h] corpus --topics K [--epsilon EPSILON --delta DELTA] [option ...]",
+    )  # fmt: skip
     add_fit_arguments(fit)
     fit.add_argument(
         "--force", action="store_true",
@@ -134,13 +144,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
              "fit stops before anything is charged; the prediction reads public sizes only)",
     )  # fmt: skip
     fit.add_argument("--out", metavar="FILE", help="write the model (.json, or .npz for large vocabularies)")
-    add_parallel_arguments(fit)
     add_report_arguments(fit, test=True)
+    add_parallel_arguments(fit)
+    research_options_last(fit)
     fit.set_defaults(func=run_fit)
 
     plan = actions.add_parser(
         "plan", help="predict, from public quantities only, whether a private spectral fit will work",
-        description="Predict the signal-to-noise of PrivateSpectralLDA's M2 release (clipped contributions) "
+        description="Predict the signal-to-noise of a private spectral fit's release of the word "
+        "co-occurrences (the second moment M2 of PrivateSpectralLDA, clipped contributions) "
         "from N, V, k, alpha0, epsilon, delta and a public typical document length; nothing is read or "
         "charged (docs/lda.md, 'Planning a private fit').",
         epilog=PLAN_EXAMPLES,
@@ -154,7 +166,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--typical-length", type=positive_float, default=None,
                       help="a public typical document length in vocabulary tokens (default 10)")
     plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
-                      help="release of M2 (as for lda fit)")
+                      help="how the word co-occurrences (second moment M2) are released under DP (as "
+                           "for lda fit)")
     plan.add_argument("--vocab-share", type=probability, default=None, metavar="SHARE",
                       help="plan a fit with --private-vocab V (V = --words, the most words it may keep) that "
                            "spends this share of --epsilon and --delta on the vocabulary (lda fit: 0.2); "
@@ -185,38 +198,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``lda fit`` that configure the model and read the corpus (shared with ``audit lda``)."""
-    _corpus_arguments(parser)
-    parser.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    """The options of ``lda fit`` that configure the model and read the corpus (shared with ``audit lda``).
+
+    The everyday options come first (the main options, the corpus, differential privacy); the
+    papers' configurations and tuning knobs sit in groups headed :data:`RESEARCH_HEADING`, which
+    :func:`~dptensor.cli._options.research_options_last` lists last in ``--help``. Argument
+    groups change only the listing, never the parsing.
+    """
+    parser.add_argument("--topics", "-k", type=positive_int, required=True, metavar="K",
+                        help="number of topics k")
     parser.add_argument("--alpha0", type=positive_float, default=FIT_DEFAULT_ALPHA0, help=ALPHA0_HELP)
-    parser.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
-    parser.add_argument("--min-df", type=float, default=1, help="CountVectorizer min_df (plain text only)")
-    parser.add_argument("--max-df", type=float, default=1.0, help="CountVectorizer max_df (plain text only)")
-    parser.add_argument("--max-features", type=positive_int, default=None,
-                        help="keep the n most frequent words")
-    parser.add_argument(
-        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
-        help="tensor decomposition (default: simultaneous power iteration)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
-        help="eigensolver for M2 (default auto)",
-    )  # fmt: skip
     parser.add_argument(
         "--method", choices=("spectral", "vi"), default="spectral",
         help="spectral (method of moments, default) or vi (online variational Bayes)",
     )  # fmt: skip
-    parser.add_argument("--top", type=positive_int, default=10,
-                        help="top words printed per topic (default 10)")
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (the privacy noise is always fresh)")
     add_quiet_argument(parser)
+    _corpus_arguments(parser.add_argument_group("corpus"))
     _private_arguments(parser)
+    more = parser.add_argument_group("more options (printing, and choosing the words of plain text)")
+    more.add_argument("--top", type=positive_int, default=10, metavar="N",
+                      help="top words printed per topic (default 10)")
+    more.add_argument("--stop-words", default=None, help="'english' or none (plain text only)")
+    more.add_argument("--min-df", type=float, default=1,
+                      help="CountVectorizer min_df: drop words in fewer documents (plain text only)")
+    more.add_argument("--max-df", type=float, default=1.0,
+                      help="CountVectorizer max_df: drop words in more documents (plain text only)")
+    more.add_argument("--max-features", type=positive_int, default=None, metavar="N",
+                      help="keep the n most frequent words")
+    _research_arguments(parser)
     _vi_arguments(parser)
 
 
-
-def _corpus_arguments(parser: argparse.ArgumentParser, *, from_model: bool = False) -> None:
+def _corpus_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, from_model: bool = False
+) -> None:
     """``CORPUS``, ``--vocab``, ``--token-pattern`` and ``--encoding`` (``from_model``: ``lda transform``)."""
     parser.add_argument(
         "corpus",
@@ -226,70 +243,98 @@ def _corpus_arguments(parser: argparse.ArgumentParser, *, from_model: bool = Fal
             "Matrix Market .mtx or scipy .npz count matrix"
         ),
     )
-    parser.add_argument("--vocab", help="vocabulary file, one word per line (for .mtx/.npz/UCI)")
+    parser.add_argument("--vocab", metavar="FILE",
+                        help="vocabulary file, one word per line (for .mtx/.npz/UCI)")
     add_text_arguments(parser, from_model=from_model)
 
 
 def _private_arguments(parser: argparse.ArgumentParser) -> None:
-    """Privacy options of both methods, and those of the private spectral fit (``PrivateSpectralLDA``)."""
+    """The everyday privacy options of both methods: the budget, the ledger, a private vocabulary."""
     group = parser.add_argument_group(
         "differential privacy",
         "With --epsilon the fit is document-level (epsilon, delta)-DP (replace one document; N and the "
-        "vocabulary public). Each document's contribution is bounded by --clip (spectral: any document, "
-        "short or empty too; --no-clip: the worst-case noise, every document needs at least 3 tokens), and "
-        "a plain-text corpus needs a public --vocab (a vocabulary built from the documents would leak) or "
-        "--private-vocab V (the V most frequent words chosen under DP, paid from the budget).",
+        "vocabulary public). Each document's contribution is bounded (research options: --clip; "
+        "spectral: any document, short or empty too), and a plain-text corpus needs a public --vocab "
+        "(a vocabulary built from the documents would leak) or --private-vocab V (the V most frequent "
+        "words chosen under DP, paid from the budget).",
     )
     group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
     group.add_argument("--delta", type=probability, default=None,
                        help="total delta (required with --epsilon)")
-    group.add_argument("--allow-unproven", action="store_true",
-                       help="run the paper's modes whose guarantee does not hold (reported as NOT PRIVATE)")
-    add_noise_argument(group, not_covered="--method vi's secret Poisson subsample and initialisation "
-                       "(NumPy's PCG64)")
-    add_ledger_argument(group)
     group.add_argument(
         "--private-vocab", type=positive_int, default=None, metavar="V",
         help="plain text without a public --vocab: choose up to V frequent words under DP (Gaussian "
              "partition selection) from --vocab-share of --epsilon and --delta; the total composes both",
     )  # fmt: skip
-    group.add_argument("--vocab-share", type=probability, default=0.2,
+    group.add_argument("--vocab-share", type=probability, default=0.2, metavar="SHARE",
                        help="share of --epsilon and --delta spent on --private-vocab (default 0.2)")
-    group.add_argument(
-        "--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT,
+    add_ledger_argument(group)
+
+
+def _research_arguments(parser: argparse.ArgumentParser) -> None:
+    """The papers' configurations and tuning knobs of the fit, private spectral ones mostly."""
+    research = parser.add_argument_group(RESEARCH_HEADING, RESEARCH_DESCRIPTION)
+    research.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
+                          help="private spectral fit: configuration of DeCarolis et al. (default 1; 2-4 need "
+                               "--allow-unproven)")
+    research.add_argument("--allow-unproven", action="store_true",
+                          help="run the paper's modes whose guarantee does not hold (reported as NOT "
+                               "PRIVATE)")
+    add_noise_argument(research, not_covered="--method vi's secret Poisson subsample and initialisation "
+                       "(NumPy's PCG64)")
+    research.add_argument("--sensitivity", choices=("derived", "paper"), default="derived",
+                          help="'paper' reproduces the printed noise levels (unproven)")
+    research.add_argument("--calibration", choices=("analytic", "classic"), default="analytic",
+                          help="exact Gaussian-DP composition (default) or the paper's classic tau per edge "
+                               "(one noisy release of the paper's figure)")
+    research.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
+                          help="relative budget weights of the noisy releases, by the paper's edge names: "
+                               "m1 the word frequencies, m2 the second moment M2, e3 the third moment M3 "
+                               "(default m1=0.25,m2=0.58,e3=0.17; --no-clip --config 1: e3, and e4 and e8 "
+                               "of M2, e.g. e3=0.6,e4=0.2,e8=0.2)")
+    research.add_argument("--clip", type=positive_float, default=None,
+                          help="clipping norm C of each document's statistics (private fits; spectral: "
+                               "default 1/V, docs/lda.md; vi: default 2, 0.1 x max document length with "
+                               "--accountant paper)")
+    research.add_argument("--no-clip", action="store_true",
+                          help="private spectral fit: noise for the worst-case document instead of clipped "
+                               "contributions (--clip; every document then needs at least 3 tokens)")
+    research.add_argument("--third-clip", type=_bound_or_none, default=None, metavar="C3|none",
+                          help="bound on each document's term of the projected third moment (M3) (default: "
+                               "a private quantile charged to the budget; 'none': no second clip)")
+    research.add_argument("--public-corpus", metavar="FILE", default=None,
+                          help="public documents of similar text (same format and --vocab as the corpus): "
+                               "the whitening comes from them, only the word frequencies (M1) and the "
+                               "whitened third moment (M3) are released")
+    research.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
+                          default="auto", help="how the second moment (M2) is released under DP: Analyze "
+                                               "Gauss or the noisy power method")
+    research.add_argument("--whitening-subspace", choices=("auto", "eigen", "nonnegative"), default="auto",
+                          help="whitening subspace from the noisy second moment (M2): its eigenvectors, a "
+                               "non-negative factorisation, or chosen by how much of the eigenvectors "
+                               "survived the noise (default auto)")
+    research.add_argument("--topic-recovery", choices=("auto", "tensor", "nmf"), default="auto",
+                          help="topics from the whitened third moment (tensor) or from a non-negative "
+                               "factor of the noisy second moment with no third-moment release (nmf); "
+                               "default auto: nmf where the planner predicts little signal (public sizes "
+                               "only)")
+    research.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
+                          help="release the second and third moments (M2, M3) on the N words most frequent "
+                               "in the private word-frequency release ('all': every word; default: chosen "
+                               "from public sizes, at least 300)")
+    research.add_argument(
+        "--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT, metavar="N",
         help="public bound on the distinct words one document contributes to --private-vocab (longer "
              f"documents keep their most frequent ones; default {DEFAULT_MAX_WORDS_PER_DOCUMENT})",
     )  # fmt: skip
-    spectral = parser.add_argument_group("private spectral fit (--method spectral --epsilon)")
-    spectral.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
-                          help="configuration of DeCarolis et al. (default 1; 2-4 need --allow-unproven)")
-    spectral.add_argument("--sensitivity", choices=("derived", "paper"), default="derived",
-                          help="'paper' reproduces the printed noise levels (unproven)")
-    spectral.add_argument("--calibration", choices=("analytic", "classic"), default="analytic",
-                          help="exact Gaussian-DP composition (default) or the paper's classic tau per edge")
-    spectral.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
-                          help="relative budget weights per edge, e.g. e3=0.6,e4=0.2,e8=0.2")
-    spectral.add_argument("--public-corpus", metavar="FILE", default=None,
-                          help="public documents of similar text (same format and --vocab as the corpus): "
-                               "the whitening comes from them, only M1 and the whitened M3 are released")
-    spectral.add_argument("--no-clip", action="store_true",
-                          help="noise for the worst-case document instead of clipped contributions (--clip)")
-    spectral.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
-                          default="auto", help="release of M2: Analyze Gauss or the noisy power method")
-    spectral.add_argument("--whitening-subspace", choices=("auto", "eigen", "nonnegative"), default="auto",
-                          help="whitening subspace from the M2 release: its eigenvectors, a non-negative "
-                               "factorisation, or chosen by how much of the eigenvectors survived the noise "
-                               "(default auto)")
-    spectral.add_argument("--topic-recovery", choices=("auto", "tensor", "nmf"), default="auto",
-                          help="topics from the whitened third moment (tensor) or from a non-negative "
-                               "factor of the M2 release with no third-moment release (nmf); default auto: "
-                               "nmf where the planner predicts little signal (public sizes only)")
-    spectral.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
-                          help="release M2 and M3 on the N words most frequent in the private unigram "
-                               "release ('all': every word; default: chosen from public sizes, at least 300)")
-    spectral.add_argument("--third-clip", type=_bound_or_none, default=None, metavar="C3|none",
-                          help="bound on each document's projected M3 term (default: a private quantile "
-                               "charged to the budget; 'none': no second clip)")
+    research.add_argument(
+        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
+        help="tensor decomposition (default: simultaneous power iteration)",
+    )  # fmt: skip
+    research.add_argument(
+        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
+        help="eigensolver for the second moment (M2) (default auto)",
+    )  # fmt: skip
 
 
 def _count_or_all(text: str) -> int | str:
@@ -303,16 +348,13 @@ def _bound_or_none(text: str) -> float | str:
 
 
 def _vi_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
-    vi = parser.add_argument_group("variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=positive_int, default=None,
+    """Tuning knobs of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
+    vi = parser.add_argument_group(f"{RESEARCH_HEADING} of variational inference (--method vi)")
+    vi.add_argument("--batch-size", type=positive_int, default=None, metavar="S",
                     help="(expected) minibatch size S (default: all documents when private, else 128)")
-    vi.add_argument("--passes", type=positive_int, default=10, help="passes over the corpus (default 10)")
-    vi.add_argument("--clip", type=positive_float, default=None,
-                    help="clipping norm C of each document's statistics (private fits; spectral: default "
-                         "1/V, docs/lda.md; vi: default 2, 0.1 x max document length with --accountant "
-                         "paper)")
-    vi.add_argument("--max-doc-length", type=positive_int, default=None,
+    vi.add_argument("--passes", type=positive_int, default=10, metavar="N",
+                    help="passes over the corpus (default 10)")
+    vi.add_argument("--max-doc-length", type=positive_int, default=None, metavar="N",
                     help="declared maximum document length; longer documents are scaled down to it "
                     "(default 500 when private)")
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
@@ -456,12 +498,13 @@ def _print_topics(
     alignment = getattr(model, "whitening_alignment_", None)
     if alignment is not None:  # post-processing of the M2 release; the wording depends on parameters only
         resolved = int(np.count_nonzero(alignment > 0))
-        print(f"whitening: {resolved} of {alignment.size} directions of the M2 release's eigenvectors above "
-              f"its noise, estimated alignment {' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise; "
+        print(f"whitening: {resolved} of {alignment.size} directions (eigenvectors) of the released word "
+              f"co-occurrences (second moment M2) above the release's noise, estimated alignment "
+              f"{' '.join(f'{a:.2f}' for a in alignment)} (near 0: noise; "
               f"{whitening_subspace_rule(model.whitening_subspace)}; docs/lda.md)")
     if getattr(model, "topic_recovery_", "tensor") == "nmf":  # a parameter or public sizes decided it
-        print("topics: a non-negative factor of the M2 release, no third-moment release "
-              "(topic_recovery='nmf'; docs/lda.md)")
+        print("topics: a non-negative factor of the released word co-occurrences (M2), no release of word "
+              "triples (third moment M3) (topic_recovery='nmf'; docs/lda.md)")
     if args.out:
         save_model(args.out, model, corpus, guarantees)
         print(f"wrote {args.out}")

@@ -93,7 +93,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epsilon", type=positive_float, help="total epsilon of the fit")
     parser.add_argument("--delta", type=probability, help="total delta of the fit")
     parser.add_argument("--budget-split", type=probability, default=0.5,
-                        help="share of the budget for M2 (default 0.5)")
+                        help="share of the budget for the word-pair moment M2 (the rest: the word-triple "
+                             "moment M3; default 0.5)")
     parser.add_argument("--calibration", choices=CALIBRATIONS, default="analytic",
                         help="Gaussian calibration (classic: the slides', only for per-release epsilon < 1)")
     parser.add_argument("--moments", choices=MOMENTS,
@@ -105,7 +106,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-sampler", choices=NOISE_SAMPLERS, default="auto",
                         help="dense (the slides' arrays) or scalable (same laws, no d^2 or d^3 array)")
     add_noise_argument(parser, default=None, not_covered="AVN's exponential-norm noise and the scalable "
-                       "sampler's M2 and M3 noise (NumPy)")
+                       "sampler's noise on the word-pair and word-triple moments M2 and M3 (NumPy)")
     parser.add_argument("--simplex", action="store_true", help="project the topics onto the simplex")
     parser.add_argument("--top", type=positive_int, default=10,
                         help="top words printed per topic (default 10)")

@@ -197,9 +197,12 @@ DP_DAMPING = 0.5
 DP_REG = 3.0
 
 NEIGHBOURING = "entry-value"
-PROTECTED = "the value of one observed entry (one rating); Omega and the shape are fixed"
+PROTECTED = (
+    "the value of one observed entry (one rating); which entries are observed (Omega) and the shape "
+    "are fixed"
+)
 PUBLIC = (
-    "tensor shape, the set Omega of observed indices (who rated what, when), n, hyper-parameters "
+    "tensor shape, the set of observed indices (Omega: who rated what, when), n, hyper-parameters "
     "(rank, learning_rate, reg, n_epochs, batch_size, clip, value_range), and the public randomness "
     "(random_state: initialisation and shuffles)"
 )

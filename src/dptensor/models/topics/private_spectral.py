@@ -245,7 +245,8 @@ CLIPPED_PROTECTED = (
 )
 CLIPPED_PUBLIC = (
     "the number of documents N, the vocabulary (columns), alpha_0, the number of topics k, the "
-    "clipping bounds C, C1 (and C3 when given; otherwise it is released by q3) and the number of "
+    "clipping bounds C, C1 (and the third clip C3 when given; otherwise a private quantile, q3, "
+    "chooses it) and the number of "
     "whitening words; " + VOCABULARY_ASSUMPTION
 )
 
@@ -687,12 +688,13 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             if not nmf_applies:
                 raise ValueError(
                     "topic_recovery='nmf' applies to the clipped config=1 without public_corpus (it "
-                    "factorises the private M2 release)"
+                    "factorises the private release of the word co-occurrences, M2)"
                 )
             size = self._whitened_words(n_documents, n_words)
             if self._whitening_method(size) != "analyze-gauss":
                 raise ValueError(
-                    "topic_recovery='nmf' factorises the Analyze Gauss release of M2 on the whitening words "
+                    "topic_recovery='nmf' factorises the Analyze Gauss release of the word co-occurrences "
+                    "(M2) on the whitening words "
                     f"(a dense matrix): it needs private_whitening 'auto' or 'analyze-gauss' and at most "
                     f"{ANALYZE_GAUSS_MAX_WORDS} whitening words, got {self.private_whitening!r} and {size}"
                 )
@@ -1176,7 +1178,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         """
         k, size = int(self.n_components), operator.shape[0]
         method = self._whitening_method(size)
-        with _private_step(f"{label}: private M2 ({method})", timings, self.verbose):
+        with _private_step(
+            f"{label}: private word co-occurrences (second moment M2; {method})", timings, self.verbose
+        ):
             if method == "analyze-gauss":
                 result = analyze_gauss_eigenpairs(
                     operator, k, noise_scale=multiplier * sensitivity(1.0), source=source,
@@ -1207,7 +1211,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             first = self._release_m2(docs, plan.multipliers["e4"], source, rng, "e4", timings)
             second = self._release_m2(docs, plan.multipliers["e8"], source, rng, "e8", timings)
         U, sigma = first.whitening.eigenvectors, first.whitening.eigenvalues
-        with _private_step("e3: private whitened M3 (push-forward noise)", timings, self.verbose):
+        with _private_step(
+            "e3: private word triples (whitened third moment M3; push-forward noise)", timings, self.verbose
+        ):
             if self.sensitivity == "paper":
                 delta3 = PAPER_MOMENT_SENSITIVITY / n
             else:
@@ -1278,11 +1284,16 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         size = operator.shape[0]
         if support is None:
             support = np.arange(size)
-        with _private_step("m2: private M2 on the whitening words (Analyze Gauss)", timings, self.verbose):
+        with _private_step(
+            "m2: private word co-occurrences (second moment M2) of the whitening words (Analyze Gauss)",
+            timings, self.verbose,
+        ):
             released = analyze_gauss_release(operator, noise_scale=noise_scale, source=source)
         self.noise_scales_["m2"] = noise_scale
         self.second_moment_, self.second_moment_words_ = released, support
-        with _private_step("topics: non-negative factor of the released M2", timings, self.verbose):
+        with _private_step(
+            "topics: non-negative factor of the released word co-occurrences (M2)", timings, self.verbose
+        ):
             # the core: the most frequent whitening words by the released unigram distribution
             order = np.argsort(-self.unigram_[support], kind="stable")
             core = order[: max(k, int(round(CORE_SHARE * size)))]
@@ -1327,7 +1338,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         """
         U, sigma = whitening.eigenvectors, whitening.eigenvalues
         if "q3" in plan.multipliers:
-            with _private_step("q3: private bound on the projected third-order terms", timings, self.verbose):
+            with _private_step(
+                "q3: private bound on each document's projected word-triple term (the third clip)",
+                timings, self.verbose,
+            ):
                 counts = moments.projected_histogram(U, THIRD_CLIP_EDGES)
                 quantile = private_upper_quantile(
                     counts, THIRD_CLIP_EDGES, n_records=moments.docs.n_documents,
@@ -1338,7 +1352,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             moments = dataclasses.replace(moments, third_clip=quantile.value * moments.clip)
         self.third_clip_ = moments.third_clip
         sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
-        with _private_step("e3: private whitened M3 (projected sums)", timings, self.verbose):
+        with _private_step(
+            "e3: private word triples (whitened third moment M3; projected sums)", timings, self.verbose
+        ):
             scale3 = plan.multipliers["e3"] * sens["e3"]
             third = moments.third_order(U)
             third = add_symmetric_gaussian(third, scale3, convention="frobenius", noise=source)
@@ -1390,7 +1406,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         )  # fmt: skip
         sigma_lower = max(bound.lower, _FLOOR)
         self.noise_scales_["sigma_k"] = bound.scale
-        with _private_step("clean whitened M3 (not private)", timings, self.verbose):
+        with _private_step(
+            "clean word triples (whitened third moment M3; not private)", timings, self.verbose
+        ):
             tensor = whitened_third_moment(docs, self.alpha0, clean.matrix)
         if self.config == 2:
             local = whitened_tensor_local_sensitivity(self.alpha0, n, k, sigma_lower, paper=paper)

@@ -149,7 +149,7 @@ def _gaussian_sigma(epsilon: float, delta: float, sensitivity: float, calibratio
     if epsilon >= 1:
         raise ValueError(
             "calibration='classic' (the classic Gaussian mechanism, Dwork & Roth Theorem A.1) is only "
-            f"proven for a release's epsilon < 1, but the {what} release gets epsilon={epsilon:g}; use "
+            f"proven for a release's epsilon < 1, but the release of {what} gets epsilon={epsilon:g}; use "
             "calibration='analytic' (valid for every epsilon), or a smaller budget"
         )
     return gaussian_sigma_classic(epsilon, delta, sensitivity)
@@ -210,13 +210,13 @@ def single_topic_release(
     else:
         delta1 = float(delta) * budget_split
         delta2 = float(delta) - delta1
-    sigma1 = _gaussian_sigma(eps1, delta1, sensitivity, calibration, "M2")
+    sigma1 = _gaussian_sigma(eps1, delta1, sensitivity, calibration, "the word-pair moment M2")
     events = [dp_accounting.GaussianDpEvent(sigma1 / sensitivity)]
     sigma2 = beta = None
     restarts = iters = releases = None
     multiplier = accountant = None
     if mechanism == "agn":
-        sigma2 = _gaussian_sigma(eps2, delta2, sensitivity, calibration, "M3")
+        sigma2 = _gaussian_sigma(eps2, delta2, sensitivity, calibration, "the word-triple moment M3")
         events.append(dp_accounting.GaussianDpEvent(sigma2 / sensitivity))
     elif mechanism == "avn":
         beta = eps2 / sensitivity
