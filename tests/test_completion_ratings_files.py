@@ -257,3 +257,28 @@ def test_an_entry_value_ledger_accepts_a_user_level_release(tmp_path, capsys):
     assert main(entry) == 2
     assert "'entry-value' relation" in _error(capsys)
     assert BudgetLedger(strict).charges() == []
+
+
+def test_an_output_naming_a_ledger_the_run_creates_is_refused(tmp_path, capsys):
+    """The ledger is an input even when the run creates it: --json over it would lose its charges."""
+    train = _write(tmp_path / "ratings.csv", ["user", "item", "rating"], RATINGS)
+    ledger = tmp_path / "new.ledger"
+    assert main(["complete", str(train), "--one-based", "--rank", "1", "--privacy", "gradient_dpsgd",
+                 "--neighbouring", "entry-value", "--epsilon", "1", "--ledger", str(ledger),
+                 "--json", str(ledger)]) == 2
+    assert "--json" in (message := _error(capsys)) and "--ledger" in message
+    assert not ledger.exists()
+
+
+def test_shape_sizes_then_the_file(tmp_path, capsys):
+    """``--shape U I K FILE``: the file after the sizes is ENTRIES (nargs=3 read it so before)."""
+    train = _write(tmp_path / "ratings.csv", None, [(0, 0, 0, 4), (1, 1, 0, 3), (0, 1, 0, 5), (1, 0, 0, 2)])
+    assert main(["complete", "--shape", "2", "2", "1", str(train), "--rank", "1", "--quiet"]) == 0
+    assert "shape (2, 2, 1)" in capsys.readouterr().out
+    matrix = _write(tmp_path / "matrix.csv", None, [(0, 0, 4), (1, 1, 3), (0, 1, 5)])
+    assert main(["complete", "--shape", "2", "2", str(matrix), "--rank", "1", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["complete", "--shape", "2", "2", "1", "--rank", "1", "--quiet"]) == 2
+    assert "the ENTRIES file (the observed ratings) is required" in _error(capsys)
+    assert main(["complete", "--shape", "2", "2", "1", str(train), "extra.csv", "--rank", "1"]) == 2
+    assert "unexpected" in _error(capsys)

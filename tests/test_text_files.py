@@ -113,7 +113,8 @@ def test_lda_transform_uses_the_recorded_pattern_with_digit_words(tmp_path, monk
 
 def test_transform_token_pattern_of_old_and_count_matrix_files():
     assert transform_token_pattern({}, None) == SKLEARN_TOKEN_PATTERN  # written before it was recorded
-    assert transform_token_pattern({"token_pattern": None}, None) == LETTER_TOKEN_PATTERN  # a count matrix
+    # a count matrix: scikit-learn's pattern splits out every word its vocabulary may hold (w0, zzz_x)
+    assert transform_token_pattern({"token_pattern": None}, None) == SKLEARN_TOKEN_PATTERN
     assert transform_token_pattern({"token_pattern": None}, r"\w+") == r"\w+"
     assert transform_token_pattern({"token_pattern": "a+"}, "a+") == "a+"
     with pytest.raises(ValueError, match="fitted with the token pattern"):
@@ -228,3 +229,31 @@ def test_cli_encoding_public_and_private_paths(tmp_path, monkeypatch, capsys):
     assert main(["lda", "transform", "model.json", "export.txt", "--encoding", "cp1252",
                  "--out", "t.npy"]) == 0
     assert np.load(tmp_path / "t.npy").shape == (60, 2)
+
+
+def test_a_docword_name_that_is_not_uci_is_plain_text_in_every_command(tmp_path, capsys):
+    """``docword.notes`` is plain text for every reader: a private fit still needs a public vocabulary.
+
+    (The CLIs took any ``docword.*`` name for counts while the reader took it for text, so a private
+    fit learned its vocabulary from the documents without noise.)
+    """
+    path = tmp_path / "docword.notes"
+    path.write_text("apple banana cherry\nbanana cherry apple\ncherry cherry banana\n" * 100)
+    assert main(["lda", "fit", str(path), "--topics", "2", "--epsilon", "2", "--delta", "1e-6",
+                 "--force"]) == 2
+    assert "public vocabulary" in capsys.readouterr().err
+    assert main(["single-topic", "fit", str(path), "-k", "2", "--mechanism", "agn", "--epsilon", "1",
+                 "--delta", "1e-6"]) == 2
+    assert "needs a public vocabulary (--vocab FILE)" in capsys.readouterr().err
+
+
+def test_a_broken_pipe_that_is_not_standard_output_is_an_error(monkeypatch, capsys):
+    """Only a closed standard output ends a command quietly; another broken pipe is reported."""
+    from dptensor.cli import decompose
+
+    def broken(args):  # noqa: ANN001, ANN202 - a command whose --out FIFO lost its reader
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(decompose, "run", broken)
+    assert main(["decompose", "--example", "--quiet"]) == 2
+    assert "Broken pipe" in capsys.readouterr().err

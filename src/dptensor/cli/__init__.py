@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import os
+import select
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -71,6 +72,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _quiet_broken_pipe()
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output's reader has gone (its pipe reports an error, or a flush breaks it)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    try:  # the buffer may be empty: ask the pipe itself (POLLERR once its read end is closed)
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows) or no file descriptor
+        return False
+
+
 def _quiet_broken_pipe() -> int:
     """Stop writing to a closed standard output, without a message: the reader has what it wanted.
 
@@ -106,8 +123,11 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{prog}: interrupted (Ctrl-C); no output file was written by the interrupted step",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # an OSError, but no error of the command: the reader stopped reading
-        return _quiet_broken_pipe()
+    except BrokenPipeError as exc:
+        if _stdout_closed():  # no error of the command: the reader of its output stopped reading
+            return _quiet_broken_pipe()
+        print_error(prog, exc)  # another pipe (an --out FIFO, a worker's connection): a real error
+        return EXIT_USAGE
     except MemoryError as exc:
         detail = f" ({exc})" if str(exc) else ""
         print(f"{prog}: error: out of memory{detail}; use smaller sizes (--rank, --shape, "

@@ -297,8 +297,8 @@ def refuse_overwriting_inputs(args: argparse.Namespace) -> None:
         name = action.option_strings[0] if action.option_strings else action.metavar or action.dest.upper()
         if action.option_strings and action.option_strings[0] in OUTPUT_FLAGS:
             outputs += [(name, path) for path in paths]
-        elif action.choices is None:
-            inputs += [(name, path) for path in paths if Path(path).is_file()]
+        elif action.choices is None:  # a ledger is read and charged even when the run creates it
+            inputs += [(name, path) for path in paths if Path(path).is_file() or action.dest == "ledger"]
     for n, (flag, path) in enumerate(outputs):
         for other, source in inputs:
             if _same_file(path, source):

@@ -105,6 +105,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+class _ShapeSizes(argparse.Action):
+    """``--shape U I [K]``: the sizes, and a file name typed right after them is ``ENTRIES``.
+
+    ``nargs="+"`` (two sizes for a user x item file, three for a tensor) would otherwise take
+    ``complete --shape 943 1682 215 ratings.csv``'s file as a fourth size, as ``nargs=3`` did not.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        tokens = list(values)  # type: ignore[call-overload]
+        sizes = []
+        while tokens and tokens[0].lstrip("+").isdigit() and len(sizes) < 3:
+            sizes.append(positive_int(tokens.pop(0)))
+        if not sizes:
+            parser.error(f"argument --shape: expected 2 or 3 sizes, got {values[0]!r}")  # type: ignore[index]
+        if tokens:
+            if len(tokens) > 1 or getattr(namespace, "entries", None) is not None:
+                parser.error(f"argument --shape: takes 2 or 3 sizes; unexpected {' '.join(tokens)!r}")
+            namespace.entries = tokens[0]
+        setattr(namespace, self.dest, sizes)
+
+
 def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None:
     """The options of ``complete`` that configure the model and read the entries (shared with ``audit``).
 
@@ -121,12 +143,14 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
                              "the privacy noise is always fresh")
     add_quiet_argument(parser)
     entries = parser.add_argument_group("entries")
-    entries.add_argument("entries",
+    # nargs="?" with SUPPRESS: --shape (2 or 3 sizes, nargs="+") hands over a file name typed right
+    # after its sizes (_ShapeSizes); missing_options names ENTRIES when neither gave it
+    entries.add_argument("entries", nargs="?", default=argparse.SUPPRESS,
                          help="observed entries: 'user item rating' rows (a matrix) or 'i j k value' rows, "
                               "e.g. user item day rating (zero-based unless --one-based); comma, tab, "
                               "semicolon or whitespace separated, an optional header row")
     entries.add_argument("--one-based", action="store_true", help="indices in the files start at 1")
-    entries.add_argument("--shape", type=positive_int, nargs="+", metavar="SIZE",
+    entries.add_argument("--shape", action=_ShapeSizes, nargs="+", metavar="SIZE",
                          help="public sizes: U I K (users, items, days / third mode) or, for a 3-column "
                               "user item rating file, U I (default: largest index + 1 in each mode, over all "
                               "files; required with --neighbouring user)")
@@ -232,6 +256,8 @@ def missing_options(args: argparse.Namespace) -> list[str]:
     looked at (public).
     """
     problems = []
+    if getattr(args, "entries", None) is None:
+        problems.append("the ENTRIES file (the observed ratings) is required")
     user = args.privacy is not None and args.neighbouring == "user"
     if args.shape is not None and len(args.shape) not in (2, 3):
         problems.append(f"--shape takes 2 sizes (U I, for a user item rating file) or 3 (U I K), got "

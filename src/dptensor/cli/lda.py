@@ -43,6 +43,7 @@ from dptensor.datasets.corpus import (
     LETTER_TOKEN_PATTERN,
     SKLEARN_TOKEN_PATTERN,
     Corpus,
+    is_count_file,
     load_corpus,
     load_text_corpus,
     load_vocabulary,
@@ -514,7 +515,7 @@ def _print_topics(
 
 
 def _is_plain_text(path: Path) -> bool:
-    return path.is_dir() or not (path.suffix in (".mtx", ".npz") or path.name.startswith("docword."))
+    return not is_count_file(path)
 
 
 def load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
@@ -1025,15 +1026,17 @@ def transform_token_pattern(meta: dict, given: str | None) -> str:
 
     ``meta`` is the model file's metadata (:func:`read_model_file`). A file written before the
     pattern was recorded was fitted with scikit-learn's; one fitted on a count matrix records
-    None (the command line's letters-only default then applies). ``given`` (``--token-pattern``)
-    may only repeat the recorded pattern, or choose one where none is recorded.
+    None (scikit-learn's pattern then applies: it splits out every word such a vocabulary may hold,
+    digits and underscores included, as files written before the pattern was recorded).
+    ``given`` (``--token-pattern``) may only repeat the recorded pattern, or choose one where none
+    is recorded.
     """
     if "token_pattern" not in meta:  # written before the pattern was recorded: scikit-learn's then
         recorded = SKLEARN_TOKEN_PATTERN
     else:
         recorded = meta["token_pattern"]
-        if recorded is None:  # fitted on a count matrix: no tokenising to repeat
-            return LETTER_TOKEN_PATTERN if given is None else given
+        if recorded is None:  # fitted on a count matrix: scikit-learn's pattern yields every word it may hold
+            return SKLEARN_TOKEN_PATTERN if given is None else given
     if given is not None and given != recorded:
         raise ValueError(
             f"--token-pattern {given!r}: the model was fitted with the token pattern {recorded!r}; new "

@@ -40,6 +40,7 @@ from dptensor.datasets.corpus import (
     DEFAULT_ENCODING,
     LETTER_TOKEN_PATTERN,
     check_vocabulary_tokens,
+    is_count_file,
     load_corpus,
     load_vocabulary,
     read_text_documents,
@@ -48,7 +49,6 @@ from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_
 from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS
 
-COUNT_SUFFIXES = (".mtx", ".npz")
 #: Options of a private fit (refused without --mechanism).
 PRIVATE_OPTIONS = ("epsilon", "delta", "budget_split", "calibration", "noise_sampler", "noise")
 
@@ -125,7 +125,7 @@ def read_documents(
     is refused for word ids and count matrices, which are not split into words.
     """
     path = Path(path)
-    not_text = path.suffix == ".npy" or path.suffix in COUNT_SUFFIXES or path.name.startswith("docword.")
+    not_text = path.suffix == ".npy" or is_count_file(path)
     if not_text and token_pattern != LETTER_TOKEN_PATTERN:
         raise ValueError(f"--token-pattern: it splits plain text into words; {path} holds word ids or counts")
     if path.suffix == ".npy":
@@ -134,7 +134,7 @@ def read_documents(
         if n_words is None and vocab is not None:
             n_words = len(vocab)
         return tokens, "tokens", n_words, vocab
-    counts_file = path.suffix in COUNT_SUFFIXES or path.name.startswith("docword.")
+    counts_file = is_count_file(path)
     if counts_file:
         corpus = load_corpus(path, vocabulary=vocabulary, encoding=encoding, private=private)
         return corpus.counts, "counts", None, corpus.vocabulary

@@ -181,6 +181,8 @@ def read_text_documents(
     whether one document is empty, and would shift the rows of ``lda transform`` away from the
     file's lines. A file that ends with a newline has no extra empty document after it (the
     lines are those of :meth:`io.TextIOBase.__iter__`: ``\n``, ``\r`` and ``\r\n`` end a line).
+    So write every document followed by a newline (``"".join(d + "\n" for d in docs)``), not
+    ``"\n".join(docs)``: joined, an empty *last* document leaves no line at all.
 
     Files are read in ``encoding``; one that is not valid there is an error
     (:func:`decoding_error`) naming the file, the line and the byte -- or, with ``private=True``
@@ -448,6 +450,22 @@ def load_npz_counts(
     return Corpus(counts, _check_vocabulary(vocab, counts.shape[1], str(path)), str(path))
 
 
+def is_count_file(path: str | Path) -> bool:
+    """Whether :func:`load_corpus` reads ``path`` as counts (else as plain text, to tokenise).
+
+    ``docword.*.txt[.gz]`` (UCI bag-of-words), ``.mtx`` and ``.npz``; a folder and every other file
+    is plain text. The one decision every command makes from a corpus's name: a private command
+    that took a file for counts and then read it as text would learn its vocabulary from the
+    private documents without noise.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return False
+    name = path.name
+    return (name.startswith("docword.") and name.removesuffix(".gz").endswith(".txt")) or path.suffix in (
+        ".mtx", ".npz")
+
+
 def load_corpus(
     path: str | Path,
     *,
@@ -471,11 +489,7 @@ def load_corpus(
     keeps what a decoding error of the documents says to public facts (:func:`decoding_error`).
     """
     path = Path(path)
-    name = path.name
-    if path.is_dir() or not (
-        name.startswith("docword.") and name.removesuffix(".gz").endswith(".txt")
-        or path.suffix in (".mtx", ".npz")
-    ):
+    if not is_count_file(path):
         return load_text_corpus(
             path, stop_words=stop_words, min_df=min_df, max_df=max_df, max_features=max_features,
             lowercase=lowercase, token_pattern=token_pattern, encoding=encoding, private=private,
