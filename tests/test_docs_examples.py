@@ -160,6 +160,9 @@ def inputs(folder: Path) -> None:
     # a Windows export (curly quotes in cp1252) and a text with ids (words with digits)
     quoted = "\n".join(f"\u201c{line}\u201d" for line in text) + "\n"
     (folder / "export.txt").write_bytes(quoted.encode("cp1252"))
+    # the README's private text example: a cp1252 export with blank lines (empty documents)
+    notes = [f"\u201c{line}\u201d" if d % 50 else "" for d, line in enumerate(text)]
+    (folder / "notes.txt").write_bytes(("\n".join(notes) + "\n").encode("cp1252"))
     (folder / "ids.txt").write_text("\n".join(f"{line} id{d % 7}" for d, line in enumerate(text)) + "\n")
     for name in ("nytimes", "nips"):
         write_uci_bow(counts, folder / f"docword.{name}.txt", words)
