@@ -34,7 +34,6 @@ from dptensor.parallel._dask import (
 )
 from dptensor.parallel.blocks import (
     BlockIntegrityError,
-    BlockPosition,
     LocalRowBlocks,
     RowBlocks,
     as_local_blocks,
@@ -46,7 +45,6 @@ from dptensor.parallel.blocks import (
 
 __all__ = [
     "BlockIntegrityError",
-    "BlockPosition",
     "DaskRowBlocks",
     "LocalRowBlocks",
     "RowBlocks",

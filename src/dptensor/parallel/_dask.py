@@ -35,7 +35,6 @@ import scipy.sparse as sp
 
 from dptensor.parallel.blocks import (
     BlockFunction,
-    BlockPosition,
     Partial,
     RowBlocks,
     _Seen,
@@ -74,9 +73,9 @@ class _Block:
         return object.__sizeof__(self) + nbytes_of(self.payload)
 
 
-def _make_block(func: BlockFunction, source: object, position: BlockPosition | None, *args: object) -> _Block:
+def _make_block(func: BlockFunction, source: object, *args: object) -> _Block:
     payload = _unwrap(source)
-    result = func(payload, position, *args) if position is not None else func(payload, *args)
+    result = func(payload, *args)
     return _Block(result, rows_of(result), block_checksum(result))
 
 
@@ -170,18 +169,17 @@ class DaskRowBlocks(RowBlocks):
         return list(groups.values())
 
     def map(
-        self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
+        self, func: BlockFunction, *args: object, label: str = "map"
     ) -> DaskRowBlocks:
         import dask
 
         shared = [self._share(a) for a in args]
         token = uuid.uuid4().hex[:12]
-        positions = self._positions() if position else [None] * self.n_blocks
         made = [
             dask.delayed(_make_block, pure=False)(
-                func, block, where, *shared, dask_key_name=f"dptensor-{label}-{token}-{i}"
+                func, block, *shared, dask_key_name=f"dptensor-{label}-{token}-{i}"
             )
-            for i, (block, where) in enumerate(zip(self.blocks, positions, strict=True))
+            for i, block in enumerate(self.blocks)
         ]
         made = list(dask.persist(*made))
         described = dask.compute(*[dask.delayed(_describe, pure=False)(b) for b in made])

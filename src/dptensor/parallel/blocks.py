@@ -50,7 +50,6 @@ BlockFunction = Callable[..., Any]
 
 __all__ = [
     "BlockIntegrityError",
-    "BlockPosition",
     "LocalRowBlocks",
     "RowBlocks",
     "block_checksum",
@@ -63,14 +62,6 @@ __all__ = [
 
 class BlockIntegrityError(RuntimeError):
     """A reduction did not see every block exactly once, or a block changed between passes."""
-
-
-@dataclass(frozen=True)
-class BlockPosition:
-    """Where a block sits: its index and the global index of its first row (``None`` if unknown)."""
-
-    index: int
-    offset: int | None
 
 
 @dataclass(frozen=True)
@@ -291,16 +282,12 @@ class RowBlocks(ABC):
         partial = self._reduce(_count_block_rows, (), None)
         return [partial.seen[i].rows for i in range(self.n_blocks)]
 
-    def _positions(self) -> list[BlockPosition]:
-        offsets = self.offsets if self._rows is not None else [None] * self.n_blocks
-        return [BlockPosition(i, offset) for i, offset in enumerate(offsets)]
-
     # -- the two operations --------------------------------------------------------------------
     @abstractmethod
     def map(
-        self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
+        self, func: BlockFunction, *args: object, label: str = "map"
     ) -> RowBlocks:
-        """Blocks ``func(block, *args)`` (``func(block, BlockPosition, *args)`` with ``position``).
+        """Blocks ``func(block, *args)``.
 
         The new blocks stay where the old ones are (on a cluster: in the workers' memory), and
         their rows and checksums are recorded for the integrity checks of later reductions.
@@ -457,13 +444,9 @@ class LocalRowBlocks(RowBlocks):
                 yield pending.popleft().result()
 
     def map(
-        self, func: BlockFunction, *args: object, label: str = "map", position: bool = False
+        self, func: BlockFunction, *args: object, label: str = "map"
     ) -> LocalRowBlocks:
-        positions = self._positions()
-        calls = [
-            (lambda p=p, q=q: func(p, q, *args)) if position else (lambda p=p: func(p, *args))
-            for p, q in zip(self.payloads, positions, strict=True)
-        ]
+        calls = [lambda p=p: func(p, *args) for p in self.payloads]
         payloads = list(self._run(calls))
         width = getattr(payloads[0], "shape", (0, self.n_cols))
         return LocalRowBlocks(payloads, int(width[1]) if len(width) > 1 else self.n_cols, self.n_jobs)
