@@ -567,7 +567,8 @@ def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
 
 
 def _private_vocabulary_corpus(
-    args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA
+    args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA,
+    documents: list[str] | None = None,
 ) -> tuple[Corpus, PrivacyGuarantee]:
     """``--private-vocab V``: the vocabulary released under DP (charged first), then the counts over it.
 
@@ -577,10 +578,12 @@ def _private_vocabulary_corpus(
     run before the vocabulary is charged, so that no budget is spent on a fit that would be
     refused; so does the ledger's (:func:`check_pipeline_budget`: the vocabulary and the model
     together). A worst-case spectral release (not clipped) refuses documents of fewer than three
-    tokens, so those are padded one by one (:func:`pad_short_documents`).
+    tokens, so those are padded one by one (:func:`pad_short_documents`). ``documents``: the
+    corpus's documents when the caller has read them already.
     """
     path = Path(args.corpus)
-    documents = read_text_documents(path, encoding=args.encoding, private=True)
+    if documents is None:
+        documents = read_text_documents(path, encoding=args.encoding, private=True)
     vectorizer = PrivateCountVectorizer(
         args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
         max_words_per_document=args.max_doc_words, stop_words=args.stop_words,
@@ -782,9 +785,9 @@ def run_private_fit(
         corpus, records = parts
     elif args.private_vocab is not None:
         # the prediction comes before the vocabulary is charged: N (public) is the number of documents
-        n_documents = len(read_text_documents(Path(args.corpus), encoding=args.encoding, private=True))
-        predicted = check_prediction(args, model, n_documents, args.private_vocab)
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)
+        documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
+        predicted = check_prediction(args, model, len(documents), args.private_vocab)
+        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model, documents)
         records = session.records(corpus.counts)
     else:
         corpus = load_fit_corpus(args, private=True)
