@@ -131,6 +131,11 @@ def _numbered_rows(path: Path, delimiter: str | None) -> list[tuple[int, list[st
     return rows
 
 
+def _first_line(rows: list[tuple[int, list[str]]], bad: np.ndarray, private: bool) -> int | None:
+    """The line number of the first row flagged in ``bad`` (``None`` where the values are private)."""
+    return None if private else rows[int(np.argmax(bad))][0]
+
+
 def _is_number(cell: str) -> bool:
     try:
         float(cell)
@@ -286,17 +291,17 @@ def _read_table(
     if columns == 3:
         indices = np.column_stack([indices, np.full(len(rows), 1.0 if one_based else 0.0)])
     if np.any(indices != np.round(indices)):
-        line = None if private else rows[int(np.argmax(np.any(indices != np.round(indices), axis=1)))][0]
+        line = _first_line(rows, np.any(indices != np.round(indices), axis=1), private)
         raise ValueError(f"{_where(path, line, private)}: indices (the columns before the value) must be "
                          "whole numbers")
     indices = indices.astype(np.int64)
     if np.any(indices < 0):
-        line = None if private else rows[int(np.argmax(np.any(indices < 0, axis=1)))][0]
+        line = _first_line(rows, np.any(indices < 0, axis=1), private)
         raise ValueError(f"{_where(path, line, private)}: a negative index (indices are counted from 0, or "
                          "from 1 with one_based=True / --one-based)")
     if one_based:
         if np.any(indices == 0):
-            line = None if private else rows[int(np.argmax(np.any(indices == 0, axis=1)))][0]
+            line = _first_line(rows, np.any(indices == 0, axis=1), private)
             raise ValueError(f"{_where(path, line, private)}: index 0 found, so the indices are zero-based; "
                              "leave out one_based=True (the --one-based flag)")
         indices -= 1
@@ -306,7 +311,8 @@ def _read_table(
         outside = np.any(indices >= np.asarray(shape), axis=1)
         if outside.any():
             needed = tuple(int(m) + 1 for m in indices.max(axis=0))
-            raise ValueError(f"{_where(path, rows[int(np.argmax(outside))][0], private)}: an index outside "
+            line = _first_line(rows, outside, private)
+            raise ValueError(f"{_where(path, line, private)}: an index outside "
                              f"the shape: indices must lie in [0, size - 1] for shape {tuple(shape)}; the "
                              f"file's indices need a shape of at least {needed}")
     return TensorEntries(indices, values, shape)
