@@ -670,15 +670,13 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     def _whitened_words(self, n_documents: int, n_words: int) -> int:
         """How many words the ``m2`` and ``e3`` releases cover (public parameters and sizes only)."""
-        if self.whitening_words is None or self.public_corpus is not None or self._clipping(n_words) is None:
+        if self.public_corpus is not None or self._clipping(n_words) is None:
             return n_words
-        if self.whitening_words != "auto":
-            return min(int(self.whitening_words), n_words)
-        from dptensor.models.topics.plan import auto_whitening_words
+        from dptensor.models.topics.plan import release_words
 
-        return auto_whitening_words(
+        return release_words(
             n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon),
-            float(self.delta),
+            float(self.delta), self.whitening_words,
         )  # fmt: skip
 
     def _topic_recovery(self, n_documents: int, n_words: int) -> str:
