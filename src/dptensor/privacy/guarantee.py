@@ -125,7 +125,7 @@ class PrivacyGuarantee:
                 f"{self.neighbouring!r} relation does not hold: {self.reason}"
             )
         multiplier = self.noise_multiplier
-        noise = f", noise multiplier {multiplier:.4g}" if multiplier == multiplier else ""  # not nan
+        noise = "" if math.isnan(multiplier) else f", noise multiplier {multiplier:.4g}"
         return (
             f"({self.epsilon:g}, {self.delta:g})-DP under the {self.neighbouring!r} relation"
             + (f" (protects {self.protected})" if self.protected else "")
