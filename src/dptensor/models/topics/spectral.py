@@ -56,12 +56,20 @@ from dptensor.metrics import matched_topic_l1
 from dptensor.models._base import declare_count_input
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks, mixture_log_likelihood
 from dptensor.models.topics.moment_matching import match_first_moment
+from dptensor.models.topics.refinement import (
+    DEFAULT_MAX_PASSES,
+    DEFAULT_REFINE_TOL,
+    DEFAULT_TOPIC_WORD_PRIOR,
+    fold_in,
+    refine_topics,
+)
 from dptensor.parallel import effective_n_jobs
 from dptensor.tensor.lda_moments import (
     Documents,
     LDAMomentAccumulator,
     LDASecondMoment,
     check_alpha0,
+    document_blocks,
     prepare_documents,
     whitened_third_moment,
 )
@@ -433,6 +441,9 @@ class TopicModelInference(FittedTopicsMixin):
         topics are then shrunk toward the unigram distribution by ``shrinkage_`` (0 otherwise).
         """
         s = self._check_smoothing()
+        refinement = getattr(self, "refinement_", None)
+        if refinement is not None:  # the refined model: its topics and prior, as refinement fitted them
+            return self.components_, refinement.doc_topic_prior
         d = self.n_features_in_
         alpha = np.asarray(self.alpha_, dtype=np.float64)
         lam = float(getattr(self, "shrinkage_", 0.0))
@@ -514,6 +525,8 @@ class TopicModelInference(FittedTopicsMixin):
     def _infer(self, matrix: sp.csr_matrix, topics: np.ndarray, prior: np.ndarray) -> np.ndarray:
         max_iter = check_positive_int(self.transform_max_iter, "transform_max_iter")
         tol = float(self.transform_tol)
+        if getattr(self, "refinement_", None) is not None:  # the inference refinement fitted with
+            return fold_in(matrix, topics, prior, max_sweeps=max_iter, tol=tol)
         n = matrix.shape[0]
         theta = np.tile(prior / prior.sum(), (n, 1))
         topics_t = np.ascontiguousarray(topics.T)  # d x k
@@ -622,6 +635,18 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         total (LDA's first moment; :mod:`dptensor.models.topics.moment_matching`; docs/lda.md,
         *Matching the unigram distribution*). ``components_``, ``alpha_`` and ``top_words`` are
         unchanged.
+    refine : {"cvb0", None}, default "cvb0"
+        After the moments, refine the topics by batch CVB0 passes over the documents, started
+        from the moment topics (:mod:`dptensor.models.topics.refinement`; docs/lda.md,
+        *Refinement*): the held-out likelihood of a collapsed Gibbs sampler in a few passes.
+        ``None``: the pure moment estimate (one pass for the moments, nothing more).
+    refine_max_passes : int, default 30
+        Passes of refinement at most.
+    refine_tol : float, default 1e-3
+        Refinement stops when the leave-one-out log-likelihood per token improves by less than
+        this (relative).
+    topic_word_prior : float, default 0.01
+        Dirichlet parameter ``beta`` of the topics in refinement.
     verbose : bool, default False
         Print each step and its duration to standard error.
     n_jobs : int, optional
@@ -633,7 +658,13 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_words)
-        Topic-word distributions ``mu_i`` (rows on the simplex), by decreasing ``alpha_``.
+        Topic-word distributions (rows on the simplex), by decreasing ``alpha_``: the refined
+        topics, or the moment topics ``mu_i`` with ``refine=None``.
+    moment_components_ : ndarray of shape (n_components, n_words)
+        The moment topics ``mu_i`` (equal to ``components_`` with ``refine=None``).
+    refinement_ : Refinement or None
+        The refinement's record (passes, log-likelihood per pass, priors); ``None`` with
+        ``refine=None`` or after :meth:`partial_fit` (which fits the moments only).
     alpha_ : ndarray of shape (n_components,)
         Estimated Dirichlet parameters ``alpha_i``.
     unigram_ : ndarray of shape (n_words,)
@@ -678,6 +709,10 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         "whitening_tol": [Interval(Real, 0, None, closed="neither"), None],
         "stability_runs": [Interval(Integral, 0, None, closed="left")],
         "match_unigram": ["boolean"],
+        "refine": [StrOptions({"cvb0"}), None],
+        "refine_max_passes": [Interval(Integral, 1, None, closed="left")],
+        "refine_tol": [Interval(Real, 0, None, closed="left")],
+        "topic_word_prior": [Interval(Real, 0, None, closed="neither")],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
                          np.random.RandomState],
@@ -701,6 +736,10 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         transform_tol: float = 1e-4,
         smoothing: float = 1e-6,
         match_unigram: bool = True,
+        refine: str | None = "cvb0",
+        refine_max_passes: int = DEFAULT_MAX_PASSES,
+        refine_tol: float = DEFAULT_REFINE_TOL,
+        topic_word_prior: float = DEFAULT_TOPIC_WORD_PRIOR,
         verbose: bool = False,
         n_jobs: int | None = None,
         random_state: RandomStateLike = None,
@@ -720,6 +759,10 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self.transform_tol = transform_tol
         self.smoothing = smoothing
         self.match_unigram = match_unigram
+        self.refine = refine
+        self.refine_max_passes = refine_max_passes
+        self.refine_tol = refine_tol
+        self.topic_word_prior = topic_word_prior
         self.verbose = verbose
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -755,7 +798,28 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
             )
         self.__dict__.pop("_accumulator", None)
         self._fit_documents(docs, k, alpha0, rng, timings)
+        self._refine(docs, timings)
         return self
+
+    def _refine(self, docs: Documents, timings: dict) -> None:
+        """Refinement after the moments (``refine``): CVB0 passes started from the moment topics."""
+        self.moment_components_ = self.components_
+        self.refinement_ = None
+        if self.refine is None:
+            return
+        start, prior = self.topic_word_distribution(), self.document_topic_prior()
+
+        def report(pass_number: int, log_likelihood: float) -> None:
+            if self.verbose:
+                print(f"[spectral-lda]   pass {pass_number}: leave-one-out log-likelihood per token "
+                      f"{log_likelihood:.4f}", file=sys.stderr)  # fmt: skip
+
+        with _Step(f"refinement (CVB0, at most {self.refine_max_passes} passes)", timings, self.verbose):
+            self.refinement_ = refine_topics(
+                document_blocks(docs), start, prior, topic_word_prior=self.topic_word_prior,
+                max_passes=self.refine_max_passes, tol=self.refine_tol, on_pass=report,
+            )  # fmt: skip
+        self.components_ = self.refinement_.topics
 
     def _check_options(self) -> tuple[int, float]:
         """Check every option before any pass over the data; return ``(k, alpha0)``."""
@@ -851,6 +915,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self.unigram_ = acc.first_moment()
         self.n_features_in_ = docs.n_words
         self.n_documents_ = acc.n_documents
+        self.moment_components_ = self.components_
+        self.refinement_ = None  # refinement needs passes over every document: fit only
         return self
 
     def _fit_documents(
