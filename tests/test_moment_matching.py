@@ -60,7 +60,7 @@ def test_spectral_lda_matches_its_topics_to_the_corpus_first_moment() -> None:
     from dptensor.models import SpectralLDA
 
     corpus = make_lda_corpus(3000, 40, 3, alpha=0.2, doc_length=30, random_state=0)
-    model = SpectralLDA(3, 0.6, random_state=0).fit(corpus.counts)
+    model = SpectralLDA(3, 0.6, random_state=0, refine=None).fit(corpus.counts)  # matching: moment topics
     counts = corpus.counts.toarray()
     counts = counts[counts.sum(axis=1) >= 3]  # the documents that enter the moments
     m1 = (counts / counts.sum(axis=1, keepdims=True)).mean(axis=0)  # Lemma 21, eq. (5), by hand
@@ -73,7 +73,7 @@ def test_spectral_lda_matches_its_topics_to_the_corpus_first_moment() -> None:
     assert prior.sum() == pytest.approx(0.6)
     mixture = prior / 0.6 @ model.topic_word_distribution()
     np.testing.assert_allclose(mixture, (1 - s) * m1 + s / d, rtol=1e-10)
-    plain = SpectralLDA(3, 0.6, random_state=0, match_unigram=False).fit(corpus.counts)
+    plain = SpectralLDA(3, 0.6, random_state=0, match_unigram=False, refine=None).fit(corpus.counts)
     np.testing.assert_array_equal(plain.components_, model.components_)  # inference only
     np.testing.assert_allclose(plain.document_topic_prior(), plain.alpha_)
     test = make_lda_corpus(300, 40, 3, alpha=0.2, doc_length=30, topics=corpus.topics, random_state=1)
