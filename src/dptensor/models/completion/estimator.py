@@ -125,6 +125,15 @@ a training error on the private values (``history_`` stays empty), never early-s
 released, noisy parameters. Under ``"user"`` even the number of observed entries is private:
 ``n_observed_`` is ``None``. The public randomness (initialisation, shuffles, validation split)
 comes from ``random_state``; the noise from ``noise`` (fresh OS entropy by default).
+
+Where the code lives
+--------------------
+``fit`` reads a plan, charges it, computes, releases and post-processes. The plan -- every option,
+release, noise multiplier and the guarantee, from the parameters and public sizes only -- is
+:func:`~dptensor.models.completion.plan_completion` (:mod:`~dptensor.models.completion._plan`).
+The SGD family is :mod:`~dptensor.models.completion._sgd`, the paper's unproven modes
+:mod:`~dptensor.models.completion._paper`, ALS :mod:`~dptensor.models.completion._als` and DP-ALS
+:mod:`~dptensor.models.completion._dp_als`.
 """
 
 from __future__ import annotations
