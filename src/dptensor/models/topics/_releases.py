@@ -1,8 +1,9 @@
 """Release steps of :class:`~dptensor.models.PrivateSpectralLDA` shared by its configurations.
 
 The ``e3`` release in a public basis, the released unigram distribution (post-processing of
-``m1``), the post-processing of a decomposition's weights, the pairing of two ``M2`` releases, and
-the input checks of a private fit (DeCarolis et al., paper 004; ``docs/lda.md``, *Privacy*).
+``m1``), the post-processing of a decomposition's weights, the pairing of two ``M2`` releases, the
+whitening from a public corpus, and the input checks of a private fit (DeCarolis et al., paper
+004; ``docs/lda.md``, *Privacy*).
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import scipy.sparse.linalg as spla
 
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.whitening import Whitening
-from dptensor.models.topics.spectral import _Step
+from dptensor.models.topics.spectral import _Step, top_eigenpairs
 from dptensor.parallel import RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
 from dptensor.privacy.denoising import nonnegative_posterior_means
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
+from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMoment
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
     DocumentBlocks,
@@ -94,6 +97,34 @@ def positive_weights(result: PowerMethodResult) -> PowerMethodResult:
         weights=weights, factors=factors, n_iter=result.n_iter, converged=result.converged,
         extraction_order=result.extraction_order,
     )
+
+
+def whitening_from_public_corpus(
+    public_corpus: object, clipping: tuple[float, float, float | None], d: int, n_components: int,
+    alpha0: float, rng: np.random.Generator, timings: dict, verbose: bool,
+) -> Whitening:  # fmt: skip
+    """``M2``'s top eigenpairs from the public corpus, weighted as the private one (no noise).
+
+    ``PrivateSpectralLDA(public_corpus=...)``: the whitening of the ``e3`` release is computed from
+    public documents over the same vocabulary, clipped with the same bounds ``(C, C1, C3)``, so no
+    ``M2`` release is made from the private ones. Not a release: public data only.
+    """
+    k = int(n_components)
+    with private_step("whitening from the public corpus (no noise)", timings, verbose):
+        public = ClippedMoments(check_clipped_counts(public_corpus, "public_corpus"), *clipping)
+        if public.n_words != d:
+            raise ValueError(f"public_corpus has {public.n_words} words, X has {d}: one vocabulary")
+        total, frequency_total, sums = public.first_order()
+        if total <= 0:
+            raise ValueError("public_corpus has no document of at least 3 tokens")
+        operator = ClippedSecondMoment(public, total, sums / frequency_total, alpha0)
+        if d <= 5000:
+            values, vectors = top_eigenpairs(operator.to_dense(), k, random_state=rng)
+        else:
+            linear = spla.LinearOperator((d, d), matvec=operator.matmat, matmat=operator.matmat)
+            values, vectors = top_eigenpairs(linear, k, method="randomized", random_state=rng)
+        floor = max(float(values[0]), 1e-300) * 1e-12
+    return Whitening.from_eigenpairs(np.maximum(values, floor), vectors)
 
 
 def _private_block(block: object, name: str) -> DocumentCounts:

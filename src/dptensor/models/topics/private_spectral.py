@@ -98,7 +98,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
@@ -158,6 +157,7 @@ from dptensor.models.topics._releases import (  # noqa: F401 - release steps, im
     private_step,
     release_projected_m3,
     released_unigram,
+    whitening_from_public_corpus,
     with_inverse,
 )
 from dptensor.models.topics._utility_plan import PrivateLDAPlan, plan_private_lda
@@ -166,7 +166,6 @@ from dptensor.models.topics.spectral import (
     TopicModelInference,
     decompose_whitened_tensor,
     project_rows_to_simplex,
-    top_eigenpairs,
     unwhiten_topics,
 )
 from dptensor.parallel import effective_n_jobs, public_shape
@@ -602,7 +601,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         timings: dict[str, float] = {}
         public_whitening = None
         if plan.public_whitening:  # public data: before the charge
-            public_whitening = self._public_whitening(clipping, n_words, rng, timings)
+            public_whitening = whitening_from_public_corpus(
+                self.public_corpus, clipping, n_words, int(self.n_components), self.alpha0, rng, timings,
+                self.verbose,
+            )  # fmt: skip
         source = self._begin_release(  # 2. the charge, before any release
             plan.guarantee, f"PrivateSpectralLDA config {self.config} fit", n_public=n_documents
         )
@@ -859,27 +861,6 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             factor = nonnegative_topic_factor(released, k, noise_scale, core)
             topics, alpha = topics_from_factor(factor, support, self.unigram_, float(self.alpha0))
         return topics, alpha
-
-    def _public_whitening(
-        self, clipping: tuple[float, float, float | None], d: int, rng: np.random.Generator, timings: dict
-    ) -> Whitening:
-        """``M2``'s top eigenpairs from the public corpus, weighted as the private one (no noise)."""
-        k = int(self.n_components)
-        with private_step("whitening from the public corpus (no noise)", timings, self.verbose):
-            public = ClippedMoments(check_clipped_counts(self.public_corpus, "public_corpus"), *clipping)
-            if public.n_words != d:
-                raise ValueError(f"public_corpus has {public.n_words} words, X has {d}: one vocabulary")
-            total, frequency_total, sums = public.first_order()
-            if total <= 0:
-                raise ValueError("public_corpus has no document of at least 3 tokens")
-            operator = ClippedSecondMoment(public, total, sums / frequency_total, self.alpha0)
-            if d <= 5000:
-                values, vectors = top_eigenpairs(operator.to_dense(), k, random_state=rng)
-            else:
-                linear = spla.LinearOperator((d, d), matvec=operator.matmat, matmat=operator.matmat)
-                values, vectors = top_eigenpairs(linear, k, method="randomized", random_state=rng)
-            floor = max(float(values[0]), 1e-300) * 1e-12
-        return Whitening.from_eigenpairs(np.maximum(values, floor), vectors)
 
     def _clipped_third(
         self, moments: ClippedMoments, whitening: Whitening, total: float, mean: np.ndarray,
