@@ -571,9 +571,12 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         """Fit private topics to a document-term count matrix.
 
         Order of work: check the parameters; compute the plan and the guarantee from the
-        parameters and the public sizes ``(N, d)``; refuse unproven modes without the opt-in;
-        validate the input domain (every document has at least three tokens); start the release
-        (noise source, guarantee, ledger charge); only then compute moments and add noise.
+        parameters and the public sizes ``(N, d)``
+        (:func:`~dptensor.models.topics.plan.plan_private_spectral_lda`, the one plan
+        ``planned_guarantee`` and ``dptensor lda plan`` use too); refuse unproven modes
+        without the opt-in; validate the input domain (every document has at least three tokens);
+        start the release (noise source, guarantee, ledger charge); only then compute moments and
+        add noise, and post-process the releases.
 
         Parameters
         ----------
