@@ -9,7 +9,14 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import DPVariationalLDA, SingleTopicModel, SpectralLDA, TensorCompletion
+from dptensor.models import (
+    DPVariationalLDA,
+    PrivateCountVectorizer,
+    PrivateSpectralLDA,
+    SingleTopicModel,
+    SpectralLDA,
+    TensorCompletion,
+)
 from dptensor.privacy import PrivacyGuarantee
 
 __version__ = "0.1.0"
@@ -19,6 +26,8 @@ __all__ = [
     "NotFittedError",
     "OnlineTensorPower",
     "PowerMethodResult",
+    "PrivateCountVectorizer",
+    "PrivateSpectralLDA",
     "PrivacyGuarantee",
     "PrivatePowerMethodResult",
     "__version__",
