@@ -17,8 +17,8 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
-from dptensor import __version__
 from dptensor._files import recording_run
+from dptensor._version import __version__
 from dptensor.cli import audit, budget, complete, decompose, experiment, lda, report, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error, refuse_overwriting_inputs
 from dptensor.cli._report import command_line
