@@ -40,10 +40,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from dptensor.privacy.empirical_epsilon import epsilon_lower_bound
+from dptensor.privacy.end_to_end_audit import (
+    AuditResult,
+    CanaryAdapter,
+    audit_estimator,
+    canary_adapter_for,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+    register_canaries,
+)
 from dptensor.privacy.errors import HeldOutUtilityWarning
 
+# epsilon_lower_bound (in empirical_epsilon, below both audits) and the end-to-end audits of whole fits
+# (in end_to_end_audit, one concept each) are importable from here too.
 __all__ = [
     "AuditResult",
     "CanaryAdapter",
@@ -183,64 +194,3 @@ def observable_differences(first: Observation, second: Observation) -> list[str]
         if a[key] != b[key]:
             diffs.append(f"{key}: {a[key]!r} != {b[key]!r}")
     return diffs
-
-
-def epsilon_lower_bound(
-    samples: np.ndarray,
-    neighbour_samples: np.ndarray,
-    delta: float,
-    *,
-    confidence: float = 1e-3,
-    n_thresholds: int = 200,
-) -> float:
-    """A lower confidence bound on epsilon from outputs on two neighbouring inputs.
-
-    For every threshold test ``S > c``, a mechanism that is ``(epsilon, delta)``-DP satisfies
-    ``P'[S > c] <= e^epsilon P[S > c] + delta``. The first half of each sample picks the most
-    revealing threshold; on the second half, Clopper--Pearson bounds at one-sided level
-    ``confidence`` give ``epsilon >= ln((p'_low - delta) / p_high)`` with probability at least
-    ``1 - 2 confidence``. ``neighbour_samples`` should come from the input whose statistic is
-    larger.
-
-    Parameters
-    ----------
-    samples, neighbour_samples : ndarray of shape (m,)
-        One scalar statistic of the release per run, for each input.
-    delta : float
-    confidence : float, default 1e-3
-    n_thresholds : int, default 200
-
-    Returns
-    -------
-    float
-        ``0.0`` when the test finds nothing.
-    """
-    s0 = np.asarray(samples, dtype=float)
-    s1 = np.asarray(neighbour_samples, dtype=float)
-    half = min(s0.size, s1.size) // 2
-    pick0, pick1, test0, test1 = s0[:half], s1[:half], s0[half:2 * half], s1[half:2 * half]
-    thresholds = np.quantile(pick0, np.linspace(0.5, 0.999, n_thresholds))
-    p0 = np.array([(pick0 > c).mean() for c in thresholds])
-    p1 = np.array([(pick1 > c).mean() for c in thresholds])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.log(np.maximum(p1 - delta, 1e-300) / np.maximum(p0, 1.0 / half))
-    c = thresholds[int(np.argmax(score))]
-    k0, k1, n = int((test0 > c).sum()), int((test1 > c).sum()), test0.size
-    p0_high = stats.beta.ppf(1 - confidence, k0 + 1, n - k0) if k0 < n else 1.0
-    p1_low = stats.beta.ppf(confidence, k1, n - k1 + 1) if k1 > 0 else 0.0
-    if p1_low - delta <= 0:
-        return 0.0
-    return float(max(0.0, np.log((p1_low - delta) / p0_high)))
-
-
-# End-to-end audits of whole fits live in their own module (one concept each); their public names
-# are importable from here too. Imported last: that module uses epsilon_lower_bound above.
-from dptensor.privacy.end_to_end_audit import (  # noqa: E402
-    AuditResult,
-    CanaryAdapter,
-    audit_estimator,
-    canary_adapter_for,
-    one_run_epsilon_lower_bound,
-    one_run_p_value,
-    register_canaries,
-)
