@@ -9,7 +9,8 @@ Two tools, used by dptensor's own tests and offered to anyone who changes a priv
   neighbouring inputs; any difference is a side channel, since a private path may let the data
   show only through its noised release. Numbers in messages and printed lines are masked
   (released values differ between runs by design), so only their *presence* is compared.
-  :func:`observe_command` does the same for a ``dptensor`` command: exit code, printed lines,
+  :func:`observe_main` does the same for a command line's entry point run in-process
+  (:func:`dptensor.cli.observe_command` for a ``dptensor`` command): exit code, printed lines,
   the files written and the structure of JSON/CSV files. A
   :class:`~dptensor.privacy.HeldOutUtilityWarning` (and the command line's one-line form of it) is left
   out: by its contract it is computed from the released result and held-out data only, so whether
@@ -67,7 +68,7 @@ __all__ = [
     "epsilon_lower_bound",
     "observable_differences",
     "observe",
-    "observe_command",
+    "observe_main",
 ]
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b")
@@ -168,15 +169,28 @@ def _file_structure(path: Path) -> object:
     return (path.suffix, "exists")
 
 
-def observe_command(argv: Sequence[str], workdir: str | Path) -> Observation:
-    """Run ``dptensor ARGV`` in-process and record exit code, printed text and written files.
+def observe_main(main: Callable[[list[str]], int], argv: Sequence[str], workdir: str | Path) -> Observation:
+    """Run a command's entry point ``main(ARGV)`` in-process; record exit code, printed text and files.
 
-    ``workdir`` should be a fresh directory that the command writes its outputs into; every
-    file under it after the run is described by name and structure (JSON keys and value types,
-    CSV header and row count, an HTML report's text with inline images dropped), never by its numbers.
+    :func:`dptensor.cli.observe_command` passes the ``dptensor`` command's ``main`` (this layer
+    does not import the command line).
+
+    Parameters
+    ----------
+    main : callable
+        The entry point: takes the argument list, returns the exit status.
+    argv : sequence of str
+        The arguments, without the program name.
+    workdir : str or Path
+        A fresh directory that the command writes its outputs into; every file under it after the
+        run is described by name and structure (JSON keys and value types, CSV header and row
+        count, an HTML report's text with inline images dropped), never by its numbers.
+
+    Returns
+    -------
+    Observation
+        ``attributes`` holds the exit code and the files written.
     """
-    from dptensor.cli import main
-
     workdir = Path(workdir)
     before = {p for p in workdir.rglob("*")}
     obs = observe(main, list(argv))
