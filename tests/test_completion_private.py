@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
+from dptensor.cli import observe_command
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _dp_als as dpals
 from dptensor.models.completion import plan_completion
@@ -26,7 +27,7 @@ from dptensor.privacy import (
     gaussian_sigma_analytic,
     insecure_test_noise,
 )
-from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe, observe_command
+from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 
 LOW, HIGH = 1.0, 5.0
 

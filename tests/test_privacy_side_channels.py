@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from dptensor import TensorCompletion, input_perturbation, private_power_method
+from dptensor.cli import observe_command
 from dptensor.privacy import UnprovenPrivacyError, enable_features
-from dptensor.privacy.audit import observable_differences, observe, observe_command
+from dptensor.privacy.audit import observable_differences, observe
 from dptensor.tensor import SampleMoment
 
 

@@ -1,6 +1,7 @@
 """dptensor: fast, streaming and differentially private tensor decomposition."""
 
 from dptensor._validation import NotFittedError
+from dptensor._version import __version__
 from dptensor.decomposition import (
     OnlineTensorPower,
     PowerMethodResult,
@@ -18,8 +19,6 @@ from dptensor.models import (
     TensorCompletion,
 )
 from dptensor.privacy import PrivacyGuarantee
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DPVariationalLDA",
