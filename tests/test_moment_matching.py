@@ -99,13 +99,20 @@ def test_saved_spectral_lda_keeps_its_matching_and_old_files_keep_theirs(tmp_pat
     save_model(path, model, Corpus(sp.csr_matrix(corpus.counts), [f"w{i}" for i in range(30)], "test"))
     loaded, _ = load_model(path)
     assert loaded.match_unigram
+    np.testing.assert_allclose(loaded.components_, model.components_)  # the refined topics
+    np.testing.assert_allclose(loaded.refinement_.doc_topic_prior, model.refinement_.doc_topic_prior)
+    assert loaded.refinement_.n_passes == model.refinement_.n_passes
     np.testing.assert_allclose(loaded.unigram_, model.unigram_)
     np.testing.assert_allclose(loaded.transform(corpus.counts[:20]), model.transform(corpus.counts[:20]))
     np.testing.assert_allclose(loaded.document_topic_prior(), model.document_topic_prior())
-    if suffix == ".json":  # a file written before match_unigram: no such parameter, no unigram
+    if suffix == ".json":  # a file written before match_unigram and refinement: no such parameters
         data = json.loads(path.read_text())
         del data["params"]["match_unigram"], data["unigram"]
+        for key in ("refine", "refine_max_passes", "refine_tol", "topic_word_prior"):
+            del data["params"][key]
+        del data["doc_topic_prior"], data["refinement"]
         path.write_text(json.dumps(data))
         old, _ = load_model(path)
         assert not old.match_unigram and old.unigram_ is None
+        assert old.refine is None and old.refinement_ is None  # its components are moment topics
         np.testing.assert_allclose(old.document_topic_prior(), model.alpha_)

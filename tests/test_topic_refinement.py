@@ -156,3 +156,24 @@ def test_verbose_refinement_reports_each_pass(lda_corpus, capsys) -> None:
     SpectralLDA(5, 0.5, random_state=0, refine_max_passes=2, verbose=True).fit(lda_corpus.counts)
     err = capsys.readouterr().err
     assert "refinement (CVB0" in err and "pass 1: leave-one-out log-likelihood per token" in err
+
+
+def test_cli_fit_refines_unless_told_not_to(tmp_path, capsys) -> None:
+    import json
+
+    from dptensor.cli import main
+    from dptensor.datasets.corpus import write_uci_bow
+
+    corpus = make_lda_corpus(1500, 40, 3, alpha=0.2, doc_length=20, random_state=0)
+    docword = tmp_path / "docword.toy.txt"
+    write_uci_bow(corpus.counts, docword, [f"w{i}" for i in range(40)])
+    for extra, refined in (([], True), (["--no-refine"], False)):
+        out = tmp_path / f"model{len(extra)}.json"
+        argv = ["lda", "fit", str(docword), "--topics", "3", "--seed", "0", "--out", str(out), *extra]
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        saved = json.loads(out.read_text())
+        assert saved["params"]["refine"] == ("cvb0" if refined else None)
+        assert ("refinement" in saved) is refined and ("refinement (CVB0" in err) is refined
+        if refined:
+            assert saved["refinement"]["n_passes"] >= 1

@@ -228,6 +228,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                       help="CountVectorizer max_df: drop words in more documents (plain text only)")
     more.add_argument("--max-features", type=positive_int, default=None, metavar="N",
                       help="keep the n most frequent words")
+    more.add_argument("--no-refine", action="store_true",
+                      help="non-private spectral fits: keep the moment estimate, without the CVB0 "
+                           "refinement passes that follow it by default (docs/lda.md, Refinement)")
     _research_arguments(parser)
     _vi_arguments(parser)
 
@@ -444,6 +447,15 @@ def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[C
     return Corpus(counts=empty, vocabulary=vocabulary, source=f"{path} ({records.n_blocks} parts)"), records
 
 
+def _spectral_model(args: argparse.Namespace, session: ParallelSession) -> SpectralLDA:
+    """The non-private ``SpectralLDA`` of ``lda fit``'s options (refined unless ``--no-refine``)."""
+    return SpectralLDA(
+        args.topics, args.alpha0, decomposition=args.decomposition, whitening=args.whitening,
+        refine=None if args.no_refine else "cvb0", verbose=not args.quiet, random_state=args.seed,
+        n_jobs=session.n_jobs,
+    )  # fmt: skip
+
+
 def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None = None) -> int:
     """``dptensor lda fit``: SpectralLDA (passes on ``--jobs`` threads or the ``--scheduler`` cluster)."""
     session = session or ParallelSession(None)
@@ -452,10 +464,7 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
     if parts is not None:
         corpus, records = parts
         progress_line(f"{records.n_blocks} parts of {records.n_cols} words: {corpus.source}", args.quiet)
-        model = SpectralLDA(
-            args.topics, args.alpha0, decomposition=args.decomposition, whitening=args.whitening,
-            verbose=not args.quiet, random_state=args.seed, n_jobs=session.n_jobs,
-        )  # fmt: skip
+        model = _spectral_model(args, session)
         model.fit(records)
         progress_line(f"{model.n_documents_} documents; passes over them: {session.describe()}", args.quiet)
         _print_topics(args, model, corpus)
@@ -467,10 +476,7 @@ def run_spectral_fit(args: argparse.Namespace, session: ParallelSession | None =
         f"({time.perf_counter() - start:.1f} s)",
         args.quiet,
     )
-    model = SpectralLDA(
-        args.topics, args.alpha0, decomposition=args.decomposition, whitening=args.whitening,
-        verbose=not args.quiet, random_state=args.seed, n_jobs=session.n_jobs,
-    )  # fmt: skip
+    model = _spectral_model(args, session)
     model.fit(session.records(corpus.counts))
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
     if model.n_dropped_documents_:
