@@ -57,7 +57,8 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
 
     ``word_counts`` (``d x k``, added to) receives ``sum_n c_nw gamma_nwj`` unless it has no rows;
     ``theta`` (``n x k``) receives ``(N_nj + alpha_j) / (L_n + alpha_0)`` unless it has no rows.
-    A document stops sweeping once no topic count moves by more than ``tol`` times its length.
+    A document stops sweeping once no topic count moves by more than ``tol`` times its length
+    (``tol < 0``: every document runs all ``sweeps``).
     Returns the leave-one-out log-likelihood of the block's tokens in the last sweep (each token
     scored by the rest of its document before its own update) and the number of tokens scored.
     """
@@ -102,12 +103,18 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
                 if last and length > 1.0:  # the token scored by the rest of its document
                     log_lik += c * math.log(total / (length - 1.0 + alpha0))
                     scored += c
-                for j in range(k):
-                    new = g[j] / total
-                    change = c * (new - gamma[p - start, j])
-                    doc_topic[j] += change
-                    moved = max(moved, abs(change))
-                    gamma[p - start, j] = new
+                if tol < 0.0:  # a fixed number of sweeps: no need to track the movement
+                    for j in range(k):
+                        new = g[j] / total
+                        doc_topic[j] += c * (new - gamma[p - start, j])
+                        gamma[p - start, j] = new
+                else:
+                    for j in range(k):
+                        new = g[j] / total
+                        change = c * (new - gamma[p - start, j])
+                        doc_topic[j] += change
+                        moved = max(moved, abs(change))
+                        gamma[p - start, j] = new
             if moved <= tol * length:
                 break
         if word_counts.shape[0]:
