@@ -269,6 +269,9 @@ def fit_and_score(method, train, split, k, epsilon, args, vocabulary) -> dict:
             warnings=sorted({str(w.message)[:200] for w in caught}),
             top_words=[[vocabulary[i] for i in words] for words in top],
         )
+        for name in ("topic_recovery_", "shrinkage_"):  # a private fit's data-independent choices
+            if getattr(model, name, None) is not None:
+                row[name.rstrip("_")] = getattr(model, name)
         refinement = getattr(model, "refinement_", None)
         if refinement is not None:
             row.update(
@@ -472,7 +475,11 @@ def markdown(summary: dict) -> str:
             lines += ["", *target_lines(cell, k, private), ""]
             guarantees = [r for r in cell if r.get("guarantee")]
             if guarantees:
-                lines += [f"- ε = {r['epsilon']:g}: {r['guarantee']}" for r in guarantees] + [""]
+                for r in guarantees:
+                    recovery, shrinkage = r.get("topic_recovery", "—"), _fmt(r.get("shrinkage"), ".3f")
+                    lines.append(f"- ε = {r['epsilon']:g}: topic recovery {recovery}, shrinkage {shrinkage}; "
+                                 f"{r['guarantee']}")  # fmt: skip
+                lines.append("")
     return "\n".join(lines)
 
 
