@@ -332,7 +332,7 @@ def test_config4_pairs_each_topic_with_its_own_alpha(monkeypatch):
     monkeypatch.setattr(NoiseSource, "add_gaussian", lambda self, x, scale: np.array(x, dtype=float))
     corpus = make_lda_corpus(20000, 40, 3, alpha=np.array([0.5, 0.2, 0.05]), doc_length=50,
                              topic_concentration=0.1, random_state=0)  # fmt: skip
-    clean = SpectralLDA(3, corpus.alpha0, random_state=0).fit(corpus.counts)
+    clean = SpectralLDA(3, corpus.alpha0, random_state=0, refine=None).fit(corpus.counts)  # the moments
     with enable_features("unproven"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = PrivateSpectralLDA(3, corpus.alpha0, epsilon=1.0, delta=1e-6, config=4,

@@ -81,19 +81,26 @@ DENSE_WHITENING_MAX_WORDS = 1500
 MAX_POWER_ITER = 100
 
 
-def _ritz_converged(basis: np.ndarray, image: np.ndarray, rank: int, tol: float) -> bool:
-    """Whether the top ``rank`` Ritz pairs of ``M`` in ``basis`` have relative residuals ``<= tol``.
+def _ritz_state(basis: np.ndarray, image: np.ndarray, rank: int, tol: float) -> str:
+    """``"converged"``, ``"iterate"`` or ``"lanczos"``: where randomised subspace iteration stands.
 
-    ``image = M basis``; with ``basis^T M basis = S diag(theta) S^T``, the Ritz vector
+    ``"converged"`` when the top ``rank`` Ritz pairs of ``M`` in ``basis`` have relative residuals
+    ``<= tol``. ``image = M basis``; with ``basis^T M basis = S diag(theta) S^T``, the Ritz vector
     ``u_j = basis s_j`` has ``M u_j = image s_j`` (Rayleigh-Ritz; Saad, *Numerical Methods for
     Large Eigenvalue Problems*, Section 4.3), so the residuals cost no further product.
+    ``"lanczos"`` when fewer than ``rank`` Ritz values are positive: the iteration converges to the
+    eigenvalues largest in magnitude, and negative ones hold the place of the ``rank``-th positive
+    one, so more products would not find it (:func:`top_eigenpairs` then runs Lanczos at once
+    instead of after :data:`MAX_POWER_ITER` products).
     """
     small = basis.T @ image
     theta, vectors = np.linalg.eigh((small + small.T) / 2.0)
+    if np.count_nonzero(theta > 0) < rank:
+        return "lanczos"
     top = np.argsort(theta)[::-1][:rank]
     theta, vectors = theta[top], vectors[:, top]
     residual = np.linalg.norm(image @ vectors - (basis @ vectors) * theta, axis=0)
-    return bool(np.all(residual <= tol * np.abs(theta)))
+    return "converged" if np.all(residual <= tol * np.abs(theta)) else "iterate"
 
 
 def top_eigenpairs(
@@ -123,7 +130,8 @@ def top_eigenpairs(
         ``"auto"`` is dense up to :data:`DENSE_WHITENING_MAX_WORDS` words and randomised above.
         Randomised subspace iteration converges to the eigenvalues largest in magnitude; when
         its top ``rank`` Ritz values include a non-positive one (large negative eigenvalues of
-        ``M2_hat`` took the place of positive ones), Lanczos (``"eigsh"``) is used instead
+        ``M2_hat`` took the place of positive ones; with ``tol``, seen at the first convergence
+        check rather than after the last product), Lanczos (``"eigsh"``) is used instead
         unless ``lanczos_fallback=False`` (callers that accept non-positive values and whose
         operator is costly per single product, e.g. a private release's implicit noise).
     n_oversamples, n_power_iter : int
@@ -167,16 +175,20 @@ def top_eigenpairs(
             else apply
         )
         Q, _ = np.linalg.qr(rough(rng.standard_normal((d, width))))
+        state = "iterate"
         for step in range(MAX_POWER_ITER if tol is not None else n_power_iter):
             image = rough(Q)
-            if tol is not None and step >= n_power_iter and _ritz_converged(Q, image, rank, tol):
-                break
+            if tol is not None and step >= n_power_iter:
+                state = _ritz_state(Q, image, rank, tol)
+                if state == "converged" or (state == "lanczos" and lanczos_fallback):
+                    break
             Q, _ = np.linalg.qr(image)
-        small = Q.T @ apply(Q)
-        values, vectors = np.linalg.eigh((small + small.T) / 2.0)
-        order = np.argsort(values)[::-1][:rank]
-        if values[order[-1]] > 0 or not lanczos_fallback:
-            return values[order], orient_columns(Q @ vectors[:, order])
+        if state != "lanczos" or not lanczos_fallback:
+            small = Q.T @ apply(Q)
+            values, vectors = np.linalg.eigh((small + small.T) / 2.0)
+            order = np.argsort(values)[::-1][:rank]
+            if values[order[-1]] > 0 or not lanczos_fallback:
+                return values[order], orient_columns(Q @ vectors[:, order])
         # Subspace iteration finds the eigenvalues largest in *magnitude*: where M2_hat has negative
         # ones as large as its positive ones, the subspace holds them instead of the k-th positive
         # eigenvector (change logs, d = 5000, k = 20: a Ritz value -1.9e-4 where Lanczos finds
