@@ -50,10 +50,11 @@ from dptensor.datasets.corpus import (
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
 from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
+from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.persistence import load_model as load_model  # moved there; importable here
 from dptensor.models.topics.persistence import read_model_file, save_model
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
-from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
+from dptensor.models.topics.spectral import SpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.parallel import public_shape
 from dptensor.privacy import (

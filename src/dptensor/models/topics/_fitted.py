@@ -1,7 +1,7 @@
 """What every fitted topic model offers, whatever fitted it: checks, output names and top words.
 
 Shared by the spectral estimators (through
-:class:`~dptensor.models.topics.spectral.TopicModelInference`) and by
+:class:`~dptensor.models.topics.inference.TopicModelInference`) and by
 :class:`~dptensor.models.DPVariationalLDA`. Everything here reads only the fitted
 ``components_`` (``k x d``) and ``n_features_in_`` -- post-processing of a private release -- and
 the arguments passed.

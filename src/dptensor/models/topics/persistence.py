@@ -18,9 +18,10 @@ import numpy as np
 
 from dptensor._files import atomic_path, check_binary, write_json
 from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.refinement import Refinement
-from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
+from dptensor.models.topics.spectral import SpectralLDA
 from dptensor.privacy import PrivacyGuarantee
 
 __all__ = ["FittedCorpus", "load_model", "read_model_file", "save_model"]

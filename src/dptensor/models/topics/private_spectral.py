@@ -161,9 +161,9 @@ from dptensor.models.topics._releases import (  # noqa: F401 - release steps, im
     with_inverse,
 )
 from dptensor.models.topics._utility_plan import PrivateLDAPlan, plan_private_lda
+from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.spectral import (
     SPECTRAL_PARAMETER_CONSTRAINTS,
-    TopicModelInference,
     decompose_whitened_tensor,
     project_rows_to_simplex,
     unwhiten_topics,
