@@ -1,6 +1,6 @@
 """Regression tests for issue 27 (private paths that no input breaks), one per finding.
 
-The neighbouring-input fuzzer (``tests/test_privacy_fuzzer.py``) covers every entry point; these
+The neighbouring-input fuzzer (``tests/privacy/test_privacy_fuzzer.py``) covers every entry point; these
 tests pin each finding down directly, with the exact input the audit reported.
 """
 

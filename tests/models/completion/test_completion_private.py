@@ -73,7 +73,7 @@ def _release(step, params, settings, indices, values, shape):
     return stats.ravel(), sigma / z
 
 
-# the offsets' Laplace release is brute-forced in tests/test_completion_pattern_offsets.py
+# the offsets' Laplace release is brute-forced in tests/models/completion/test_completion_pattern_offsets.py
 ENTRY_STEPS = {
     "mode0": lambda fit, z: dpals.entry_mode(fit, 0, z),
     "mode2": lambda fit, z: dpals.entry_mode(fit, 2, z),
