@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import random_ratings as _ratings
 
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _dp_als as dpals
@@ -41,13 +42,6 @@ class Recorder:
         values = np.array(values, dtype=float)
         self.calls.append((values.copy(), float(np.max(sigma))))
         return values
-
-
-def _ratings(shape=(6, 5, 3), density=0.6, seed=0):
-    rng = np.random.default_rng(seed)
-    indices = np.argwhere(rng.random(shape) < density)
-    values = rng.integers(1, 6, len(indices)).astype(float)
-    return indices, values, shape
 
 
 def _public_state(model="cp", relation="entry-value", offsets="biases", seed=1, shape=(6, 5, 3)):
