@@ -382,6 +382,7 @@ def _audit(monkeypatch, runs: int, **kw) -> None:
     assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits the default mode (honest, under-noised)
 def test_audit_poisson_subsampled(monkeypatch):
     """Default mode (q = 3/4, two steps): honest bound <= epsilon; a 20x under-noised variant is caught."""
     _audit(monkeypatch, runs=500, batch_size=12)
