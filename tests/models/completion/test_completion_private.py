@@ -304,6 +304,7 @@ def _dp_als_mean(relation: str, epsilon: float):
     return run
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits DP-ALS on both relations by default
 @pytest.mark.parametrize("relation", ["entry-value", "user"])
 def test_audit_dp_als(relation):
     indices, values, shape = _ratings(shape=(4, 3, 2), density=0.9, seed=6)

@@ -139,6 +139,7 @@ def _audit_samples(epsilon_noise, seed):
     return out
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits the e3 release by default
 def test_audit_m3_release_and_catch_an_under_noised_variant():
     low, high = _audit_samples(AUDIT_EPSILON, 4)
     if high.mean() < low.mean():
