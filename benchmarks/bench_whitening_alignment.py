@@ -40,6 +40,7 @@ from bench_private_topics import corpus_counts  # noqa: E402
 
 from dptensor._files import write_json  # noqa: E402
 from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs  # noqa: E402
+from dptensor.models.topics.plan import plan_private_spectral_lda  # noqa: E402
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA, check_clipped_counts  # noqa: E402
 from dptensor.privacy import insecure_test_noise  # noqa: E402
 from dptensor.privacy.lda_sensitivity import clipped_sensitivities  # noqa: E402
@@ -50,9 +51,9 @@ def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:
     n_documents, n_words = counts.shape
     # the tensor step's whitening (topic_recovery="nmf" releases M2 at another noise and whitens nothing)
     model = PrivateSpectralLDA(k, epsilon=epsilon, delta=delta, topic_recovery="tensor")
-    plan = model._plan(n_documents, n_words)
-    clip, word_clip, _ = model._clipping(n_words)
-    size = model._whitened_words(n_documents, n_words)
+    plan = plan_private_spectral_lda(model.get_params(), n_documents, n_words)
+    clip, word_clip, _ = plan.clipping
+    size = plan.whitening_words
     moments = ClippedMoments(check_clipped_counts(counts), clip, word_clip)
     total, frequency_total, sums = moments.first_order()
     mean = sums / frequency_total
@@ -60,7 +61,7 @@ def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:
     clean = ClippedSecondMoment(moments, total, mean, model.alpha0, support=support).to_dense()
     values, vectors = scipy.linalg.eigh(clean, subset_by_index=[size - k, size - 1])
     values, vectors = values[::-1], vectors[:, ::-1]
-    scale = plan.multipliers["m2"] * clipped_sensitivities(clip, word_clip)["m2"] / total
+    scale = plan.noise_multipliers["m2"] * clipped_sensitivities(clip, word_clip)["m2"] / total
     edge = math.sqrt(2.0 * size) * scale
     released, estimated, same, subspace, nonnegative = [], [], [], [], []
     for run in range(runs):

@@ -1,6 +1,7 @@
 """dptensor: fast, streaming and differentially private tensor decomposition."""
 
 from dptensor._validation import NotFittedError
+from dptensor._version import __version__
 from dptensor.decomposition import (
     OnlineTensorPower,
     PowerMethodResult,
@@ -9,16 +10,23 @@ from dptensor.decomposition import (
     power_method,
     private_power_method,
 )
-from dptensor.models import DPVariationalLDA, SingleTopicModel, SpectralLDA, TensorCompletion
+from dptensor.models import (
+    DPVariationalLDA,
+    PrivateCountVectorizer,
+    PrivateSpectralLDA,
+    SingleTopicModel,
+    SpectralLDA,
+    TensorCompletion,
+)
 from dptensor.privacy import PrivacyGuarantee
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DPVariationalLDA",
     "NotFittedError",
     "OnlineTensorPower",
     "PowerMethodResult",
+    "PrivateCountVectorizer",
+    "PrivateSpectralLDA",
     "PrivacyGuarantee",
     "PrivatePowerMethodResult",
     "__version__",

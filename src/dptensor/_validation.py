@@ -78,6 +78,11 @@ def check_real(value: object, name: str, *, minimum: float = 0.0, strict: bool =
     return value
 
 
+def check_alpha0(alpha0: object) -> float:
+    """Check the Dirichlet concentration ``alpha_0 = sum_i alpha_i`` is a finite number ``> 0``."""
+    return check_real(alpha0, "alpha0")
+
+
 def check_rank(rank: object, dim: int, name: str = "rank") -> int:
     """Check ``1 <= rank <= dim`` for a decomposition of a ``dim``-dimensional tensor."""
     rank = check_positive_int(rank, name)

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import scipy.sparse as sp
 
-from dptensor.cli import main
+from dptensor.cli import main, observe_command
 from dptensor.cli._privacy import add_ledger_argument, open_ledger, opened_ledger
 from dptensor.datasets.entries import make_low_rank_completion, write_entries
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.privacy import BudgetLedger, LedgerError
-from dptensor.privacy.audit import observable_differences, observe_command
+from dptensor.privacy.audit import observable_differences
 
 
 @pytest.fixture()

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from dptensor.cli import main
+from dptensor.cli import main, observe_command
 from dptensor.datasets.corpus import write_uci_bow
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.privacy.audit import observable_differences, observe_command
+from dptensor.privacy.audit import observable_differences
 
 VOCAB = [f"w{i}" for i in range(40)]
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dptensor.cli import main
+from dptensor.cli import main, observe_command
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.privacy.audit import observable_differences, observe_command
+from dptensor.privacy.audit import observable_differences
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.cli import main
+from dptensor.cli import main, observe_command
 from dptensor.datasets import make_single_topic_corpus
-from dptensor.privacy.audit import observable_differences, observe_command
+from dptensor.privacy.audit import observable_differences
 
 
 def _write_inputs(tmp_path):

@@ -13,7 +13,11 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.nonnegative_subspace import symmetric_nmf
 from dptensor.decomposition.nonnegative_topics import nonnegative_topic_factor, topics_from_factor
 from dptensor.models import PrivateSpectralLDA
-from dptensor.models.topics.plan import plan_private_lda, prefers_nonnegative_topics
+from dptensor.models.topics.plan import (
+    plan_private_lda,
+    plan_private_spectral_lda,
+    prefers_nonnegative_topics,
+)
 from dptensor.privacy.noise import NoiseSource
 
 
@@ -243,14 +247,18 @@ def test_auto_takes_the_factor_only_where_the_planner_predicts_little_signal():
         assert prefers_nonnegative_topics(20000, 40, 3, 0.3, epsilon, 1e-6) == (expected == "nmf")
         assert model.fit(_corpus().counts).topic_recovery_ == expected
         assert model.guarantee_.details["topic_recovery"] == expected
+
+    def _recovery(estimator):  # the plan's topic recovery, from the parameters and (N, d) only
+        return plan_private_spectral_lda(estimator.get_params(), 20000, 40).topic_recovery
+
     # public_corpus or the unclipped modes: always the tensor step
     unclipped = PrivateSpectralLDA(3, 0.3, epsilon=0.05, delta=1e-6, clip=None)
-    assert unclipped._topic_recovery(20000, 40) == "tensor"
+    assert _recovery(unclipped) == "tensor"
     # a parameter of the tensor step's releases set by the user keeps that step
     for params in ({"budget_split": {"m1": 1, "m2": 2, "e3": 1}}, {"third_clip": 0.01}, {"third_clip": None},
                    {"whitening_words": 20}):  # fmt: skip
         model = PrivateSpectralLDA(3, 0.3, epsilon=0.05, delta=1e-6, **params)
-        assert model._topic_recovery(20000, 40) == "tensor"
-    assert PrivateSpectralLDA(3, 0.3, epsilon=0.05, delta=1e-6)._topic_recovery(20000, 40) == "nmf"
+        assert _recovery(model) == "tensor"
+    assert _recovery(PrivateSpectralLDA(3, 0.3, epsilon=0.05, delta=1e-6)) == "nmf"
     power = PrivateSpectralLDA(3, 0.3, epsilon=0.05, delta=1e-6, private_whitening="noisy-power")
-    assert power._topic_recovery(20000, 40) == "tensor"  # nmf factorises an Analyze Gauss release
+    assert _recovery(power) == "tensor"  # nmf factorises an Analyze Gauss release

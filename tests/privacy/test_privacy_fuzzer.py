@@ -8,7 +8,7 @@ NaN-free extremes of float64, empty rows, a user with no ratings, a data set of 
 the longest document allowed). A new private path is covered by adding one row to the table.
 
 For every row and every neighbour, each input is run (and observed with
-:func:`dptensor.privacy.audit.observe` / :func:`~dptensor.privacy.audit.observe_command`) and
+:func:`dptensor.privacy.audit.observe` / :func:`dptensor.cli.observe_command`) and
 everything a caller sees besides the noised numbers is compared: the exception (type and text),
 warnings, printed and progress text, the result's attributes (types, shapes, dtypes, NaN and
 infinity counts, exact integers, strings and the guarantee), files written (names and structure)
@@ -35,10 +35,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dptensor import SingleTopicModel, TensorCompletion, input_perturbation, private_power_method
+from dptensor.cli import observe_command
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
-from dptensor.privacy.audit import Observation, observable_differences, observe, observe_command
+from dptensor.privacy.audit import Observation, observable_differences, observe
 from dptensor.privacy.vocabulary import private_vocabulary
 from dptensor.tensor import SampleMoment
 

@@ -17,8 +17,9 @@ import pytest
 from _helpers import random_ratings, write_ratings_csv
 
 from dptensor import TensorCompletion, input_perturbation, private_power_method
+from dptensor.cli import observe_command
 from dptensor.privacy import UnprovenPrivacyError, enable_features
-from dptensor.privacy.audit import observable_differences, observe, observe_command
+from dptensor.privacy.audit import observable_differences, observe
 from dptensor.tensor import SampleMoment
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from dptensor.cli import main
+from dptensor.cli import main, observe_command
 from dptensor.datasets import (
     make_lda_corpus,
     make_low_rank_completion,
@@ -24,7 +24,7 @@ from dptensor.datasets import (
     write_uci_bow,
 )
 from dptensor.datasets.corpus import load_corpus
-from dptensor.privacy.audit import observable_differences, observe_command
+from dptensor.privacy.audit import observable_differences
 from dptensor.report import (
     ReportPage,
     intertopic_coordinates,

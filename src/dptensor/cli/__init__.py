@@ -16,12 +16,14 @@ import select
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
-from dptensor import __version__
 from dptensor._files import recording_run
+from dptensor._version import __version__
 from dptensor.cli import audit, budget, complete, decompose, experiment, lda, report, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error, refuse_overwriting_inputs
 from dptensor.cli._report import command_line
+from dptensor.privacy.audit import Observation, observe_main
 
 COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit, report)
 
@@ -70,6 +72,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     except BrokenPipeError:
         return _quiet_broken_pipe()
+
+
+def observe_command(argv: Sequence[str], workdir: str | Path) -> Observation:
+    """Run ``dptensor ARGV`` in-process and record exit code, printed text and written files.
+
+    :func:`dptensor.privacy.audit.observe_main` with this command's :func:`main`: the side-channel
+    audit of a command, for neighbouring inputs compared by
+    :func:`~dptensor.privacy.audit.observable_differences`.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The arguments after ``dptensor``.
+    workdir : str or Path
+        A fresh directory that the command writes its outputs into; every file under it after the
+        run is described by name and structure (JSON keys and value types, CSV header and row
+        count, an HTML report's text with inline images dropped), never by its numbers.
+
+    Returns
+    -------
+    Observation
+    """
+    return observe_main(main, argv, workdir)
 
 
 def _stdout_closed() -> bool:

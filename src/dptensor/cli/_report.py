@@ -101,16 +101,16 @@ def _load_test_counts(
     path: str, vocabulary: list[str] | None, vocab_file: str | None, n_words: int, args: argparse.Namespace
 ) -> Any:
     """``--report-test``: counts over the model's words, split and decoded as the fit's corpus was."""
-    from dptensor.cli.lda import _is_plain_text
     from dptensor.datasets.corpus import (
         DEFAULT_ENCODING,
         SKLEARN_TOKEN_PATTERN,
+        is_count_file,
         load_corpus,
         load_text_corpus,
     )
 
     encoding = getattr(args, "encoding", DEFAULT_ENCODING)
-    if _is_plain_text(Path(path)) and vocabulary is not None:
+    if not is_count_file(Path(path)) and vocabulary is not None:  # plain text, as the fit's corpus
         counts = load_text_corpus(path, fixed_vocabulary=vocabulary, encoding=encoding,
                                   token_pattern=getattr(args, "token_pattern", SKLEARN_TOKEN_PATTERN)).counts
     else:

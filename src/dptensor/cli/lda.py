@@ -11,7 +11,6 @@ under DP (:class:`PrivateCountVectorizer`) from a share of the budget and the to
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from contextlib import AbstractContextManager, nullcontext
@@ -20,8 +19,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor._files import atomic_path, check_binary
-from dptensor.cli._io import write_json
+from dptensor._files import atomic_path
 from dptensor.cli._options import (
     RESEARCH_HEADING,
     add_noise_argument,
@@ -52,6 +50,8 @@ from dptensor.datasets.corpus import (
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
 from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
+from dptensor.models.topics.persistence import load_model as load_model  # moved there; importable here
+from dptensor.models.topics.persistence import read_model_file, save_model
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, TopicModelInference
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
@@ -902,126 +902,6 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     write_topic_report(args, model, corpus.vocabulary, None if private else corpus.counts,
                        guarantees=guarantees)
     return 0
-
-
-def save_model(
-    path: str | Path, model: TopicModelInference | DPVariationalLDA, corpus: Corpus,
-    guarantees: dict[str, PrivacyGuarantee] | None = None,
-) -> None:
-    """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies).
-
-    A private model records its guarantee and omits everything computed from the documents without
-    noise (token counts, dropped documents, timings: wall-clock time is not covered by the guarantee).
-    A :class:`DPVariationalLDA` file holds ``lambda`` (``components``). ``guarantees`` adds more
-    (e.g. ``vocabulary_guarantee`` and ``total_guarantee`` of a private vocabulary).
-    """
-    path = Path(path)
-    skip = {"random_state", "noise", "ledger", "verbose", "public_corpus"}  # data, not settings
-    meta = {
-        "model": type(model).__name__,
-        "params": {k: v for k, v in model.get_params().items() if k not in skip},
-        "n_documents": model.n_documents_,
-        "source": corpus.source,
-        # how plain text was split into words (None: a count matrix); lda transform splits new text alike
-        "token_pattern": corpus.token_pattern,
-    }
-    arrays = {"components": model.components_}
-    layout = "n_topics x n_words, rows on the probability simplex"
-    if isinstance(model, DPVariationalLDA):
-        guarantee = model.guarantee_
-        meta["guarantee"] = None if guarantee is None else guarantee.to_dict()
-        layout = "n_topics x n_words variational Dirichlet parameters lambda (normalise rows for topics)"
-    else:
-        meta["alpha0"] = model.alpha0
-        arrays["alpha"] = model.alpha_
-        if getattr(model, "unigram_", None) is not None:  # inference matches the topics to it
-            arrays["unigram"] = model.unigram_
-        if isinstance(model, PrivateSpectralLDA):
-            meta["guarantee"] = model.guarantee_.to_dict()
-            meta["shrinkage"] = model.shrinkage_  # inference's weight of the released unigram_
-            meta["topic_recovery"] = model.topic_recovery_
-            if model.whitening_alignment_ is not None:
-                meta["whitening_alignment"] = model.whitening_alignment_.tolist()
-        else:
-            meta["n_dropped_documents"] = model.n_dropped_documents_
-            meta["timings"] = model.timings_
-            if model.topic_stability_ is not None:
-                meta["topic_stability"] = model.topic_stability_.tolist()
-    meta.update({key: g.to_dict() for key, g in (guarantees or {}).items()})
-    if path.suffix == ".npz":
-        with atomic_path(path) as tmp:
-            _save_npz(tmp, arrays, corpus, meta)
-        return
-    write_json(path, {**meta, **arrays, "vocabulary": corpus.vocabulary, "components_layout": layout})
-
-
-def _save_npz(path: Path, arrays: dict, corpus: Corpus, meta: dict) -> None:
-    np.savez_compressed(
-        path,
-        **arrays,
-        vocabulary=np.array(corpus.vocabulary if corpus.vocabulary is not None else [], dtype=str),
-        meta=np.array(json.dumps(meta)),
-    )
-
-
-def load_model(path: str | Path) -> tuple[TopicModelInference | DPVariationalLDA, list[str] | None]:
-    """Read a model written by :func:`save_model`; returns the model and its vocabulary."""
-    model, vocabulary, _ = read_model_file(path)
-    return model, vocabulary
-
-
-def read_model_file(
-    path: str | Path,
-) -> tuple[TopicModelInference | DPVariationalLDA, list[str] | None, dict]:
-    """Read a model written by :func:`save_model`: the model, its vocabulary and the file's metadata.
-
-    The metadata holds ``params``, ``n_documents``, ``source``, ``token_pattern`` (files written
-    before it was recorded have no such key) and, for private models, the guarantee.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such model file: {path}")
-    written_by = "a model file written by 'dptensor lda fit --out'"
-    if path.suffix == ".npz":
-        with np.load(check_binary(path, "npz"), allow_pickle=False) as f:
-            missing = [key for key in ("meta", "components", "vocabulary") if key not in f.files]
-            if missing:
-                raise ValueError(f"{path} has no {', '.join(missing)}: it is not {written_by}")
-            meta = json.loads(str(f["meta"]))
-            components = f["components"]
-            alpha = f["alpha"] if "alpha" in f.files else None
-            unigram = f["unigram"] if "unigram" in f.files else None
-            vocabulary = [str(w) for w in f["vocabulary"]] or None
-    else:
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise ValueError(f"{path} is not JSON: expected {written_by} (.json or .npz)") from None
-        if not isinstance(meta, dict) or "components" not in meta:
-            raise ValueError(f"{path} has no 'components': it is not {written_by}")
-        components = np.asarray(meta["components"])
-        alpha = np.asarray(meta["alpha"]) if "alpha" in meta else None
-        unigram = np.asarray(meta["unigram"]) if "unigram" in meta else None
-        vocabulary = meta.get("vocabulary")
-    if not isinstance(meta, dict) or "params" not in meta:
-        raise ValueError(f"{path} has no 'params': it is not {written_by}")
-    if meta.get("model") == "DPVariationalLDA":
-        return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary, meta
-    classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
-    if meta.get("model") not in classes:
-        raise ValueError(f"{path} is not a SpectralLDA, PrivateSpectralLDA or DPVariationalLDA model file")
-    # A file written before match_unigram existed keeps the inference it was written with.
-    model = classes[meta["model"]](**{"match_unigram": False, **meta["params"]})
-    model.components_ = np.asarray(components, dtype=np.float64)
-    model.alpha_ = np.asarray(alpha, dtype=np.float64)
-    model.n_features_in_ = model.components_.shape[1]
-    model.unigram_ = None if unigram is None else np.asarray(unigram, dtype=np.float64)
-    if isinstance(model, PrivateSpectralLDA):  # the shrinkage toward the released unigram distribution
-        model.shrinkage_ = float(meta.get("shrinkage", 0.0)) if unigram is not None else 0.0
-        saved = meta.get("whitening_alignment")  # absent from files of other modes and older versions
-        model.whitening_alignment_ = None if saved is None else np.asarray(saved, dtype=np.float64)
-        model.topic_recovery_ = meta.get("topic_recovery", "tensor")  # files before it: the tensor step
-    return model, vocabulary, meta
 
 
 def transform_token_pattern(meta: dict, given: str | None) -> str:

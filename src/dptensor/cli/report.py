@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if args.test is not None:
             raise ValueError("--test: held-out evaluation is for LDA models; this is a single-topic model")
     else:
-        from dptensor.cli.lda import load_model
+        from dptensor.models.topics.persistence import load_model
 
         model, vocabulary = load_model(path)
         title = "dptensor topic model report"

@@ -40,6 +40,7 @@ apply listed in ``EXPECTED_FAILED_CHECKS`` with its reason):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from numbers import Real
 
 import numpy as np
@@ -48,7 +49,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
 from dptensor.privacy.warnings import check_privacy_parameters
 
-__all__ = ["PrivateEstimatorMixin", "RealNotBool", "declare_count_input"]
+__all__ = ["PrivateEstimatorMixin", "RealNotBool", "declare_count_input", "refuse_stray_privacy_parameters"]
 
 
 class RealNotBool(Interval):
@@ -63,6 +64,43 @@ class RealNotBool(Interval):
 
     def __str__(self) -> str:
         return f"{super().__str__()} (a number, not a bool)"
+
+
+def refuse_stray_privacy_parameters(
+    params: Mapping[str, object], names: tuple[str, ...], *, switch: str, who: str, example: str = "..."
+) -> None:
+    """Raise when any of ``names`` (or a noise other than the default) is set on a non-private fit.
+
+    The check of :meth:`PrivateEstimatorMixin._refuse_stray_privacy_parameters` on a mapping of
+    parameters, for planners that hold no estimator.
+
+    Parameters
+    ----------
+    params : mapping of str to object
+        The parameters (a missing one counts as ``None``).
+    names : tuple of str
+        Privacy parameters that must be ``None`` without ``switch``.
+    switch : str
+        The parameter that makes the fit private.
+    who : str
+        The estimator's name, for the message.
+    example : str, default "..."
+        ``switch``'s value in the message.
+
+    Raises
+    ------
+    ValueError
+        Naming every stray parameter.
+    """
+    stray = [name for name in names if params.get(name) is not None]
+    if params.get("noise") not in (None, "numpy"):
+        stray.append("noise")
+    if stray:
+        raise ValueError(
+            f"{', '.join(stray)} given without {switch}: {who} would train a "
+            f"non-private model; pass {switch}={example} for a private fit, or drop "
+            + ("them" if len(stray) > 1 else "it")
+        )
 
 
 class PrivateEstimatorMixin:
@@ -99,15 +137,9 @@ class PrivateEstimatorMixin:
 
         ``switch`` is the parameter that makes the fit private; ``example`` its value in the message.
         """
-        stray = [name for name in names if getattr(self, name, None) is not None]
-        if getattr(self, "noise", None) not in (None, "numpy"):
-            stray.append("noise")
-        if stray:
-            raise ValueError(
-                f"{', '.join(stray)} given without {switch}: {type(self).__name__} would train a "
-                f"non-private model; pass {switch}={example} for a private fit, or drop "
-                + ("them" if len(stray) > 1 else "it")
-            )
+        given = {name: getattr(self, name, None) for name in (*names, "noise")}
+        refuse_stray_privacy_parameters(given, names, switch=switch, who=type(self).__name__,
+                                        example=example)
 
     def _begin_release(
         self, guarantee: PrivacyGuarantee, description: str, *, n_public: int | None = None,

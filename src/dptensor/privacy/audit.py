@@ -9,7 +9,8 @@ Two tools, used by dptensor's own tests and offered to anyone who changes a priv
   neighbouring inputs; any difference is a side channel, since a private path may let the data
   show only through its noised release. Numbers in messages and printed lines are masked
   (released values differ between runs by design), so only their *presence* is compared.
-  :func:`observe_command` does the same for a ``dptensor`` command: exit code, printed lines,
+  :func:`observe_main` does the same for a command line's entry point run in-process
+  (:func:`dptensor.cli.observe_command` for a ``dptensor`` command): exit code, printed lines,
   the files written and the structure of JSON/CSV files. A
   :class:`~dptensor.privacy.HeldOutUtilityWarning` (and the command line's one-line form of it) is left
   out: by its contract it is computed from the released result and held-out data only, so whether
@@ -40,10 +41,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from dptensor.privacy.empirical_epsilon import epsilon_lower_bound
+from dptensor.privacy.end_to_end_audit import (
+    AuditResult,
+    CanaryAdapter,
+    audit_estimator,
+    canary_adapter_for,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+    register_canaries,
+)
 from dptensor.privacy.errors import HeldOutUtilityWarning
 
+# epsilon_lower_bound (in empirical_epsilon, below both audits) and the end-to-end audits of whole fits
+# (in end_to_end_audit, one concept each) are importable from here too.
 __all__ = [
     "AuditResult",
     "CanaryAdapter",
@@ -56,7 +68,7 @@ __all__ = [
     "epsilon_lower_bound",
     "observable_differences",
     "observe",
-    "observe_command",
+    "observe_main",
 ]
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b")
@@ -157,15 +169,28 @@ def _file_structure(path: Path) -> object:
     return (path.suffix, "exists")
 
 
-def observe_command(argv: Sequence[str], workdir: str | Path) -> Observation:
-    """Run ``dptensor ARGV`` in-process and record exit code, printed text and written files.
+def observe_main(main: Callable[[list[str]], int], argv: Sequence[str], workdir: str | Path) -> Observation:
+    """Run a command's entry point ``main(ARGV)`` in-process; record exit code, printed text and files.
 
-    ``workdir`` should be a fresh directory that the command writes its outputs into; every
-    file under it after the run is described by name and structure (JSON keys and value types,
-    CSV header and row count, an HTML report's text with inline images dropped), never by its numbers.
+    :func:`dptensor.cli.observe_command` passes the ``dptensor`` command's ``main`` (this layer
+    does not import the command line).
+
+    Parameters
+    ----------
+    main : callable
+        The entry point: takes the argument list, returns the exit status.
+    argv : sequence of str
+        The arguments, without the program name.
+    workdir : str or Path
+        A fresh directory that the command writes its outputs into; every file under it after the
+        run is described by name and structure (JSON keys and value types, CSV header and row
+        count, an HTML report's text with inline images dropped), never by its numbers.
+
+    Returns
+    -------
+    Observation
+        ``attributes`` holds the exit code and the files written.
     """
-    from dptensor.cli import main
-
     workdir = Path(workdir)
     before = {p for p in workdir.rglob("*")}
     obs = observe(main, list(argv))
@@ -183,64 +208,3 @@ def observable_differences(first: Observation, second: Observation) -> list[str]
         if a[key] != b[key]:
             diffs.append(f"{key}: {a[key]!r} != {b[key]!r}")
     return diffs
-
-
-def epsilon_lower_bound(
-    samples: np.ndarray,
-    neighbour_samples: np.ndarray,
-    delta: float,
-    *,
-    confidence: float = 1e-3,
-    n_thresholds: int = 200,
-) -> float:
-    """A lower confidence bound on epsilon from outputs on two neighbouring inputs.
-
-    For every threshold test ``S > c``, a mechanism that is ``(epsilon, delta)``-DP satisfies
-    ``P'[S > c] <= e^epsilon P[S > c] + delta``. The first half of each sample picks the most
-    revealing threshold; on the second half, Clopper--Pearson bounds at one-sided level
-    ``confidence`` give ``epsilon >= ln((p'_low - delta) / p_high)`` with probability at least
-    ``1 - 2 confidence``. ``neighbour_samples`` should come from the input whose statistic is
-    larger.
-
-    Parameters
-    ----------
-    samples, neighbour_samples : ndarray of shape (m,)
-        One scalar statistic of the release per run, for each input.
-    delta : float
-    confidence : float, default 1e-3
-    n_thresholds : int, default 200
-
-    Returns
-    -------
-    float
-        ``0.0`` when the test finds nothing.
-    """
-    s0 = np.asarray(samples, dtype=float)
-    s1 = np.asarray(neighbour_samples, dtype=float)
-    half = min(s0.size, s1.size) // 2
-    pick0, pick1, test0, test1 = s0[:half], s1[:half], s0[half:2 * half], s1[half:2 * half]
-    thresholds = np.quantile(pick0, np.linspace(0.5, 0.999, n_thresholds))
-    p0 = np.array([(pick0 > c).mean() for c in thresholds])
-    p1 = np.array([(pick1 > c).mean() for c in thresholds])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.log(np.maximum(p1 - delta, 1e-300) / np.maximum(p0, 1.0 / half))
-    c = thresholds[int(np.argmax(score))]
-    k0, k1, n = int((test0 > c).sum()), int((test1 > c).sum()), test0.size
-    p0_high = stats.beta.ppf(1 - confidence, k0 + 1, n - k0) if k0 < n else 1.0
-    p1_low = stats.beta.ppf(confidence, k1, n - k1 + 1) if k1 > 0 else 0.0
-    if p1_low - delta <= 0:
-        return 0.0
-    return float(max(0.0, np.log((p1_low - delta) / p0_high)))
-
-
-# End-to-end audits of whole fits live in their own module (one concept each); their public names
-# are importable from here too. Imported last: that module uses epsilon_lower_bound above.
-from dptensor.privacy.end_to_end_audit import (  # noqa: E402
-    AuditResult,
-    CanaryAdapter,
-    audit_estimator,
-    canary_adapter_for,
-    one_run_epsilon_lower_bound,
-    one_run_p_value,
-    register_canaries,
-)

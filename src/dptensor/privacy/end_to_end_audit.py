@@ -64,6 +64,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from scipy import stats
 
+from dptensor.privacy.empirical_epsilon import epsilon_lower_bound
+
 __all__ = [
     "AuditResult",
     "CanaryAdapter",
@@ -490,8 +492,6 @@ def _distinguish(
     features: np.ndarray, labels: np.ndarray, delta: float, confidence: float
 ) -> tuple[float, dict]:
     """Learn a linear score on the first half of each set, then :func:`epsilon_lower_bound`."""
-    from dptensor.privacy.audit import epsilon_lower_bound  # audit.py re-exports this module
-
     inside, outside = features[labels], features[~labels]
     half = min(len(inside), len(outside)) // 2
     if half < 2:

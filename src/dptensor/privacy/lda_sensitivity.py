@@ -55,8 +55,7 @@ import math
 
 import numpy as np
 
-from dptensor._validation import check_positive_int, check_real
-from dptensor.tensor.lda_moments import check_alpha0
+from dptensor._validation import check_alpha0, check_positive_int, check_real
 
 #: Theorem 4's claimed l1 sensitivity of ``M2_hat`` and ``M3_hat`` is ``2/N``; Section 6.1 adds
 #: noise for a sensitivity of ``1/N``. Both understate the true sensitivity (module docstring).

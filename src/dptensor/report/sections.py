@@ -324,7 +324,7 @@ def add_provenance(
     import scipy
     import sklearn
 
-    from dptensor import __version__
+    from dptensor._version import __version__
 
     page.heading("Reproduce")
     if argv is not None:

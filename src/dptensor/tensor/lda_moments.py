@@ -83,7 +83,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dptensor._errstate import underflow_ignored
-from dptensor._validation import check_finite_array, check_real
+from dptensor._validation import check_alpha0, check_finite_array  # check_alpha0: privacy's too, so there
 from dptensor.parallel import LocalRowBlocks, RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
 
 #: The shortest document that enters the moments (the third-order estimator needs 3 tokens).
@@ -384,11 +384,6 @@ def prepare_documents(
     docs = DocumentBlocks(blocks, int(n_input))
     _check_enough_documents(docs.n_documents, name, min_documents)
     return docs
-
-
-def check_alpha0(alpha0: object) -> float:
-    """Check the Dirichlet concentration ``alpha_0 = sum_i alpha_i`` is a finite number ``> 0``."""
-    return check_real(alpha0, "alpha0")
 
 
 # -- per-block sums: every moment below is a sum over documents of these ----------------------------

@@ -11,6 +11,8 @@ import pytest
 
 from dptensor._validation import NotFittedError
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
+from dptensor.models.completion import plan_completion
+from dptensor.models.completion._sgd import refit_c_clipped
 from dptensor.models.completion.estimator import PRIVACY_MODES, TensorCompletion, rmse
 from dptensor.privacy import (
     PrivacyWarning,
@@ -250,7 +252,7 @@ def test_output_clipped_lemma_3_sensitivity_audit():
                              value_range=(-4.0, 4.0), clip=0.2, output_epochs=4, learning_rate=0.01,
                              random_state=0)
     model.fit(train.indices, train.values, train.shape)
-    p = model._check_params(train.shape, len(train))
+    plan = plan_completion(model.get_params(), train.shape, len(train))
     e = 17
     base, neighbour = np.clip(train.values, -4, 4), np.clip(train.values, -4, 4)
     base[e], neighbour[e] = 4.0, -4.0  # the range's extremes: the clipped gradients differ most
@@ -259,8 +261,8 @@ def test_output_clipped_lemma_3_sensitivity_audit():
         factors = [f.copy() for f in model.factors_]
         with pytest.warns(PrivacyWarning):  # the same test noise for both neighbours
             source = resolve_noise(insecure_test_noise(3))
-        model._output_clipped(train.indices, vals, factors, model.core_.copy(), p,
-                              np.random.default_rng(5), source)
+        refit_c_clipped(plan, train.indices, vals, factors, model.core_.copy(),
+                        np.random.default_rng(5), source)
         results.append(factors[2])
     diff = np.linalg.norm(results[0] - results[1], axis=1)
     k = train.indices[e, 2]

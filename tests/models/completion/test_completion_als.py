@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from sklearn.base import clone
 
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models import TensorCompletion
+from dptensor.models.completion import plan_completion
 from dptensor.models.completion._als import (
     AlsSettings,
     CompletionParameters,
@@ -22,6 +25,7 @@ from dptensor.models.completion._als import (
 )
 from dptensor.models.completion._biscale import fit_biscaling
 from dptensor.models.completion._dense import DenseStatistics
+from dptensor.models.completion._sgd import sgd_epochs
 from dptensor.models.completion.estimator import rmse
 
 
@@ -112,7 +116,7 @@ def test_als_and_sgd_agree_on_the_convex_subproblem():
     model = TensorCompletion(
         2, solver="sgd", reg=reg, n_epochs=1, batch_size=1, learning_rate=0.01, random_state=0
     )
-    p = model._check_params(shape, len(values))
+    plan = plan_completion(model.get_params(), shape, len(values))
     factors = [0.8 + 0.3 * rng.standard_normal((s, 2)) for s in shape]
     # ALS: the exact minimiser of sum (x - <a_i * b_j, c_k>)^2 + reg ||C||^2 over C
     params = CompletionParameters("cp", [f.copy() for f in factors], None)
@@ -121,11 +125,10 @@ def test_als_and_sgd_agree_on_the_convex_subproblem():
     exact = ridge_solve(gram, rhs, ridge, prior)
     # the paper's SGD on C alone: per-entry steps first, then its full-batch (Jacobi) form to converge
     sgd = [f.copy() for f in factors]
-    model.history_ = []
-    p["eta"], p["n_epochs"] = 0.01, 20
-    model._sgd(indices, values, sgd, None, p, np.random.default_rng(1), mode=None, frozen=(0, 1))
-    p["batch_size"], p["n_epochs"], p["eta"] = len(values), 400, 0.05
-    model._sgd(indices, values, sgd, None, p, np.random.default_rng(2), mode=None, frozen=(0, 1))
+    plan = replace(plan, learning_rate=0.01, n_epochs=20)
+    sgd_epochs(plan, indices, values, sgd, None, np.random.default_rng(1), mode=None, frozen=(0, 1))
+    plan = replace(plan, batch_size=len(values), n_epochs=400, learning_rate=0.05)
+    sgd_epochs(plan, indices, values, sgd, None, np.random.default_rng(2), mode=None, frozen=(0, 1))
     np.testing.assert_array_equal(sgd[0], factors[0])  # frozen
     np.testing.assert_allclose(sgd[2], exact, atol=1e-8)
 

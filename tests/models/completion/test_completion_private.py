@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 from _helpers import random_ratings as _ratings
 
+from dptensor.cli import observe_command
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _dp_als as dpals
+from dptensor.models.completion import plan_completion
 from dptensor.models.completion._als import initial_parameters
+from dptensor.models.completion._sgd import offsets_start, perturb_values, sgd_epochs
 from dptensor.models.completion.estimator import rmse
 from dptensor.privacy import (
     NoiseSource,
@@ -25,7 +28,7 @@ from dptensor.privacy import (
     gaussian_sigma_analytic,
     insecure_test_noise,
 )
-from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe, observe_command
+from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 
 LOW, HIGH = 1.0, 5.0
 
@@ -190,21 +193,20 @@ def test_dpsgd_with_offsets_sensitivity_brute_force():
         value_range=(LOW, HIGH),
         random_state=0,
     )
-    p = model._check_params(shape, len(values))
+    plan = plan_completion(model.get_params(), shape, len(values))
 
     def release(vals):
         rng = np.random.default_rng(0)
         factors = [0.5 + 0.3 * rng.standard_normal((s, 2)) for s in shape]
-        offsets = model._offsets_start("biases", vals, shape)
+        offsets = offsets_start("cp", "biases", vals, shape)
         offsets.mean = 3.0
         recorder = Recorder()
-        model.history_ = []
-        model._sgd(
+        sgd_epochs(
+            plan,
             indices,
             vals,
             factors,
             None,
-            p,
             np.random.default_rng(1),
             mode="gradient_dpsgd",
             source=recorder,
@@ -344,20 +346,19 @@ def test_audit_dpsgd_with_offsets():
             clip=1.0,
             random_state=0,
         )
-        p = model._check_params(shape, len(values))
-        sigma = model._plan_guarantee(p, values).details["noise_std"]
-        model.history_ = []
+        plan = plan_completion(model.get_params(), shape, len(values))
+        sigma = plan.guarantee.details["noise_std"]
 
         def run(vals, _shape, rng):
             factors = [np.full((s, 1), 1e-9) for s in shape]
-            offsets = model._offsets_start("biases", vals, shape)
+            offsets = offsets_start("cp", "biases", vals, shape)
             offsets.mean = 3.0
-            model._sgd(
+            sgd_epochs(
+                plan,
                 indices,
                 vals,
                 factors,
                 None,
-                p,
                 rng,
                 mode="gradient_dpsgd",
                 source=_seeded(rng),
@@ -389,11 +390,10 @@ def test_audit_input_perturbation():
             value_range=(LOW, HIGH),
             clamp=False,
         )
-        p = model._check_params(shape, len(values))
-        guarantee = model._plan_guarantee(p, values)
+        plan = plan_completion(model.get_params(), shape, len(values))
 
         def run(vals, rng):
-            return model._input_perturbation(vals, guarantee, _seeded(rng))[0]
+            return perturb_values(plan, vals, _seeded(rng))[0]
 
         return run
 

@@ -8,7 +8,13 @@ import pytest
 
 from dptensor.cli import main
 from dptensor.models import PrivateSpectralLDA
-from dptensor.models.topics.plan import GOOD_LEVEL, NOISE_LEVEL, model_words, plan_private_lda
+from dptensor.models.topics.plan import (
+    GOOD_LEVEL,
+    NOISE_LEVEL,
+    model_words,
+    plan_private_lda,
+    plan_private_spectral_lda,
+)
 from dptensor.privacy import UtilityWarning, compose
 from dptensor.privacy.audit import observable_differences, observe
 
@@ -122,11 +128,14 @@ def test_auto_whitening_words_from_public_sizes_only():
         if size > WHITENING_WORDS_MIN:
             assert _snr(n, size, 10, 1.0, 1.0, 1e-6, 10.0, "analyze-gauss")[0] >= WHITENING_WORDS_LEVEL
     model = PrivateSpectralLDA(10, epsilon=1.0, delta=1e-6)
-    assert model._whitened_words(50000, 2000) == 300
-    assert model.set_params(whitening_words=None)._whitened_words(50000, 2000) == 2000
-    assert model.set_params(whitening_words=800)._whitened_words(50000, 2000) == 800
-    assert model.set_params(whitening_words=8000)._whitened_words(50000, 2000) == 2000
-    assert model.set_params(whitening_words="auto", clip=None)._whitened_words(50000, 2000) == 2000
+    def release(estimator):  # the plan's words, from the parameters and (N, d) only
+        return plan_private_spectral_lda(estimator.get_params(), 50000, 2000).whitening_words
+
+    assert release(model) == 300
+    assert release(model.set_params(whitening_words=None)) == 2000
+    assert release(model.set_params(whitening_words=800)) == 800
+    assert release(model.set_params(whitening_words=8000)) == 2000
+    assert release(model.set_params(whitening_words="auto", clip=None)) == 2000
 
 
 def test_plan_reports_the_whitening_words_of_the_default_fit():

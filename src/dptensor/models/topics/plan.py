@@ -1,426 +1,58 @@
-"""A privacy--utility planner for :class:`~dptensor.models.PrivateSpectralLDA` from public quantities only.
+"""The privacy--utility planner of :class:`~dptensor.models.PrivateSpectralLDA`: the public planning API.
 
-Before any budget is spent: does a clipped private fit at this ``(N, d, k, alpha_0, epsilon, delta)``
-have a chance, and what would make it work? The bottleneck is the ``M2`` release (``docs/lda.md``):
-the whitening is only as good as the gap between ``sigma_k(M2)`` and the operator norm of the noise.
+Everything here is computed from public quantities only, before any budget is spent:
 
-Prediction (first order, public guesses made explicit):
-
-* **noise**: the clipped ``m2`` release adds a ``"frobenius"`` symmetric Gaussian of entry scale
-  ``s = z_2 sqrt2 C / S0`` to ``M2``; with every document scaled to norm ``C`` and ``||P_n||_F``
-  about ``1/L`` for a document of ``L`` tokens (short texts of distinct words), ``S0 ~ N C L``, so
-  ``s ~ z_2 sqrt2 / (N L)``, whose spectral norm is about ``sqrt(2d) s`` (the semicircle's edge);
-  ``z_2`` is the noise multiplier the estimator would use (its own plan, per step for the noisy
-  power method, which pays a further ``sqrt(p/d)`` smaller norm but ``sqrt(T)`` more noise);
-* **signal**: ``sigma_k(M2) ~ m^2 / (k (alpha_0 + 1))`` for ``k`` equally likely topics of squared
-  norm ``m^2``; the data-free guess ``m^2 = d^{-1/2}`` (between a uniform topic, ``1/d``, and a
-  point mass, 1) is the one :func:`~dptensor.models.topics.private_spectral.default_budget_split` uses.
-
-``snr = sigma_k / noise``. The verdict levels are calibrated on measured fits (``docs/lda.md``,
-*Planning a private fit*): WordNet glosses (``N = 47827``, median length 5) predict 0.59 at
-``epsilon = 1`` and gave negative NPMI; Debian descriptions (``N = 44795``, median length 7) predict
-0.78 at ``epsilon = 1`` -- NPMI at the non-private level, held-out perplexity above the unigram
-model's -- and 2.75 at ``epsilon = 4`` -- NPMI above the non-private fit's, perplexity below the
-unigram model's. Hence: below 0.7 "no better than noise", 0.7--2.5 "noisy topics", above 2.5
-"close to the non-private fit". Two corpora are few: the levels are a first calibration, the
-formula's scalings (``N``, ``L``, ``epsilon`` through ``z_2``, ``1/d``, ``1/k``) are the content.
-Every input is public; so is the output (it never reads documents).
+* :func:`plan_private_spectral_lda`: the fit's own plan -- resolved options, releases, shares, noise
+  multipliers, ``DpEvent`` and guarantee -- from the estimator's parameters and ``(N, d)``
+  (:mod:`dptensor.models.topics._private_plan`; the fit and ``planned_guarantee`` call it too);
+* :func:`plan_private_lda`: the predicted signal-to-noise of the fit's ``M2`` release, its verdict
+  and what would improve it (``dptensor lda plan``; :mod:`dptensor.models.topics._utility_plan`,
+  whose docstring derives the prediction), built on that plan's noise multipliers;
+* the ``"auto"`` rules that rest on the prediction (:func:`auto_whitening_words`,
+  :func:`prefers_nonnegative_topics`) and the shrinkage weight inference derives from it.
 """
 
-from __future__ import annotations
+from dptensor.models.topics._private_plan import (
+    DEFAULT_TYPICAL_LENGTH,
+    GOOD_LEVEL,
+    NOISE_LEVEL,
+    WHITENING_WORDS_LEVEL,
+    WHITENING_WORDS_MIN,
+    WHITENING_WORDS_STEPS,
+    SpectralLDAPlan,
+    auto_whitening_words,
+    fewest_whitening_words,
+    noise_norm,
+    plan_private_spectral_lda,
+    predicted_snr,
+    prefers_nonnegative_topics,
+    release_words,
+    shrinkage_weight,
+    signal_guess,
+)
+from dptensor.models.topics._utility_plan import PrivateLDAPlan, model_words, plan_private_lda
 
-import math
-from dataclasses import dataclass, field
+#: The former private name of :func:`predicted_snr`.
+_snr = predicted_snr
 
-from dptensor._validation import check_positive_int, check_real
-from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicted_vocabulary_size
-
-#: Below this predicted signal-to-noise a private fit is no better than noise (and warns).
-NOISE_LEVEL = 0.7
-#: Above this it is close to the non-private fit.
-GOOD_LEVEL = 2.5
-#: The typical document length assumed when none is given (a public guess; short texts).
-DEFAULT_TYPICAL_LENGTH = 10.0
-#: ``whitening_words="auto"`` whitens on at least this many words (or all, if fewer)...
-WHITENING_WORDS_MIN = 300
-#: ...and on the largest of ``d`` and :data:`WHITENING_WORDS_STEPS` whose predicted signal-to-noise is
-#: at least this. Calibrated on measured fits (docs/lda.md, *Whitening words and projected clipping*
-#: and *Word frequencies with their own weight*): WordNet glosses at epsilon = 4 predict 4.5 on 1000
-#: words, where 500 words gave NPMI 0.133 and 1000 gave 0.091, and 15 on 500 words, where 300 gave
-#: a lower NPMI; at epsilon = 1 and 2 they predict 4.2 and 8 on 500 words, where 300 words gave a
-#: lower perplexity and a higher NPMI (Debian descriptions: equal); a corpus of 10^6 documents like
-#: Debian's predicts about 20 on 2000 words at epsilon = 1, where whitening on every word keeps the
-#: topics' tails.
-WHITENING_WORDS_LEVEL = 10.0
-WHITENING_WORDS_STEPS = (500, 1000, 2000, 5000)
-
-
-@dataclass(frozen=True)
-class PrivateLDAPlan:
-    """A prediction of :func:`plan_private_lda`: one verdict, for the fit as configured.
-
-    Attributes
-    ----------
-    snr : float
-        Predicted ``sigma_k(M2) / ||noise of the M2 release||`` of the release the fit makes: on its
-        :attr:`whitening_words` most frequent words, at the model's share of the budget.
-    verdict : str
-        ``"no better than noise"``, ``"noisy topics"`` or ``"close to the non-private fit"``.
-    signal, noise : float
-        The two sides of ``snr``.
-    noise_multipliers : dict
-        Of each release, from the estimator's own plan.
-    suggestions : dict
-        For ``snr`` to reach :data:`GOOD_LEVEL`: the ``n_documents``, ``epsilon`` (the total, ``inf``
-        when no budget up to ``10^4`` suffices), ``n_words`` and ``n_components`` that would (each alone).
-    whitening_words : int or None
-        The words the ``M2`` release covers (``PrivateSpectralLDA(whitening_words=...)`` resolved,
-        :func:`auto_whitening_words` for ``"auto"``); ``None`` when the plan was made with
-        ``suggest=False``.
-    topic_recovery : str or None
-        What ``PrivateSpectralLDA(topic_recovery="auto")`` recovers the topics with, ``"tensor"`` or
-        ``"nmf"`` (:func:`prefers_nonnegative_topics`).
-    sizes : dict
-        The public inputs the prediction was made from (``n_documents``, ``n_words``, ``n_components``,
-        ``alpha0``, ``epsilon``, ``delta``, ``vocabulary_share``; with a private vocabulary also
-        ``max_words_per_document`` and ``distinct_words``), for :meth:`sentence`.
-    vocabulary_words : float or None
-        With ``vocabulary_share``: the private vocabulary's predicted (expected) size,
-        :func:`~dptensor.privacy.vocabulary.predicted_vocabulary_size`; the verdict is for a model
-        over that many words (at least ``k``), not over the ``n_words`` asked.
-    """
-
-    snr: float
-    verdict: str
-    signal: float
-    noise: float
-    noise_multipliers: dict
-    suggestions: dict
-    whitening_words: int | None = None
-    topic_recovery: str | None = None
-    sizes: dict = field(default_factory=dict)
-    vocabulary_words: float | None = None
-
-    @property
-    def hopeless(self) -> bool:
-        """Whether the prediction is below :data:`NOISE_LEVEL` ("no better than noise")."""
-        return self.snr < NOISE_LEVEL
-
-    @property
-    def vocabulary_short(self) -> bool:
-        """Whether the predicted private vocabulary has fewer words than ``k`` (said, not stopped on:
-        the word-frequency model is a guess, made for corpora of thousands of distinct words)."""
-        return self.vocabulary_words is not None and self.vocabulary_words < self.sizes["n_components"]
-
-    def sentence(self) -> str:
-        """The verdict in one line: ``lda plan`` prints it first, ``lda fit`` prints (or stops on) it.
-
-        Built from the public inputs and the prediction only, so printing it (or stopping on it)
-        reveals nothing about the documents.
-        """
-        z = self.sizes
-        share = z.get("vocabulary_share")
-        if share is None:
-            inputs = (f"N={z['n_documents']}, V={z['n_words']}, k={z['n_components']}, "
-                      f"alpha0={z['alpha0']:g}, epsilon={z['epsilon']:g}, delta={z['delta']:g}")  # fmt: skip
-        else:
-            inputs = (f"N={z['n_documents']}, V={self.vocabulary_words:.0f} predicted of the {z['n_words']} "
-                      f"asked (--private-vocab; Zipf model, m={z['max_words_per_document']}, "
-                      f"{z['distinct_words']:g} distinct words per document), k={z['n_components']}, "
-                      f"alpha0={z['alpha0']:g}; the model gets {1 - share:g} of epsilon={z['epsilon']:g} "
-                      f"and delta={z['delta']:g}, the vocabulary the rest")
-        where = ""
-        if self.whitening_words is not None and self.whitening_words < model_words(self):
-            where = f" on the {self.whitening_words} most frequent words"
-        level = f" (below {NOISE_LEVEL:g})" if self.hopeless else ""
-        line = (f"predicted signal-to-noise of the word co-occurrence release (M2){where}: {self.snr:.2f}, "
-                f"{self.verdict}{level} [{inputs}]")  # fmt: skip
-        if self.vocabulary_short:
-            line += (f"; the private vocabulary is predicted to keep fewer words than the "
-                     f"k={z['n_components']} topics: more documents, a larger epsilon or --vocab-share "
-                     "would keep more")
-        s = self.suggestions
-        if self.snr < GOOD_LEVEL and s:
-            line += (f"; for {GOOD_LEVEL:g} each alone would do: N >= {s['n_documents']}, "
-                     f"epsilon >= {s['epsilon']:.3g}, V <= {s['n_words']} or k <= {s['n_components']}")
-        return line
-
-    def describe(self) -> str:
-        """Several lines for people (the ``dptensor lda plan`` output): :meth:`sentence`, then details."""
-        lines = [
-            self.sentence(),
-            f"  signal: the k-th largest eigenvalue of M2 (sigma_k) ~ {self.signal:.3g}; noise: the operator "
-            f"norm of its noise ~ {self.noise:.3g}",
-        ]
-        if self.topic_recovery == "nmf":
-            lines.append(
-                f"  below {WHITENING_WORDS_LEVEL:g} on the fewest words: the default fit takes the topics "
-                "from a non-negative factor of the M2 release (topic_recovery='nmf'), no third-moment release"
-            )
-        return "\n".join(lines)
-
-
-def model_words(plan: PrivateLDAPlan) -> int:
-    """The vocabulary size the plan's verdict is for: the predicted private vocabulary, or ``n_words``."""
-    if plan.vocabulary_words is None:
-        return int(plan.sizes["n_words"])
-    return max(int(plan.sizes["n_components"]), round(plan.vocabulary_words))
-
-
-def _verdict(snr: float) -> str:
-    if snr < NOISE_LEVEL:
-        return "no better than noise"
-    return "noisy topics" if snr < GOOD_LEVEL else "close to the non-private fit"
-
-
-def _snr(n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float,
-         whitening: str) -> tuple[float, float, float, dict]:  # fmt: skip
-    from dptensor.models.topics.private_spectral import PrivateSpectralLDA
-
-    model = PrivateSpectralLDA(
-        k, alpha0, epsilon=epsilon, delta=delta, private_whitening=whitening, whitening_words=None,
-        topic_recovery="tensor",
-    )
-    plan = model._plan(n, d)
-    z = plan.multipliers["m2"]
-    scale = z * math.sqrt(2.0) / (n * length)
-    width = min(d, k + int(model.n_oversamples))
-    noise = noise_norm(scale, d, model._whitening_method(d), width)
-    signal = signal_guess(d, k, alpha0)
-    return signal / noise, signal, noise, dict(plan.multipliers)
-
-
-def auto_whitening_words(
-    n_documents: int, n_words: int, n_components: int, alpha0: float, epsilon: float, delta: float
-) -> int:
-    """How many words ``PrivateSpectralLDA(whitening_words="auto")`` whitens on (public inputs only).
-
-    The largest of ``d`` and the :data:`WHITENING_WORDS_STEPS` below it whose predicted
-    signal-to-noise (Analyze Gauss, :data:`DEFAULT_TYPICAL_LENGTH`) reaches
-    :data:`WHITENING_WORDS_LEVEL`, and at least ``min(d, max(WHITENING_WORDS_MIN, k))``. A smaller
-    ``M2`` release has a smaller noise norm (``sqrt(2 d) s``) while its top eigenvalues, carried
-    by the frequent words, shrink more slowly; it pays when the noise dominates.
-    """
-    smallest = fewest_whitening_words(n_words, n_components)
-    for size in sorted({int(n_words), *(v for v in WHITENING_WORDS_STEPS if v < n_words)}, reverse=True):
-        if size <= smallest:
-            break
-        snr = _snr(int(n_documents), size, int(n_components), float(alpha0), float(epsilon), float(delta),
-                   DEFAULT_TYPICAL_LENGTH, "analyze-gauss")[0]  # fmt: skip
-        if snr >= WHITENING_WORDS_LEVEL:
-            return size
-    return smallest
-
-
-def fewest_whitening_words(n_words: int, n_components: int) -> int:
-    """``min(d, max(WHITENING_WORDS_MIN, k))``: where :func:`auto_whitening_words` stops."""
-    return min(int(n_words), max(WHITENING_WORDS_MIN, int(n_components)))
-
-
-def prefers_nonnegative_topics(
-    n_documents: int, n_words: int, n_components: int, alpha0: float, epsilon: float, delta: float
-) -> bool:
-    """Whether ``PrivateSpectralLDA(topic_recovery="auto")`` takes the topics from a factor of ``M2``.
-
-    True when even the fewest whitening words (``min(d, max(WHITENING_WORDS_MIN, k))``, where
-    :func:`auto_whitening_words` stops) predict a signal-to-noise below
-    :data:`WHITENING_WORDS_LEVEL`: the ``M2`` release then hides about half of its top directions
-    and the tensor step recovers mostly noise in them, while a non-negative factor of the release
-    still finds them (:mod:`dptensor.decomposition.nonnegative_topics`). Calibrated on measured fits
-    (docs/lda.md, *Topics from the co-occurrences' non-negative factor*, ten fits each): WordNet glosses
-    predict 7.1 at epsilon = 1, where the factor's NPMI was 0.095 against the tensor step's 0.018, and
-    Debian descriptions 8.0, where it was 0.075 against 0.066 (perplexity 383 against 378, both below
-    the unigram model's 396); at epsilon = 2 (13.4 and 15.1) and above the tensor step is kept (on
-    WordNet at epsilon = 4 the factor's perplexity was 893 against 878). Public inputs only.
-    """
-    smallest = fewest_whitening_words(n_words, n_components)
-    if auto_whitening_words(n_documents, n_words, n_components, alpha0, epsilon, delta) != smallest:
-        return False
-    snr = _snr(int(n_documents), smallest, int(n_components), float(alpha0), float(epsilon), float(delta),
-               DEFAULT_TYPICAL_LENGTH, "analyze-gauss")[0]  # fmt: skip
-    return snr < WHITENING_WORDS_LEVEL
-
-
-def signal_guess(n_words: int, n_components: int, alpha0: float) -> float:
-    """The data-free guess ``sigma_k(M2) ~ d^{-1/2} / (k (alpha_0 + 1))`` (module docstring)."""
-    return n_words**-0.5 / (n_components * (alpha0 + 1.0))
-
-
-def noise_norm(entry_scale: float, n_words: int, whitening: str, width: int) -> float:
-    """Operator norm of the ``m2`` release's noise of entry scale ``entry_scale`` (module docstring).
-
-    ``sqrt(2d) s`` for Analyze Gauss (a ``d x d`` symmetric Gaussian), ``sqrt(2p) s`` per step for
-    the noisy power method (a ``d x p`` block, ``p = width``).
-    """
-    return math.sqrt(2.0 * (width if whitening == "noisy-power" else n_words)) * entry_scale
-
-
-def shrinkage_weight(snr: float) -> float:
-    """Weight ``lambda = 1 / (1 + (snr / GOOD_LEVEL)^2)`` of the unigram distribution in the shrunk topics.
-
-    The Wiener (James--Stein) weight ``1 / (1 + r^2)`` of a noisy estimate whose signal-to-noise
-    ratio is ``r``: the share of noise in its energy. The predicted ``snr`` is on the planner's
-    scale, whose level :data:`GOOD_LEVEL` ("close to the non-private fit") is taken as ``r = 1``:
-    there the topics and the unigram model get equal weight. Calibrated on the same measured
-    fits as the levels (docs/lda.md, *Shrinkage*): the held-out perplexity of Debian and WordNet
-    fits at ``epsilon`` 1 and 4 is within a few percent of the best weight of a grid, where the
-    uncalibrated ``1 / (1 + snr^2)`` shrank too little. ``snr -> 0``: the unigram model;
-    ``snr -> inf``: the topics unchanged. :class:`~dptensor.models.PrivateSpectralLDA` applies it
-    to the predicted signal-to-noise of its ``M2`` release (post-processing).
-    """
-    r = max(float(snr), 0.0) / GOOD_LEVEL
-    return 1.0 / (1.0 + r * r)
-
-
-def release_words(
-    n_documents: int, n_words: int, n_components: int, alpha0: float, epsilon: float, delta: float,
-    whitening_words: int | str | None = "auto",
-) -> int:
-    """The words the ``M2`` release of a clipped fit covers (``PrivateSpectralLDA(whitening_words=...)``).
-
-    ``"auto"``: :func:`auto_whitening_words`; ``None``: every word; a count: at most ``n_words``.
-    Public inputs only.
-    """
-    if whitening_words is None:
-        return int(n_words)
-    if whitening_words == "auto":
-        return auto_whitening_words(n_documents, n_words, n_components, alpha0, epsilon, delta)
-    return min(int(whitening_words), int(n_words))
-
-
-def _fit_snr(
-    n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str,
-    whitening_words: int | str | None,
-) -> tuple[float, float, float, dict, int]:
-    """:func:`_snr` of the release the fit makes: on its :func:`release_words`; and their number."""
-    words = release_words(n, d, k, alpha0, epsilon, delta, whitening_words)
-    return (*_snr(n, words, k, alpha0, epsilon, delta, length, whitening), words)
-
-
-def plan_private_lda(
-    n_documents: int,
-    n_words: int,
-    n_components: int,
-    alpha0: float,
-    epsilon: float,
-    delta: float,
-    *,
-    typical_length: float | None = None,
-    private_whitening: str = "auto",
-    whitening_words: int | str | None = "auto",
-    vocabulary_share: float | None = None,
-    max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
-    distinct_words: float | None = None,
-    suggest: bool = True,
-) -> PrivateLDAPlan:
-    """Predict the signal-to-noise of a clipped :class:`PrivateSpectralLDA` fit (module docstring).
-
-    The prediction is for the ``M2`` release the fit makes: on its ``whitening_words`` words and,
-    with a private vocabulary, at the model's share of the budget. It is the one verdict both
-    ``dptensor lda plan`` and ``dptensor lda fit`` print (:meth:`PrivateLDAPlan.sentence`).
-
-    Parameters
-    ----------
-    n_documents, n_words, n_components : int
-        ``N``, ``d`` (the vocabulary; with ``vocabulary_share`` the most words it may have) and ``k``.
-    alpha0, epsilon, delta : float
-        With ``vocabulary_share``, ``epsilon`` and ``delta`` are the totals of the pipeline.
-    typical_length : float, optional
-        A public typical document length in vocabulary tokens (default
-        :data:`DEFAULT_TYPICAL_LENGTH`); never measure it on the private documents for free.
-    private_whitening : str, default "auto"
-    whitening_words : int, "auto" or None, default "auto"
-        As for :class:`PrivateSpectralLDA` (``None``: every word).
-    vocabulary_share : float, optional
-        The share of ``epsilon`` and ``delta`` a private vocabulary spends first
-        (``dptensor lda fit --private-vocab V --vocab-share``); the model gets the rest. The
-        vocabulary's size is then predicted (:func:`~dptensor.privacy.vocabulary.predicted_vocabulary_size`,
-        a Zipf--Mandelbrot model of word frequencies) and the verdict is for a model over the
-        predicted words (at least ``k``), ``n_words`` being the most the vocabulary may keep.
-    max_words_per_document : int, default 64
-        With ``vocabulary_share``: ``m``, the vocabulary's bound on one document's distinct words.
-    distinct_words : float, optional
-        With ``vocabulary_share``: a public guess of a typical document's distinct (non-stop)
-        words (default ``typical_length``).
-    suggest : bool, default True
-        Compute :attr:`PrivateLDAPlan.suggestions` (a bisection over epsilon) and the words of the
-        release; ``False`` leaves them empty.
-
-    Returns
-    -------
-    PrivateLDAPlan
-    """
-    n = check_positive_int(n_documents, "n_documents", minimum=3)
-    d = check_positive_int(n_words, "n_words")
-    k = check_positive_int(n_components, "n_components")
-    if k > d:
-        raise ValueError(f"n_components={k} exceeds n_words={d}")
-    alpha0 = check_real(alpha0, "alpha0")
-    epsilon = check_real(epsilon, "epsilon")
-    delta = check_real(delta, "delta")
-    if not delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    length = DEFAULT_TYPICAL_LENGTH
-    if typical_length is not None:
-        length = check_real(typical_length, "typical_length")
-    if length < 3:
-        raise ValueError(f"typical_length must be at least 3 tokens, got {length!r}")
-    rest = 1.0
-    if vocabulary_share is not None:
-        share = check_real(vocabulary_share, "vocabulary_share")
-        if not share < 1:
-            raise ValueError(f"vocabulary_share must lie in (0, 1), got {vocabulary_share!r}")
-        rest = 1.0 - share
-    sizes = {"n_documents": n, "n_words": d, "n_components": k, "alpha0": alpha0, "epsilon": epsilon,
-             "delta": delta, "vocabulary_share": vocabulary_share}  # fmt: skip
-    model_epsilon, model_delta = epsilon * rest, delta * rest  # as dptensor lda fit's model budget
-    vocabulary_words = None
-    if vocabulary_share is not None:
-        per_document = length if distinct_words is None else check_real(distinct_words, "distinct_words")
-        vocabulary_words = predicted_vocabulary_size(
-            n, d, epsilon * (1.0 - rest), delta * (1.0 - rest), max_words_per_document, per_document
-        )
-        sizes.update(max_words_per_document=int(max_words_per_document), distinct_words=per_document)
-        d = max(k, min(d, round(vocabulary_words)))  # the model's vocabulary: the predicted one
-    snr, signal, noise, multipliers, words = _fit_snr(
-        n, d, k, alpha0, model_epsilon, model_delta, length, private_whitening, whitening_words
-    )
-    if not suggest:
-        return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {}, sizes=sizes,
-                              vocabulary_words=vocabulary_words)
-    needed = GOOD_LEVEL / snr
-    n_needed = math.ceil(n * needed)
-    # snr ~ 1/d on the release's words (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings
-    d_needed = max(int(words / needed), 1)
-    k_needed = max(int(k / needed), 1)
-    eps_needed = _epsilon_needed(n, d, k, alpha0, model_delta, length, private_whitening, whitening_words)
-    return PrivateLDAPlan(
-        snr=snr, verdict=_verdict(snr), signal=signal, noise=noise, noise_multipliers=multipliers,
-        suggestions={"n_documents": n_needed, "epsilon": eps_needed / rest, "n_words": d_needed,
-                     "n_components": k_needed},
-        whitening_words=words,
-        topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, model_epsilon, model_delta)
-        else "tensor",
-        sizes=sizes, vocabulary_words=vocabulary_words,
-    )  # fmt: skip
-
-
-def _epsilon_needed(n: int, d: int, k: int, alpha0: float, delta: float, length: float, whitening: str,
-                    whitening_words: int | str | None) -> float:  # fmt: skip
-    """The smallest model epsilon (bisection on a log scale) whose prediction reaches :data:`GOOD_LEVEL`."""
-
-    def reaches(epsilon: float) -> bool:
-        return _fit_snr(n, d, k, alpha0, epsilon, delta, length, whitening, whitening_words)[0] >= GOOD_LEVEL
-
-    low, high = 1e-3, 1e4
-    if not reaches(high):
-        return math.inf
-    if reaches(low):
-        return low
-    for _ in range(40):
-        mid = math.sqrt(low * high)
-        if reaches(mid):
-            high = mid
-        else:
-            low = mid
-    return high
+__all__ = [
+    "DEFAULT_TYPICAL_LENGTH",
+    "GOOD_LEVEL",
+    "NOISE_LEVEL",
+    "WHITENING_WORDS_LEVEL",
+    "WHITENING_WORDS_MIN",
+    "WHITENING_WORDS_STEPS",
+    "PrivateLDAPlan",
+    "SpectralLDAPlan",
+    "auto_whitening_words",
+    "fewest_whitening_words",
+    "model_words",
+    "noise_norm",
+    "plan_private_lda",
+    "plan_private_spectral_lda",
+    "predicted_snr",
+    "prefers_nonnegative_topics",
+    "release_words",
+    "shrinkage_weight",
+    "signal_guess",
+]

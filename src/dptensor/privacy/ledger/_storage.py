@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dptensor._validation import check_epsilon_delta
+from dptensor._version import __version__
 from dptensor.privacy.errors import LedgerError, PrivacyWarning
 from dptensor.privacy.ledger._events import _decode_cached
 from dptensor.privacy.ledger._records import _CHARGE_COLUMNS, _now, _user
@@ -146,8 +147,6 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _version() -> str:
-    from dptensor import __version__
-
     return __version__
 
 
