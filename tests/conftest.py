@@ -1,5 +1,16 @@
 """Shared test set-up: dptensor's state directory is a fresh temporary folder in every test.
 
+Layout: the folders of ``tests/`` mirror ``src/dptensor/`` (``tests/privacy/ledger/`` tests
+``dptensor.privacy.ledger``, ``tests/models/topics/`` the topic models, ``tests/cli/`` the
+commands, ...); ``tests/docs/`` runs the documentation's examples, ``tests/benchmarks/`` the
+benchmarks' own logic, and the files left at the top test the top-level modules
+(``evaluation``, ``streams``) or the package as a whole (``test_first_hour.py``,
+``test_numerical_paths.py``, ``test_import_layers.py``, ``test_top_level_imports.py``).
+Helpers that several files use are in ``tests/_helpers.py`` and ``tests/_tolerances.py``,
+imported by name (``from _helpers import random_ratings``): this file puts ``tests/`` on
+``sys.path``. Long statistical checks are marked ``slow`` and run by ``pytest -m slow``
+(CI runs both sets).
+
 Budget ledgers remember the latest state seen of each ledger in a per-user state directory
 (``$DPTENSOR_STATE_DIR``); tests must never write to the real home directory, and one test's
 ledgers must not be remembered by another's.

@@ -492,7 +492,7 @@ def _print_topics(
     guarantees: dict[str, PrivacyGuarantee] | None = None,
 ) -> None:
     # a private fit prints --top words per topic whatever their weight: how many of the released
-    # weights are zero would otherwise change the printed text's shape (tests/test_privacy_fuzzer.py)
+    # weights are zero would otherwise change the printed text's shape (tests/privacy/test_privacy_fuzzer.py)
     private = isinstance(model, PrivateSpectralLDA)
     top = model.top_words(corpus.vocabulary, args.top, positive_only=not private)
     # a private fit prints no durations (they depend on the documents; see save_model)

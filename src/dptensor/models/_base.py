@@ -22,7 +22,7 @@ order; :func:`dptensor.privacy.begin_release`)::
             ...                                       # now read X; draw noise from source
             return self
 
-The rest of the pattern (checked for every estimator by ``tests/test_sklearn_api.py``, which runs
+The rest of the pattern (checked for every estimator by ``tests/models/test_sklearn_api.py``, which runs
 scikit-learn's ``check_estimator``; a new estimator is added there, with any check that cannot
 apply listed in ``EXPECTED_FAILED_CHECKS`` with its reason):
 

@@ -24,7 +24,7 @@ These are :func:`m2_sensitivity` and :func:`m3_sensitivity` with ``coherence=1``
 bounds of the reference notes (``docs/lda.md``, *Privacy*). The paper's Theorem 4 claims
 ``2/N`` (and Section 6.1 calibrates Configuration 1 to ``1/N``); brute force finds changes up
 to ``2.45/N`` (M2) at ``alpha_0 = 1000``, so the paper's values are not sensitivities
-(:data:`PAPER_MOMENT_SENSITIVITY`, ``tests/test_private_lda_sensitivity.py``).
+(:data:`PAPER_MOMENT_SENSITIVITY`, ``tests/privacy/test_private_lda_sensitivity.py``).
 
 Sensitivities in a public basis (coherence)
 -------------------------------------------

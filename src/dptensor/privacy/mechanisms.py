@@ -352,7 +352,7 @@ def whitened_symmetric_gaussian_tensor(
     ``(U^T U)^{(x)3} = I``). So the whitened noise is ``s Sym(H)`` with ``H`` i.i.d. ``k x k x k``,
     entry ``(i, j, l)`` divided by ``sqrt(sigma_i sigma_j sigma_l)``: no ``d^3`` array is needed
     (DeCarolis et al., Configuration 1, noise on ``M3_hat`` pushed through the whitening;
-    reference notes B.6.1). ``tests/test_private_lda.py`` checks the covariance against the
+    reference notes B.6.1). ``tests/models/topics/test_private_lda.py`` checks the covariance against the
     ``d^3`` construction.
 
     Parameters

@@ -32,7 +32,7 @@ independent, so the whole release composes a Gaussian event of noise multiplier
 ``sigma / sqrt(2)`` with an :class:`~dptensor.privacy.accounting.EpsilonDeltaDpEvent`
 ``(epsilon_t, delta_t)``; the calibration puts ``delta_t = threshold_delta_share * delta`` and
 the Gaussian at ``(epsilon - epsilon_t, delta - delta_t)``, which by basic composition gives
-``(epsilon, delta)``-DP. ``tests/test_private_vocabulary.py`` checks both sensitivities by brute
+``(epsilon, delta)``-DP. ``tests/privacy/test_private_vocabulary.py`` checks both sensitivities by brute
 force on tiny corpora and audits the release empirically.
 
 ``mechanism="policy-gaussian"`` replaces step 1's fixed weights by the **policy Gaussian** of
@@ -416,7 +416,7 @@ def policy_word_weights(
     A fixed order (the input order, or documents sorted by length) would give only the
     add-then-remove bound ``2`` when the order is not the same slot-for-slot in both corpora; the
     secret random order is what makes 2 hold with ``sqrt(2)`` for any input order.
-    ``tests/test_private_vocabulary.py`` checks 2-4 by brute force on tiny corpora, in every order.
+    ``tests/privacy/test_private_vocabulary.py`` checks 2-4 by brute force on tiny corpora, in every order.
 
     Parameters
     ----------

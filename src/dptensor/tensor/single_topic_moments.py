@@ -32,8 +32,8 @@ summing to 1). Its vector of unique entries ``u`` (entries ``i <= j (<= l)``) th
 ``||u - u'||^2 = ||u||^2 + ||u'||^2 - 2 u.u' <= 2``. So both moments move by at most ``sqrt(2)/N`` in
 the l2 norm of their unique entries, and likewise in Frobenius norm
 (``||T||_F^2 = sum_o |o| u_o^2 <= max_o u_o sum_o |o| u_o <= 1``). The bound is attained by
-``(a, a, a) -> (b, b, b)``. ``tests/test_single_topic.py`` confirms it by brute force over every
-document on small vocabularies, for both estimators and both norms.
+``(a, a, a) -> (b, b, b)``. ``tests/tensor/test_single_topic_moments.py`` confirms it by brute force
+over every document on small vocabularies, for both estimators and both norms.
 
 Input forms (:func:`check_documents`)
 -------------------------------------

@@ -51,7 +51,7 @@ composition).
 *Proof.* ``||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>``; both clipped statistics have norm at
 most ``C`` and non-negative entries, so ``<a, b> >= 0`` and ``||a - b||^2 <= 2 C^2``. Equality
 holds for two documents with no word in common, each clipped (``<a, b> = 0``). []
-(:func:`replace_one_sensitivity`; checked by brute force in ``tests/test_dp_vi_lda.py``.)
+(:func:`replace_one_sensitivity`; checked by brute force in ``tests/models/topics/test_dp_vi_lda.py``.)
 
 Accounting (``accountant="exact"``, the default)
 ------------------------------------------------

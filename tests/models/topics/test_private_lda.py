@@ -7,7 +7,7 @@ import dp_accounting
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
+from _helpers import topic_l1_error as _l1_error
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import PrivateSpectralLDA
@@ -30,12 +30,6 @@ from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, 
 from dptensor.privacy.lda_sensitivity import m3_sensitivity
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor, whitened_symmetric_gaussian_tensor
-
-
-def _l1_error(true, est):
-    cost = np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(cost)
-    return cost[rows, cols].mean()
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +139,7 @@ def _audit_samples(epsilon_noise, seed):
     return out
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits the e3 release by default
 def test_audit_m3_release_and_catch_an_under_noised_variant():
     low, high = _audit_samples(AUDIT_EPSILON, 4)
     if high.mean() < low.mean():

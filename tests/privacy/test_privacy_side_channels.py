@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import random_ratings, write_ratings_csv
 
 from dptensor import TensorCompletion, input_perturbation, private_power_method
 from dptensor.cli import observe_command
@@ -62,11 +63,8 @@ def test_record_relation_clipping_is_unobservable(func, outlier, as_moment):
 # ------------------------------------------------------------------ tensor completion
 
 
-def _ratings(shape=(12, 10, 6), density=0.5, seed=0):
-    rng = np.random.default_rng(seed)
-    indices = np.argwhere(rng.random(shape) < density)
-    values = rng.integers(1, 6, size=len(indices)).astype(float)
-    return indices, values, shape
+def _ratings():
+    return random_ratings(shape=(12, 10, 6), density=0.5)
 
 
 @pytest.mark.parametrize("extreme", [1e155, 1e308, -1e308])
@@ -153,12 +151,6 @@ def test_unproven_modes_refused_without_opt_in_before_any_work():
 # ------------------------------------------------------------------ the command line
 
 
-def _write_entries(path, indices, values):
-    with open(path, "w") as handle:
-        for (i, j, k), v in zip(indices.tolist(), values.tolist(), strict=True):
-            handle.write(f"{i},{j},{k},{v!r}\n")
-
-
 @pytest.mark.parametrize("privacy", ["gradient_dpsgd", "output_clipped", "input"])
 def test_complete_command_is_indistinguishable_on_neighbours(privacy, tmp_path, monkeypatch):
     indices, values, shape = _ratings()
@@ -169,7 +161,7 @@ def test_complete_command_is_indistinguishable_on_neighbours(privacy, tmp_path, 
         work = tmp_path / name
         (work / "out").mkdir(parents=True)
         monkeypatch.chdir(work)  # the same relative paths for both runs
-        _write_entries(work / "train.csv", indices, vals)
+        write_ratings_csv(work / "train.csv", indices, vals)
         argv = ["complete", "train.csv", "--shape", *map(str, shape), "--rank", "2",
                 "--privacy", privacy, "--neighbouring", "entry-value", "--epsilon", "1",
                 "--value-range", "1", "5", "--epochs", "2",

@@ -10,9 +10,9 @@ import dp_accounting
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import topic_l1_error
 from dp_accounting import pld, rdp
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from scipy.optimize import linear_sum_assignment
 from scipy.special import psi
 from scipy.stats import norm
 from sklearn.base import clone
@@ -102,10 +102,7 @@ def test_bound_is_sklearns(corpus):
 
 
 def _topic_error(true: np.ndarray, model: DPVariationalLDA) -> float:
-    est = model.topic_word_distribution()
-    cost = np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(cost)
-    return float(cost[rows, cols].mean())
+    return float(topic_l1_error(true, model.topic_word_distribution()))
 
 
 def test_recovers_true_topics(corpus):
@@ -385,6 +382,7 @@ def _audit(monkeypatch, runs: int, **kw) -> None:
     assert under > 1.5 * EPSILON  # the same test catches the under-noised variant
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits the default mode (honest, under-noised)
 def test_audit_poisson_subsampled(monkeypatch):
     """Default mode (q = 3/4, two steps): honest bound <= epsilon; a 20x under-noised variant is caught."""
     _audit(monkeypatch, runs=500, batch_size=12)

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import random_ratings as _ratings
 
 from dptensor.cli import observe_command
 from dptensor.models import TensorCompletion
@@ -46,13 +47,6 @@ class Recorder:
         return values
 
 
-def _ratings(shape=(6, 5, 3), density=0.6, seed=0):
-    rng = np.random.default_rng(seed)
-    indices = np.argwhere(rng.random(shape) < density)
-    values = rng.integers(1, 6, len(indices)).astype(float)
-    return indices, values, shape
-
-
 def _public_state(model="cp", relation="entry-value", offsets="biases", seed=1, shape=(6, 5, 3)):
     """Released (public) parameters to condition a release on: random factors, biases and core."""
     rng = np.random.default_rng(seed)
@@ -76,7 +70,7 @@ def _release(step, params, settings, indices, values, shape):
     return stats.ravel(), sigma / z
 
 
-# the offsets' Laplace release is brute-forced in tests/test_completion_pattern_offsets.py
+# the offsets' Laplace release is brute-forced in tests/models/completion/test_completion_pattern_offsets.py
 ENTRY_STEPS = {
     "mode0": lambda fit, z: dpals.entry_mode(fit, 0, z),
     "mode2": lambda fit, z: dpals.entry_mode(fit, 2, z),
@@ -312,6 +306,7 @@ def _dp_als_mean(relation: str, epsilon: float):
     return run
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits DP-ALS on both relations by default
 @pytest.mark.parametrize("relation", ["entry-value", "user"])
 def test_audit_dp_als(relation):
     indices, values, shape = _ratings(shape=(4, 3, 2), density=0.9, seed=6)

@@ -293,6 +293,7 @@ def _audit_samples(mechanism: str, epsilon: float, runs: int, seed: int) -> tupl
     return out[0], out[1]
 
 
+@pytest.mark.slow  # long; privacy/test_end_to_end_audit.py audits AGN's M2 and M3 releases by default
 def test_audit_agn_on_a_tiny_corpus():
     # 2000 runs: at 800 the under-noised bound sat at 3.7 +- 0.25 (Clopper--Pearson's ceiling at
     # 400 test runs) and once fell to 2.86 < 3 in CI; at 2000 it is 4.6 +- 0.35 (10 repetitions).

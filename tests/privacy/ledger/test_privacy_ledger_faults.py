@@ -29,8 +29,7 @@ from pathlib import Path
 
 import dp_accounting
 import pytest
-from test_privacy_ledger import event_guarantee, gaussian_guarantee  # tests/ is on sys.path (no package)
-from test_privacy_ledger_reliability import in_child
+from _helpers import event_guarantee, gaussian_guarantee, in_child
 
 from dptensor.privacy import BudgetExceededError, BudgetLedger, LedgerError, PrivacyWarning, gaussian_epsilon
 from dptensor.privacy import ledger as ledger_module

@@ -5,19 +5,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
+from _helpers import topic_l1_error
 
 from dptensor import NotFittedError
 from dptensor.cli import main
 from dptensor.datasets.corpus import write_uci_bow
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import SpectralLDA
-
-
-def _l1_error(true, est):
-    cost = np.abs(true[:, None, :] - est[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(cost)
-    return cost[rows, cols].mean(), cols
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +25,7 @@ def test_recovers_topics_and_alpha(corpus):
     assert model.components_.shape == (4, 60)
     assert np.all(model.components_ >= 0)
     np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
-    error, match = _l1_error(corpus.topics, model.components_)
+    error, match = topic_l1_error(corpus.topics, model.components_, return_matching=True)
     assert error < 0.1
     np.testing.assert_allclose(model.alpha_[match], corpus.alpha, rtol=0.15)
     assert np.all(np.diff(model.alpha_) <= 0)
@@ -44,7 +38,7 @@ def test_error_falls_with_more_documents():
     for n in (1000, 10000, 100000):
         c = make_lda_corpus(n, 40, 3, alpha=0.3, doc_length=30, topic_concentration=0.3, random_state=1)
         fitted = SpectralLDA(3, c.alpha0, random_state=0).fit(c.counts)
-        errors.append(_l1_error(c.topics, fitted.components_)[0])
+        errors.append(topic_l1_error(c.topics, fitted.components_))
     assert errors[0] > errors[1] > errors[2]
     assert errors[2] < 0.05
 
@@ -53,16 +47,16 @@ def test_robust_power_method_option_agrees(corpus):
     simultaneous = SpectralLDA(4, corpus.alpha0, random_state=0).fit(corpus.counts)
     robust = SpectralLDA(4, corpus.alpha0, decomposition="robust", random_state=0).fit(corpus.counts)
     # T_hat is only nearly orthogonally decomposable, so the two methods differ slightly.
-    assert _l1_error(simultaneous.components_, robust.components_)[0] < 0.01
-    assert _l1_error(corpus.topics, robust.components_)[0] < 0.1
+    assert topic_l1_error(simultaneous.components_, robust.components_) < 0.01
+    assert topic_l1_error(corpus.topics, robust.components_) < 0.1
 
 
 def test_large_vocabulary_uses_products_only():
     c = make_lda_corpus(20000, 2000, 5, alpha=0.2, doc_length=80, topic_concentration=0.02, random_state=2)
     model = SpectralLDA(5, c.alpha0, random_state=0).fit(c.counts)  # randomised whitening
     lanczos = SpectralLDA(5, c.alpha0, whitening="eigsh", random_state=0).fit(c.counts)
-    assert _l1_error(lanczos.components_, model.components_)[0] < 0.01
-    assert _l1_error(c.topics, model.components_)[0] < 0.3
+    assert topic_l1_error(lanczos.components_, model.components_) < 0.01
+    assert topic_l1_error(c.topics, model.components_) < 0.3
 
 
 def test_same_seed_same_result(corpus):
@@ -102,7 +96,7 @@ def test_transform_score_perplexity(corpus):
     theta = model.transform(held_out.counts)
     assert theta.shape == (500, 4)
     np.testing.assert_allclose(theta.sum(axis=1), 1.0)
-    _, match = _l1_error(corpus.topics, model.components_)
+    _, match = topic_l1_error(corpus.topics, model.components_, return_matching=True)
     assert np.mean(np.abs(theta[:, match] - held_out.doc_topic)) < 0.1
     np.testing.assert_allclose(model.fit_transform(corpus.counts[:100])[:1].sum(), 1.0)
     model.fit(corpus.counts)
@@ -241,8 +235,8 @@ def test_partial_fit_accumulates_moments(corpus):
     assert model.n_documents_ == full.n_documents_
     np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
     assert model.refinement_ is None  # partial_fit fits the moments only
-    assert _l1_error(full.moment_components_, model.components_)[0] < 0.02
-    assert _l1_error(corpus.topics, model.components_)[0] < 0.1
+    assert topic_l1_error(full.moment_components_, model.components_) < 0.02
+    assert topic_l1_error(corpus.topics, model.components_) < 0.1
     with pytest.raises(ValueError, match="earlier batches had 60"):
         model.partial_fit(corpus.counts[:10, :50])
     short = sp.csr_matrix(np.array([[1] + [0] * 59, [2] + [0] * 59]))

@@ -47,9 +47,16 @@ def test_experiment_cli(tmp_path, capsys):
     assert summary["n_trials"] == 2
 
 
-@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+#: completion's --quick grid is the longest (~10 s): slow, while cli/test_completion_cli.py runs a
+#: smaller grid of the same experiment (every method, its figure) by default
+SLOW_EXPERIMENTS = {"completion"}
+NAMES = [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_EXPERIMENTS else name
+         for name in sorted(EXPERIMENTS)]
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_experiment_runs_quick_from_the_cli(name, tmp_path, capsys):
-    # The contract: each experiment's --quick size runs in the test suite.
+    # The contract: each experiment's --quick size runs in the test suite (completion's with -m slow).
     assert main(["experiment", name, "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for kind in ("csv", "json"):

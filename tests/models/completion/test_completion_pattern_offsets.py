@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import random_ratings as _ratings
 
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _pattern_offsets as po
@@ -27,13 +28,6 @@ class NoNoise:
 
     def add_laplace(self, values, scale):
         return np.array(values, dtype=float)
-
-
-def _ratings(shape=(6, 5, 3), density=0.6, seed=0):
-    rng = np.random.default_rng(seed)
-    indices = np.argwhere(rng.random(shape) < density)
-    values = rng.integers(1, 6, len(indices)).astype(float)
-    return indices, values, shape
 
 
 def _statistic(design, values):

@@ -1,6 +1,6 @@
 """Regression tests for issue 27 (private paths that no input breaks), one per finding.
 
-The neighbouring-input fuzzer (``tests/test_privacy_fuzzer.py``) covers every entry point; these
+The neighbouring-input fuzzer (``tests/privacy/test_privacy_fuzzer.py``) covers every entry point; these
 tests pin each finding down directly, with the exact input the audit reported.
 """
 
@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import write_ratings_csv
 
 from dptensor import SingleTopicModel, TensorCompletion
 from dptensor.cli import main
@@ -90,11 +91,6 @@ def _ratings(user_values: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
     return indices, values
 
 
-def _write(path, indices, values):
-    path.write_text("".join(f"{i},{j},{k},{v!r}\n" for (i, j, k), v in zip(indices.tolist(), values.tolist(),
-                                                                            strict=True)))
-
-
 def _complete_user(tmp_path, train_name: str) -> tuple[int, dict, str]:
     argv = ["complete", str(tmp_path / train_name), "--shape", *map(str, SHAPE), "--rank", "2",
             "--privacy", "als", "--neighbouring", "user", "--epsilon", "1", "--value-range", "1", "5",
@@ -107,7 +103,7 @@ def _complete_user(tmp_path, train_name: str) -> tuple[int, dict, str]:
 
 def test_complete_user_relation_releases_no_aggregate_of_user_predictions(tmp_path):
     """The test RMSE came from every user's un-noised row (0.45-0.55 vs 3.43-3.59 for neighbours)."""
-    _write(tmp_path / "train.csv", *_ratings())
+    write_ratings_csv(tmp_path / "train.csv", *_ratings())
     (tmp_path / "test.csv").write_text("0,0,1,5.0\n1,2,1,4.0\n")
     code, payload, printed = _complete_user(tmp_path, "train.csv")
     assert code == 0
@@ -131,7 +127,7 @@ def test_empty_neighbour_fits_under_the_user_relation(tmp_path):
     assert second.result.guarantee_ == first.result.guarantee_
     assert np.all(np.isfinite(second.result.predict(np.array([[0, 0, 0], [4, 3, 1]]))))
     # through the command line: an empty ratings file is a neighbour as well
-    _write(tmp_path / "one.csv", indices[mine], values[mine])
+    write_ratings_csv(tmp_path / "one.csv", indices[mine], values[mine])
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "test.csv").write_text("0,0,1,5.0\n")
     assert _complete_user(tmp_path, "one.csv")[0] == _complete_user(tmp_path, "empty.csv")[0] == 0

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_privacy_ledger import gaussian_guarantee  # tests/ is on sys.path (no package)
+from _helpers import gaussian_guarantee
 
 from dptensor.cli import main
 from dptensor.privacy import BudgetLedger, LedgerError, PrivacyWarning

@@ -18,6 +18,7 @@ from pathlib import Path
 import dp_accounting
 import numpy as np
 import pytest
+from _helpers import event_guarantee, gaussian_guarantee
 from dp_accounting import pld
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval
@@ -43,45 +44,6 @@ from dptensor.tensor import LowRankTensor
 from dptensor.tensor.operators import SymmetricTensor
 
 DELTA = 1e-5
-
-
-def event_guarantee(
-    event: dp_accounting.DpEvent,
-    *,
-    epsilon: float = 1.0,
-    delta: float = DELTA,
-    neighbouring: str = "entry",
-    mechanism: str = "test",
-    noise_multiplier: float = math.nan,
-    **extra: object,
-) -> PrivacyGuarantee:
-    """A guarantee carrying ``event`` (its epsilon, delta are what the release states on its own)."""
-    return PrivacyGuarantee(
-        epsilon=epsilon,
-        delta=delta,
-        neighbouring=neighbouring,
-        accountant="test",
-        n_releases=1,
-        mechanism=mechanism,
-        noise_multiplier=noise_multiplier,
-        epsilon_exact=epsilon,
-        dp_event=event,
-        **extra,
-    )
-
-
-def gaussian_guarantee(
-    sigma: float, *, delta: float = DELTA, neighbouring: str = "entry"
-) -> PrivacyGuarantee:
-    """One Gaussian release with noise multiplier ``sigma``, stated at ``delta``."""
-    return event_guarantee(
-        dp_accounting.GaussianDpEvent(sigma),
-        epsilon=gaussian_epsilon(sigma, delta),
-        delta=delta,
-        neighbouring=neighbouring,
-        mechanism="gaussian",
-        noise_multiplier=sigma,
-    )
 
 
 class Untouchable(SymmetricTensor):

@@ -10,7 +10,6 @@ import gc
 import hashlib
 import multiprocessing as mp
 import os
-import pickle
 import signal
 import sqlite3
 import sys
@@ -22,8 +21,8 @@ from pathlib import Path
 import dp_accounting
 import numpy as np
 import pytest
+from _helpers import event_guarantee, gaussian_guarantee, in_child
 from dp_accounting import pld
-from test_privacy_ledger import event_guarantee, gaussian_guarantee  # tests/ is on sys.path (no package)
 
 from dptensor.models import TensorCompletion
 from dptensor.privacy import (
@@ -37,29 +36,6 @@ from dptensor.privacy.ledger import SCHEMA_VERSION, composed_epsilon
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 DELTA = 1e-5
-
-
-def in_child(function: Callable[[], object], timeout: float = 60.0) -> object:
-    """Run ``function`` in a forked child and return its (pickled) result or exception."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(read)
-        try:
-            try:
-                result: object = ("ok", function())
-            except BaseException as exc:  # noqa: BLE001 - sent to the parent
-                result = ("raised", exc)
-            with os.fdopen(write, "wb") as handle:
-                pickle.dump(result, handle)
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as handle:
-        data = handle.read()
-    os.waitpid(pid, 0)
-    status, value = pickle.loads(data)
-    return value if status == "ok" else ("raised", value)
 
 
 def integrity(path: Path) -> str:

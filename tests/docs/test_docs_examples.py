@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from dptensor.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python", "bash", "console", "sh"}
 TEXT_LANGUAGES = {"text"}

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment, nnls
+from _helpers import topic_l1_error
+from scipy.optimize import nnls
 from sklearn.base import clone
 
 import dptensor.decomposition.private_whitening as pw
@@ -149,17 +150,12 @@ def _corpus():
     return make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=40, topic_concentration=0.2, random_state=3)
 
 
-def _topic_l1(truth, fitted):
-    D = np.abs(truth[:, None, :] - fitted[None]).sum(-1)
-    return D[linear_sum_assignment(D)].mean()
-
-
 def test_nmf_recovery_finds_the_topics_with_two_releases():
     c = _corpus()
     model = PrivateSpectralLDA(3, 0.3, epsilon=4.0, delta=1e-6, topic_recovery="nmf", random_state=0)
     model.fit(c.counts)
     assert model.topic_recovery_ == "nmf"
-    assert _topic_l1(c.topics, model.components_) < 0.35  # chance is about 1.7
+    assert topic_l1_error(c.topics, model.components_) < 0.35  # chance is about 1.7
     assert np.all(model.alpha_ > 0) and np.all(np.diff(model.alpha_) <= 0)
     g = model.guarantee_
     assert g.holds and g.n_releases == 2 and g.details["topic_recovery"] == "nmf"
