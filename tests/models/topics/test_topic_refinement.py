@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import topic_l1_error
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.evaluation import completion_perplexity, split_documents
@@ -99,14 +100,6 @@ def lda_corpus():
     return make_lda_corpus(2000, 200, 5, alpha=0.1, doc_length=10, random_state=0)
 
 
-def _matched_l1(true_topics: np.ndarray, topics: np.ndarray) -> float:
-    from scipy.optimize import linear_sum_assignment
-
-    cost = np.abs(true_topics[:, None, :] - topics[None, :, :]).sum(axis=2)
-    rows, cols = linear_sum_assignment(cost)
-    return float(cost[rows, cols].mean())
-
-
 def test_refinement_moves_the_moment_topics_toward_the_truth_and_lowers_perplexity(lda_corpus) -> None:
     test = make_lda_corpus(600, 200, 5, alpha=0.1, doc_length=10, topics=lda_corpus.topics, random_state=10)
     split = split_documents(test.counts, random_state=0)
@@ -115,7 +108,7 @@ def test_refinement_moves_the_moment_topics_toward_the_truth_and_lowers_perplexi
     np.testing.assert_array_equal(refined.moment_components_, moments.components_)
     assert moments.refinement_ is None
     # short documents, few of them: the moments' error is large, and refinement removes a quarter of it
-    assert _matched_l1(lda_corpus.topics, refined.components_) < 0.85 * _matched_l1(
+    assert topic_l1_error(lda_corpus.topics, refined.components_) < 0.85 * topic_l1_error(
         lda_corpus.topics, moments.components_
     )
     assert completion_perplexity(refined, split) < completion_perplexity(moments, split)
