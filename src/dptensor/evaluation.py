@@ -1,4 +1,4 @@
-"""Evaluating topic models on real text: held-out completion perplexity, the unigram baseline, NPMI.
+"""Evaluating topic models on real text (perplexity, the unigram baseline, NPMI) and completion models.
 
 Three measures a user applies to any fitted topic model (``SpectralLDA``, ``PrivateSpectralLDA``,
 ``DPVariationalLDA`` or scikit-learn's ``LatentDirichletAllocation``):
