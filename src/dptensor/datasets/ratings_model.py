@@ -382,8 +382,8 @@ class RatingsModel(BaseEstimator):
         random_state : None, int or Generator, optional
             Defaults to the model's ``random_state``. Chunk ``b`` draws from its own stream
             (``numpy.random.SeedSequence(seed, spawn_key=(b,))``), so a draw is reproducible for the
-            same ``(random_state, chunk_size)``, and the first chunks of a larger draw are the same
-            users as a smaller draw's.
+            same ``(random_state, chunk_size)``, and a smaller draw's full chunks are the first
+            chunks of a larger one (the same users).
 
         Yields
         ------
