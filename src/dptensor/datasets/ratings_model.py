@@ -307,11 +307,11 @@ class RatingsModel(BaseEstimator):
             held = fold == k
             if not held.any():
                 continue
-            other = TensorCompletion(rank, reg=completion.reg_, reg_bias=completion.reg_bias_,
-                                     max_iter=max_iter, random_state=rng)
             if held.all():  # a single rating: no other fold to fit
                 self.residuals_[held] = values[held] - float(np.mean(values))
                 continue
+            other = TensorCompletion(rank, reg=completion.reg_, reg_bias=completion.reg_bias_,
+                                     max_iter=max_iter, random_state=rng)
             other.fit(indices[~held], values[~held], (n_users, n_items, 1))
             self.residuals_[held] = values[held] - other.predict(indices[held])
         # donors: the real users with ratings, their counts and their time indices
@@ -322,7 +322,7 @@ class RatingsModel(BaseEstimator):
         self.count_edges_ = np.unique(np.quantile(self.user_counts_, np.linspace(0, 1, n_strata + 1)[1:-1],
                                                   method="lower")).astype(np.int64)
         stratum = np.searchsorted(self.count_edges_, self.user_counts_, side="right")
-        everyone = _gaussian(latent)
+        everyone = _gaussian(latent) if donors.size > 1 else (latent[0], np.zeros((rank + 1, rank + 1)))
         fitted = [_gaussian(latent[stratum == s]) if np.sum(stratum == s) > 1 else everyone
                   for s in range(self.count_edges_.shape[0] + 1)]
         self.user_mean_ = np.array([mean for mean, _ in fitted])
