@@ -1,4 +1,4 @@
-"""Evaluating topic models on real text: held-out completion perplexity, the unigram baseline, NPMI.
+"""Evaluating topic models on real text (perplexity, the unigram baseline, NPMI) and completion models.
 
 Three measures a user applies to any fitted topic model (``SpectralLDA``, ``PrivateSpectralLDA``,
 ``DPVariationalLDA`` or scikit-learn's ``LatentDirichletAllocation``):
@@ -30,6 +30,13 @@ Three measures a user applies to any fitted topic model (``SpectralLDA``, ``Priv
   (the lower limit of NPMI), and a pair present in every reference document scores ``1``.
   Range ``[-1, 1]``; higher is better.
 
+For a completion model (``TensorCompletion``), :func:`held_out_user_rmse` scores **held-out
+users** -- users who were not in the training data -- by folding each of them in from their own
+observed ratings through the released item side of the model
+(:func:`dptensor.models.completion.fold_in_users`) and measuring the RMSE on their other ratings.
+It reads no training user's row, so under user-level (joint) DP it is post-processing of the
+release as far as the training users are concerned.
+
 Privacy: these are evaluations, not releases. Each reads the documents passed to it without
 noise (test documents, reference corpus, training counts for the unigram model); a score of a
 private model on private data is *about that data* and is not covered by the model's guarantee.
@@ -50,6 +57,7 @@ from dptensor._validation import (
     check_random_state,
     check_real,
 )
+from dptensor.models.completion.fold_in import fold_in_users, predict_folded
 from dptensor.models.topics._fitted import mixture_log_likelihood
 from dptensor.tensor.lda_moments import check_count_matrix
 
@@ -314,10 +322,69 @@ def word_set_npmi(word_sets: object, reference: object, *, epsilon: float = NPMI
     return npmi.mean(axis=1)
 
 
+def _entries(data: object, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, values)`` of TensorEntries or of an ``(indices, values)`` pair."""
+    if hasattr(data, "indices") and hasattr(data, "values"):
+        return np.asarray(data.indices), np.asarray(data.values)
+    if isinstance(data, tuple) and len(data) == 2:
+        return np.asarray(data[0]), np.asarray(data[1])
+    raise TypeError(f"{name} must be TensorEntries or an (indices, values) pair, got {type(data).__name__}")
+
+
+def held_out_user_rmse(model: object, observed: object, held_out: object) -> float:
+    """RMSE on held-out users' ratings, each user folded in from their own observed ratings.
+
+    The evaluation a model trained under user-level differential privacy allows: users who were
+    **not** in the training data are split into ratings they show the model (``observed``) and
+    ratings to predict (``held_out``). Each user's row and bias are the ridge regression of their
+    observed ratings on the model's released item side, with the fit's ``reg_`` and ``reg_bias_``
+    (:func:`dptensor.models.completion.fold_in_users`); the predictions at their held-out entries
+    are clamped to the declared value range, as :meth:`TensorCompletion.predict` clamps them.
+
+    What it reads: from the model only ``mean_``, the item and time factors and biases, ``core_``,
+    ``reg_``, ``reg_bias_``, ``prediction_range_`` and ``shape_`` -- under user-level DP-ALS, the
+    DP release and public hyper-parameters -- never the training users' rows ``factors_[0]`` and
+    ``biases_[0]`` (joint DP gives each of those to its own user alone), and no training data at
+    all. The RMSE is therefore post-processing of the release with respect to every training user,
+    and can be reported without breaking their (joint) DP. It reads the held-out users' ratings
+    exactly: it is *not* private with respect to them (they are the evaluator's own users).
+
+    Parameters
+    ----------
+    model : TensorCompletion
+        A fitted model (not ``offsets="biscale"``, not with mode 0 as a context mode).
+    observed : TensorEntries or (indices, values)
+        The held-out users' ratings shown to the model, ``(user, item, time)`` indices. User labels
+        are the caller's own (they do not refer to training users); items and times must lie in
+        the model's shape.
+    held_out : TensorEntries or (indices, values)
+        The same users' ratings to predict. A user with no observed rating is predicted from the
+        mean and the item and time offsets alone.
+
+    Returns
+    -------
+    float
+        ``sqrt(mean((x - x_hat)^2))`` over ``held_out``.
+    """
+    obs_indices, obs_values = _entries(observed, "observed")
+    test_indices, test_values = _entries(held_out, "held_out")
+    test_values = np.asarray(test_values, dtype=np.float64)
+    if test_values.size == 0:
+        raise ValueError("held_out has no ratings")
+    folded = fold_in_users(model, obs_indices, obs_values)
+    predictions = predict_folded(model, folded, test_indices)
+    if predictions.shape != test_values.shape:
+        raise ValueError(
+            f"held_out values must have shape ({predictions.shape[0]},), got {test_values.shape}"
+        )
+    return float(np.sqrt(np.mean((test_values - predictions) ** 2)))
+
+
 __all__ = [
     "NPMI_EPSILON",
     "CompletionSplit",
     "completion_perplexity",
+    "held_out_user_rmse",
     "split_documents",
     "top_word_indices",
     "topic_npmi",

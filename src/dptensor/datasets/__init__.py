@@ -29,6 +29,7 @@ from dptensor.datasets.entries import (
 from dptensor.datasets.lda import LDACorpus, make_lda_corpus
 from dptensor.datasets.moment_stream import OrthogonalMomentStream, make_orthogonal_moment_stream
 from dptensor.datasets.orthogonal import NOISE_MODELS, OrthogonalTensor, make_orthogonal_tensor
+from dptensor.datasets.ratings_model import RatingsModel, sample_items_by_popularity
 from dptensor.datasets.single_topic import SingleTopicCorpus, make_single_topic_corpus
 
 __all__ = [
@@ -55,12 +56,14 @@ __all__ = [
     "make_low_rank_completion",
     "make_orthogonal_tensor",
     "make_single_topic_corpus",
+    "RatingsModel",
     "ratings_day_origin",
     "entry_columns",
     "read_entries",
     "read_movielens",
     "read_ratings",
     "read_recbole_inter",
+    "sample_items_by_popularity",
     "train_test_split_entries",
     "write_entries",
 ]

@@ -8,14 +8,18 @@ from dptensor.models.completion.estimator import (
     TensorCompletion,
     rmse,
 )
+from dptensor.models.completion.fold_in import FoldedUsers, fold_in_users, predict_folded
 
 __all__ = [
     "OFFSETS",
     "PRIVACY_MODES",
     "SOLVERS",
     "CompletionPlan",
+    "FoldedUsers",
     "Release",
     "TensorCompletion",
+    "fold_in_users",
     "plan_completion",
+    "predict_folded",
     "rmse",
 ]

@@ -312,6 +312,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ALS sweeps / SGD epochs run.
     reg_ : float
         The ``lambda`` used (the chosen one with ``reg="auto"``).
+    reg_bias_ : float
+        The biases' penalty used (with ``reg="auto"`` and no ``reg_bias`` given: the chosen
+        ``reg``). :func:`~dptensor.models.completion.fold_in_users` reads it with ``reg_``.
     reg_path_ : list of dict
         ``reg="auto"``: validation RMSE of each ``lambda`` tried.
     noise_stds_ : list of float
@@ -467,6 +470,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 params = self._fit_als(indices, train, shape, plan, rng)
             else:
                 params = self._fit_sgd(indices, values, train, shape, plan, rng, source)
+        # the biases' penalty in effect (reg="auto" ties it to the chosen reg unless it was given)
+        self.reg_bias_ = float(self.reg_) if plan.reg_auto and plan.tie_reg_bias else float(plan.reg_bias)
         self.factors_ = params.factors
         self.core_ = params.core
         self.mean_ = float(params.mean)
