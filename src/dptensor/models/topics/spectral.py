@@ -475,7 +475,8 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         evidence is predicted exactly as by the unigram model, and uses ``alpha0`` as the prior's
         total (LDA's first moment; :mod:`dptensor.models.topics.moment_matching`; docs/lda.md,
         *Matching the unigram distribution*). ``components_``, ``alpha_`` and ``top_words`` are
-        unchanged.
+        unchanged. With ``refine``, the matched topics and prior are where refinement starts, and
+        inference then uses the refined topics and that prior.
     refine : {"cvb0", None}, default "cvb0"
         After the moments, refine the topics by batch CVB0 passes over the documents, started
         from the moment topics (:mod:`dptensor.models.topics.refinement`; docs/lda.md,
