@@ -93,6 +93,15 @@ def test_refine_topics_refuses_bad_priors(small) -> None:
         refine_topics(blocks, topics, alpha, topic_word_prior=0.0)
     with pytest.raises(ValueError, match="doc_topic_prior"):
         refine_topics(blocks, topics, alpha[:2])
+    silent_word = topics.copy()
+    silent_word[:, 0] = 0.0  # a word no topic can produce: CVB0 would divide by zero
+    with pytest.raises(ValueError, match="every word possible"):
+        refine_topics(blocks, silent_word, alpha)
+    huge = np.zeros_like(counts)
+    huge[:4, 0] = 1.5e308  # four documents of one word: the word's expected counts pass float64's range
+    huge = sp.csr_matrix(huge)
+    with pytest.raises(ValueError, match="overflowed"):
+        refine_topics(as_local_blocks(huge), topics, alpha, max_passes=1)
 
 
 @pytest.fixture(scope="module")

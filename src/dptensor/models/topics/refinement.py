@@ -13,7 +13,7 @@ The document side is the exact CVB0 update (a token's own responsibility is left
 document's topic counts, which is what keeps short documents from over-fitting); the word side
 uses the topics ``phi`` of the previous pass (batch CVB0, so that a pass is a sum over row blocks):
 
-``phi_wj  =  (sum_n c_nw gamma_nwj + beta) / (sum_n L_n ... + d beta)``.
+``phi_wj  =  (sum_n c_nw gamma_nwj + beta) / (sum_v sum_n c_nv gamma_nvj + d beta)``.
 
 Each pass starts every document afresh from ``gamma ∝ alpha_j phi_wj`` and runs ``sweeps`` in-place
 sweeps over its tokens, so nothing per document is kept between passes: memory is the ``d x k``
@@ -21,9 +21,10 @@ topics plus one block's counts, whatever the corpus size, and a pass is "map ove
 sum" (:mod:`dptensor.parallel`: in process, on threads, or on a Dask cluster).
 
 Stopping rule: the mean leave-one-out log-likelihood per token, ``log(sum_j (N_nj - gamma_nwj +
-alpha_j) phi_wj / (L_n - 1 + alpha_0))``, is computed in the same pass (each token scored by the rest
-of its document, a held-out score that costs nothing extra); refinement stops when it improves by
-less than ``tol`` (relative) or after ``max_passes``.
+alpha_j) phi_wj / (L_n - 1 + alpha_0))``, is computed in the last sweep of each pass at no extra
+cost (each token scored by the rest of its document; the topics have seen it, so this is a
+convergence score, not a held-out estimate); refinement stops when it improves by less than
+``tol`` (relative) or after ``max_passes``.
 
 The kernels are compiled with Numba (``nogil``: blocks run in parallel on threads).
 """
@@ -40,8 +41,8 @@ import scipy.sparse as sp
 
 from dptensor.parallel import RowBlocks
 
-#: Topic-word Dirichlet parameter ``beta`` of refinement (the value of Griffiths & Steyvers 2004
-#: and of tomotopy's examples; docs/lda.md, *Refinement*).
+#: Topic-word Dirichlet parameter ``beta`` of refinement (tomotopy's default ``eta``; the same value
+#: on every corpus measured, docs/benchmarks.md, *Topic quality against tomotopy*).
 DEFAULT_TOPIC_WORD_PRIOR = 0.01
 #: Passes over the documents at most, and the relative improvement of the leave-one-out
 #: log-likelihood per token below which refinement stops.
@@ -219,6 +220,8 @@ def refine_topics(
         raise ValueError(f"topic_word_prior must be a positive number, got {topic_word_prior!r}")
     if alpha.shape != (topics.shape[0],) or not np.all(alpha > 0):
         raise ValueError("doc_topic_prior must hold one positive number per topic")
+    if not np.all(np.isfinite(topics)) or np.any(topics < 0) or np.any(topics.sum(axis=0) <= 0):
+        raise ValueError("topics must be finite and non-negative, with every word possible under some topic")
     topics_t = np.ascontiguousarray(topics.T)
     history: list[float] = []
     converged = False
@@ -226,6 +229,9 @@ def refine_topics(
         word_counts, log_lik, scored = blocks.map_sum(
             _refinement_pass, topics_t, alpha, int(sweeps), label="refine-topics"
         )
+        if not np.all(np.isfinite(word_counts)):
+            raise ValueError("refinement's expected word counts overflowed (counts beyond float64's range); "
+                             "fit with refine=None")  # fmt: skip
         history.append(log_lik / scored if scored else 0.0)
         topics_t = word_counts + beta
         topics_t /= topics_t.sum(axis=0, keepdims=True)
