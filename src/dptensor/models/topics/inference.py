@@ -100,7 +100,12 @@ class TopicModelInference(FittedTopicsMixin):
     def transform(self, X: object) -> np.ndarray:
         """Document-topic proportions ``theta_n`` given the learned topics.
 
-        Method: with the topics ``mu`` (:meth:`topic_word_distribution`) and the prior ``alpha``
+        A model refined after its moments (``refinement_``) folds each document in by CVB0 with
+        its refined topics and the prior it was refined with
+        (:func:`~dptensor.models.topics.refinement.fold_in`: at most ``transform_max_iter``
+        sweeps, stopping when no topic count moves by more than ``transform_tol`` times the
+        document's length). Otherwise, the moment model's method: with the topics ``mu``
+        (:meth:`topic_word_distribution`) and the prior ``alpha``
         (:meth:`document_topic_prior`: ``alpha_``, or with ``match_unigram`` the weights matched
         to ``unigram_``) fixed, iterate the EM-style
         update of the topic posterior of each document (vectorised over documents),
