@@ -649,7 +649,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         self.refinement_ = None
         if self.refine is None:
             return
-        start, prior = self.topic_word_distribution(), self.document_topic_prior()
+        start, prior = self._inference_parameters()  # the matched topics and prior, matched once
 
         def report(pass_number: int, log_likelihood: float) -> None:
             if self.verbose:
