@@ -94,6 +94,7 @@ plan, charge (``_begin_release``), compute and release, post-process.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from numbers import Integral, Real
 
@@ -162,6 +163,7 @@ from dptensor.models.topics._releases import (  # noqa: F401 - release steps, im
 )
 from dptensor.models.topics._utility_plan import PrivateLDAPlan, plan_private_lda
 from dptensor.models.topics.inference import TopicModelInference
+from dptensor.models.topics.private_refinement import refine_topics_privately, refinement_sensitivity
 from dptensor.models.topics.spectral import (
     SPECTRAL_PARAMETER_CONSTRAINTS,
     decompose_whitened_tensor,
@@ -187,7 +189,7 @@ from dptensor.tensor.clipped_lda_moments import (
     ClippedSecondMoment,
     clipped_whitened_third_moment,
 )
-from dptensor.tensor.lda_moments import Documents, LDASecondMoment
+from dptensor.tensor.lda_moments import Documents, LDASecondMoment, document_blocks
 
 #: With ``match_unigram`` the ``"auto"`` shrinkage weight is this share of :func:`shrinkage_weight`'s:
 #: matched topics already predict the unigram distribution where they carry no information. On
@@ -307,6 +309,25 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         only). The whitening (``M2``'s top eigenpairs) is computed from them without noise, so only
         ``m1`` and the whitened ``e3`` are released from ``X`` (budget split ``m1``/``e3``); the
         guarantee's ``public`` names the public corpus.
+    refine : {"cvb0", None}, default "cvb0"
+        Clipped mode: after the moments, continue from the private topics (those inference would
+        use: matched and shrunk) with private CVB0 passes, each releasing the documents' expected
+        topic-word counts, every document's term clipped to Frobenius norm ``refine_clip``, with
+        Gaussian noise (:mod:`dptensor.models.topics.private_refinement`; docs/lda.md, *Private
+        refinement*). The passes are composed exactly with the moment releases in the one
+        guarantee. Inference then folds documents in by CVB0 with the refined topics. ``None``, or
+        a configuration without clipping: the moment estimate only.
+    refine_passes : "auto" or int >= 1, default "auto"
+        How many passes (releases). ``"auto"``: from public sizes (``N``, ``d``, ``k``, ``epsilon``,
+        ``delta``), :func:`~dptensor.models.topics._private_plan.resolve_refinement`: up to 6, and
+        none where one pass would be mostly noise (the whole budget then goes to the moments).
+    refine_share : "auto" or float in (0, 1), default "auto"
+        Share of the Gaussian-DP budget ``mu^2`` that the passes take (``"auto"``: 0.5); the moment
+        releases share the rest by ``budget_split``.
+    refine_clip : float, default 1.0
+        ``L``: each document's bound in a pass (sensitivity ``sqrt(2) L``; the topics do not depend
+        on its scale when every document is clipped, so a bound below most documents' norms is
+        chosen).
     n_power_steps : int, default 4
         Releases ``T`` of the noisy power method.
     n_oversamples : int, default 10
@@ -345,6 +366,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     word_frequencies_ : ndarray of shape (d,) or None
         The released ``E1 = S1 / T0`` itself, noise included (entries may be negative; clipped
         mode, ``None`` otherwise).
+    moment_components_ : ndarray of shape (k, d)
+        The moment estimate (equal to ``components_`` without refinement).
+    refinement_ : Refinement or None
+        The private refinement's record (passes, prior; no likelihood is computed on the private
+        path), ``None`` without refinement.
     shrinkage_ : float
         The ``lambda`` used by inference (``shrinkage``).
     budget_split_ : dict
@@ -417,6 +443,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         "shrinkage": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="both")],
         "match_unigram": ["boolean"],
         "public_corpus": ["array-like", "sparse matrix", None],
+        "refine": [StrOptions({"cvb0"}), None],
+        "refine_passes": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "refine_share": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="neither")],
+        "refine_clip": [Interval(Real, *CLIP_RANGE, closed="both")],
         **SPECTRAL_PARAMETER_CONSTRAINTS,
         "random_state": ["random_state"],
     }
@@ -446,6 +476,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         shrinkage: float | str = "auto",
         match_unigram: bool = True,
         public_corpus: object = None,
+        refine: str | None = "cvb0",
+        refine_passes: int | str = "auto",
+        refine_share: float | str = "auto",
+        refine_clip: float = 1.0,
         decomposition: str = "simultaneous",
         n_restarts: int | None = None,
         max_iter: int | None = None,
@@ -481,6 +515,10 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         self.shrinkage = shrinkage
         self.match_unigram = match_unigram
         self.public_corpus = public_corpus
+        self.refine = refine
+        self.refine_passes = refine_passes
+        self.refine_share = refine_share
+        self.refine_clip = refine_clip
         self.decomposition = decomposition
         self.n_restarts = n_restarts
         self.max_iter = max_iter
@@ -629,13 +667,36 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             topics, alpha = self._fit_config1(docs, plan, source, rng, timings)
         else:
             topics, alpha = paper_configuration_topics(self, docs, plan, source, rng, timings)
-        self.components_ = topics
+        self.components_ = self.moment_components_ = topics
         self.alpha_ = alpha
         self.shrinkage_ = self._shrinkage_weight(plan)
         self.n_features_in_ = n_words
         self.n_documents_ = n_documents
+        self.refinement_ = None
+        if plan.refine_passes:  # 5. private refinement from the (post-processed) moment topics
+            self._refine_privately(docs, plan, source, timings)
         self.timings_ = timings
         return self
+
+    def _refine_privately(
+        self, docs: Documents, plan: SpectralLDAPlan, source: NoiseSource, timings: dict
+    ) -> None:
+        """``refine``: private CVB0 passes from the topics inference uses (:mod:`.private_refinement`)."""
+        start, prior = self._inference_parameters()
+        passes = plan.refine_passes
+
+        def report(pass_number: int) -> None:
+            if self.verbose:
+                print(f"[spectral-lda]   refinement pass {pass_number} of {passes}", file=sys.stderr)
+
+        with private_step(f"rf: private refinement ({passes} CVB0 passes)", timings, self.verbose):
+            self.refinement_ = refine_topics_privately(
+                document_blocks(docs), start, prior, self.unigram_, passes=passes,
+                clip=float(self.refine_clip), noise_multiplier=plan.noise_multipliers["rf"], source=source,
+                on_pass=report,
+            )  # fmt: skip
+        self.noise_scales_["rf"] = plan.noise_multipliers["rf"] * refinement_sensitivity(self.refine_clip)
+        self.components_ = self.refinement_.topics
 
     def _shrinkage_weight(self, plan: SpectralLDAPlan) -> float:
         """``shrinkage_`` from public parameters and released noise scales only (post-processing)."""

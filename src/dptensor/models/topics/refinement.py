@@ -53,10 +53,13 @@ DEFAULT_SWEEPS = 2
 
 
 @numba.njit(nogil=True, cache=True)
-def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_counts, theta):  # noqa: ANN001, ANN202
+def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_counts, theta, clip):  # noqa: ANN001, ANN202
     """CVB0 over the documents of one CSR block (see the module docstring).
 
     ``word_counts`` (``d x k``, added to) receives ``sum_n c_nw gamma_nwj`` unless it has no rows;
+    with ``clip > 0`` each document's term ``D_nwj = c_nw gamma_nwj`` is first scaled to Frobenius
+    norm at most ``clip``, and a document whose term is not finite (counts beyond float64's range)
+    adds nothing (:mod:`dptensor.models.topics.private_refinement`);
     ``theta`` (``n x k``) receives ``(N_nj + alpha_j) / (L_n + alpha_0)`` unless it has no rows.
     A document stops sweeping once no topic count moves by more than ``tol`` times its length
     (``tol < 0``: every document runs all ``sweeps``).
@@ -119,10 +122,32 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
             if moved <= tol * length:
                 break
         if word_counts.shape[0]:
-            for p in range(start, stop):
-                w, c = indices[p], data[p]
-                for j in range(k):
-                    word_counts[w, j] += c * gamma[p - start, j]
+            scale = 1.0
+            if clip > 0.0:  # ||D_n||_F <= clip, computed relative to the largest entry (no overflow)
+                largest = 0.0
+                finite = True
+                for p in range(start, stop):
+                    for j in range(k):
+                        entry = data[p] * gamma[p - start, j]
+                        if not entry <= 1.7e308:  # inf or nan (counts beyond float64's range)
+                            finite = False
+                        elif entry > largest:
+                            largest = entry
+                if not finite:
+                    scale = 0.0  # a non-finite term: the document adds nothing
+                elif largest > 0.0:
+                    squares = 0.0
+                    for p in range(start, stop):
+                        for j in range(k):
+                            squares += (data[p] * gamma[p - start, j] / largest) ** 2
+                    norm = largest * math.sqrt(squares)
+                    if norm > clip * (1.0 - 1e-9):  # a margin for the rounding of the norm
+                        scale = clip * (1.0 - 1e-9) / norm
+            if scale > 0.0:
+                for p in range(start, stop):
+                    w, c = indices[p], data[p]
+                    for j in range(k):
+                        word_counts[w, j] += scale * (c * gamma[p - start, j])
         if theta.shape[0]:
             for j in range(k):
                 theta[n, j] = (doc_topic[j] + alpha[j]) / (length + alpha0)
@@ -142,9 +167,40 @@ def _refinement_pass(
     word_counts = np.zeros_like(topics_t)
     log_lik, scored = _cvb0_documents(
         counts.indptr, counts.indices, counts.data, topics_t, alpha, sweeps, -1.0, word_counts,
-        np.empty((0, topics_t.shape[1])),
+        np.empty((0, topics_t.shape[1])), 0.0,
     )  # fmt: skip
     return word_counts, log_lik, scored
+
+
+def clipped_expected_counts(
+    block: object, topics_t: np.ndarray, alpha: np.ndarray, sweeps: int, clip: float
+) -> np.ndarray:
+    """One row block's term of a private pass: ``sum_n D_n``, each ``D_n`` clipped to norm ``clip``.
+
+    Parameters
+    ----------
+    block : scipy.sparse matrix or DocumentCounts
+        Documents (rows) by words.
+    topics_t : ndarray of shape (d, k)
+        The topics of the previous pass, one column per topic.
+    alpha : ndarray of shape (k,)
+        The documents' Dirichlet parameters.
+    sweeps : int
+        CVB0 sweeps over each document's tokens.
+    clip : float
+        ``L > 0``: the bound on each document's ``||D_n||_F``.
+
+    Returns
+    -------
+    ndarray of shape (d, k)
+    """
+    counts = _block_counts(block)
+    word_counts = np.zeros_like(topics_t)
+    _cvb0_documents(
+        counts.indptr, counts.indices, counts.data, topics_t, np.ascontiguousarray(alpha, dtype=np.float64),
+        int(sweeps), -1.0, word_counts, np.empty((0, topics_t.shape[1])), float(clip),
+    )  # fmt: skip
+    return word_counts
 
 
 @dataclass(frozen=True)
@@ -158,9 +214,11 @@ class Refinement:
     doc_topic_prior : ndarray of shape (k,)
         The Dirichlet parameters ``alpha`` used (held fixed).
     topic_word_prior : float
-        ``beta``.
+        ``beta`` (0 for private refinement, whose noise pseudo-counts take its place).
     log_likelihood : ndarray of shape (n_passes,)
-        Mean leave-one-out log-likelihood per token at each pass (under the topics it started from).
+        Mean leave-one-out log-likelihood per token at each pass (under the topics it started from);
+        empty for private refinement (:mod:`dptensor.models.topics.private_refinement`), which
+        computes none.
     n_passes : int
     converged : bool
         Whether the stopping rule ended refinement before ``max_passes``.
@@ -264,6 +322,6 @@ def fold_in(
     theta = np.empty((counts.shape[0], alpha.size))
     _cvb0_documents(
         counts.indptr, counts.indices, counts.data, np.ascontiguousarray(np.asarray(topics, float).T),
-        alpha, int(max_sweeps), float(tol), np.empty((0, alpha.size)), theta,
+        alpha, int(max_sweeps), float(tol), np.empty((0, alpha.size)), theta, 0.0,
     )  # fmt: skip
     return theta

@@ -1,0 +1,111 @@
+"""Private refinement's release (issue 35, item 2): brute-forced sensitivity and an audit.
+
+One pass releases ``W = sum_n D_n`` with ``D_nwj = c_nw gamma_nwj`` scaled to ``||D_n||_F <= L``;
+replace-one sensitivity ``sqrt(2) L`` (:mod:`dptensor.models.topics.private_refinement`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dptensor.models.topics.private_refinement import (
+    refine_topics_privately,
+    refinement_sensitivity,
+    release_expected_counts,
+)
+from dptensor.models.topics.refinement import clipped_expected_counts
+from dptensor.parallel import LocalRowBlocks
+from dptensor.privacy import insecure_test_noise
+from dptensor.privacy.audit import epsilon_lower_bound
+from dptensor.privacy.calibration import gaussian_sigma_analytic
+from dptensor.privacy.noise import resolve_noise
+
+WORDS = 3
+
+
+def _documents() -> list[np.ndarray]:
+    """Every document of counts 0..3 over three words, and extreme ones."""
+    documents = [np.array(c, dtype=float) for c in itertools.product(range(4), repeat=WORDS)]
+    documents += [np.array([1e300, 1e300, 0.0]), np.array([1e308, 0.0, 1.0]), np.array([1e6, 1.0, 0.0]),
+                  np.array([0.5, 0.0, 0.0])]  # fmt: skip
+    return documents
+
+
+def _term(document: np.ndarray, topics_t: np.ndarray, alpha: np.ndarray, clip: float) -> np.ndarray:
+    return clipped_expected_counts(sp.csr_matrix(document[None, :]), topics_t, alpha, 2, clip)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("clip", [0.7, 2.0])
+def test_brute_force_replace_one_sensitivity(seed, clip):
+    rng = np.random.default_rng(seed)
+    topics_t = np.ascontiguousarray(rng.dirichlet(np.ones(WORDS), size=2).T)  # d x k
+    alpha = rng.uniform(0.05, 2.0, size=2)
+    terms = [_term(doc, topics_t, alpha, clip) for doc in _documents()]
+    for term in terms:
+        assert np.all(np.isfinite(term)) and np.all(term >= 0)
+        assert np.linalg.norm(term) <= clip
+    largest = max(np.linalg.norm(a - b) for a, b in itertools.combinations(terms, 2))
+    assert largest <= refinement_sensitivity(clip)
+    assert largest > 1.2 * clip  # the bound sqrt(2) L is nearly reached: a claim of L would fail
+
+
+def test_the_release_is_the_sum_of_the_terms():
+    """Replacing one document changes the summed statistic by the difference of its terms."""
+    rng = np.random.default_rng(3)
+    topics_t = np.ascontiguousarray(rng.dirichlet(np.ones(WORDS), size=2).T)
+    alpha = np.array([0.3, 0.6])
+    corpus = np.array([[3.0, 0, 1], [0, 2, 2], [1, 1, 1], [0, 0, 0]])
+    blocks = LocalRowBlocks([sp.csr_matrix(corpus[:2]), sp.csr_matrix(corpus[2:])], WORDS)
+    total = release_expected_counts(blocks, topics_t, alpha, clip=1.0, noise_multiplier=0.0,
+                                    source=resolve_noise(insecure_test_noise(0)))  # fmt: skip
+    expected = sum(_term(doc, topics_t, alpha, 1.0) for doc in corpus)
+    np.testing.assert_allclose(total, expected, rtol=1e-12)
+
+
+def _audit(multiplier_factor: float, runs: int = 3000) -> float:
+    """epsilon lower bound of one pass's release from two corpora that differ in one document."""
+    topics_t = np.ascontiguousarray(np.array([[0.9, 0.05], [0.05, 0.05], [0.05, 0.9]]))
+    alpha = np.array([0.5, 0.5])
+    base = [[2.0, 1, 0], [0, 1, 2]]
+    first, second = [*base, [9.0, 0, 0]], [*base, [0.0, 0, 9]]  # terms on different topics: ~sqrt2 L apart
+    clip = 1.0
+    z = gaussian_sigma_analytic(1.0, 1e-5) * multiplier_factor
+    direction = _term(np.array(second[-1]), topics_t, alpha, clip) - _term(np.array(first[-1]), topics_t, alpha, clip)
+    assert np.linalg.norm(direction) > 1.35 * clip
+    direction /= np.linalg.norm(direction)
+    samples = []
+    for seed, corpus in ((0, first), (1, second)):
+        blocks = LocalRowBlocks([sp.csr_matrix(np.array(corpus))], WORDS)
+        source = resolve_noise(insecure_test_noise(seed))
+        samples.append(np.array([
+            float(np.sum(direction * release_expected_counts(blocks, topics_t, alpha, clip=clip, noise_multiplier=z,
+                                                             source=source)))
+            for _ in range(runs)
+        ]))  # fmt: skip
+    return epsilon_lower_bound(samples[0], samples[1], 1e-5)
+
+
+def test_audit_the_release_and_catch_an_under_noised_variant():
+    assert _audit(1.0) <= 1.0
+    assert _audit(0.2) > 1.5
+
+
+def test_refinement_reads_no_data_dependent_stopping_rule():
+    """A fixed number of passes, no likelihood recorded, topics on the simplex."""
+    rng = np.random.default_rng(0)
+    corpus = sp.csr_matrix(rng.poisson(1.0, size=(200, 6)).astype(float))
+    topics = rng.dirichlet(np.ones(6), size=3)
+    unigram = np.full(6, 1 / 6)
+    seen = []
+    result = refine_topics_privately(
+        LocalRowBlocks([corpus], 6), topics, np.full(3, 0.3), unigram, passes=3, clip=1.0, noise_multiplier=2.0,
+        source=resolve_noise(insecure_test_noise(0)), on_pass=seen.append,
+    )  # fmt: skip
+    assert seen == [1, 2, 3] and result.n_passes == 3 and result.log_likelihood.size == 0
+    np.testing.assert_allclose(result.topics.sum(axis=1), 1.0)
+    assert np.all(result.topics > 0)
