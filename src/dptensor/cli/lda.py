@@ -181,6 +181,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--doc-words", type=positive_float, default=None, metavar="W",
                       help="with --vocab-share: a public guess of a typical document's distinct (non-stop) "
                            "words (default: --typical-length)")
+    plan.add_argument("--no-refine", action="store_true",
+                      help="plan a fit without private refinement passes (as lda fit --no-refine)")
     add_quiet_argument(plan)
     plan.set_defaults(func=run_plan)
 
@@ -230,8 +232,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     more.add_argument("--max-features", type=positive_int, default=None, metavar="N",
                       help="keep the n most frequent words")
     more.add_argument("--no-refine", action="store_true",
-                      help="non-private spectral fits: keep the moment estimate, without the CVB0 "
-                           "refinement passes that follow it by default (docs/lda.md, Refinement)")
+                      help="spectral fits: keep the moment estimate, without the CVB0 refinement passes "
+                           "that follow it by default (private fits: their share of the budget goes to the "
+                           "moments; docs/lda.md, Refinement and Private refinement)")
     _research_arguments(parser)
     _vi_arguments(parser)
 
@@ -850,7 +853,7 @@ def build_private_model(
         public_corpus=_load_public_corpus(args),
         whitening_words={None: "auto", "all": None}.get(args.whitening_words, args.whitening_words),
         third_clip={None: "auto", "none": None}.get(args.third_clip, args.third_clip),
-        decomposition=args.decomposition, verbose=not args.quiet,
+        decomposition=args.decomposition, refine=None if args.no_refine else "cvb0", verbose=not args.quiet,
         random_state=args.seed, noise=noise or args.noise, ledger=ledger, n_jobs=n_jobs,
     )  # fmt: skip
 
@@ -863,7 +866,7 @@ def run_plan(args: argparse.Namespace) -> int:
         args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
         typical_length=args.typical_length, private_whitening=args.private_whitening,
         vocabulary_share=args.vocab_share, max_words_per_document=args.max_doc_words,
-        distinct_words=args.doc_words,
+        distinct_words=args.doc_words, refine=None if args.no_refine else "cvb0",
     )  # fmt: skip
     print(prediction.describe())
     return 0

@@ -370,7 +370,9 @@ def test_extreme_neighbours_are_indistinguishable_except_through_the_release(whi
 
 
 def test_guarantee_states_the_relation_and_the_clip():
-    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0).fit(_base_corpus(20000))
+    # the moment releases (refine=None; private refinement adds its "rf" passes: test_private_refinement.py)
+    model = PrivateSpectralLDA(3, 0.5, epsilon=1.0, delta=1e-6, random_state=0, refine=None)
+    model.fit(_base_corpus(20000))
     g = model.guarantee_
     assert g.holds and g.neighbouring == "document" and "including none" in g.protected
     assert "clipping" in g.public and "C3" in g.public and g.details["clip"] == pytest.approx(1.0 / 12)
@@ -651,10 +653,12 @@ def test_public_corpus_gives_the_whitening_and_no_m2_is_released():
     model = PrivateSpectralLDA(3, 0.3, epsilon=1.0, delta=1e-6, public_corpus=public, random_state=0)
     model.fit(private)
     g = model.guarantee_
-    # m1, the q3 histogram that chooses the third clip, and e3: no M2 release
-    assert set(model.noise_scales_) == {"m1", "q3", "e3"} and g.n_releases == 3 and g.holds
-    assert "public corpus" in g.public and set(model.budget_split_) == {"m1", "q3", "e3"}
-    assert set(g.details["sensitivities"]) == {"m1", "q3", "e3"}  # the releases made, and only those
+    # m1, the q3 histogram that chooses the third clip, e3 and the refinement passes: no M2 release
+    releases = {"m1", "q3", "e3", "rf"}
+    assert model.refinement_.n_passes > 0 and g.n_releases == 3 + model.refinement_.n_passes and g.holds
+    assert set(model.noise_scales_) == releases
+    assert "public corpus" in g.public and set(model.budget_split_) == releases
+    assert set(g.details["sensitivities"]) == releases  # the releases made, and only those
     assert model.topic_recovery_ == "tensor"  # a public whitening: always the tensor step
     from scipy.optimize import linear_sum_assignment
 
@@ -716,9 +720,10 @@ def test_whitening_words_recover_the_topics_on_the_support_and_the_unigram_elsew
     assert part.whitening_words_ == 25 and full.whitening_words_ == 40
     support = np.sort(np.argsort(-part.unigram_, kind="stable")[:25])
     outside = np.setdiff1d(np.arange(40), support)
-    # off the support every topic is the released unigram distribution up to its row's simplex shift
-    shift = part.components_[:, outside] - part.unigram_[outside]
-    for row, kept in zip(shift, part.components_[:, outside] > 0, strict=True):
+    # off the support every moment topic is the released unigram distribution up to its row's simplex
+    # shift (private refinement then gives those words topic-specific probabilities too)
+    shift = part.moment_components_[:, outside] - part.unigram_[outside]
+    for row, kept in zip(shift, part.moment_components_[:, outside] > 0, strict=True):
         assert kept.sum() >= 10 and np.ptp(row[kept]) < 1e-12
     # on the support the topics are found again (L1 over the support, the truth's support mass removed)
     D = np.abs(c.topics[:, None, support] - part.components_[None][:, :, support]).sum(-1)

@@ -8,6 +8,7 @@ import pytest
 
 from dptensor.cli import main
 from dptensor.models import PrivateSpectralLDA
+from dptensor.models.topics._private_plan import moments_epsilon
 from dptensor.models.topics.plan import (
     GOOD_LEVEL,
     NOISE_LEVEL,
@@ -20,14 +21,21 @@ from dptensor.privacy.audit import observable_differences, observe
 
 
 def test_prediction_scales_as_the_formula_says():
-    def snr(n=40000, k=10, epsilon=1.0, length=7):  # on every word: the formula of one release
+    def snr(n=40000, k=10, epsilon=1.0, length=7):  # on every word: the formula of one release (one budget)
         return plan_private_lda(n, 2000, k, 1.0, epsilon, 1e-6, typical_length=length,
-                                whitening_words=None).snr
+                                whitening_words=None, refine=None).snr
 
-    base = plan_private_lda(40000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None)
+    base = plan_private_lda(40000, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None,
+                            refine=None)
     assert snr(n=80000) == pytest.approx(2 * base.snr) and snr(length=14) == pytest.approx(2 * base.snr)
     assert snr(k=5) == pytest.approx(2 * base.snr) and snr(epsilon=4.0) > 3 * base.snr
     assert base.snr == pytest.approx(base.signal / base.noise)
+    # private refinement takes its share first: the M2 release is predicted at the moments' budget
+    refined = plan_private_lda(10**6, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None)
+    assert refined.refine_passes > 0 and "refinement passes" in refined.describe()
+    moments = plan_private_lda(10**6, 2000, 10, 1.0, moments_epsilon(1.0, 1e-6, 0.5), 1e-6, typical_length=7,
+                               whitening_words=None, refine=None)  # fmt: skip
+    assert refined.snr == pytest.approx(moments.snr, rel=1e-9)
 
 
 def test_suggestions_reach_the_good_level():

@@ -707,17 +707,22 @@ def shrinkage_weight(snr: float) -> float:
 
 
 def predicted_snr(
-    n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str
+    n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str,
+    refinement: tuple[int, float] = (0, 0.0),
 ) -> tuple[float, float, float, dict]:
     """``(snr, signal, noise, noise multipliers)`` of the clipped ``M2`` release on ``d`` words.
 
     The noise multiplier is that of the reference plan (:func:`plan_private_spectral_lda` with
-    ``whitening_words=None`` and ``topic_recovery="tensor"``); documents of ``length`` tokens give
-    ``S0 ~ N C L`` (:mod:`~dptensor.models.topics.plan`). Public inputs only.
+    ``whitening_words=None``, ``topic_recovery="tensor"`` and ``refinement = (passes, share)`` of
+    private refinement, resolved by the caller on the whole vocabulary: none by default); documents
+    of ``length`` tokens give ``S0 ~ N C L`` (:mod:`~dptensor.models.topics.plan`). Public inputs only.
     """
+    passes, share = refinement
     parameters = {
         "n_components": k, "alpha0": alpha0, "epsilon": epsilon, "delta": delta,
-        "private_whitening": whitening, "whitening_words": None, "topic_recovery": "tensor", "refine": None,
+        "private_whitening": whitening, "whitening_words": None, "topic_recovery": "tensor",
+        "refine": "cvb0" if passes else None, "refine_passes": passes or "auto",
+        "refine_share": share or "auto",
     }  # fmt: skip
     plan = plan_private_spectral_lda(parameters, n, d, check_sizes=False)
     z = plan.noise_multipliers["m2"]

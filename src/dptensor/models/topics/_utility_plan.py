@@ -31,7 +31,9 @@ Every input is public; so is the output (it never reads documents).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dptensor._validation import check_positive_int, check_real
 from dptensor.models.topics._private_plan import (
@@ -39,11 +41,16 @@ from dptensor.models.topics._private_plan import (
     GOOD_LEVEL,
     NOISE_LEVEL,
     WHITENING_WORDS_LEVEL,
+    moments_epsilon,
     predicted_snr,
     prefers_nonnegative_topics,
     release_words,
+    resolve_refinement,
 )
 from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicted_vocabulary_size
+
+#: The options of a fit without private refinement (``refine=None``).
+NO_REFINEMENT: Mapping[str, Any] = {"refine": None, "refine_passes": "auto", "refine_share": "auto"}
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,9 @@ class PrivateLDAPlan:
         With ``vocabulary_share``: the private vocabulary's predicted (expected) size,
         :func:`~dptensor.privacy.vocabulary.predicted_vocabulary_size`; the verdict is for a model
         over that many words (at least ``k``), not over the ``n_words`` asked.
+    refine_passes : int
+        The private refinement passes the fit makes after the moments (0: none), on their share of
+        the budget; the ``M2`` release (the verdict) is at the rest.
     """
 
     snr: float
@@ -91,6 +101,7 @@ class PrivateLDAPlan:
     topic_recovery: str | None = None
     sizes: dict = field(default_factory=dict)
     vocabulary_words: float | None = None
+    refine_passes: int = 0
 
     @property
     def hopeless(self) -> bool:
@@ -143,6 +154,11 @@ class PrivateLDAPlan:
             f"  signal: the k-th largest eigenvalue of M2 (sigma_k) ~ {self.signal:.3g}; noise: the operator "
             f"norm of its noise ~ {self.noise:.3g}",
         ]
+        if self.refine_passes:
+            lines.append(
+                f"  then {self.refine_passes} private refinement passes (CVB0, each releasing the expected "
+                "topic-word counts) on their share of the budget; the M2 release is predicted at the rest"
+            )
         if self.topic_recovery == "nmf":
             lines.append(
                 f"  below {WHITENING_WORDS_LEVEL:g} on the fewest words: the default fit takes the topics "
@@ -166,11 +182,14 @@ def _verdict(snr: float) -> str:
 
 def _fit_snr(
     n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str,
-    whitening_words: int | str | None,
+    whitening_words: int | str | None, refine: Mapping[str, Any] = NO_REFINEMENT,
 ) -> tuple[float, float, float, dict, int]:
-    """:func:`predicted_snr` of the release the fit makes: on its :func:`release_words`; and their number."""
-    words = release_words(n, d, k, alpha0, epsilon, delta, whitening_words)
-    return (*predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening), words)
+    """:func:`predicted_snr` of the release the fit makes: on its :func:`release_words`, at the moments'
+    share of the budget (what private refinement leaves them); and their number."""
+    options = {**refine, "n_components": k, "epsilon": epsilon, "delta": delta}
+    passes, share = resolve_refinement(options, n, d, True)
+    words = release_words(n, d, k, alpha0, moments_epsilon(epsilon, delta, share), delta, whitening_words)
+    return (*predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening, (passes, share)), words)
 
 
 def plan_private_lda(
@@ -188,6 +207,9 @@ def plan_private_lda(
     max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
     distinct_words: float | None = None,
     suggest: bool = True,
+    refine: str | None = "cvb0",
+    refine_passes: int | str = "auto",
+    refine_share: float | str = "auto",
 ) -> PrivateLDAPlan:
     """Predict the signal-to-noise of a clipped :class:`PrivateSpectralLDA` fit (module docstring).
 
@@ -221,6 +243,9 @@ def plan_private_lda(
     suggest : bool, default True
         Compute :attr:`PrivateLDAPlan.suggestions` (a bisection over epsilon) and the words of the
         release; ``False`` leaves them empty.
+    refine, refine_passes, refine_share
+        As for :class:`PrivateSpectralLDA`: the private refinement passes after the moments take
+        their share of the budget, and the ``M2`` release is predicted at what is left.
 
     Returns
     -------
@@ -258,35 +283,65 @@ def plan_private_lda(
         )
         sizes.update(max_words_per_document=int(max_words_per_document), distinct_words=per_document)
         d = max(k, min(d, round(vocabulary_words)))  # the model's vocabulary: the predicted one
+    refinement = {"refine": refine, "refine_passes": refine_passes, "refine_share": refine_share}
+    passes, refined_share = resolve_refinement(
+        {**refinement, "n_components": k, "epsilon": model_epsilon, "delta": model_delta}, n, d, True
+    )
     snr, signal, noise, multipliers, words = _fit_snr(
-        n, d, k, alpha0, model_epsilon, model_delta, length, private_whitening, whitening_words
+        n, d, k, alpha0, model_epsilon, model_delta, length, private_whitening, whitening_words, refinement
     )
     if not suggest:
         return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {}, sizes=sizes,
-                              vocabulary_words=vocabulary_words)
+                              vocabulary_words=vocabulary_words, refine_passes=passes)
     needed = GOOD_LEVEL / snr
+
+    def snr_at(n_: int, d_: int, k_: int) -> float:
+        return _fit_snr(n_, d_, k_, alpha0, model_epsilon, model_delta, length, private_whitening,
+                        whitening_words, refinement)[0]  # fmt: skip
+
+    # first-order scalings (snr ~ N, ~ 1/d on the release's words, ~ 1/k), repeated where a step
+    # changes the refinement passes (and so the M2 release's share of the budget)
     n_needed = math.ceil(n * needed)
-    # snr ~ 1/d on the release's words (signal d^-1/2, noise d^1/2) and ~ 1/k: first-order scalings
     d_needed = max(int(words / needed), 1)
     k_needed = max(int(k / needed), 1)
-    eps_needed = _epsilon_needed(n, d, k, alpha0, model_delta, length, private_whitening, whitening_words)
+    for _ in range(20):
+        reached = snr_at(n_needed, d, k)
+        if reached >= GOOD_LEVEL:
+            break
+        n_needed = math.ceil(n_needed * GOOD_LEVEL / reached * (1 + 1e-9))
+    for _ in range(20):
+        reached = snr_at(n, max(d_needed, k), k)
+        if reached >= GOOD_LEVEL or d_needed <= 1:
+            break
+        d_needed = max(int(d_needed * reached / GOOD_LEVEL), 1)
+    for _ in range(20):
+        reached = snr_at(n, d, min(k_needed, d))
+        if reached >= GOOD_LEVEL or k_needed <= 1:
+            break
+        k_needed = max(int(k_needed * reached / GOOD_LEVEL), 1)
+    eps_needed = _epsilon_needed(n, d, k, alpha0, model_delta, length, private_whitening, whitening_words,
+                                 refinement)  # fmt: skip
+    moment_epsilon = moments_epsilon(model_epsilon, model_delta, refined_share)
     return PrivateLDAPlan(
         snr=snr, verdict=_verdict(snr), signal=signal, noise=noise, noise_multipliers=multipliers,
         suggestions={"n_documents": n_needed, "epsilon": eps_needed / rest, "n_words": d_needed,
                      "n_components": k_needed},
         whitening_words=words,
-        topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, model_epsilon, model_delta)
+        topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, moment_epsilon, model_delta)
         else "tensor",
-        sizes=sizes, vocabulary_words=vocabulary_words,
+        sizes=sizes, vocabulary_words=vocabulary_words, refine_passes=passes,
     )  # fmt: skip
 
 
-def _epsilon_needed(n: int, d: int, k: int, alpha0: float, delta: float, length: float, whitening: str,
-                    whitening_words: int | str | None) -> float:  # fmt: skip
+def _epsilon_needed(
+    n: int, d: int, k: int, alpha0: float, delta: float, length: float, whitening: str,
+    whitening_words: int | str | None, refine: Mapping[str, Any] = NO_REFINEMENT,
+) -> float:  # fmt: skip
     """The smallest model epsilon (bisection on a log scale) whose prediction reaches :data:`GOOD_LEVEL`."""
 
     def reaches(epsilon: float) -> bool:
-        return _fit_snr(n, d, k, alpha0, epsilon, delta, length, whitening, whitening_words)[0] >= GOOD_LEVEL
+        snr = _fit_snr(n, d, k, alpha0, epsilon, delta, length, whitening, whitening_words, refine)[0]
+        return snr >= GOOD_LEVEL
 
     low, high = 1e-3, 1e4
     if not reaches(high):

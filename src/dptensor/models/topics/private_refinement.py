@@ -136,7 +136,8 @@ def refine_topics_privately(
     noise_std = float(noise_multiplier) * refinement_sensitivity(clip)
     for pass_number in range(1, int(passes) + 1):
         released = release_expected_counts(
-            blocks, topics_t, alpha, clip=clip, noise_multiplier=noise_multiplier, source=source, sweeps=sweeps
+            blocks, topics_t, alpha, clip=clip, noise_multiplier=noise_multiplier, source=source,
+            sweeps=sweeps,
         )
         topics_t = np.ascontiguousarray(denoised_topics(released, noise_std, topics_t, alpha, unigram))
         if on_pass is not None:

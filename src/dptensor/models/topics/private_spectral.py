@@ -758,6 +758,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon) / rest,
             float(self.delta) / rest, private_whitening=self.private_whitening,
             whitening_words=self.whitening_words, vocabulary_share=vocabulary_share, suggest=suggest,
+            refine=self.refine, refine_passes=self.refine_passes, refine_share=self.refine_share,
             **({} if max_words_per_document is None else {"max_words_per_document": max_words_per_document}),
         )  # fmt: skip
 
