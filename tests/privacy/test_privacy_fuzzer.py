@@ -530,6 +530,13 @@ ENTRY_POINTS = [
     EntryPoint("PrivateSpectralLDA(q3, whitening words)", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, epsilon=1000.0, delta=1e-5, whitening_words=4,
                                      topic_recovery="tensor", random_state=0).fit(sp.csr_matrix(x)))),
+    # private refinement (issue 35): passes forced on a small corpus, progress lines printed
+    EntryPoint("PrivateSpectralLDA(refinement)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, refine_passes=2, refine_clip=0.5, verbose=True,
+                                     random_state=0).fit(sp.csr_matrix(x)))),
+    EntryPoint("PrivateSpectralLDA(refinement, tensor)", "counts", _api(
+        lambda x: PrivateSpectralLDA(2, alpha0=1.0, epsilon=1000.0, delta=1e-5, topic_recovery="tensor",
+                                     refine_passes=3, random_state=0).fit(sp.csr_matrix(x)))),
     # the worst-case (unclipped) releases: clip=None, and the modes that fall back to them
     EntryPoint("PrivateSpectralLDA(clip=None)", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, clip=None, random_state=0)
