@@ -74,8 +74,11 @@ from dptensor._files import write_json  # noqa: E402
 from dptensor.evaluation import completion_perplexity, topic_npmi, unigram_perplexity  # noqa: E402
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA  # noqa: E402
 
-METHODS = ("unigram", "spectral", "spectral-moments", "tomotopy", "gensim", "sklearn", "private-spectral")
-QUICK_METHODS = ("unigram", "spectral", "spectral-moments", "tomotopy", "private-spectral")
+METHODS = ("unigram", "spectral", "spectral-moments", "tomotopy", "gensim", "sklearn", "private-spectral",
+           "private-moments")
+QUICK_METHODS = ("unigram", "spectral", "spectral-moments", "tomotopy", "private-spectral", "private-moments")
+#: The private methods: fitted at every ``--epsilons`` on the private ``V`` and ``k``.
+PRIVATE_METHODS = ("private-spectral", "private-moments")
 LABELS = {
     "unigram": "unigram model (no topics)",
     "spectral": "`SpectralLDA` (defaults: moments + CVB0 refinement)",
@@ -83,7 +86,8 @@ LABELS = {
     "tomotopy": "tomotopy `LDAModel` (collapsed Gibbs)",
     "gensim": "gensim `LdaMulticore` (online VB, 1 pass)",
     "sklearn": "scikit-learn online LDA (5 passes)",
-    "private-spectral": "`PrivateSpectralLDA` (defaults)",
+    "private-spectral": "`PrivateSpectralLDA` (defaults: moments + private CVB0 refinement)",
+    "private-moments": "`PrivateSpectralLDA(refine=None)` (private moments only)",
 }
 MIN_TOKENS = 2
 N_TOP = 10
@@ -196,8 +200,9 @@ def make_model(method: str, k: int, epsilon: float | None, args):
         return SpectralLDA(k, n_jobs=args.n_jobs, random_state=args.seed), args.n_jobs
     if method == "spectral-moments":
         return SpectralLDA(k, refine=None, n_jobs=args.n_jobs, random_state=args.seed), args.n_jobs
-    if method == "private-spectral":
+    if method in PRIVATE_METHODS:
         model = PrivateSpectralLDA(k, epsilon=epsilon, delta=args.delta, n_jobs=args.n_jobs,
+                                   refine=None if method == "private-moments" else "cvb0",
                                    random_state=args.seed)  # fmt: skip
         return model, args.n_jobs
     if method == "tomotopy":
@@ -307,11 +312,11 @@ def plan_fits(args) -> list[tuple[int, int, str, float | None]]:
     for method in args.methods:
         if method == "unigram":
             continue
-        if method == "private-spectral":
+        if method in PRIVATE_METHODS:
             fits += [(args.private_vocab_size, args.private_topics, method, eps) for eps in args.epsilons]
         else:
             fits.append((args.vocab_size, args.topics, method, None))
-    if "private-spectral" in args.methods and "tomotopy" in args.methods:
+    if any(m in args.methods for m in PRIVATE_METHODS) and "tomotopy" in args.methods:
         fits.append((args.private_vocab_size, args.private_topics, "tomotopy", None))
     return list(dict.fromkeys(fits))
 
@@ -444,7 +449,7 @@ def markdown(summary: dict) -> str:
         for vocab_size, k in cells:
             cell = [r for r in here if r["vocab_size"] == vocab_size and r["n_topics"] in (k, None)]
             info = cell[0]
-            private = any(r["method"] == "private-spectral" for r in cell if r["n_topics"] == k)
+            private = any(r["method"] in PRIVATE_METHODS for r in cell if r["n_topics"] == k)
             tomotopy = next((r for r in cell if r["method"] == "tomotopy" and r["n_topics"] == k), None)
             lines += [f"## {corpus}, V = {vocab_size}, k = {k}" + (" (private rows)" if private else ""), "",
                       f"{info['n_train']} training / {info['n_test']} test documents (of "
