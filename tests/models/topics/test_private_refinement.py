@@ -92,3 +92,22 @@ def test_refined_private_topics_are_closer_to_the_truth():
                                noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
     assert plain.refinement_ is None and np.array_equal(plain.components_, plain.moment_components_)
     assert model.perplexity(held_out) < plain.perplexity(held_out)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_a_saved_refined_private_model_infers_as_the_fitted_one(tmp_path, suffix):
+    import scipy.sparse as sp
+
+    from dptensor.cli.lda import load_model, save_model
+    from dptensor.datasets.corpus import Corpus
+
+    corpus = make_lda_corpus(3000, 30, 3, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=0)
+    model = PrivateSpectralLDA(3, alpha0=0.3, epsilon=50.0, delta=1e-6, refine_passes=2, random_state=0,
+                               noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
+    assert model.refinement_.n_passes == 2
+    path = tmp_path / f"model{suffix}"
+    save_model(path, model, Corpus(sp.csr_matrix(corpus.counts), [f"w{i}" for i in range(30)], "test"))
+    loaded, _ = load_model(path)
+    assert loaded.refinement_ is not None and loaded.refinement_.n_passes == 2
+    np.testing.assert_allclose(loaded.refinement_.doc_topic_prior, model.refinement_.doc_topic_prior)
+    np.testing.assert_allclose(loaded.transform(corpus.counts[:50]), model.transform(corpus.counts[:50]))

@@ -20,7 +20,7 @@ from dptensor._files import atomic_path, check_binary, write_json
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
-from dptensor.models.topics.refinement import Refinement
+from dptensor.models.topics.refinement import DEFAULT_TOPIC_WORD_PRIOR, Refinement
 from dptensor.models.topics.spectral import SpectralLDA
 from dptensor.privacy import PrivacyGuarantee
 
@@ -90,6 +90,14 @@ def save_model(
         arrays["alpha"] = model.alpha_
         if getattr(model, "unigram_", None) is not None:  # inference matches the topics to it
             arrays["unigram"] = model.unigram_
+        refinement = getattr(model, "refinement_", None)
+        if refinement is not None:  # components are the refined topics; inference uses this prior
+            arrays["doc_topic_prior"] = refinement.doc_topic_prior
+            meta["refinement"] = {
+                "n_passes": refinement.n_passes, "converged": refinement.converged,
+                "topic_word_prior": refinement.topic_word_prior,
+                "log_likelihood": refinement.log_likelihood.tolist(),  # empty for a private model
+            }  # fmt: skip
         if isinstance(model, PrivateSpectralLDA):
             meta["guarantee"] = model.guarantee_.to_dict()
             meta["shrinkage"] = model.shrinkage_  # inference's weight of the released unigram_
@@ -99,14 +107,6 @@ def save_model(
         else:
             meta["n_dropped_documents"] = model.n_dropped_documents_
             meta["timings"] = model.timings_
-            refinement = getattr(model, "refinement_", None)
-            if refinement is not None:  # components are the refined topics; inference uses this prior
-                arrays["doc_topic_prior"] = refinement.doc_topic_prior
-                meta["refinement"] = {
-                    "n_passes": refinement.n_passes, "converged": refinement.converged,
-                    "topic_word_prior": refinement.topic_word_prior,
-                    "log_likelihood": refinement.log_likelihood.tolist(),
-                }  # fmt: skip
             if model.topic_stability_ is not None:
                 meta["topic_stability"] = model.topic_stability_.tolist()
     meta.update({key: g.to_dict() for key, g in (guarantees or {}).items()})
@@ -205,23 +205,21 @@ def read_model_file(
     if meta.get("model") not in classes:
         raise ValueError(f"{path} is not a SpectralLDA, PrivateSpectralLDA or DPVariationalLDA model file")
     # A file written before match_unigram (or refinement) existed keeps the inference it was written with.
-    defaults = {"match_unigram": False} if meta["model"] == "PrivateSpectralLDA" else {
-        "match_unigram": False, "refine": None}  # fmt: skip
+    defaults = {"match_unigram": False, "refine": None}
     model = classes[meta["model"]](**{**defaults, **meta["params"]})
     model.components_ = np.asarray(components, dtype=np.float64)
     model.alpha_ = np.asarray(alpha, dtype=np.float64)
     model.n_features_in_ = model.components_.shape[1]
     model.unigram_ = None if unigram is None else np.asarray(unigram, dtype=np.float64)
-    if isinstance(model, SpectralLDA):
-        model.refinement_ = None
-        if doc_topic_prior is not None:
-            record = meta.get("refinement", {})
-            model.refinement_ = Refinement(
-                topics=model.components_, doc_topic_prior=np.asarray(doc_topic_prior, dtype=np.float64),
-                topic_word_prior=float(record.get("topic_word_prior", model.topic_word_prior)),
-                log_likelihood=np.asarray(record.get("log_likelihood", []), dtype=np.float64),
-                n_passes=int(record.get("n_passes", 0)), converged=bool(record.get("converged", False)),
-            )  # fmt: skip
+    model.refinement_ = None
+    if doc_topic_prior is not None:
+        record = meta.get("refinement", {})
+        model.refinement_ = Refinement(
+            topics=model.components_, doc_topic_prior=np.asarray(doc_topic_prior, dtype=np.float64),
+            topic_word_prior=float(record.get("topic_word_prior", DEFAULT_TOPIC_WORD_PRIOR)),
+            log_likelihood=np.asarray(record.get("log_likelihood", []), dtype=np.float64),
+            n_passes=int(record.get("n_passes", 0)), converged=bool(record.get("converged", False)),
+        )  # fmt: skip
     if isinstance(model, PrivateSpectralLDA):  # the shrinkage toward the released unigram distribution
         model.shrinkage_ = float(meta.get("shrinkage", 0.0)) if unigram is not None else 0.0
         saved = meta.get("whitening_alignment")  # absent from files of other modes and older versions
