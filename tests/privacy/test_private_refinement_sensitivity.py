@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 from dptensor.models.topics.private_refinement import (
+    PRIVATE_SWEEPS,
     refine_topics_privately,
     refinement_sensitivity,
     release_expected_counts,
@@ -35,17 +36,20 @@ def _documents() -> list[np.ndarray]:
     return documents
 
 
-def _term(document: np.ndarray, topics_t: np.ndarray, alpha: np.ndarray, clip: float) -> np.ndarray:
-    return clipped_expected_counts(sp.csr_matrix(document[None, :]), topics_t, alpha, 2, clip)
+def _term(
+    document: np.ndarray, topics_t: np.ndarray, alpha: np.ndarray, clip: float, sweeps: int = PRIVATE_SWEEPS
+) -> np.ndarray:
+    return clipped_expected_counts(sp.csr_matrix(document[None, :]), topics_t, alpha, sweeps, clip)
 
 
+@pytest.mark.parametrize("sweeps", [1, PRIVATE_SWEEPS])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("clip", [0.7, 2.0])
-def test_brute_force_replace_one_sensitivity(seed, clip):
+def test_brute_force_replace_one_sensitivity(seed, clip, sweeps):
     rng = np.random.default_rng(seed)
     topics_t = np.ascontiguousarray(rng.dirichlet(np.ones(WORDS), size=2).T)  # d x k
     alpha = rng.uniform(0.05, 2.0, size=2)
-    terms = [_term(doc, topics_t, alpha, clip) for doc in _documents()]
+    terms = [_term(doc, topics_t, alpha, clip, sweeps) for doc in _documents()]
     for term in terms:
         assert np.all(np.isfinite(term)) and np.all(term >= 0)
         assert np.linalg.norm(term) <= clip
@@ -75,18 +79,19 @@ def _audit(multiplier_factor: float, runs: int = 3000) -> float:
     first, second = [*base, [9.0, 0, 0]], [*base, [0.0, 0, 9]]  # terms on different topics: ~sqrt2 L apart
     clip = 1.0
     z = gaussian_sigma_analytic(1.0, 1e-5) * multiplier_factor
-    direction = _term(np.array(second[-1]), topics_t, alpha, clip) - _term(np.array(first[-1]), topics_t, alpha, clip)
+    direction = (_term(np.array(second[-1]), topics_t, alpha, clip)
+                 - _term(np.array(first[-1]), topics_t, alpha, clip))  # fmt: skip
     assert np.linalg.norm(direction) > 1.35 * clip
     direction /= np.linalg.norm(direction)
     samples = []
     for seed, corpus in ((0, first), (1, second)):
         blocks = LocalRowBlocks([sp.csr_matrix(np.array(corpus))], WORDS)
         source = resolve_noise(insecure_test_noise(seed))
-        samples.append(np.array([
-            float(np.sum(direction * release_expected_counts(blocks, topics_t, alpha, clip=clip, noise_multiplier=z,
-                                                             source=source)))
+        releases = [
+            release_expected_counts(blocks, topics_t, alpha, clip=clip, noise_multiplier=z, source=source)
             for _ in range(runs)
-        ]))  # fmt: skip
+        ]
+        samples.append(np.array([float(np.sum(direction * release)) for release in releases]))
     return epsilon_lower_bound(samples[0], samples[1], 1e-5)
 
 
@@ -103,8 +108,8 @@ def test_refinement_reads_no_data_dependent_stopping_rule():
     unigram = np.full(6, 1 / 6)
     seen = []
     result = refine_topics_privately(
-        LocalRowBlocks([corpus], 6), topics, np.full(3, 0.3), unigram, passes=3, clip=1.0, noise_multiplier=2.0,
-        source=resolve_noise(insecure_test_noise(0)), on_pass=seen.append,
+        LocalRowBlocks([corpus], 6), topics, np.full(3, 0.3), unigram, passes=3, clip=1.0,
+        noise_multiplier=2.0, source=resolve_noise(insecure_test_noise(0)), on_pass=seen.append,
     )  # fmt: skip
     assert seen == [1, 2, 3] and result.n_passes == 3 and result.log_likelihood.size == 0
     np.testing.assert_allclose(result.topics.sum(axis=1), 1.0)

@@ -37,7 +37,8 @@ def corpus():
     return make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=50, topic_concentration=0.1, random_state=0)
 
 
-@pytest.mark.parametrize("clip, releases", [("auto", {"m1", "m2", "q3", "e3", "rf"}), (None, {"e4+e8", "e3"})])
+@pytest.mark.parametrize("clip, releases",
+                         [("auto", {"m1", "m2", "q3", "e3", "rf"}), (None, {"e4+e8", "e3"})])  # fmt: skip
 def test_config1_recovers_topics_and_guarantee_holds(corpus, clip, releases):
     model = PrivateSpectralLDA(3, corpus.alpha0, epsilon=3.0, delta=1e-6, clip=clip, random_state=0)
     assert model.fit(corpus.counts) is model
