@@ -593,6 +593,10 @@ ENTRY_POINTS = [
         _texts_file, lambda path: [
             "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "4", "--vocab-share", "0.5",
             "--delta", "1e-5", "--seed", "0", "--force", "--out", "out/model.json", *DIGIT_WORDS])),
+    EntryPoint("dptensor lda fit --private-vocab --epsilon (a text file, the planner's share)", "texts", _cli(
+        _texts_file, lambda path: [
+            "lda", "fit", path, "-k", "2", "--private-vocab", "20", "--epsilon", "4", "--delta", "1e-5",
+            "--seed", "0", "--force", "--out", "out/model.json", *DIGIT_WORDS])),
     EntryPoint("dptensor lda fit --vocab --epsilon (a text file)", "texts", _cli(
         _texts_file_and_vocabulary, lambda path: [
             "lda", "fit", path, "--vocab", "vocab.txt", "-k", "2", "--alpha0", "1", "--epsilon", "1",

@@ -170,10 +170,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
                       help="how the word co-occurrences (second moment M2) are released under DP (as "
                            "for lda fit)")
-    plan.add_argument("--vocab-share", type=probability, default=None, metavar="SHARE",
+    plan.add_argument("--vocab-share", type=vocab_share, default=None, metavar="SHARE",
                       help="plan a fit with --private-vocab V (V = --words, the most words it may keep) that "
-                           "spends this share of --epsilon and --delta on the vocabulary (lda fit: 0.2); "
-                           "the plan then predicts the vocabulary's size")
+                           "spends this share of --epsilon and --delta on the vocabulary, or 'auto': the "
+                           "share lda fit chooses when --vocab-share is left out; the plan then predicts the "
+                           "vocabulary's size")
     plan.add_argument("--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT,
                       metavar="M",
                       help="with --vocab-share: the vocabulary's bound on one document's distinct words (as "
@@ -274,8 +275,11 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
         help="plain text without a public --vocab: choose up to V frequent words under DP (Gaussian "
              "partition selection) from --vocab-share of --epsilon and --delta; the total composes both",
     )  # fmt: skip
-    group.add_argument("--vocab-share", type=probability, default=0.2, metavar="SHARE",
-                       help="share of --epsilon and --delta spent on --private-vocab (default 0.2)")
+    group.add_argument("--vocab-share", type=vocab_share, default=None, metavar="SHARE",
+                       help="share of --epsilon and --delta spent on --private-vocab; default (or 'auto'): "
+                            "chosen by the planner from public sizes, the largest share from 0.1 to 0.5 that "
+                            "keeps its verdict on the topics (0.2 where it does not apply: --method vi, "
+                            "--no-clip)")
     add_ledger_argument(group)
 
 
@@ -688,6 +692,52 @@ def _opt_in(args: argparse.Namespace) -> AbstractContextManager:
     return enable_features("unproven") if args.allow_unproven else nullcontext()
 
 
+def vocab_share(text: str) -> float | str:
+    """``type=`` for ``--vocab-share``: a number in (0, 1), or ``auto`` (the planner's choice)."""
+    return "auto" if text.strip().lower() == "auto" else probability(text)
+
+
+def choose_vocab_share(args: argparse.Namespace, n_documents: int | None) -> None:
+    """``--private-vocab`` without ``--vocab-share`` (or with ``auto``): set the planner's share, say it.
+
+    The share is :func:`~dptensor.models.topics.plan.choose_vocabulary_share`'s, from the plans of
+    the fit as configured at each candidate share (:meth:`PrivateSpectralLDA.utility_plan`: public
+    options and sizes only, ``N`` the number of documents), so the line printed reveals nothing
+    about the documents. Where the planner does not apply (``--method vi``, the worst-case
+    ``--no-clip`` releases) the share is
+    :data:`~dptensor.models.topics.plan.DEFAULT_VOCABULARY_SHARE`, and the line says so. The model's
+    own refusals of its configuration come first, as in :func:`check_prediction`.
+    """
+    from dptensor.models.topics.plan import (
+        DEFAULT_VOCABULARY_SHARE,
+        VOCABULARY_SHARE_RULE,
+        choose_vocabulary_share,
+    )
+
+    if args.vocab_share not in (None, "auto"):
+        return
+
+    def plan_at(share: float):  # noqa: ANN202 - PrivateLDAPlan or None
+        args.vocab_share = share
+        model = build_private_model(args)
+        if not isinstance(model, PrivateSpectralLDA) or n_documents is None:
+            return None
+        with _opt_in(args):
+            model.check_configuration(n_documents, args.private_vocab)
+            return model.utility_plan(n_documents, args.private_vocab, vocabulary_share=share,
+                                      max_words_per_document=args.max_doc_words, suggest=False)
+
+    share = choose_vocabulary_share(plan_at)
+    if share is None:
+        args.vocab_share = DEFAULT_VOCABULARY_SHARE
+        progress_line(f"vocabulary share: {DEFAULT_VOCABULARY_SHARE:g} of --epsilon and --delta (the planner "
+                      "does not model this fit; --vocab-share sets it)", args.quiet)
+        return
+    args.vocab_share = share
+    progress_line(f"vocabulary share: {share:g} of --epsilon and --delta, chosen by the planner: "
+                  f"{VOCABULARY_SHARE_RULE} (--vocab-share sets it)", args.quiet)
+
+
 def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """The model's ``(epsilon, delta)``: all of it, or what ``--private-vocab`` leaves."""
     if getattr(args, "private_vocab", None) is None or args.epsilon is None:
@@ -787,15 +837,19 @@ def run_private_fit(
     With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
     session = session or ParallelSession(None)
+    documents = None
+    if args.private_vocab is not None and _corpus_parts(args, session) is None:  # (parts: refused)
+        # the share and the prediction come before the vocabulary is charged: N (public) is the
+        # number of documents
+        documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
+        choose_vocab_share(args, len(documents))
     model = build_private_model(args, ledger, n_jobs=session.n_jobs)
     parts = _corpus_parts(args, session)
     vocabulary_guarantee = None
     predicted = False
     if parts is not None:
         corpus, records = parts
-    elif args.private_vocab is not None:
-        # the prediction comes before the vocabulary is charged: N (public) is the number of documents
-        documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
+    elif documents is not None:
         predicted = check_prediction(args, model, len(documents), args.private_vocab)
         corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model, documents)
         records = session.records(corpus.counts)
@@ -887,6 +941,8 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
         )
     progress_line(f"reading {args.corpus} ...", args.quiet)
     vocabulary_guarantee = None
+    if private and args.private_vocab is not None:
+        choose_vocab_share(args, None)
     model = build_vi_model(args, ledger)
     if private and args.private_vocab is not None:
         corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)

@@ -253,3 +253,71 @@ def test_printed_guarantee_is_readable_and_names_the_ledgers_epsilon(tmp_path, c
                        PrivateSpectralLDA(3, epsilon=0.5, delta=1e-6).planned_guarantee(3000, 30), delta=1e-5)
     text = composed.describe()
     assert "nan" not in text and "releases composed (gaussian)" in text and "noise multiplier" not in text
+
+
+def _fake_plan(snr: float, vocabulary_words: float, n_words: int = 100):
+    from dptensor.models.topics.plan import PrivateLDAPlan
+
+    return PrivateLDAPlan(snr, "", 1.0, 1.0, {}, {}, sizes={"n_words": n_words},
+                          vocabulary_words=vocabulary_words)
+
+
+def test_choose_vocabulary_share_keeps_the_verdict_and_stops_when_the_vocabulary_is_full():
+    """The largest share keeping the smallest share's verdict, or the first whose vocabulary reaches V."""
+    from dptensor.models.topics.plan import VOCABULARY_SHARES, choose_vocabulary_share
+
+    assert VOCABULARY_SHARES[0] == 0.1 and VOCABULARY_SHARES[-1] == 0.5
+    # the verdict never changes, the vocabulary never fills: the largest share
+    assert choose_vocabulary_share(lambda s: _fake_plan(10.0 - s, 200 * s)) == 0.5
+    # the vocabulary reaches the 100 words asked at 0.3: more budget buys no words
+    assert choose_vocabulary_share(lambda s: _fake_plan(10.0 - s, 1000 * s - 200)) == 0.3
+    # "close to the non-private fit" (>= 2.5) until 0.3, "noisy topics" from 0.35: 0.3
+    assert choose_vocabulary_share(lambda s: _fake_plan(2.6 if s <= 0.3 else 2.0, 10)) == 0.3
+    # already "no better than noise" at 0.1: nothing to keep, the vocabulary gets the most
+    assert choose_vocabulary_share(lambda s: _fake_plan(0.1, 10)) == 0.5
+    # the planner does not apply: None (the caller's default)
+    assert choose_vocabulary_share(lambda s: None) is None
+
+
+def test_plan_private_lda_auto_vocabulary_share_is_the_chosen_share():
+    """vocabulary_share="auto" gives the plan at choose_vocabulary_share's share, and says so."""
+    auto = plan_private_lda(90_000, 2000, 10, 1.0, 1.0, 1e-6, vocabulary_share="auto")
+    share = auto.sizes["vocabulary_share"]
+    fixed = plan_private_lda(90_000, 2000, 10, 1.0, 1.0, 1e-6, vocabulary_share=share)
+    assert share in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+    assert auto.snr == pytest.approx(fixed.snr)
+    assert auto.vocabulary_words == pytest.approx(fixed.vocabulary_words)
+    assert "a share chosen by the planner" in auto.sentence()
+    assert "chosen by the planner" not in fixed.sentence()
+    assert auto.verdict == plan_private_lda(90_000, 2000, 10, 1.0, 1.0, 1e-6, vocabulary_share=0.1).verdict
+    with pytest.raises(ValueError, match="'auto'"):
+        plan_private_lda(90_000, 2000, 10, 1.0, 1.0, 1e-6, vocabulary_share="half")
+
+
+def test_cli_fit_chooses_the_vocabulary_share_unless_given(tmp_path, capsys):
+    """lda fit --private-vocab without --vocab-share: the planner's share, printed, paid as printed."""
+    text = tmp_path / "docs.txt"
+    animals = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen", "ibis", "jay", "kiwi"]
+    text.write_text("".join(f"{animals[i % 7]} {animals[(i * 3) % 11]} {animals[i % 5]} apple\n"
+                            for i in range(800)))
+    base = ["lda", "fit", str(text), "-k", "2", "--epsilon", "2", "--delta", "1e-6", "--private-vocab", "20",
+            "--seed", "0", "--force"]  # fmt: skip
+    assert main(base) == 0
+    captured = capsys.readouterr()
+    line = next(x for x in captured.err.splitlines() if x.startswith("vocabulary share:"))
+    share = float(line.split()[2])
+    assert "chosen by the planner" in line
+    planned = plan_private_lda(800, 20, 2, 1.0, 2.0, 1e-6, vocabulary_share="auto")
+    assert share == planned.sizes["vocabulary_share"]
+    vocabulary = next(x for x in captured.out.splitlines() if x.startswith("vocabulary guarantee:"))
+    assert vocabulary.startswith(f"vocabulary guarantee: ({2 * share:g}, ")
+    # given: no planner line, the share as given; DP-VI: the default share, said
+    assert main([*base, "--vocab-share", "0.3", "--quiet"]) == 0
+    assert "vocabulary share:" not in capsys.readouterr().err
+    assert main(["lda", "fit", str(text), "-k", "2", "--method", "vi", "--epsilon", "2", "--delta", "1e-6",
+                 "--private-vocab", "20", "--passes", "1", "--seed", "0"]) == 0  # fmt: skip
+    assert "vocabulary share: 0.2 of --epsilon and --delta (the planner does not model this fit" in (
+        capsys.readouterr().err)
+    assert main(["lda", "plan", "-n", "800", "-V", "20", "-k", "2", "--epsilon", "2", "--delta", "1e-6",
+                 "--vocab-share", "auto"]) == 0  # fmt: skip
+    assert f"the model gets {1 - share:g} of epsilon=2" in capsys.readouterr().out

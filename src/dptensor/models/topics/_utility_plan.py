@@ -31,7 +31,7 @@ Every input is public; so is the output (it never reads documents).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,16 @@ from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicte
 
 #: The options of a fit without private refinement (``refine=None``).
 NO_REFINEMENT: Mapping[str, Any] = {"refine": None, "refine_passes": "auto", "refine_share": "auto"}
+#: The shares of ``epsilon`` and ``delta`` :func:`choose_vocabulary_share` considers for a private
+#: vocabulary (``dptensor lda fit --private-vocab V`` without ``--vocab-share``): 0.1, 0.15, ..., 0.5.
+VOCABULARY_SHARES = tuple(round(0.1 + 0.05 * i, 2) for i in range(9))
+#: The vocabulary's share where the planner does not apply (DP-VI, worst-case releases, a public corpus).
+DEFAULT_VOCABULARY_SHARE = 0.2
+#: How :func:`choose_vocabulary_share` chooses, in words (``lda fit`` and ``lda plan`` print it).
+VOCABULARY_SHARE_RULE = (
+    f"the largest share from {VOCABULARY_SHARES[0]:g} to {VOCABULARY_SHARES[-1]:g} that keeps the model's "
+    f"verdict at the smallest share's, and no more than the predicted vocabulary needs to reach V"
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,8 @@ class PrivateLDAPlan:
                       f"asked (--private-vocab; Zipf model, m={z['max_words_per_document']}, "
                       f"{z['distinct_words']:g} distinct words per document), k={z['n_components']}, "
                       f"alpha0={z['alpha0']:g}; the model gets {1 - share:g} of epsilon={z['epsilon']:g} "
-                      f"and delta={z['delta']:g}, the vocabulary the rest")
+                      f"and delta={z['delta']:g}, the vocabulary the rest"
+                      + (", a share chosen by the planner" if z.get("vocabulary_share_chosen") else ""))
         where = ""
         if self.whitening_words is not None and self.whitening_words < model_words(self):
             where = f" on the {self.whitening_words} most frequent words"
@@ -165,6 +176,51 @@ class PrivateLDAPlan:
                 "from a non-negative factor of the M2 release (topic_recovery='nmf'), no third-moment release"
             )
         return "\n".join(lines)
+
+
+def _level(plan: PrivateLDAPlan) -> int:
+    """The verdict as a rank: 0 no better than noise, 1 noisy topics, 2 close to the non-private fit."""
+    return 0 if plan.snr < NOISE_LEVEL else 1 if plan.snr < GOOD_LEVEL else 2
+
+
+def choose_vocabulary_share(plan_at: Callable[[float], PrivateLDAPlan | None]) -> float | None:
+    """The planner's split of ``epsilon`` and ``delta`` between a private vocabulary and the model.
+
+    ``plan_at(share)`` is the plan (:func:`plan_private_lda` with ``vocabulary_share=share``) of
+    the pipeline whose vocabulary spends ``share`` of the budget; ``None`` where the planner does
+    not apply. A larger share keeps more words (:attr:`PrivateLDAPlan.vocabulary_words`) and leaves
+    the model less budget over more words, so its predicted signal-to-noise falls. The rule
+    (:data:`VOCABULARY_SHARE_RULE`), over :data:`VOCABULARY_SHARES` in increasing order:
+
+    1. the verdict at the smallest share is the best the model can get; the shares that keep it
+       (the increasing run from the smallest share until the verdict first drops) are allowed;
+    2. of those, the smallest whose predicted vocabulary reaches the ``n_words`` asked, as more
+       budget would buy no more words; if none does, the largest allowed.
+
+    So the vocabulary gets every part of the budget that does not change what the planner tells
+    the user about the topics. Everything is public (the plans are), so the choice reveals nothing
+    about the documents.
+
+    Returns
+    -------
+    float or None
+        The share, or ``None`` when ``plan_at`` does (the caller's default then applies,
+        :data:`DEFAULT_VOCABULARY_SHARE`).
+    """
+    chosen = None
+    level = None
+    for share in VOCABULARY_SHARES:
+        plan = plan_at(share)
+        if plan is None:
+            return None
+        if level is None:
+            level = _level(plan)
+        elif _level(plan) < level:
+            break
+        chosen = share
+        if plan.vocabulary_words is not None and plan.vocabulary_words >= plan.sizes["n_words"] - 0.5:
+            break
+    return chosen
 
 
 def model_words(plan: PrivateLDAPlan) -> int:
@@ -203,7 +259,7 @@ def plan_private_lda(
     typical_length: float | None = None,
     private_whitening: str = "auto",
     whitening_words: int | str | None = "auto",
-    vocabulary_share: float | None = None,
+    vocabulary_share: float | str | None = None,
     max_words_per_document: int = DEFAULT_MAX_WORDS_PER_DOCUMENT,
     distinct_words: float | None = None,
     suggest: bool = True,
@@ -229,12 +285,14 @@ def plan_private_lda(
     private_whitening : str, default "auto"
     whitening_words : int, "auto" or None, default "auto"
         As for :class:`PrivateSpectralLDA` (``None``: every word).
-    vocabulary_share : float, optional
+    vocabulary_share : float or "auto", optional
         The share of ``epsilon`` and ``delta`` a private vocabulary spends first
         (``dptensor lda fit --private-vocab V --vocab-share``); the model gets the rest. The
         vocabulary's size is then predicted (:func:`~dptensor.privacy.vocabulary.predicted_vocabulary_size`,
         a Zipf--Mandelbrot model of word frequencies) and the verdict is for a model over the
         predicted words (at least ``k``), ``n_words`` being the most the vocabulary may keep.
+        ``"auto"``: the share :func:`choose_vocabulary_share` picks (what ``lda fit --private-vocab``
+        does without ``--vocab-share``); ``sizes["vocabulary_share"]`` then holds it.
     max_words_per_document : int, default 64
         With ``vocabulary_share``: ``m``, the vocabulary's bound on one document's distinct words.
     distinct_words : float, optional
@@ -267,6 +325,15 @@ def plan_private_lda(
     if length < 3:
         raise ValueError(f"typical_length must be at least 3 tokens, got {length!r}")
     rest = 1.0
+    chosen = isinstance(vocabulary_share, str)
+    if chosen:
+        if vocabulary_share != "auto":
+            raise ValueError(f"vocabulary_share must be in (0, 1) or 'auto', got {vocabulary_share!r}")
+        vocabulary_share = choose_vocabulary_share(lambda share: plan_private_lda(
+            n, d, k, alpha0, epsilon, delta, typical_length=typical_length,
+            private_whitening=private_whitening, whitening_words=whitening_words, vocabulary_share=share,
+            max_words_per_document=max_words_per_document, distinct_words=distinct_words, refine=refine,
+            refine_passes=refine_passes, refine_share=refine_share, suggest=False))
     if vocabulary_share is not None:
         share = check_real(vocabulary_share, "vocabulary_share")
         if not share < 1:
@@ -281,7 +348,8 @@ def plan_private_lda(
         vocabulary_words = predicted_vocabulary_size(
             n, d, epsilon * (1.0 - rest), delta * (1.0 - rest), max_words_per_document, per_document
         )
-        sizes.update(max_words_per_document=int(max_words_per_document), distinct_words=per_document)
+        sizes.update(max_words_per_document=int(max_words_per_document), distinct_words=per_document,
+                     vocabulary_share_chosen=chosen)
         d = max(k, min(d, round(vocabulary_words)))  # the model's vocabulary: the predicted one
     refinement = {"refine": refine, "refine_passes": refine_passes, "refine_share": refine_share}
     passes, refined_share = resolve_refinement(

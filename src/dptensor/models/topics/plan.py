@@ -30,13 +30,22 @@ from dptensor.models.topics._private_plan import (
     shrinkage_weight,
     signal_guess,
 )
-from dptensor.models.topics._utility_plan import PrivateLDAPlan, model_words, plan_private_lda
+from dptensor.models.topics._utility_plan import (
+    DEFAULT_VOCABULARY_SHARE,
+    VOCABULARY_SHARE_RULE,
+    VOCABULARY_SHARES,
+    PrivateLDAPlan,
+    choose_vocabulary_share,
+    model_words,
+    plan_private_lda,
+)
 
 #: The former private name of :func:`predicted_snr`.
 _snr = predicted_snr
 
 __all__ = [
     "DEFAULT_TYPICAL_LENGTH",
+    "DEFAULT_VOCABULARY_SHARE",
     "GOOD_LEVEL",
     "NOISE_LEVEL",
     "WHITENING_WORDS_LEVEL",
@@ -44,7 +53,10 @@ __all__ = [
     "WHITENING_WORDS_STEPS",
     "PrivateLDAPlan",
     "SpectralLDAPlan",
+    "VOCABULARY_SHARES",
+    "VOCABULARY_SHARE_RULE",
     "auto_whitening_words",
+    "choose_vocabulary_share",
     "fewest_whitening_words",
     "model_words",
     "noise_norm",
