@@ -10,6 +10,7 @@ import pytest
 from dptensor import PrivateSpectralLDA
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models.topics._private_plan import (
+    REFINE_MAX_NOISE,
     REFINE_MAX_PASSES,
     REFINE_NOISE_LEVEL,
     moments_epsilon,
@@ -55,12 +56,13 @@ def test_without_refinement_the_plan_is_the_moments_plan():
 
 def test_the_passes_follow_the_predicted_noise_of_one_pass():
     ratio = refinement_noise_ratio(55_000, 2000, 10, 1.0, 1e-6, 0.5)
-    assert ratio > REFINE_NOISE_LEVEL  # Debian descriptions at epsilon = 1: refinement does not pay
+    assert ratio > REFINE_MAX_NOISE  # Debian descriptions at epsilon = 1: refinement does not pay
     assert plan_private_spectral_lda({**BASE, "epsilon": 1.0}, 55_000, 2000).refine_passes == 0
     passes = [plan_private_spectral_lda({**BASE, "epsilon": 1.0}, n, 2000).refine_passes
-              for n in (20_000, 60_000, 90_000, 150_000, 300_000, 10**6)]  # fmt: skip
-    assert passes == sorted(passes) and passes[0] == 0 and passes[-1] == REFINE_MAX_PASSES
-    assert 0 < passes[2] < REFINE_MAX_PASSES
+              for n in (20_000, 60_000, 120_000, 300_000, 10**6)]  # fmt: skip
+    assert passes == sorted(passes) and passes[0] == passes[1] == 0 and passes[-1] == REFINE_MAX_PASSES
+    ratio = refinement_noise_ratio(120_000, 2000, 10, 1.0, 1e-6, 0.5)
+    assert 0 < passes[2] == math.floor((REFINE_NOISE_LEVEL / ratio) ** 2) < REFINE_MAX_PASSES
     assert plan_private_spectral_lda({**BASE, "refine_passes": 2}, 55_000, 2000).refine_passes == 2
     assert plan_private_spectral_lda({**BASE, "clip": None}, 55_000, 2000).refine_passes == 0
 
