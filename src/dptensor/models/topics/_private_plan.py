@@ -148,9 +148,10 @@ PLAN_PARAMETER_DEFAULTS: dict[str, Any] = {
 #: level). Public inputs only. Measured on real text (V = 2000, k = 10; docs/lda.md, *Private
 #: refinement*; three noise draws each): at ``r`` 0.004--0.006 (WordNet glosses and Debian
 #: descriptions at epsilon = 4, change logs at epsilon = 1) six passes on half of the budget lowered
-#: the held-out perplexity by 3--13% and kept the NPMI; at ``r`` 0.014 (WordNet at epsilon = 1) two
-#: passes lowered it by 2% but the NPMI of the top words fell from 0.068 to 0.021 (noise among them),
-#: and at 0.0215 (Debian at epsilon = 1) one pass was no better than the moments on the whole budget.
+#: the held-out perplexity by 3--13%; at ``r`` 0.014 (WordNet at epsilon = 1) two passes lowered it by
+#: only 1--2% while in one draw the NPMI of the top words fell from 0.068 to 0.021 (between draws the
+#: moments' own NPMI there varies from 0.03 to 0.10), and at 0.0215 (Debian at epsilon = 1) one pass
+#: was no better than the moments on the whole budget.
 REFINE_SHARE = 0.5
 REFINE_MAX_NOISE = 0.01
 REFINE_NOISE_LEVEL = 0.02

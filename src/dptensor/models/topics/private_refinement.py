@@ -30,10 +30,10 @@ Nothing data-dependent is observable apart from the releases: the number of pass
 plan (no data-dependent stopping rule), no log-likelihood is recorded (``refinement_.log_likelihood``
 is empty) and the progress lines name the pass only.
 
-Measured on three real corpora (V = 2000, k = 10, 10% held out; docs/lda.md, *Private refinement*):
-four passes on half of the budget lower the held-out perplexity of the moment estimate at
-epsilon = 4 from 732 to 695 (Debian descriptions), 1154 to 1016 (WordNet glosses) and 734 to 660
-(change logs).
+Measured on three real corpora (V = 2000, k = 10, 10% held out; docs/benchmarks.md, *Topic quality
+against tomotopy*): six passes on half of the budget lower the held-out perplexity of the moment
+estimate at epsilon = 4 from 725 to 666 (Debian descriptions), 1114 to 998 (WordNet glosses) and 679
+to 614 (change logs; at epsilon = 1, 733 to 697).
 """
 
 from __future__ import annotations
