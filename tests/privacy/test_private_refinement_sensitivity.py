@@ -32,7 +32,7 @@ def _documents() -> list[np.ndarray]:
     """Every document of counts 0..3 over three words, and extreme ones."""
     documents = [np.array(c, dtype=float) for c in itertools.product(range(4), repeat=WORDS)]
     documents += [np.array([1e300, 1e300, 0.0]), np.array([1e308, 0.0, 1.0]), np.array([1e6, 1.0, 0.0]),
-                  np.array([0.5, 0.0, 0.0])]  # fmt: skip
+                  np.array([0.5, 0.0, 0.0]), np.array([1e308, 1e308, 1e308])]  # fmt: skip
     return documents
 
 
@@ -56,6 +56,23 @@ def test_brute_force_replace_one_sensitivity(seed, clip, sweeps):
     largest = max(np.linalg.norm(a - b) for a, b in itertools.combinations(terms, 2))
     assert largest <= refinement_sensitivity(clip)
     assert largest > 1.2 * clip  # the bound sqrt(2) L is nearly reached: a claim of L would fail
+
+
+def test_terms_of_overflowing_or_underflowing_documents_are_bounded():
+    """Counts whose sum overflows and a word no topic gives weight to (responsibilities spread evenly
+    instead of a division by zero) still give finite non-negative terms within the bound."""
+    topics_t = np.ascontiguousarray(np.array([[0.5, 0.5], [0.5, 0.5], [0.0, 0.0]]))
+    alpha = np.array([0.5, 0.5])
+    for document in ([1e308, 1e308, 1e308], [1.7e308, 1.7e308, 0.0], [0.0, 1.0, 2.0]):
+        term = _term(np.array(document), topics_t, alpha, 1.0)
+        assert np.all(np.isfinite(term)) and np.all(term >= 0) and np.linalg.norm(term) <= 1.0
+    term = _term(np.array([0.0, 1.0, 2.0]), topics_t, alpha, 1.0)
+    assert np.all(np.isfinite(term)) and np.linalg.norm(term) <= 1.0 and term[2].sum() > 0
+    duplicated = sp.csr_matrix((np.array([2.0, 2.0]), np.array([0, 0]), np.array([0, 2])), shape=(1, 3))
+    assert np.linalg.norm(clipped_expected_counts(duplicated, topics_t, alpha, 2, 1.0)) <= 1.0
+    with pytest.raises(ValueError, match="non-negative topics"):
+        release_expected_counts(LocalRowBlocks([duplicated], 3), -topics_t, alpha, clip=1.0,
+                                noise_multiplier=1.0, source=resolve_noise(insecure_test_noise(0)))
 
 
 def test_the_release_is_the_sum_of_the_terms():

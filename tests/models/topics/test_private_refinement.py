@@ -86,10 +86,17 @@ def test_refined_private_topics_are_closer_to_the_truth():
     assert model.refinement_ is not None and model.refinement_.n_passes == REFINE_MAX_PASSES
     assert model.refinement_.log_likelihood.size == 0
     assert "rf" in model.noise_scales_ and model.budget_split_["rf"] == pytest.approx(0.5)
+    z = model.guarantee_.details["noise_multipliers"]["rf"]
+    assert model.noise_scales_["rf"] == pytest.approx(z * math.sqrt(2.0) * model.refine_clip)
     refined = _matched_error(model.components_, corpus.topics)
     moments = _matched_error(model.moment_components_, corpus.topics)
     assert refined < 0.75 * moments
     held_out = corpus.counts[:3000]
+    clipped = PrivateSpectralLDA(4, alpha0=0.4, epsilon=4.0, delta=1e-6, refine_passes=1, refine_clip=0.25,
+                                 random_state=0, noise=insecure_test_noise(0)).fit(corpus.counts[:2000])
+    z = clipped.guarantee_.details["noise_multipliers"]["rf"]
+    assert clipped.noise_scales_["rf"] == pytest.approx(z * math.sqrt(2.0) * 0.25)
+    assert "refinement" in clipped.guarantee_.public
     plain = PrivateSpectralLDA(4, alpha0=0.4, epsilon=4.0, delta=1e-6, random_state=0, refine=None,
                                noise=insecure_test_noise(0)).fit(corpus.counts)  # fmt: skip
     assert plain.refinement_ is None and np.array_equal(plain.components_, plain.moment_components_)

@@ -130,6 +130,9 @@ def spectral_lda_guarantee(
         nominal_epsilon=None if holds else float(options["epsilon"]),
         protected=PROTECTED if clipping is None else CLIPPED_PROTECTED,
         public=PUBLIC if clipping is None else CLIPPED_PUBLIC + (
+            "" if not (clipping or {}).get("refinement") else
+            "; the private refinement's number of passes and its bound on each document's term"
+        ) + (
             "" if not options["public_whitening"] else "; the public corpus that gives the whitening"
         ),
         dp_event=dp_event,

@@ -143,10 +143,11 @@ PLAN_PARAMETER_DEFAULTS: dict[str, Any] = {
 #: pass, ``r = sqrt(2 d k) / (mu_r N)`` (noise norm ``z sqrt(2) L sqrt(d k)`` of a ``d x k`` release
 #: at ``mu_r = sqrt(share) mu``, over a signal of about ``N L``; ``L`` cancels): no refinement above
 #: :data:`REFINE_MAX_NOISE` (its budget then goes to the moments), otherwise
-#: ``floor((REFINE_NOISE_LEVEL / r)^2)`` passes, between 1 and :data:`REFINE_MAX_PASSES` (``T``
-#: passes at the same total budget each have ``sqrt(T)`` times the noise: ``r sqrt(T)`` stays at the
-#: level). Public inputs only. Measured on real text (V = 2000, k = 10; docs/lda.md, *Private
-#: refinement*; three noise draws each): at ``r`` 0.004--0.006 (WordNet glosses and Debian
+#: ``floor((REFINE_NOISE_LEVEL / r)^2)`` passes, at most :data:`REFINE_MAX_PASSES` (``T`` passes at
+#: the same total budget each have ``sqrt(T)`` times the noise: ``r sqrt(T)`` stays at the level; with
+#: these constants "auto" makes 0 or 4--6 passes; ``refine_passes`` sets any number). Public inputs
+#: only. Measured on real text (V = 2000, k = 10; docs/lda.md, *Private refinement*; three noise
+#: draws each): at ``r`` 0.004--0.006 (WordNet glosses and Debian
 #: descriptions at epsilon = 4, change logs at epsilon = 1) six passes on half of the budget lowered
 #: the held-out perplexity by 3--13%; at ``r`` 0.014 (WordNet at epsilon = 1) two passes lowered it by
 #: only 1--2% while in one draw the NPMI of the top words fell from 0.068 to 0.021 (between draws the

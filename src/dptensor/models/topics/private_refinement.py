@@ -62,6 +62,18 @@ def refinement_sensitivity(clip: float) -> float:
     return REFINEMENT_SENSITIVITY_FACTOR * float(clip)
 
 
+def _check_public_inputs(topics_t: np.ndarray, alpha: np.ndarray, clip: float) -> None:
+    """The sensitivity needs non-negative terms: finite non-negative topics and prior, a positive bound.
+
+    All three are public (released or parameters), so refusing them reveals nothing.
+    """
+    for name, value in (("topics", topics_t), ("doc_topic_prior", alpha)):
+        if not (np.all(np.isfinite(value)) and np.all(value >= 0)):
+            raise ValueError(f"private refinement needs finite, non-negative {name}")
+    if not (math.isfinite(clip) and clip > 0):
+        raise ValueError(f"refine_clip must be a positive number, got {clip!r}")
+
+
 def release_expected_counts(
     blocks: RowBlocks, topics_t: np.ndarray, alpha: np.ndarray, *, clip: float, noise_multiplier: float,
     source: NoiseSource, sweeps: int = PRIVATE_SWEEPS,
@@ -70,6 +82,7 @@ def release_expected_counts(
 
     The Gaussian mechanism at sensitivity :func:`refinement_sensitivity` (module docstring).
     """
+    _check_public_inputs(topics_t, alpha, clip)
     counts = blocks.map_sum(
         clipped_expected_counts, topics_t, alpha, int(sweeps), float(clip), label="private-refinement"
     )
@@ -86,7 +99,8 @@ def denoised_topics(
     each column is normalised (module docstring).
     """
     posterior = previous_t * alpha[None, :]
-    posterior /= posterior.sum(axis=1, keepdims=True)
+    totals = posterior.sum(axis=1, keepdims=True)
+    posterior = np.where(totals > 0, posterior / np.where(totals > 0, totals, 1.0), 1.0 / alpha.size)
     rows = np.maximum(released, 0.0) + max(noise_std, 1e-12) * posterior
     rows *= (np.maximum(unigram, 0.0) / rows.sum(axis=1))[:, None]
     rows += 1e-300  # every word stays possible under every topic (a column of zeros is impossible)
@@ -139,6 +153,7 @@ def refine_topics_privately(
     alpha = np.ascontiguousarray(doc_topic_prior, dtype=np.float64)
     unigram = np.asarray(unigram, dtype=np.float64)
     topics_t = np.ascontiguousarray(np.asarray(topics, dtype=np.float64).T)
+    _check_public_inputs(topics_t, alpha, clip)
     noise_std = float(noise_multiplier) * refinement_sensitivity(clip)
     for pass_number in range(1, int(passes) + 1):
         released = release_expected_counts(

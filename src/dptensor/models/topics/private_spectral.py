@@ -319,7 +319,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         a configuration without clipping: the moment estimate only.
     refine_passes : "auto" or int >= 1, default "auto"
         How many passes (releases). ``"auto"``: from public sizes (``N``, ``d``, ``k``, ``epsilon``,
-        ``delta``), :func:`~dptensor.models.topics._private_plan.resolve_refinement`: up to 6, and
+        ``delta``), :func:`~dptensor.models.topics._private_plan.resolve_refinement`: 4 to 6, and
         none where one pass would be mostly noise (the whole budget then goes to the moments).
     refine_share : "auto" or float in (0, 1), default "auto"
         Share of the Gaussian-DP budget ``mu^2`` that the passes take (``"auto"``: 0.5); the moment

@@ -90,6 +90,10 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
             for j in range(k):
                 g[j] = alpha[j] * topics_t[w, j]
                 total += g[j]
+            if not total > 0.0:  # every topic's weight underflowed: no topic is preferred
+                for j in range(k):
+                    g[j] = 1.0
+                total = float(k)
             for j in range(k):
                 gamma[p - start, j] = g[j] / total
                 doc_topic[j] += c * gamma[p - start, j]
@@ -104,6 +108,10 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
                     g[j] = max(doc_topic[j] - gamma[p - start, j], 0.0) + alpha[j]
                     g[j] *= topics_t[w, j]
                     total += g[j]
+                if not total > 0.0:  # every topic's weight underflowed (or is not a number)
+                    for j in range(k):
+                        g[j] = 1.0
+                    total = float(k)
                 if last and length > 1.0:  # the token scored by the rest of its document
                     log_lik += c * math.log(total / (length - 1.0 + alpha0))
                     scored += c
@@ -141,8 +149,10 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
                         for j in range(k):
                             squares += (data[p] * gamma[p - start, j] / largest) ** 2
                     norm = largest * math.sqrt(squares)
-                    if norm > clip * (1.0 - 1e-9):  # a margin for the rounding of the norm
-                        scale = clip * (1.0 - 1e-9) / norm
+                    # a margin for the rounding of the norm: a sum of m squares errs by at most m ulps
+                    margin = max(1e-9, 4.0 * (stop - start) * k * 1.1102230246251565e-16)
+                    if norm > clip * (1.0 - margin):
+                        scale = clip * (1.0 - margin) / norm
             if scale > 0.0:
                 for p in range(start, stop):
                     w, c = indices[p], data[p]
@@ -194,7 +204,8 @@ def clipped_expected_counts(
     -------
     ndarray of shape (d, k)
     """
-    counts = _block_counts(block)
+    counts = _block_counts(block).copy()
+    counts.sum_duplicates()  # a word's count in one entry: the norm of the term is over words
     word_counts = np.zeros_like(topics_t)
     _cvb0_documents(
         counts.indptr, counts.indices, counts.data, topics_t, np.ascontiguousarray(alpha, dtype=np.float64),
