@@ -49,6 +49,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import subprocess
 import sys
 import threading
@@ -145,6 +146,11 @@ def run_size(args: argparse.Namespace) -> dict:
     repeats = args.repeats if args.repeats is not None else (3 if n < 5000 else 1)
     fits: list[dict] = []
 
+    def result() -> dict:
+        return {"users": n, "ratings": len(train), "mean_ratings_per_user": len(train) / n,
+                "draw_seconds": draw_seconds, "repeats": repeats, "fits": fits,
+                "peak_rss_bytes": max((f["peak_rss_bytes"] for f in fits), default=0)}
+
     def record(method: str, shape: str, relation: str, epsilon: float | None, model, seconds, peak,
                rmse: float | None = None) -> None:
         if rmse is None:
@@ -154,21 +160,25 @@ def run_size(args: argparse.Namespace) -> dict:
                      "reg": None if model is None else float(model.reg_)})
         print(f"  n={n:>7} {method:<12} {shape:<6} {relation:<11} eps={epsilon!s:<4} "
               f"RMSE {rmse:.4f}  {seconds:7.1f} s  peak {peak / 2**30:.2f} GiB", flush=True)
+        Path(args.part).write_text(json.dumps(result()))  # after every fit: a stopped run keeps its fits
 
     mean = float(np.mean(train.values))
-    record("mean", "matrix", "none", None, None, 0.0, PeakMemory.rss(),
-           float(np.sqrt(np.mean((hidden.values - mean) ** 2))))
-    for shape in ("matrix", "tensor"):
+    if not args.no_baselines:
+        record("mean", "matrix", "none", None, None, 0.0, PeakMemory.rss(),
+               float(np.sqrt(np.mean((hidden.values - mean) ** 2))))
+    for shape in args.models:
+        if args.no_baselines:
+            continue
         biases = TensorCompletion(None, value_range=VALUE_RANGE, random_state=args.seed)
         record("biases", shape, "none", None, *timed_fit(biases, data[shape]))
-        if "nonprivate" in args.methods:
+        if "nonprivate" in args.methods and not args.no_baselines:
             reg = "auto"
             if n > args.auto_up_to:  # reg="auto" takes too long here: the penalty chosen on fewer users
                 reg = dict(zip(("matrix", "tensor"), args.fixed_reg, strict=True))[shape]
             model = TensorCompletion(args.rank, reg=reg, value_range=VALUE_RANGE, random_state=args.seed)
             record("nonprivate", shape, "none", None, *timed_fit(model, data[shape]))
             fits[-1]["reg_choice"] = "auto" if reg == "auto" else "fixed (reg='auto' on fewer users)"
-    for shape in ("matrix", "tensor"):
+    for shape in args.models:
         for relation in args.relations:
             for epsilon in args.epsilons:
                 for _ in range(repeats):
@@ -176,9 +186,38 @@ def run_size(args: argparse.Namespace) -> dict:
                                              epsilon=epsilon, delta=args.delta,
                                              value_range=VALUE_RANGE, random_state=args.seed)
                     record("dp-als", shape, relation, epsilon, *timed_fit(model, data[shape]))
-    return {"users": n, "ratings": len(train), "mean_ratings_per_user": len(train) / n,
-            "draw_seconds": draw_seconds, "repeats": repeats, "fits": fits,
-            "peak_rss_bytes": max(f["peak_rss_bytes"] for f in fits)}
+    return result()
+
+
+LOG_LINE = re.compile(
+    r"^\s*n=\s*(\d+) (\S+)\s+(\S+)\s+(\S+)\s+eps=(\S+)\s+RMSE ([\d.]+)\s+([\d.]+) s\s+peak ([\d.]+) GiB")
+
+
+def parts_from_log(args: argparse.Namespace, log: Path, out: Path) -> None:
+    """Part files rebuilt from the lines a stopped run printed (RMSE to 4 decimals; ``from_log``).
+
+    Sizes that already have a part file keep it."""
+    sizes: dict[int, list[dict]] = {}
+    for line in log.read_text().splitlines():
+        match = LOG_LINE.match(line)
+        if match is None:
+            continue
+        n, method, shape, relation, eps, rmse, seconds, peak = match.groups()
+        sizes.setdefault(int(n), []).append({
+            "users": int(n), "method": method, "model": shape, "relation": relation,
+            "epsilon": None if eps == "None" else float(eps), "rmse": float(rmse),
+            "seconds": float(seconds), "peak_rss_bytes": float(peak) * 2**30, "reg": None,
+            "from_log": True})
+    gen = generator(args.inter, args.rank, args.seed, Path(args.cache))
+    for n, fits in sizes.items():
+        if (out / f"{NAME}_part_{n}.json").exists():  # a complete part file is kept
+            continue
+        ratings = sum(len(c) for c in gen.iter_samples(n, chunk_size=args.chunk, random_state=args.seed + 1))
+        part = {"users": n, "ratings": ratings, "mean_ratings_per_user": ratings / n, "draw_seconds": None,
+                "repeats": None, "fits": fits, "peak_rss_bytes": max(f["peak_rss_bytes"] for f in fits),
+                "from_log": str(log)}
+        (out / f"{NAME}_part_{n}.json").write_text(json.dumps(part))
+        print(f"{n} users: {len(fits)} fits from {log}")
 
 
 def summarise(results: list[dict]) -> list[dict]:
@@ -269,6 +308,9 @@ def main() -> int:
                         metavar=("MATRIX", "TENSOR"),
                         help="reg of the non-private fits above --auto-up-to users (default: the choices of "
                              "reg='auto' at 10^3 users, 33.41 and 11.14)")
+    parser.add_argument("--models", nargs="+", default=["matrix", "tensor"])
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="skip the mean, biases and non-private fits")
     parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--rank", type=int, default=10)
     parser.add_argument("--held-out", type=int, default=2000, help="held-out users (default 2000)")
@@ -279,6 +321,8 @@ def main() -> int:
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "dptensor"))
     parser.add_argument("--out-dir", default="benchmarks/results")
     parser.add_argument("--reuse", action="store_true", help="keep sizes already in the partial files")
+    parser.add_argument("--parts-from-log", default=None, metavar="LOG",
+                        help="rebuild the part files of a stopped run from its printed lines, then merge")
     parser.add_argument("--single", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--part", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -289,6 +333,9 @@ def main() -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     generator(args.inter, args.rank, args.seed, Path(args.cache))  # fitted once, before the sizes
+    if args.parts_from_log is not None:
+        parts_from_log(args, Path(args.parts_from_log), out)
+        args.reuse = True
     results = []
     for n in args.users:
         part = out / f"{NAME}_part_{n}.json"
@@ -297,7 +344,12 @@ def main() -> int:
             cmd = [sys.executable, __file__, *argv, "--single", str(n), "--part", str(part)]
             print(f"{n} users ...", flush=True)
             subprocess.run(cmd, check=True)
-        results.append(json.loads(part.read_text()))
+        size = json.loads(part.read_text())
+        for extra in sorted(out.glob(f"{NAME}_part_{n}_*.json")):  # fits of the same draw run apart
+            more = json.loads(extra.read_text())
+            size["fits"] += more["fits"]
+            size["peak_rss_bytes"] = max(size["peak_rss_bytes"], more["peak_rss_bytes"])
+        results.append(size)
     rows = summarise(results)
     summary = {
         "within_10pct_user_eps1": {shape: within(rows, shape, 1.0) for shape in ("matrix", "tensor")},
