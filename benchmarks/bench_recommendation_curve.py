@@ -250,16 +250,44 @@ def summarise(results: list[dict]) -> list[dict]:
 
 
 def within(rows: list[dict], shape: str, epsilon: float, level: float = 1.10) -> float | None:
-    """Users at which user-level DP-ALS at ``epsilon`` first has ratio <= ``level`` (log-interpolated)."""
+    """Users from which user-level DP-ALS at ``epsilon`` stays at ratio <= ``level`` (log-interpolated).
+
+    ``None`` when the largest size measured is above ``level``; the smallest size when every one is
+    at or below it (the crossing may lie below the curve then).
+    """
     points = sorted((r["users"], r["ratio"]) for r in rows if r["method"] == "dp-als"
                     and r["model"] == shape and r["relation"] == "user" and r["epsilon"] == epsilon)
-    for (n0, r0), (n1, r1) in zip([(None, None), *points], points, strict=False):
-        if r1 <= level:
-            if n0 is None or r0 == r1:
-                return float(n1)
-            t = (r0 - level) / (r0 - r1)
-            return float(np.exp(np.log(n0) + t * (np.log(n1) - np.log(n0))))
-    return None
+    if not points or points[-1][1] > level:
+        return None
+    above = [i for i, (_, ratio) in enumerate(points) if ratio > level]
+    if not above:
+        return float(points[0][0])
+    (n0, r0), (n1, r1) = points[above[-1]], points[above[-1] + 1]
+    t = (r0 - level) / (r0 - r1)
+    return float(np.exp(np.log(n0) + t * (np.log(n1) - np.log(n0))))
+
+
+def markdown(rows: list[dict]) -> str:
+    """The curve as a Markdown table: one row per method, one column per number of users."""
+    users = sorted({r["users"] for r in rows})
+    keys = []
+    for r in rows:
+        key = (r["method"], r["model"], r["relation"], r["epsilon"])
+        if key not in keys:
+            keys.append(key)
+    order = {"mean": 0, "biases": 1, "nonprivate": 2, "dp-als": 3}
+    keys.sort(key=lambda k: (order[k[0]], k[2], k[3] or 0, k[1]))
+    lines = ["| method | model | relation | ε | " + " | ".join(f"{n:,} users" for n in users) + " |",
+             "|---|---|---|---|" + "---|" * len(users)]
+    for method, shape, relation, epsilon in keys:
+        cells = []
+        for n in users:
+            hit = [r for r in rows if (r["users"], r["method"], r["model"], r["relation"], r["epsilon"])
+                   == (n, method, shape, relation, epsilon)]
+            cells.append(f"{hit[0]['rmse']:.4f} ({hit[0]['ratio']:.3f})" if hit else "—")
+        lines.append(f"| {method} | {shape} | {relation} | {epsilon if epsilon is not None else '—'} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def figure(rows: list[dict], path: Path) -> None:
@@ -270,6 +298,7 @@ def figure(rows: list[dict], path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     styles = {"user": "-", "entry-value": "--", "none": ":"}
+    colours = iter(plt.get_cmap("tab20").colors)
     for (method, shape, relation, epsilon) in sorted({(r["method"], r["model"], r["relation"],
                                                         r["epsilon"] or 0) for r in rows}, key=str):
         sel = sorted((r for r in rows if (r["method"], r["model"], r["relation"], r["epsilon"] or 0)
@@ -277,9 +306,11 @@ def figure(rows: list[dict], path: Path) -> None:
         users = [r["users"] for r in sel]
         label = f"{method} {shape}" + (f" {relation} ε={epsilon:g}" if method == "dp-als" else "")
         marker = "o" if shape == "matrix" else "s"
-        left.plot(users, [r["rmse"] for r in sel], styles[relation], marker=marker, label=label)
+        colour = next(colours)
+        left.plot(users, [r["rmse"] for r in sel], styles[relation], marker=marker, label=label, color=colour)
         if method == "dp-als":
-            right.plot(users, [r["ratio"] for r in sel], styles[relation], marker=marker, label=label)
+            right.plot(users, [r["ratio"] for r in sel], styles[relation], marker=marker, label=label,
+                       color=colour)
     for ax in (left, right):
         ax.set_xscale("log")
         ax.set_xlabel("training users")
@@ -367,6 +398,7 @@ def main() -> int:
             f.write(",".join("" if r[c] is None else (f"{r[c]:.5g}" if isinstance(r[c], float) else str(r[c]))
                              for c in columns) + "\n")
     figure(rows, out / f"{NAME}.png")
+    (out / f"{NAME}.md").write_text(markdown(rows))
     print(json.dumps(summary["within_10pct_user_eps1"]))
     return 0
 

@@ -59,10 +59,23 @@ def table(rows: list[dict], calibration: dict) -> float:
     return worst
 
 
+def markdown(rows: list[dict], calibration: dict) -> str:
+    """The module constants' predictions against every measured point, as a Markdown table."""
+    lines = ["| users | model | relation | ε | measured ratio | predicted | relative error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = predict(r, calibration)
+        lines.append(f"| {r['users']:,} | {r['model']} | {r['relation']} | {r['epsilon']:g} "
+                     f"| {r['ratio']:.4f} | {p:.4f} | {100 * (p / r['ratio'] - 1):+.2f}% |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--curve", default="benchmarks/results/recommendation_curve.json")
     parser.add_argument("--check", action="store_true", help="only the module's constants")
+    parser.add_argument("--markdown", default=None, metavar="FILE",
+                        help="also write the module constants' table as Markdown")
     parser.add_argument("--fit-users", type=int, nargs="+", default=None,
                         help="fit on these numbers of users only (the others are predicted out of sample)")
     args = parser.parse_args()
@@ -81,6 +94,8 @@ def main() -> int:
         print()
     print("module constants:", json.dumps(CALIBRATION))
     table(rows, CALIBRATION)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(rows, CALIBRATION))
     return 0
 
 
