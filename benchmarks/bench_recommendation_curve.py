@@ -223,9 +223,16 @@ def parts_from_log(args: argparse.Namespace, log: Path, out: Path) -> None:
 def summarise(results: list[dict]) -> list[dict]:
     """One row per (users, method, model, relation, epsilon): mean RMSE over fits and the ratios."""
     rows = []
-    for size in results:
+    previous: dict = {}
+    for size in sorted(results, key=lambda s: s["users"]):
         fits = size["fits"]
         baseline = {f["model"]: f["rmse"] for f in fits if f["method"] == "nonprivate"}
+        bound = not baseline and bool(previous)
+        if bound:  # no non-private fit at this size: a smaller size's RMSE bounds it above (ratio >=)
+            baseline = {f"{model} at {previous['users']} users (ratio is a lower bound)": rmse
+                        for model, rmse in previous["baseline"].items()}
+        elif baseline:
+            previous = {"users": size["users"], "baseline": baseline}
         best = min(baseline.values()) if baseline else float("nan")
         keys = []
         for f in fits:
@@ -236,12 +243,13 @@ def summarise(results: list[dict]) -> list[dict]:
             group = [f for f in fits if (f["method"], f["model"], f["relation"], f["epsilon"])
                      == (method, shape, relation, epsilon)]
             values = np.array([f["rmse"] for f in group])
-            own = baseline.get(shape, float("nan"))
+            own = baseline.get(shape, best)  # a missing non-private fit: the other model's (noted)
             rows.append({
                 "users": size["users"], "ratings": size["ratings"], "method": method, "model": shape,
                 "relation": relation, "epsilon": epsilon, "rmse": float(values.mean()),
                 "rmse_se": float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else None,
                 "fits": int(values.size), "ratio": float(values.mean() / own),
+                "ratio_to": shape if shape in baseline or not baseline else min(baseline, key=baseline.get),
                 "ratio_best": float(values.mean() / best),
                 "seconds": float(np.mean([f["seconds"] for f in group])),
                 "peak_rss_gib": max(f["peak_rss_bytes"] for f in group) / 2**30,
@@ -275,8 +283,8 @@ def markdown(rows: list[dict]) -> str:
         key = (r["method"], r["model"], r["relation"], r["epsilon"])
         if key not in keys:
             keys.append(key)
-    order = {"mean": 0, "biases": 1, "nonprivate": 2, "dp-als": 3}
-    keys.sort(key=lambda k: (order[k[0]], k[2], k[3] or 0, k[1]))
+    order = {"mean": 0, "biases": 1, "nonprivate": 2, "nonprivate-fixed-reg": 3, "dp-als": 4}
+    keys.sort(key=lambda k: (order.get(k[0], 5), k[2], k[3] or 0, k[1]))
     lines = ["| method | model | relation | ε | " + " | ".join(f"{n:,} users" for n in users) + " |",
              "|---|---|---|---|" + "---|" * len(users)]
     for method, shape, relation, epsilon in keys:
@@ -284,9 +292,19 @@ def markdown(rows: list[dict]) -> str:
         for n in users:
             hit = [r for r in rows if (r["users"], r["method"], r["model"], r["relation"], r["epsilon"])
                    == (n, method, shape, relation, epsilon)]
-            cells.append(f"{hit[0]['rmse']:.4f} ({hit[0]['ratio']:.3f})" if hit else "—")
+            to = hit[0].get("ratio_to", shape) if hit else shape
+            mark = "" if to == shape else ("≥" if "lower bound" in str(to) else "*")
+            cells.append(f"{hit[0]['rmse']:.4f} ({'≥' if mark == '≥' else ''}{hit[0]['ratio']:.3f}"
+                         f"{'*' if mark == '*' else ''})" if hit else "—")
         lines.append(f"| {method} | {shape} | {relation} | {epsilon if epsilon is not None else '—'} | "
                      + " | ".join(cells) + " |")
+    if any("lower bound" in str(r.get("ratio_to")) for r in rows):
+        lines.append("\n≥ no non-private fit at this size: ratio to the largest smaller size's non-private "
+                     "RMSE, which bounds this size's from above, so the ratio is a lower bound")
+    if any(r.get("ratio_to", r["model"]) not in (r["model"], None)
+           and "lower bound" not in str(r.get("ratio_to")) for r in rows):
+        lines.append("\n\\* ratio to the other model's non-private fit (this model's was not run at this "
+                     "size)")
     return "\n".join(lines) + "\n"
 
 
@@ -391,7 +409,7 @@ def main() -> int:
     (out / f"{NAME}.json").write_text(json.dumps({"summary": summary, "rows": rows, "sizes": results},
                                                   indent=1))
     columns = ["users", "ratings", "method", "model", "relation", "epsilon", "rmse", "rmse_se", "fits",
-               "ratio", "ratio_best", "seconds", "peak_rss_gib"]
+               "ratio", "ratio_to", "ratio_best", "seconds", "peak_rss_gib"]
     with open(out / f"{NAME}.csv", "w") as f:
         f.write(",".join(columns) + "\n")
         for r in rows:

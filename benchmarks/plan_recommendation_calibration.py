@@ -28,9 +28,11 @@ from dptensor.models.completion.plan import CALIBRATION, plan_recommendation
 KEYS = ("tau2_bias", "tau2_factor", "g", "rho")
 
 
-def points(curve: Path) -> list[dict]:
+def points(curve: Path, bounds: bool = False) -> list[dict]:
+    """The DP-ALS points with a measured ratio (``bounds``: those whose ratio is only a lower bound)."""
     rows = json.loads(curve.read_text())["rows"]
-    return [r for r in rows if r["method"] == "dp-als"]
+    return [r for r in rows
+            if r["method"] == "dp-als" and ("lower bound" in str(r.get("ratio_to"))) == bounds]
 
 
 def predict(row: dict, calibration: dict) -> float:
@@ -94,6 +96,9 @@ def main() -> int:
         print()
     print("module constants:", json.dumps(CALIBRATION))
     table(rows, CALIBRATION)
+    for r in points(Path(args.curve), bounds=True):
+        print(f"{r['users']:>7} {r['model']:<6} {r['relation']:<11} {r['epsilon']:>4g}  measured >= "
+              f"{r['ratio']:.4f} (no non-private fit at this size), predicted {predict(r, CALIBRATION):.4f}")
     if args.markdown:
         Path(args.markdown).write_text(markdown(rows, CALIBRATION))
     return 0

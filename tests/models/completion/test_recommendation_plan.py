@@ -65,11 +65,15 @@ def test_the_prediction_matches_the_measured_curve():
     points = [r for r in rows if r["method"] == "dp-als"]
     assert len(points) >= 14
     for r in points:
+        bound = "lower bound" in str(r.get("ratio_to"))  # no non-private fit at that size
         ratings = round(r["ratings"] / r["users"])
         predicted = plan_recommendation(r["users"], 1682, epsilon=r["epsilon"], relation=r["relation"],
                                         n_times=1 if r["model"] == "matrix" else 215,
                                         typical_ratings=ratings).ratio
-        assert abs(predicted - r["ratio"]) <= 0.05 * r["ratio"], (r, predicted)
+        if bound:
+            assert predicted >= 0.95 * r["ratio"], (r, predicted)
+        else:
+            assert abs(predicted - r["ratio"]) <= 0.05 * r["ratio"], (r, predicted)
 
 
 def test_popularity_profiles():
