@@ -264,7 +264,8 @@ def within(rows: list[dict], shape: str, epsilon: float, level: float = 1.10) ->
     at or below it (the crossing may lie below the curve then).
     """
     points = sorted((r["users"], r["ratio"]) for r in rows if r["method"] == "dp-als"
-                    and r["model"] == shape and r["relation"] == "user" and r["epsilon"] == epsilon)
+                    and r["model"] == shape and r["relation"] == "user" and r["epsilon"] == epsilon
+                    and "lower bound" not in str(r.get("ratio_to")))  # measured ratios only
     if not points or points[-1][1] > level:
         return None
     above = [i for i, (_, ratio) in enumerate(points) if ratio > level]

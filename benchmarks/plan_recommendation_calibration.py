@@ -61,14 +61,18 @@ def table(rows: list[dict], calibration: dict) -> float:
     return worst
 
 
-def markdown(rows: list[dict], calibration: dict) -> str:
-    """The module constants' predictions against every measured point, as a Markdown table."""
+def markdown(rows: list[dict], calibration: dict, bounds: list[dict] = ()) -> str:
+    """The module constants' predictions against every measured point (and bound), as Markdown."""
     lines = ["| users | model | relation | ε | measured ratio | predicted | relative error |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         p = predict(r, calibration)
         lines.append(f"| {r['users']:,} | {r['model']} | {r['relation']} | {r['epsilon']:g} "
                      f"| {r['ratio']:.4f} | {p:.4f} | {100 * (p / r['ratio'] - 1):+.2f}% |")
+    for r in bounds:
+        p = predict(r, calibration)
+        lines.append(f"| {r['users']:,} | {r['model']} | {r['relation']} | {r['epsilon']:g} "
+                     f"| ≥ {r['ratio']:.4f} | {p:.4f} | (consistent: {'yes' if p >= r['ratio'] else 'no'}) |")
     return "\n".join(lines) + "\n"
 
 
@@ -100,7 +104,7 @@ def main() -> int:
         print(f"{r['users']:>7} {r['model']:<6} {r['relation']:<11} {r['epsilon']:>4g}  measured >= "
               f"{r['ratio']:.4f} (no non-private fit at this size), predicted {predict(r, CALIBRATION):.4f}")
     if args.markdown:
-        Path(args.markdown).write_text(markdown(rows, CALIBRATION))
+        Path(args.markdown).write_text(markdown(rows, CALIBRATION, points(Path(args.curve), bounds=True)))
     return 0
 
 
