@@ -129,6 +129,9 @@ def _quiet_broken_pipe() -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["complete", "plan"]:  # complete's first argument is a file: its plan is a command
+        argv = ["complete-plan", *argv[2:]]
     try:
         args, extras = parser.parse_known_args(argv)
         if extras:  # reported by the subcommand's parser, which names the command

@@ -67,6 +67,13 @@ EXAMPLES = """examples:
   dptensor complete train.csv --rank 3 --test test.csv --out predictions.csv
   dptensor complete train.csv --rank 3 --value-range 0 1 --test test.csv \\
       --privacy gradient_dpsgd --neighbouring entry-value --epsilon 1 --json fit.json
+  # before spending any budget: the predicted RMSE ratio to non-private (public sizes only)
+  dptensor complete plan --users 70000 --items 1682 --epsilon 1 --typical-ratings 106
+"""
+
+PLAN_EXAMPLES = """examples:
+  dptensor complete plan --users 70000 --items 1682 --epsilon 1 --typical-ratings 106
+  dptensor complete plan --users 10000 --items 1682 --days 215 --epsilon 4 --neighbouring entry-value
 """
 
 
@@ -103,6 +110,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_report_arguments(parser)
     research_options_last(parser)
     parser.set_defaults(func=run)
+    register_plan(subparsers)
+
+
+def register_plan(subparsers: argparse._SubParsersAction) -> None:
+    """``dptensor complete plan`` (parsed as the hidden command ``complete-plan``: ``complete`` takes a
+    file name where a subcommand would go, so :func:`dptensor.cli.main` renames ``complete plan``)."""
+    plan = subparsers.add_parser(
+        "complete-plan", prog="dptensor complete plan",
+        description="Predict, from public sizes only, the held-out RMSE ratio of a default DP-ALS fit "
+        "(privacy als) to the non-private fit of the same model, before any budget is spent; nothing "
+        "is read or charged (dptensor.models.completion.plan_recommendation; docs/completion.md, "
+        "'Planning a private recommender').",
+        epilog=PLAN_EXAMPLES,
+    )
+    plan.add_argument("--users", type=positive_int, required=True, help="number of users (the shape's U)")
+    plan.add_argument("--items", type=positive_int, required=True, help="number of items (the shape's I)")
+    plan.add_argument("--days", type=positive_int, default=1,
+                      help="days, the time mode (default 1: a matrix)")
+    plan.add_argument("--rank", type=positive_int, default=10, help="rank (default 10)")
+    plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")
+    plan.add_argument("--delta", type=probability, default=1e-6, help="delta (default 1e-6)")
+    plan.add_argument("--neighbouring", choices=RELATIONS, default="user",
+                      help="the relation: user (all ratings of one user; default) or entry-value")
+    plan.add_argument("--typical-ratings", type=positive_int, default=100, metavar="M",
+                      help="a public guess of a typical user's number of ratings (default 100)")
+    plan.add_argument("--max-ratings", type=positive_int, default=100,
+                      help="the fit's --max-ratings (default 100)")
+    plan.add_argument("--value-range", type=float, nargs=2, default=(1.0, 5.0), metavar=("MIN", "MAX"),
+                      help="the declared rating range (default 1 5)")
+    plan.add_argument("--popularity", choices=("movielens", "uniform"), default="movielens",
+                      help="the assumed item popularity (default movielens: a MovieLens-shaped profile)")
+    plan.add_argument("--within", type=positive_float, default=1.10, metavar="RATIO",
+                      help="also say from how many users the ratio is predicted at most RATIO (default 1.10)")
+    add_quiet_argument(plan)
+    plan.set_defaults(func=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``dptensor complete plan``: :func:`~dptensor.models.completion.plan_recommendation`'s prediction."""
+    from dptensor.models.completion.plan import plan_recommendation, users_within
+
+    sizes = {"epsilon": args.epsilon, "delta": args.delta, "relation": args.neighbouring,
+             "rank": args.rank, "n_times": args.days, "typical_ratings": args.typical_ratings,
+             "max_ratings": args.max_ratings, "value_range": tuple(args.value_range),
+             "popularity": args.popularity}
+    prediction = plan_recommendation(args.users, args.items, **sizes)
+    print(prediction.describe())
+    if args.within > 1.0:
+        needed = users_within(args.within, args.items, **sizes)
+        print(f"ratio <= {args.within:g} predicted from about {needed} users" if needed is not None
+              else f"ratio <= {args.within:g} is not predicted below 10^8 users")
+    return 0
 
 
 class _ShapeSizes(argparse.Action):

@@ -18,7 +18,7 @@ from dptensor.cli import observe_command
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _dp_als as dpals
 from dptensor.models.completion import plan_completion
-from dptensor.models.completion._als import initial_parameters
+from dptensor.models.completion._als import ModeIndex, initial_parameters
 from dptensor.models.completion._sgd import offsets_start, perturb_values, sgd_epochs
 from dptensor.models.completion.estimator import rmse
 from dptensor.privacy import (
@@ -660,3 +660,22 @@ def test_tucker_dp_als_that_shrinks_to_zero_still_fits():
         ).fit(indices, values, shape)  # fmt: skip
     prediction = fit.predict(indices)
     assert np.all(np.isfinite(prediction)) and np.all((prediction >= LOW) & (prediction <= HIGH))
+
+
+def test_user_statistics_in_chunks_of_whole_users_equal_the_statistics_at_once(monkeypatch):
+    """Chunking (memory bounded by the chunk) changes no sum: each user's scale sees all their entries."""
+    rng = np.random.default_rng(5)
+    n, n_rows, d = 600, 7, 4
+    users = rng.integers(0, 40, n)
+    users[:90] = 3  # one user with more entries than a chunk
+    rows = rng.integers(0, n_rows, n)
+    design = rng.normal(0, 1.0, (n, d))
+    design[:, -1] = 1.0
+    target = rng.normal(0, 2.0, n)
+    kwargs = {"width": 4.0, "design_bound": 1.0, "user_bound": 3.0, "bias_column": True}
+    index = ModeIndex(rows, n_rows)
+    whole, sens = dpals.user_statistics(index, design, target, users, **kwargs)
+    monkeypatch.setattr(dpals, "USER_CHUNK_VALUES", 14 * 50)  # 50 entries per chunk
+    chunked, sens_chunked = dpals.user_statistics(index, design, target, users, **kwargs)
+    assert sens_chunked == sens == 6.0
+    np.testing.assert_allclose(chunked, whole, rtol=1e-12, atol=1e-12)

@@ -9,6 +9,7 @@ from dptensor.models.completion.estimator import (
     rmse,
 )
 from dptensor.models.completion.fold_in import FoldedUsers, fold_in_users, predict_folded
+from dptensor.models.completion.plan import RecommendationPlan, plan_recommendation
 
 __all__ = [
     "OFFSETS",
@@ -16,10 +17,12 @@ __all__ = [
     "SOLVERS",
     "CompletionPlan",
     "FoldedUsers",
+    "RecommendationPlan",
     "Release",
     "TensorCompletion",
     "fold_in_users",
     "plan_completion",
+    "plan_recommendation",
     "predict_folded",
     "rmse",
 ]

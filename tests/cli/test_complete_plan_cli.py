@@ -1,0 +1,33 @@
+"""``dptensor complete plan``: the planner of private recommendations on the command line."""
+
+from __future__ import annotations
+
+from dptensor.cli import main
+from dptensor.models.completion import plan_recommendation
+
+
+def test_complete_plan_prints_the_prediction(capsys):
+    argv = ["complete", "plan", "--users", "70000", "--items", "1682", "--epsilon", "1",
+            "--typical-ratings", "106"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    expected = plan_recommendation(70_000, 1682, epsilon=1.0, typical_ratings=106).ratio
+    assert f"ratio to non-private: {expected:.3f}" in out
+    assert "predicted from about" in out or "not predicted" in out
+
+
+def test_complete_plan_entry_value_with_days(capsys):
+    argv = ["complete", "plan", "--users", "10000", "--items", "500", "--days", "215", "--epsilon", "4",
+            "--neighbouring", "entry-value", "--within", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "entry-value relation" in out and "predicted from" not in out
+
+
+def test_complete_plan_errors_are_one_line(capsys):
+    assert main(["complete", "plan", "--users", "100", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "dptensor complete plan" in err and "--items" in err
+    assert main(["complete", "plan", "--users", "100", "--items", "10", "--epsilon", "1",
+                 "--value-range", "5", "1"]) == 2
+    assert "value_range" in capsys.readouterr().err
