@@ -7,9 +7,11 @@ need the same one; one file's own helpers stay in that file.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import pickle
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,3 +120,19 @@ def in_child(function: Callable[[], object], timeout: float = 60.0) -> object:
     os.waitpid(pid, 0)
     status, value = pickle.loads(data)
     return value if status == "ok" else ("raised", value)
+
+
+#: The benchmark scripts (``benchmarks/`` is not a package).
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_benchmark(name: str):
+    """Import ``benchmarks/<name>.py`` as a module (its sibling scripts importable while it loads)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
