@@ -158,6 +158,7 @@ EPSILON = 2.0
 N_RUNS = 1500
 
 
+@pytest.mark.slow  # a statistical check of 6000 releases (12 s): with the slow checks, once per CI run
 def test_audit_pattern_offsets():
     """The changed entry's fitted offsets (mean + its user's and item's biases) on a neighbouring pair."""
     indices, values, shape = _ratings(shape=(4, 3, 2), density=1.0, seed=9)

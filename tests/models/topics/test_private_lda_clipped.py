@@ -526,8 +526,8 @@ def _released_pair_entry(monkeypatch, X, seed, sensitivity_factor, runs):
 #: off) and the full-power one, ``slow``.
 RUNS = [250, pytest.param(AUDIT_RUNS, marks=pytest.mark.slow)]
 #: The releases that tests/privacy/test_end_to_end_audit.py also audits by default, honest and
-#: un-noised (the m2 release of the "nmf" recovery; the projected e3 release of the "tensor" one):
-#: here only the full-power check, with the slow ones (the suite's time, issue 34).
+#: un-noised (the m2 release of the "nmf" recovery; the m2 and projected e3 releases of the "tensor"
+#: one): here only the full-power check, with the slow ones (the suite's time, issues 34 and 35).
 FULL_RUNS_ONLY = [pytest.param(AUDIT_RUNS, marks=pytest.mark.slow)]
 
 
@@ -536,7 +536,7 @@ def _caught(under, runs):
     return under > (1.5 if runs >= AUDIT_RUNS else 1.0) * AUDIT_EPSILON
 
 
-@pytest.mark.parametrize("runs", RUNS)
+@pytest.mark.parametrize("runs", FULL_RUNS_ONLY)
 def test_audit_m2_release_and_catch_an_under_noised_variant(monkeypatch, runs):
     # [3, 0] has P_n = e0 e0^T (weight 1 at C = 1): S2[0, 0] moves by 1, against the bound sqrt2
     honest, under = _audit(lambda X, seed, factor: _released_pair_entry(monkeypatch, X, seed, factor, runs))
@@ -602,7 +602,7 @@ def test_audit_nmf_m2_release_and_catch_an_under_noised_variant(monkeypatch, run
     assert _caught(under, runs)
 
 
-@pytest.mark.parametrize("runs", RUNS)
+@pytest.mark.parametrize("runs", FULL_RUNS_ONLY)
 def test_audit_e3_release_and_catch_an_under_noised_variant(monkeypatch, runs):
     # [3, 0] has G_n = e0 (x) e0 (x) e0 (weight 1 at C = 1): the entry moves by 1, against the bound sqrt2
     honest, under = _audit(lambda X, seed, factor: _released_third_entry(monkeypatch, X, seed, factor, runs))

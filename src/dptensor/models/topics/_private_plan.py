@@ -478,14 +478,15 @@ def _composed_multiplier(
 ) -> float:  # fmt: skip
     """The Gaussian-DP composition of ``counts[e]`` releases at ``multipliers[e]``, as one multiplier.
 
-    With ``round_up``, every multiplier is raised by a relative ``1e-12`` until the total meets
-    ``epsilon`` (floating-point rounding of the split), in place.
+    With ``round_up``, every multiplier is raised by relative steps doubling from ``1e-10`` until the
+    total meets ``epsilon`` (the rounding of the split and of the calibration's root finding), in place.
     """
     effective = 1.0 / math.sqrt(sum(counts[e] / multipliers[e] ** 2 for e in counts))
     if round_up and gaussian_epsilon(effective, delta) > epsilon:
-        factor = 1.0
-        while gaussian_epsilon(effective * factor, delta) > epsilon:
-            factor *= 1.0 + 1e-12
+        factor, step = 1.0, 1e-10
+        while gaussian_epsilon(effective * factor, delta) > epsilon:  # steps doubling from 1e-10
+            factor *= 1.0 + step
+            step *= 2.0
         for e in multipliers:
             multipliers[e] *= factor
         effective *= factor
