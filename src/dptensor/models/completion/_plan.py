@@ -375,7 +375,7 @@ def plan_completion(
         split = check_real(a.budget_split, "budget_split")
     if split >= 1:
         raise ValueError(f"budget_split must lie strictly between 0 and 1, got {split}")
-    value_range = _check_value_range(a)
+    value_range = check_value_range(a.value_range)
     if a.clip is None:
         width = None if value_range is None else value_range[1] - value_range[0]
         clip = width / 2.0 if dpsgd and width is not None else 1.0
@@ -479,15 +479,16 @@ def _resolve_context_modes(a: SimpleNamespace, solver: str) -> tuple[int, ...]:
     return tuple(sorted(set(int(m) for m in modes)))
 
 
-def _check_value_range(a: SimpleNamespace) -> tuple[float, float] | None:
-    if a.value_range is None:
+def check_value_range(value_range: object) -> tuple[float, float] | None:
+    """``value_range`` as ``(low, high)``, two finite numbers with ``high > low``; ``None`` stays ``None``."""
+    if value_range is None:
         return None
     try:
-        low, high = (float(v) for v in a.value_range)
+        low, high = (float(v) for v in value_range)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"value_range must be a pair of numbers, got {a.value_range!r}") from exc
+        raise TypeError(f"value_range must be a pair of numbers, got {value_range!r}") from exc
     if not (math.isfinite(low) and math.isfinite(high) and high > low):
-        raise ValueError(f"value_range must be finite with max > min, got {a.value_range!r}")
+        raise ValueError(f"value_range must be finite with max > min, got {value_range!r}")
     return (low, high)
 
 

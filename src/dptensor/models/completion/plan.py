@@ -65,7 +65,7 @@ import numpy as np
 
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
 from dptensor.models.completion._dp_als import RELATIONS, entry_scale
-from dptensor.models.completion._plan import plan_completion
+from dptensor.models.completion._plan import check_value_range, plan_completion
 
 __all__ = ["CALIBRATION", "RecommendationPlan", "plan_recommendation", "popularity_profile", "users_within"]
 
@@ -163,11 +163,18 @@ class RecommendationPlan:
         )
 
 
+def _error_ratio(
+    n: np.ndarray, noise_var: np.ndarray | float, tau2: float, g: float, s2: float, rho: float
+) -> np.ndarray:
+    """``q = (rho s^2 g n + v) / (tau^2 g^2 n^2)`` of a parameter seen ``n`` times (module docstring)."""
+    n = np.maximum(n, 1e-12)
+    return (rho * s2 * g * n + noise_var) / (tau2 * g * g * n * n)
+
+
 def _excess(n: np.ndarray, noise_var: np.ndarray, tau2: float, g: float, s2: float, rho: float) -> np.ndarray:
     """Excess Bayes error of a parameter seen ``n`` times, with and without noise ``noise_var``."""
-    n = np.maximum(n, 1e-12)
-    q = (rho * s2 * g * n + noise_var) / (tau2 * g * g * n * n)
-    q0 = s2 / (tau2 * g * n)
+    q = _error_ratio(n, noise_var, tau2, g, s2, rho)
+    q0 = _error_ratio(n, 0.0, tau2, g, s2, 1.0)
     return tau2 * (q / (1.0 + q) - q0 / (1.0 + q0))
 
 
@@ -230,12 +237,9 @@ def plan_recommendation(
     check_epsilon_delta(epsilon, delta)
     if relation not in RELATIONS:
         raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
-    try:
-        low, high = (float(v) for v in value_range)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"value_range must be a pair of numbers, got {value_range!r}") from exc
-    if not (math.isfinite(low) and math.isfinite(high) and high > low):
-        raise ValueError(f"value_range must be finite with max > min, got {value_range!r}")
+    if value_range is None:
+        raise TypeError("value_range must be a pair of numbers, got None")
+    low, high = check_value_range(value_range)
     c = dict(CALIBRATION if calibration is None else calibration)
     for key in CALIBRATION:
         if not isinstance(c.get(key), Real) or c[key] <= 0:
@@ -271,7 +275,7 @@ def plan_recommendation(
     factor = _excess(n, factor_noise, c["tau2_factor"], g, s2, rho)
     excess = float(np.sum(pi * (bias + factor)))
     ratio = math.sqrt(1.0 + max(excess, 0.0) / (c["mse"] * s2))
-    q_bias = (rho * s2 * n + bias_noise) / (c["tau2_bias"] * np.maximum(n, 1e-12) ** 2)
+    q_bias = _error_ratio(n, bias_noise, c["tau2_bias"], 1.0, s2, rho)
     return RecommendationPlan(
         ratio=ratio, excess_mse=excess, item_noise_std=math.sqrt(noise_var),
         noisy_items=float(np.sum(pi[q_bias > 1.0])), users=n_users, items=n_items, times=n_times,

@@ -239,13 +239,16 @@ def _verdict(snr: float) -> str:
 def _fit_snr(
     n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str,
     whitening_words: int | str | None, refine: Mapping[str, Any] = NO_REFINEMENT,
-) -> tuple[float, float, float, dict, int]:
+) -> tuple[float, float, float, dict, int, tuple[int, float]]:
     """:func:`predicted_snr` of the release the fit makes: on its :func:`release_words`, at the moments'
-    share of the budget (what private refinement leaves them); and their number."""
+    share of the budget (what private refinement leaves them); their number; and the refinement's
+    ``(passes, share)``."""
     options = {**refine, "n_components": k, "epsilon": epsilon, "delta": delta}
-    passes, share = resolve_refinement(options, n, d, True)
-    words = release_words(n, d, k, alpha0, moments_epsilon(epsilon, delta, share), delta, whitening_words)
-    return (*predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening, (passes, share)), words)
+    refinement = resolve_refinement(options, n, d, True)
+    moment_epsilon = moments_epsilon(epsilon, delta, refinement[1])
+    words = release_words(n, d, k, alpha0, moment_epsilon, delta, whitening_words)
+    snr = predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening, refinement)
+    return (*snr, words, refinement)
 
 
 def plan_private_lda(
@@ -352,10 +355,7 @@ def plan_private_lda(
                      vocabulary_share_chosen=chosen)
         d = max(k, min(d, round(vocabulary_words)))  # the model's vocabulary: the predicted one
     refinement = {"refine": refine, "refine_passes": refine_passes, "refine_share": refine_share}
-    passes, refined_share = resolve_refinement(
-        {**refinement, "n_components": k, "epsilon": model_epsilon, "delta": model_delta}, n, d, True
-    )
-    snr, signal, noise, multipliers, words = _fit_snr(
+    snr, signal, noise, multipliers, words, (passes, refined_share) = _fit_snr(
         n, d, k, alpha0, model_epsilon, model_delta, length, private_whitening, whitening_words, refinement
     )
     if not suggest:

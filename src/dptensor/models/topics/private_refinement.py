@@ -153,7 +153,6 @@ def refine_topics_privately(
     alpha = np.ascontiguousarray(doc_topic_prior, dtype=np.float64)
     unigram = np.asarray(unigram, dtype=np.float64)
     topics_t = np.ascontiguousarray(np.asarray(topics, dtype=np.float64).T)
-    _check_public_inputs(topics_t, alpha, clip)
     noise_std = float(noise_multiplier) * refinement_sensitivity(clip)
     for pass_number in range(1, int(passes) + 1):
         released = release_expected_counts(
