@@ -35,7 +35,7 @@ from dptensor.datasets.entries import (
     read_ratings,
     read_recbole_inter,
 )
-from dptensor.models.completion._dp_als import RELATIONS
+from dptensor.models.completion._dp_als import DEFAULT_MAX_RATINGS, RELATIONS
 from dptensor.models.completion.estimator import (
     OFFSETS,
     PRIVACY_MODES,
@@ -135,8 +135,8 @@ def register_plan(subparsers: argparse._SubParsersAction) -> None:
                       help="the relation: user (all ratings of one user; default) or entry-value")
     plan.add_argument("--typical-ratings", type=positive_int, default=100, metavar="M",
                       help="a public guess of a typical user's number of ratings (default 100)")
-    plan.add_argument("--max-ratings", type=positive_int, default=100,
-                      help="the fit's --max-ratings (default 100)")
+    plan.add_argument("--max-ratings", type=positive_int, default=DEFAULT_MAX_RATINGS,
+                      help=f"the fit's --max-ratings (default {DEFAULT_MAX_RATINGS})")
     plan.add_argument("--value-range", type=float, nargs=2, default=(1.0, 5.0), metavar=("MIN", "MAX"),
                       help="the declared rating range (default 1 5)")
     plan.add_argument("--popularity", choices=("movielens", "uniform"), default="movielens",
@@ -270,9 +270,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
     research.add_argument("--clip", type=positive_float, default=None,
                           help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
                                "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
-    research.add_argument("--max-ratings", type=positive_int, default=100,
+    research.add_argument("--max-ratings", type=positive_int, default=DEFAULT_MAX_RATINGS,
                           help="--neighbouring user: bound a user's contribution as if they had this many "
-                               "ratings")
+                               f"ratings (default {DEFAULT_MAX_RATINGS})")
     add_noise_argument(research, not_covered="--privacy output_clipped's exponential-norm noise (NumPy)")
     research.add_argument("--allow-unproven", action="store_true",
                           help="run the paper's modes whose privacy claim does not hold (gradient, output, "

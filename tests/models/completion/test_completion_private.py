@@ -162,21 +162,59 @@ def test_user_sensitivity_brute_force(step):
     assert worst >= 0.3 * sensitivity  # the bound is not vacuous
 
 
-def test_user_contribution_clipping_binds_and_is_exact():
-    rng = np.random.default_rng(3)
-    n = 40
-    users = np.repeat(np.arange(4), 10)
-    rows = rng.integers(0, 3, n)
-    contributions = rng.normal(0, 2.0, (n, 5))
-    scale = dpals.user_contribution_scales(contributions, users, rows, 3, bound=1.5)
-    for u in range(4):
-        sel = users == u
-        per_row = np.stack([(contributions[sel] * scale[sel, None])[rows[sel] == r].sum(0) for r in range(3)])
-        assert np.linalg.norm(per_row) <= 1.5 + 1e-12
-        raw = np.stack([contributions[sel][rows[sel] == r].sum(0) for r in range(3)])
-        if np.linalg.norm(raw) > 1.5:
-            assert np.linalg.norm(per_row) == pytest.approx(1.5)
-    assert np.any(scale < 1)
+def _user_statistics_reference(rows, n_rows, design, target, users, *, width, design_bound, user_bound,
+                               bias_column):
+    """:func:`dpals.user_statistics` written directly: per entry, per (user, row), per user (loops)."""
+    d = design.shape[1]
+    iu = np.triu_indices(d)
+    n_factor = d - 1 if bias_column else d
+    contributions = []
+    for w, y in zip(design.copy(), target, strict=True):
+        norm = np.linalg.norm(w[:n_factor])
+        if norm > design_bound:
+            w[:n_factor] *= design_bound / norm
+        y = np.clip(y, -width / 2, width / 2)
+        contributions.append(np.concatenate([np.outer(w, w)[iu], w * y]))
+    contributions = np.array(contributions)
+    out = np.zeros((n_rows, contributions.shape[1]))
+    for u in np.unique(users):
+        mine = users == u
+        per_row = np.array([contributions[mine & (rows == r)].sum(0) for r in range(n_rows)])
+        norm = np.linalg.norm(per_row)
+        out += per_row * (user_bound / norm if norm > user_bound else 1.0)
+    return out
+
+
+@pytest.mark.parametrize("bias_column", [True, False])
+def test_user_statistics_equal_the_direct_sums_and_bound_every_user(bias_column):
+    rng = np.random.default_rng(5)
+    n, n_rows, d = 400, 7, 4
+    users = rng.integers(0, 40, n)
+    users[:90] = 3  # one heavy user
+    rows = rng.integers(0, n_rows, n)
+    design = rng.normal(0, 1.0, (n, d))
+    if bias_column:
+        design[:, -1] = 1.0
+    target = rng.normal(0, 2.0, n)
+    kwargs = {"width": 4.0, "design_bound": 1.0, "user_bound": 3.0, "bias_column": bias_column}
+    stats, sensitivity = dpals.user_statistics(ModeIndex(rows, n_rows), design, target, users, **kwargs)
+    assert sensitivity == 6.0
+    reference = _user_statistics_reference(rows, n_rows, design, target, users, **kwargs)
+    np.testing.assert_allclose(stats, reference, rtol=1e-12, atol=1e-12)
+    order = dpals.user_row_order(users, rows)  # the order a fit caches gives the same sums
+    again, _ = dpals.user_statistics(ModeIndex(rows, n_rows), design, target, users, order=order, **kwargs)
+    np.testing.assert_array_equal(again, stats)
+    binding = 0
+    for u in np.unique(users):  # each user's own contribution: norm <= C, = C when it had to be scaled
+        mine = users == u
+        part = (ModeIndex(rows[mine], n_rows), design[mine], target[mine], users[mine])
+        alone, _ = dpals.user_statistics(*part, **kwargs)
+        unscaled, _ = dpals.user_statistics(*part, **{**kwargs, "user_bound": np.inf})
+        assert np.linalg.norm(alone) <= 3.0 * (1 + 1e-12)
+        if np.linalg.norm(unscaled) > 3.0:
+            binding += 1
+            assert np.linalg.norm(alone) == pytest.approx(3.0)
+    assert binding > 0
 
 
 def test_dpsgd_with_offsets_sensitivity_brute_force():
@@ -266,6 +304,29 @@ def test_dp_als_accounting_composes_exactly(relation, model):
         assert fit.n_observed_ is None and "0" not in g.details["releases"]
     else:
         assert "Omega" in g.public and fit.n_observed_ == len(values)
+
+
+def test_user_level_dp_als_skips_one_row_modes_and_gives_the_mean_a_tenth():
+    """A user x item matrix given as (n, m, 1): no release of the one-day mode, its share to the items."""
+    indices, values, shape = _ratings(seed=5)
+    indices = indices.copy()
+    indices[:, 2] = 0
+    matrix_shape = (shape[0], shape[1], 1)
+    common = dict(privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6, value_range=(LOW, HIGH),
+                  max_iter=2, random_state=0)
+    matrix = TensorCompletion(2, **common).fit(indices, values, matrix_shape)
+    releases = matrix.guarantee_.details["releases"]
+    assert list(releases) == ["mean", "1", "1"]
+    z = matrix.guarantee_.details["noise_multipliers"]
+    mu = 1.0 / gaussian_sigma_analytic(1.0, 1e-6)
+    assert 1 / (z[0] * mu) ** 2 == pytest.approx(0.1, rel=1e-6)  # USER_MEAN_SHARE of mu^2
+    assert 1 / (z[1] * mu) ** 2 == pytest.approx(0.45, rel=1e-6)  # the rest, to two item releases
+    tensor = TensorCompletion(2, **common).fit(*_ratings(seed=5))
+    assert list(tensor.guarantee_.details["releases"]) == ["mean", "1", "2", "1", "2"]
+    # the plan keeps both modes when dropping one would leave no item-side release
+    plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
+                               epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(1, 2))
+    assert plan.steps == ("mean", "1", "2")
 
 
 # ------------------------------------------------------------------ empirical audits
@@ -660,22 +721,3 @@ def test_tucker_dp_als_that_shrinks_to_zero_still_fits():
         ).fit(indices, values, shape)  # fmt: skip
     prediction = fit.predict(indices)
     assert np.all(np.isfinite(prediction)) and np.all((prediction >= LOW) & (prediction <= HIGH))
-
-
-def test_user_statistics_in_chunks_of_whole_users_equal_the_statistics_at_once(monkeypatch):
-    """Chunking (memory bounded by the chunk) changes no sum: each user's scale sees all their entries."""
-    rng = np.random.default_rng(5)
-    n, n_rows, d = 600, 7, 4
-    users = rng.integers(0, 40, n)
-    users[:90] = 3  # one user with more entries than a chunk
-    rows = rng.integers(0, n_rows, n)
-    design = rng.normal(0, 1.0, (n, d))
-    design[:, -1] = 1.0
-    target = rng.normal(0, 2.0, n)
-    kwargs = {"width": 4.0, "design_bound": 1.0, "user_bound": 3.0, "bias_column": True}
-    index = ModeIndex(rows, n_rows)
-    whole, sens = dpals.user_statistics(index, design, target, users, **kwargs)
-    monkeypatch.setattr(dpals, "USER_CHUNK_VALUES", 14 * 50)  # 50 entries per chunk
-    chunked, sens_chunked = dpals.user_statistics(index, design, target, users, **kwargs)
-    assert sens_chunked == sens == 6.0
-    np.testing.assert_allclose(chunked, whole, rtol=1e-12, atol=1e-12)

@@ -161,7 +161,7 @@ from dptensor.models.completion._als import (
     initial_parameters,
 )
 from dptensor.models.completion._biscale import BiScaling, fit_biscaling
-from dptensor.models.completion._dp_als import DpAlsSettings, dp_als
+from dptensor.models.completion._dp_als import DEFAULT_MAX_RATINGS, DpAlsSettings, dp_als
 from dptensor.models.completion._plan import (
     OFFSETS,
     PARAMETER_CONSTRAINTS,
@@ -273,10 +273,11 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``"output_clipped"``: share of ``epsilon`` for the output-perturbation stage (default 0.5).
         ``"als"`` under ``"entry-value"``: share of ``epsilon`` for the offsets' Laplace release
         when factors follow (default 0.9); under ``"user"``: share of the Gaussian budget
-        ``mu^2`` for the mean (default 0.5).
+        ``mu^2`` for the mean (default 0.1; a mode with a single row is not released, so a user x
+        item matrix given as ``(n, m, 1)`` spends the rest on the items alone).
     output_epochs : int, default 10
         ``"output_clipped"``: passes ``tau`` of the convex refit of ``C``.
-    max_ratings : int, default 100
+    max_ratings : int, default 10
         ``"als"`` under ``"user"``: a user's contribution to each release is bounded as if they had
         at most this many ratings (larger contributions are scaled down, silently).
     init_scale : float, optional
@@ -363,7 +364,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         clamp: bool = True,
         budget_split: float | None = None,
         output_epochs: int = 10,
-        max_ratings: int = 100,
+        max_ratings: int = DEFAULT_MAX_RATINGS,
         init_scale: float | None = None,
         random_state: RandomStateLike = None,
         noise: NoiseLike = None,

@@ -36,7 +36,9 @@ of ratings per user. The noise ``v`` of each relation follows from the plan:
 * ``"user"``: the item release's noise multiplier ``z`` and sensitivity ``2 C``,
   ``C = sqrt(max_ratings) kappa`` (:func:`~dptensor.models.completion._dp_als.entry_scale` at the
   design bound ``clip``), inflated as the solve inflates it for the noise of the Gram matrices,
-  ``v = (2 z C)^2 (1 + spread)``; the bias and the factors share it;
+  ``v = (2 z C)^2 (1 + spread)``, and divided by the square of a typical user's scale
+  ``min(1, sqrt(max_ratings / m))`` (their ratings' weight in the sums); the bias and the factors
+  share it;
 * ``"entry-value"``: the factors' right-hand sides get ``v = (z w C_q)^2`` (``w`` the rating range,
   ``C_q`` the typical 90% quantile of the design norms, a calibrated constant); the item bias comes
   from the offsets' Laplace release (``epsilon_o``), whose per-entry weights give item ``j`` the
@@ -64,17 +66,17 @@ from numbers import Real
 import numpy as np
 
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
-from dptensor.models.completion._dp_als import RELATIONS, entry_scale
+from dptensor.models.completion._dp_als import DEFAULT_MAX_RATINGS, RELATIONS, entry_scale
 from dptensor.models.completion._plan import check_value_range, plan_completion
 
 __all__ = ["CALIBRATION", "RecommendationPlan", "plan_recommendation", "popularity_profile", "users_within"]
 
 #: The constants of the prediction, fitted on the measured curve (module docstring).
 CALIBRATION: dict[str, float] = {
-    "tau2_bias": 0.1834,   # prior variance of an item bias (rating units squared)
-    "tau2_factor": 0.1623,   # variance of the item factors' share of a prediction (r g tau'^2)
-    "g": 0.006795,         # mean square of one coordinate of a user's design
-    "rho": 6.462,            # the private fit's penalty over the non-private one
+    "tau2_bias": 0.1575,   # prior variance of an item bias (rating units squared)
+    "tau2_factor": 0.1181,   # variance of the item factors' share of a prediction (r g tau'^2)
+    "g": 0.03145,          # mean square of one coordinate of a user's design
+    "rho": 3.377,            # the private fit's penalty over the non-private one
     "c_q": 1.2,            # entry-value: the 90% quantile of the design norms
     "mse": 0.90,           # non-private mean squared error over the residual scale ((hi - lo) / 4)^2
 }
@@ -188,7 +190,7 @@ def plan_recommendation(
     rank: int = 10,
     n_times: int = 1,
     typical_ratings: int = 100,
-    max_ratings: int = 100,
+    max_ratings: int = DEFAULT_MAX_RATINGS,
     value_range: tuple[float, float] = (1.0, 5.0),
     popularity: object = "movielens",
     calibration: dict[str, float] | None = None,
@@ -208,7 +210,7 @@ def plan_recommendation(
         Days (the time mode); 1 for a user x item matrix.
     typical_ratings : int, default 100
         A public guess of the number of ratings of a typical user (the mean; MovieLens-100K: 106).
-    max_ratings : int, default 100
+    max_ratings : int, default 10
         The fit's ``max_ratings`` (each user's contribution bound under ``"user"``).
     value_range : (float, float), default (1, 5)
         The declared rating range.
@@ -262,7 +264,9 @@ def plan_recommendation(
         kappa = entry_scale(rank, True, plan.clip, width / 4.0)
         sensitivity = 2.0 * math.sqrt(max_ratings) * kappa
         spread = rank * s2 / plan.reg + s2 / plan.reg_bias
-        noise_var = (z * sensitivity) ** 2 * (1.0 + spread)
+        # a typical user beyond the bound has each rating scaled by sqrt(max_ratings / typical):
+        # the same as the noise grown by the inverse square
+        noise_var = (z * sensitivity) ** 2 * (1.0 + spread) * max(1.0, typical_ratings / max_ratings)
         bias_noise = np.full_like(n, noise_var)
         factor_noise = bias_noise
     else:
