@@ -721,3 +721,26 @@ def test_tucker_dp_als_that_shrinks_to_zero_still_fits():
         ).fit(indices, values, shape)  # fmt: skip
     prediction = fit.predict(indices)
     assert np.all(np.isfinite(prediction)) and np.all((prediction >= LOW) & (prediction <= HIGH))
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_user_level_fit_in_chunks_of_users_equals_the_fit_at_once(monkeypatch, model):
+    """Chunks of whole users (memory bounded by the chunk) change no release and no user row."""
+    indices, values, shape = _ratings(seed=8)
+    indices = np.vstack([indices, [[shape[0] - 1, 0, 0]]])  # the last user rates; others may not
+    values = np.append(values, HIGH)
+
+    def fit() -> TensorCompletion:
+        return TensorCompletion(
+            2, model=model, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
+            value_range=(LOW, HIGH), max_iter=2, noise=insecure_test_noise(3), random_state=0,
+        ).fit(indices, values, shape)
+
+    whole = fit()
+    monkeypatch.setattr(dpals, "USER_CHUNK_VALUES", 40)  # a few users per chunk
+    chunked = fit()
+    for a, b in zip(whole.factors_ + whole.biases_, chunked.factors_ + chunked.biases_, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+    if model == "tucker":
+        np.testing.assert_allclose(chunked.core_, whole.core_, rtol=1e-9, atol=1e-12)
+    assert chunked.noise_stds_ == whole.noise_stds_

@@ -70,7 +70,7 @@ onto the positive semi-definite cone, and its noise is counted into ``sigma_n``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numba
@@ -243,6 +243,12 @@ def entry_value_rhs(
     released parameters).
     """
     return index.sums(design * (weights * values)[:, None]), width * bound
+
+
+#: Numbers (entries x design width) formed at once by the user-level releases and the users' local
+#: rows (about 128 MB of float64): the entries are taken in chunks of whole users, so memory beyond
+#: the data does not grow with the number of ratings.
+USER_CHUNK_VALUES = 1 << 24
 
 
 def user_statistics(
@@ -434,10 +440,10 @@ class DpAlsFit:
         self.centre = 0.5 * (low + high) if settings.offsets != "none" else 0.0
         self.residual_var = (self.width / 4.0) ** 2
         self.shape = shape
-        self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
         self.anchors = anchor_rows(params)
         self.offsets: tuple[Callable, np.ndarray] | None = None  # the posterior's solve, the release
         self._user_orders: dict[int, np.ndarray] = {}
+        self._user_starts: np.ndarray | None = None
         self.noise_stds: list[float] = []
 
     # -- helpers ---------------------------------------------------------------------------
@@ -453,9 +459,30 @@ class DpAlsFit:
         """The entries sorted by user, then by ``mode``'s row (``None``: one row), computed once."""
         key = -1 if mode is None else mode
         if key not in self._user_orders:
-            rows = np.zeros(self.values.shape[0], dtype=np.int64) if mode is None else self.indices[:, mode]
-            self._user_orders[key] = user_row_order(self.indices[:, 0], rows)
+            if mode is None:
+                self._user_orders[key] = np.argsort(self.indices[:, 0], kind="stable").astype(np.int64)
+            else:
+                self._user_orders[key] = user_row_order(self.indices[:, 0], self.indices[:, mode])
         return self._user_orders[key]
+
+    def user_chunks(self, mode: int | None, width: int) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(first user, end user, entries)`` of consecutive users, about :data:`USER_CHUNK_VALUES`
+        numbers at ``width`` per entry, covering every user (those without ratings too).
+
+        The entries come in :meth:`user_order` (by user, then by ``mode``'s row), so every chunk
+        holds all the entries of its users.
+        """
+        if self._user_starts is None:
+            counts = np.bincount(self.indices[:, 0], minlength=self.shape[0])
+            self._user_starts = np.concatenate([[0], np.cumsum(counts)])
+        starts, order = self._user_starts, self.user_order(mode)
+        step = max(1, USER_CHUNK_VALUES // max(width, 1))
+        first, n_users = 0, self.shape[0]
+        while first < n_users:
+            end = int(np.searchsorted(starts, starts[first] + step, side="right")) - 1
+            end = min(max(end, first + 1), n_users)
+            yield first, end, order[starts[first] : starts[end]]
+            first = end
 
     def one_row_ridge(self) -> tuple[np.ndarray, np.ndarray]:
         return np.array([self.settings.reg_bias]), np.zeros(1)
@@ -532,7 +559,7 @@ def entry_offsets_given(fit: DpAlsFit, explained: np.ndarray) -> None:
 def entry_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     """One mode's factor rows from noisy weighted right-hand sides, then its biases from the kept sums."""
     params = fit.params
-    index = fit.index[mode]
+    index = ModeIndex(fit.indices[:, mode], fit.shape[mode])
     design = mode_design(params.model, mode, params.core, params.factors, fit.indices)
     weights, bound = entry_value_weights(design)
     noisy_part, sensitivity = entry_value_rhs(
@@ -569,21 +596,43 @@ def _solve_noisy(fit, stats, d, sigma, ridge, prior) -> np.ndarray:
     )
 
 
+def _chunked_user_statistics(
+    fit: DpAlsFit,
+    mode: int | None,
+    n_rows: int,
+    width: int,
+    problem: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    *,
+    user_bound: float,
+    bias_column: bool,
+) -> tuple[np.ndarray, float]:
+    """:func:`user_statistics` summed over chunks of whole users (:meth:`DpAlsFit.user_chunks`).
+
+    ``problem(entries)`` gives the chunk's design and target; ``mode`` is the released mode whose
+    rows the entries fall in (``None``: one row). Each user's scale sees all the user's entries, so
+    the sums are those of one call on every entry.
+    """
+    out = np.zeros((n_rows, width * (width + 1) // 2 + width))
+    sensitivity = 2.0 * user_bound
+    for _, _, entries in fit.user_chunks(mode, width * (width + 3) // 2):
+        if entries.shape[0] == 0:
+            continue
+        design, target = problem(entries)
+        rows = np.zeros(entries.shape[0], dtype=np.int64) if mode is None else fit.indices[entries, mode]
+        part, sensitivity = user_statistics(
+            ModeIndex(rows, n_rows), design, target, fit.indices[entries, 0], width=fit.width,
+            design_bound=fit.settings.design_bound, user_bound=user_bound, bias_column=bias_column,
+            order=np.arange(entries.shape[0], dtype=np.int64),
+        )
+        out += part
+    return out, sensitivity
+
+
 def user_mean(fit: DpAlsFit, z: float) -> None:
     """Noisy ``(count, sum (x - c))`` with each user's pair bounded; ``mu`` from their ratio."""
-    n = fit.values.shape[0]
-    index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
-    bound = _user_bound(fit, 0, True, True)
-    stats, sensitivity = user_statistics(
-        index,
-        np.ones((n, 1)),
-        fit.values - fit.centre,
-        fit.indices[:, 0],
-        width=fit.width,
-        design_bound=fit.settings.design_bound,
-        user_bound=bound,
-        bias_column=True,
-        order=fit.user_order(None),
+    stats, sensitivity = _chunked_user_statistics(
+        fit, None, 1, 1, lambda entries: (np.ones((entries.shape[0], 1)), fit.values[entries] - fit.centre),
+        user_bound=_user_bound(fit, 0, True, True), bias_column=True,
     )
     sigma = z * sensitivity
     ridge, prior = fit.one_row_ridge()
@@ -594,72 +643,73 @@ def user_mean(fit: DpAlsFit, z: float) -> None:
 def user_mode(fit: DpAlsFit, mode: int, z: float) -> None:
     """One item-side mode's rows (factor and bias) from noisy Gram matrices and right-hand sides."""
     params = fit.params
-    design, target = mode_problem(params, mode, fit.indices, fit.values)
     bias_column = params.biases is not None
-    d_factors = design.shape[1] - (1 if bias_column else 0)
-    bound = _user_bound(fit, d_factors, bias_column, False)
-    stats, sensitivity = user_statistics(
-        fit.index[mode],
-        design,
-        target,
-        fit.indices[:, 0],
-        width=fit.width,
-        design_bound=fit.settings.design_bound,
-        user_bound=bound,
-        bias_column=bias_column,
-        order=fit.user_order(mode),
+    ridge, prior = mode_ridge(params, mode, fit.settings, fit.anchors)
+    d = ridge.shape[0]
+    d_factors = d - (1 if bias_column else 0)
+    stats, sensitivity = _chunked_user_statistics(
+        fit, mode, fit.shape[mode], d,
+        lambda entries: mode_problem(params, mode, fit.indices[entries], fit.values[entries]),
+        user_bound=_user_bound(fit, d_factors, bias_column, False), bias_column=bias_column,
     )
     sigma = z * sensitivity
-    ridge, prior = mode_ridge(params, mode, fit.settings, fit.anchors)
-    assign_mode(
-        params, mode, _solve_noisy(fit, fit.noise(stats, sigma), design.shape[1], sigma, ridge, prior)
-    )
+    assign_mode(params, mode, _solve_noisy(fit, fit.noise(stats, sigma), d, sigma, ridge, prior))
 
 
 def local_user_rows(fit: DpAlsFit) -> None:
-    """Each user's row and bias from their own ratings and the released model (joint DP)."""
+    """Each user's row and bias from their own ratings and the released model (joint DP).
+
+    Users are solved in chunks of whole users (:meth:`DpAlsFit.user_chunks`): each row's ridge
+    regression reads that user's ratings only, so the rows are those of one solve over everyone.
+    """
     params = fit.params
     if params.factors is None and params.biases is None:
         return
-    design, target = mode_problem(params, 0, fit.indices, fit.values)
-    index = fit.index[0]
     ridge, prior = mode_ridge(params, 0, fit.settings, fit.anchors)
-    assign_mode(
-        params, 0, ridge_solve(index.gram(design), index.sums(design * target[:, None]), ridge, prior)
-    )
+    rank = 0 if params.factors is None else params.factors[0].shape[1]
+    for first, end, entries in fit.user_chunks(None, ridge.shape[0] * (ridge.shape[0] + 1)):
+        design, target = mode_problem(params, 0, fit.indices[entries], fit.values[entries])
+        index = ModeIndex(fit.indices[entries, 0] - first, end - first)
+        theta = ridge_solve(index.gram(design), index.sums(design * target[:, None]), ridge, prior[first:end])
+        if params.factors is not None:
+            params.factors[0][first:end] = theta[:, :rank]
+        if params.biases is not None:
+            params.biases[0][first:end] = theta[:, rank]
 
 
 # -- Tucker core ----------------------------------------------------------------------------------
 
 
+def _core_design(params: CompletionParameters, indices: np.ndarray) -> np.ndarray:
+    """``w_e = a_i (x) b_j (x) c_k`` of the entries ``indices`` (the core's design)."""
+    rows = [np.take(f, indices[:, m], axis=0) for m, f in enumerate(params.factors)]
+    product = rows[0][:, :, None, None] * rows[1][:, None, :, None] * rows[2][:, None, None, :]
+    return product.reshape(indices.shape[0], -1)
+
+
 def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
     """The core's ridge regression from noisy statistics (a one-row release with ``w_e = a (x) b (x) c``)."""
     params = fit.params
-    n = fit.values.shape[0]
-    rows = [np.take(f, fit.indices[:, m], axis=0) for m, f in enumerate(params.factors)]
     p, q, t = params.core.shape
-    design = (rows[0][:, :, None, None] * rows[1][:, None, :, None] * rows[2][:, None, None, :]).reshape(
-        n, -1
-    )
-    index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
     ridge, prior = np.full(p * q * t, fit.settings.reg_core), np.zeros(p * q * t)
-    known = fit.offsets_except(None)
     if user:
-        bound = _user_bound(fit, p * q * t, False, True)
-        stats, sensitivity = user_statistics(
-            index,
-            design,
-            fit.values - known,
-            fit.indices[:, 0],
-            width=fit.width,
-            design_bound=fit.settings.design_bound,
-            user_bound=bound,
+
+        def problem(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            chunk = fit.indices[entries]
+            known = offsets_at(params.mean, params.biases, chunk, skip_mode=None)
+            return _core_design(params, chunk), fit.values[entries] - known
+
+        stats, sensitivity = _chunked_user_statistics(
+            fit, None, 1, p * q * t, problem, user_bound=_user_bound(fit, p * q * t, False, True),
             bias_column=False,
-            order=fit.user_order(None),
         )
         sigma = z * sensitivity
         theta = _solve_noisy(fit, fit.noise(stats, sigma), p * q * t, sigma, ridge, prior)
     else:
+        n = fit.values.shape[0]
+        design = _core_design(params, fit.indices)
+        index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
+        known = fit.offsets_except(None)
         weights, bound = entry_value_weights(design)
         noisy_part, sensitivity = entry_value_rhs(
             index, design, fit.values - fit.centre, weights, bound, fit.width
