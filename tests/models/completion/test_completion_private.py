@@ -306,7 +306,7 @@ def test_dp_als_accounting_composes_exactly(relation, model):
         assert "Omega" in g.public and fit.n_observed_ == len(values)
 
 
-def test_user_level_dp_als_skips_one_row_modes_and_gives_the_mean_a_tenth():
+def test_user_level_dp_als_defaults_skip_one_row_modes_and_give_the_mean_a_tenth():
     """A user x item matrix given as (n, m, 1): no release of the one-day mode, its share to the items."""
     indices, values, shape = _ratings(seed=5)
     indices = indices.copy()
@@ -323,6 +323,7 @@ def test_user_level_dp_als_skips_one_row_modes_and_gives_the_mean_a_tenth():
     assert 1 / (z[1] * mu) ** 2 == pytest.approx(0.45, rel=1e-6)  # the rest, to two item releases
     tensor = TensorCompletion(2, **common).fit(*_ratings(seed=5))
     assert list(tensor.guarantee_.details["releases"]) == ["mean", "1", "2", "1", "2"]
+    assert matrix.reg_bias_ == tensor.reg_bias_ == 5.0 and matrix.max_ratings == 10  # the defaults
     # the plan keeps both modes when dropping one would leave no item-side release
     plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
                                epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(1, 2))

@@ -240,8 +240,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``lambda_g`` of (7); default ``reg / 10`` for SGD (the paper's ratio), ``reg`` for ALS.
     reg_bias : float, optional
         Penalty of the biases; default ``reg``. For ``"als"`` the biases' prior variance is
-        ``((hi - lo) / 4)^2 / reg_bias``; default 5 under ``"entry-value"`` (the pattern
-        features explain part of each bias), 10 under ``"user"``.
+        ``((hi - lo) / 4)^2 / reg_bias``; default 5 (both relations).
     n_epochs : int, optional
         SGD passes over the observed entries (``tau``); default 100 (the paper's maximum
         iterations), 20 for ``"gradient_dpsgd"``.

@@ -73,10 +73,10 @@ __all__ = ["CALIBRATION", "RecommendationPlan", "plan_recommendation", "populari
 
 #: The constants of the prediction, fitted on the measured curve (module docstring).
 CALIBRATION: dict[str, float] = {
-    "tau2_bias": 0.1575,   # prior variance of an item bias (rating units squared)
-    "tau2_factor": 0.1181,   # variance of the item factors' share of a prediction (r g tau'^2)
-    "g": 0.03145,          # mean square of one coordinate of a user's design
-    "rho": 3.377,            # the private fit's penalty over the non-private one
+    "tau2_bias": 0.1681,   # prior variance of an item bias (rating units squared)
+    "tau2_factor": 0.1177,   # variance of the item factors' share of a prediction (r g tau'^2)
+    "g": 0.02162,          # mean square of one coordinate of a user's design
+    "rho": 5.125,            # the private fit's penalty over the non-private one
     "c_q": 1.2,            # entry-value: the 90% quantile of the design norms
     "mse": 0.90,           # non-private mean squared error over the residual scale ((hi - lo) / 4)^2
 }
