@@ -20,9 +20,10 @@ With every factor but one fixed the objective is a ridge regression per row of t
 row ``i`` of mode ``m``, ``(sum_{e in row i} w_e w_e^T + Lambda) theta_i = sum_{e in row i} w_e y_e
 + Lambda p``, where ``w_e`` is the derivative of ``x_hat_e`` with respect to the row (extended by
 a 1 for the row's bias), ``y_e`` the value minus the offsets of the other modes, and
-``theta_i = (row, bias)``. The Gram matrices and right-hand sides of *all* rows are formed at once
-by one sparse-times-dense product (entries chunked to bound memory) and solved as one batched
-``numpy.linalg.solve`` -- no Python loop over entries or rows. For Tucker the core is the ridge
+``theta_i = (row, bias)``. The Gram matrices and right-hand sides of *all* rows are accumulated in
+one compiled pass over the entries (:mod:`~dptensor.models.completion._kernels`; for CP the design
+``w_e`` is formed entry by entry, so nothing of size ``n x d`` or ``n x d^2`` is built) and solved as
+one batched ``numpy.linalg.solve`` -- no Python loop over entries or rows. For Tucker the core is the ridge
 regression of the residuals on ``a_i (x) b_j (x) c_k``. Each such step cannot increase the
 objective, so ALS decreases it monotonically (block coordinate descent, e.g. Kolda & Bader 2009,
 Section 3.4, and Zhou et al. 2008 for the per-row form on ratings).
@@ -41,6 +42,8 @@ import scipy.sparse as sp
 
 from dptensor.models.completion._kernels import (
     core_gradient,
+    cp_normal_equations,
+    design_normal_equations,
     factor_values,
     mode_design,
     offsets_at,
@@ -92,42 +95,19 @@ class ModeIndex:
             return out.T
         return np.asarray(self.matrix @ contributions)
 
-    def weighted_sums(self, design: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """``sum_{e in row} w_e y_e`` for every row (the right-hand sides)."""
-        columns = np.ascontiguousarray(design.T) * target
-        if columns.shape[0] <= BINCOUNT_COLUMNS:
-            out = np.empty((columns.shape[0], self.n_rows))
-            for col in range(columns.shape[0]):
-                out[col] = np.bincount(self.rows, weights=columns[col], minlength=self.n_rows)
-            return out.T
-        return np.asarray(self.matrix @ columns.T)
+    def normal_equations(
+        self, design: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``sum_{e in row} weights_e w_e w_e^T`` and ``sum_{e in row} w_e y_e`` for every row.
+
+        One compiled pass over the entries
+        (:func:`~dptensor.models.completion._kernels.design_normal_equations`).
+        """
+        return design_normal_equations(self.rows, design, target, self.n_rows, weights)
 
     def gram(self, design: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        """``sum_{e in row} weights_e w_e w_e^T`` for every row, shape ``(n_rows, d, d)``.
-
-        Thin designs: one ``bincount`` per entry of the upper triangle. Wide ones: outer products
-        in chunks of :data:`CHUNK_VALUES` numbers summed by a sparse product.
-        """
-        n, d = design.shape
-        upper = np.triu_indices(d)
-        out = np.empty((self.n_rows, d, d))
-        if upper[0].shape[0] <= BINCOUNT_COLUMNS:
-            columns = np.ascontiguousarray(design.T)
-            if weights is not None:
-                weighted = columns * weights
-            for a, b in zip(*upper, strict=True):
-                prod = (weighted[a] if weights is not None else columns[a]) * columns[b]
-                out[:, a, b] = out[:, b, a] = np.bincount(self.rows, weights=prod, minlength=self.n_rows)
-            return out
-        flat = np.zeros((self.n_rows, d * d))
-        step = max(1, CHUNK_VALUES // (d * d))
-        for lo in range(0, n, step):
-            w = design[lo : lo + step]
-            outer = (w[:, :, None] * w[:, None, :]).reshape(-1, d * d)
-            if weights is not None:
-                outer *= weights[lo : lo + step, None]
-            flat += self.matrix[:, lo : lo + step] @ outer
-        return flat.reshape(self.n_rows, d, d)
+        """``sum_{e in row} weights_e w_e w_e^T`` for every row, shape ``(n_rows, d, d)``."""
+        return self.normal_equations(design, np.zeros(design.shape[0]), weights)[0]
 
 
 def ridge_solve(gram: np.ndarray, rhs: np.ndarray, ridge: np.ndarray, prior: np.ndarray) -> np.ndarray:
@@ -362,9 +342,13 @@ class EntryStatistics:
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
 
     def mode_system(self, params: CompletionParameters, mode: int) -> tuple[np.ndarray, np.ndarray]:
-        design, target = mode_problem(params, mode, self.indices, self.values)
         index = self.index[mode]
-        return index.gram(design), index.weighted_sums(design, target)
+        if params.model == "cp" or params.factors is None:
+            columns = [i.rows for i in self.index]
+            return cp_normal_equations(
+                mode, params.factors, params.mean, params.biases, columns, self.values, index.n_rows
+            )
+        return index.normal_equations(*mode_problem(params, mode, self.indices, self.values))
 
     def residuals(self, params: CompletionParameters) -> np.ndarray:
         return self.values - params.predict(self.indices)

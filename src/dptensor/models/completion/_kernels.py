@@ -3,16 +3,21 @@
 Shared by the SGD of Wei, Li, Mao & Wang (objectives (6)/(7)), the ALS solver and the private
 solvers: the model's value at a batch of entries and its partial derivatives with respect to the
 rows ``a_i, b_j, c_k`` (and the core ``G``), scatter-adds into factor rows, and overflow-safe
-residual clipping. Nothing here loops over entries in Python.
+residual clipping, and ALS's per-row normal equations. Nothing here loops over entries in Python:
+the loops over entries are compiled (numba) and add each entry's contribution in place, so no
+``n x d^2`` array of outer products is ever formed.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 __all__ = [
     "clip_residuals",
     "core_gradient",
+    "cp_normal_equations",
+    "design_normal_equations",
     "directions",
     "factor_values",
     "mode_design",
@@ -123,8 +128,25 @@ def factor_values(
     """``[[A, B, C]]`` or ``[[G; A, B, C]]`` at the entries (zeros when there are no factors)."""
     if factors is None:
         return np.zeros(indices.shape[0])
+    if model == "cp":
+        a, b, c = (np.ascontiguousarray(f, dtype=np.float64) for f in factors)
+        return _cp_values(np.asarray(indices, dtype=np.int64), a, b, c)
     first = np.take(factors[0], indices[:, 0], axis=0)
     return np.einsum("np,np->n", first, mode_design(model, 0, core, factors, indices))
+
+
+@numba.njit(nogil=True, cache=True)
+def _cp_values(indices, a, b, c):  # noqa: ANN001, ANN202
+    """``sum_r a_ir b_jr c_kr`` at every entry (one pass, no ``n x rank`` temporaries)."""
+    n, rank = indices.shape[0], a.shape[1]
+    out = np.empty(n)
+    for e in range(n):
+        i, j, k = indices[e, 0], indices[e, 1], indices[e, 2]
+        total = 0.0
+        for r in range(rank):
+            total += a[i, r] * (b[j, r] * c[k, r])
+        out[e] = total
+    return out
 
 
 def predict_entries(
@@ -149,3 +171,145 @@ def offsets_at(
             if m != skip_mode:
                 out += np.take(bias, indices[:, m])
     return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _add_entry(gram, rhs, row, w, weight, y):  # noqa: ANN001, ANN202
+    """``gram[row] += weight w w^T`` (upper triangle) and ``rhs[row] += w y``, in place."""
+    d = w.shape[0]
+    for a in range(d):
+        wa = w[a]
+        rhs[row, a] += wa * y
+        wa = wa * weight
+        for b in range(a, d):
+            gram[row, a, b] += wa * w[b]
+
+
+@numba.njit(nogil=True, cache=True)
+def _mirror(gram):  # noqa: ANN001, ANN202
+    """Copy each Gram matrix's upper triangle into its lower one."""
+    d = gram.shape[1]
+    for r in range(gram.shape[0]):
+        for a in range(d):
+            for b in range(a + 1, d):
+                gram[r, b, a] = gram[r, a, b]
+
+
+@numba.njit(nogil=True, cache=True)
+def _design_normal_equations(rows, design, weights, target, n_rows):  # noqa: ANN001, ANN202
+    n, d = design.shape
+    gram = np.zeros((n_rows, d, d))
+    rhs = np.zeros((n_rows, d))
+    for e in range(n):
+        _add_entry(gram, rhs, rows[e], design[e], weights[e], target[e])
+    _mirror(gram)
+    return gram, rhs
+
+
+def design_normal_equations(
+    rows: np.ndarray,
+    design: np.ndarray,
+    target: np.ndarray,
+    n_rows: int,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row Gram matrices and right-hand sides of a least-squares design, in one pass.
+
+    Parameters
+    ----------
+    rows : ndarray of int, shape (n,)
+        The row of each entry.
+    design : ndarray, shape (n, d)
+        ``w_e``, the entry's design.
+    target : ndarray, shape (n,)
+        ``y_e``, the entry's target.
+    n_rows : int
+        Number of rows.
+    weights : ndarray, shape (n,), optional
+        ``v_e``, weights of the Gram matrices (not of the right-hand sides); ones by default.
+
+    Returns
+    -------
+    gram : ndarray, shape (n_rows, d, d)
+        ``sum_{e in row} v_e w_e w_e^T``.
+    rhs : ndarray, shape (n_rows, d)
+        ``sum_{e in row} w_e y_e``.
+    """
+    n = design.shape[0]
+    return _design_normal_equations(
+        np.ascontiguousarray(rows, dtype=np.int64),
+        np.ascontiguousarray(design, dtype=np.float64),
+        np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype=np.float64),
+        np.ascontiguousarray(target, dtype=np.float64),
+        n_rows,
+    )
+
+
+@numba.njit(nogil=True, cache=True)
+def _cp_normal_equations(rows, first, second, f1, f2, b1, b2, mean, values, n_rows, bias_column):  # noqa: ANN001, ANN202
+    n = values.shape[0]
+    r = f1.shape[1]
+    d = r + (1 if bias_column else 0)
+    gram = np.zeros((n_rows, d, d))
+    rhs = np.zeros((n_rows, d))
+    w = np.ones(d)
+    for e in range(n):
+        j, k = first[e], second[e]
+        for a in range(r):
+            w[a] = f1[j, a] * f2[k, a]
+        _add_entry(gram, rhs, rows[e], w, 1.0, values[e] - ((mean + b1[j]) + b2[k]))
+    _mirror(gram)
+    return gram, rhs
+
+
+def cp_normal_equations(
+    mode: int,
+    factors: list | None,
+    mean: float,
+    biases: list | None,
+    columns: list,
+    values: np.ndarray,
+    n_rows: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """CP's per-row normal equations of one mode, design and target formed entry by entry.
+
+    The same numbers as :func:`design_normal_equations` of ``w_e = (b_j * c_k, 1)`` (for mode 0;
+    the trailing 1 only with biases) and ``y_e = x_e - mu - beta2_j - beta3_k``, without forming
+    ``w`` or ``y`` for all entries: one pass over the entries, ``n d^2 / 2`` multiply-adds.
+
+    Parameters
+    ----------
+    mode : int
+        The mode whose rows are the unknowns.
+    factors : list of three ndarrays or None
+        The CP factors (None: offsets only).
+    mean : float
+        The global mean ``mu``.
+    biases : list of three ndarrays or None
+        Per-mode biases (None: no bias column).
+    columns : list of three ndarrays of int64, shape (n,)
+        Each entry's index in each mode (contiguous; ``indices[:, m]``).
+    values : ndarray, shape (n,)
+    n_rows : int
+        Number of rows of ``mode``.
+
+    Returns
+    -------
+    gram : ndarray, shape (n_rows, d, d)
+    rhs : ndarray, shape (n_rows, d)
+    """
+    if factors is None and biases is None:
+        raise ValueError("cp_normal_equations needs factors or biases")
+    o1, o2 = (m for m in range(3) if m != mode)
+    if factors is None:
+        f1 = f2 = np.zeros((1, 0))
+    else:
+        f1, f2 = np.ascontiguousarray(factors[o1]), np.ascontiguousarray(factors[o2])
+    if biases is None:
+        b1, b2 = np.zeros(f1.shape[0]), np.zeros(f2.shape[0])
+    else:
+        b1, b2 = np.ascontiguousarray(biases[o1]), np.ascontiguousarray(biases[o2])
+    return _cp_normal_equations(
+        columns[mode], columns[o1], columns[o2], f1, f2, b1, b2, float(mean),
+        np.ascontiguousarray(values, dtype=np.float64), n_rows, biases is not None,
+    )
