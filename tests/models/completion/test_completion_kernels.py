@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dptensor.models.completion import _kernels as kernels
 from dptensor.models.completion._als import EntryStatistics, initial_parameters, mode_problem
 from dptensor.models.completion._kernels import (
     cp_normal_equations,
@@ -87,3 +88,31 @@ def test_factor_values_equal_a_loop_over_entries(model):
         rows = ((factors[0][i], factors[1][j], factors[2][k]) for i, j, k in indices)
         want = [np.einsum("pqt,p,q,t->", core, *row) for row in rows]
     np.testing.assert_allclose(factor_values(model, core, factors, indices), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_normal_equations_in_many_blocks_equal_one_block(monkeypatch, sort):
+    """Blocks summed in parallel (sorted rows: disjoint; unsorted: fewer blocks) give the same sums."""
+    rng = np.random.default_rng(7)
+    shape = (30, 8, 3)
+    indices = _entries(rng, shape, 2000)
+    if sort:
+        indices = indices[np.argsort(indices[:, 0], kind="stable")]
+    values = rng.standard_normal(len(indices))
+    params = initial_parameters("cp", shape, (4, 4, 4), "biases", (2,), 0.8, rng, 0.1)
+    one = [EntryStatistics(indices, values, shape).mode_system(params, m) for m in range(3)]
+    monkeypatch.setattr(kernels, "BLOCK_ENTRIES", 64)
+    monkeypatch.setattr(kernels, "PARTIAL_ROWS", 0)
+    stats = EntryStatistics(indices, values, shape)
+    starts, lo, offsets = stats.index[0].blocks
+    # sorted: 16 blocks of disjoint rows; unsorted: each block covers (nearly) every row, so two
+    assert len(lo) == (kernels.MAX_BLOCKS if sort else 2)
+    assert offsets[-1] <= 2 * shape[0]
+    assert len(stats.index[1].blocks[1]) == 2
+    for mode in range(3):
+        for got, want in zip(stats.mode_system(params, mode), one[mode], strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        design, target = mode_problem(params, mode, indices, values)
+        got = stats.index[mode].normal_equations(design, target)
+        for g, w in zip(got, one[mode], strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

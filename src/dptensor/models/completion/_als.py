@@ -44,6 +44,7 @@ from dptensor.models.completion._kernels import (
     core_gradient,
     cp_normal_equations,
     design_normal_equations,
+    entry_blocks,
     factor_values,
     mode_design,
     offsets_at,
@@ -75,6 +76,14 @@ class ModeIndex:
         self.n_rows = n_rows
         self.counts = np.bincount(self.rows, minlength=n_rows)
         self._matrix: sp.csc_matrix | None = None
+        self._blocks: tuple | None = None
+
+    @property
+    def blocks(self) -> tuple:
+        """The blocks of entries of the compiled sums (:func:`._kernels.entry_blocks`)."""
+        if self._blocks is None:
+            self._blocks = entry_blocks(self.rows, self.n_rows)
+        return self._blocks
 
     @property
     def matrix(self) -> sp.csc_matrix:
@@ -103,7 +112,7 @@ class ModeIndex:
         One compiled pass over the entries
         (:func:`~dptensor.models.completion._kernels.design_normal_equations`).
         """
-        return design_normal_equations(self.rows, design, target, self.n_rows, weights)
+        return design_normal_equations(self.rows, design, target, self.n_rows, weights, self.blocks)
 
     def gram(self, design: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """``sum_{e in row} weights_e w_e w_e^T`` for every row, shape ``(n_rows, d, d)``."""
@@ -346,7 +355,8 @@ class EntryStatistics:
         if params.model == "cp" or params.factors is None:
             columns = [i.rows for i in self.index]
             return cp_normal_equations(
-                mode, params.factors, params.mean, params.biases, columns, self.values, index.n_rows
+                mode, params.factors, params.mean, params.biases, columns, self.values, index.n_rows,
+                index.blocks,
             )
         return index.normal_equations(*mode_problem(params, mode, self.indices, self.values))
 
