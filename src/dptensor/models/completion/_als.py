@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -495,21 +495,19 @@ def fit_als(
     tracks their RMSE after each sweep, stops after ``n_iter_no_change`` sweeps without an
     improvement of at least ``tol`` (relative) and returns the best sweep's parameters.
     """
+    stats = entry_statistics(params, indices, values, shape)
+    with _blas_threads(stats):
+        return _fit_als(params, stats, settings, fit_mean=fit_mean, validation=validation, progress=progress)
+
+
+def entry_statistics(
+    params: CompletionParameters, indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int]
+) -> object:
+    """:func:`make_statistics` for the width of ``params``' rows (rank, plus one with biases)."""
     width = (max(f.shape[1] for f in params.factors) if params.factors is not None else 0) + (
         1 if params.biases is not None else 0
     )
-    stats = make_statistics(indices, values, shape, max(width, 1))
-    with _blas_threads(stats):
-        return _fit_als(
-            params,
-            indices,
-            values,
-            stats,
-            settings,
-            fit_mean=fit_mean,
-            validation=validation,
-            progress=progress,
-        )
+    return make_statistics(indices, values, shape, max(width, 1))
 
 
 def _blas_threads(stats):
@@ -527,8 +525,6 @@ def _blas_threads(stats):
 
 def _fit_als(
     params: CompletionParameters,
-    indices: np.ndarray,
-    values: np.ndarray,
     stats,
     settings: AlsSettings,
     *,
@@ -578,6 +574,9 @@ def _fit_als(
 REG_PATH = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 #: Where the search starts (an index into :data:`REG_PATH`).
 REG_START = 4
+#: The warm-started fits along the path stop after this many sweeps that improve the validation
+#: RMSE by less than ``tol`` (relative): they only rank the penalties, the refit converges.
+PATH_NO_CHANGE = 1
 
 
 @dataclass
@@ -600,63 +599,59 @@ def fit_als_path(
     validation_mask: np.ndarray,
     tie_bias: bool,
     tie_core: bool,
-    n_worse: int = 2,
+    n_worse: int = 1,
     progress: Callable[[int], None] | None = None,
 ) -> PathResult:
     """``reg`` chosen on a validation split by a walk along :data:`REG_PATH`, then a refit on all entries.
 
-    The walk starts at a moderate ``lambda`` (:data:`REG_START`) and goes down, then up, each fit
-    warm-started from the starting one and early-stopped on the held-out entries
-    (``validation_mask``, drawn by the caller from the public ``random_state``); each direction
-    stops after ``n_worse`` values without a better validation RMSE. (Starting at either end is
-    fragile: a large ``lambda`` shrinks every factor to the zero point, which ALS cannot leave, and
-    a tiny one can settle in a poor over-fitted solution.) The best ``lambda`` is then refitted on
-    every entry, warm-started from its validation fit. ``tie_bias``/``tie_core`` set
-    ``reg_bias``/``reg_core`` equal to ``reg``.
+    The walk starts at a moderate ``lambda`` (:data:`REG_START`), fitted from ``params``, and goes
+    down, then up, each direction stopping after ``n_worse`` values without a better validation
+    RMSE. Each fit is warm-started from its neighbour's on the path (continuation: neighbouring
+    penalties have close solutions, so a few sweeps suffice) and early-stopped on the held-out
+    entries (``validation_mask``, drawn by the caller from the public ``random_state``) at the
+    first sweep that improves their RMSE by less than ``tol`` (relative; :data:`PATH_NO_CHANGE`);
+    the first fit, from the random start, stops after ``n_iter_no_change`` such sweeps (ALS from a
+    random start can pause before it improves). (Starting at either end is
+    fragile: a large ``lambda`` shrinks every factor to the zero point, which ALS cannot leave,
+    and a tiny one can settle in a poor over-fitted solution.) The best ``lambda`` is then refitted
+    on every entry, warm-started from its validation fit, until the objective converges (``tol``).
+    ``tie_bias``/``tie_core`` set ``reg_bias``/``reg_core`` equal to ``reg``. The training
+    entries' statistics are built once for the whole walk.
     """
     train, held = ~validation_mask, validation_mask
     scale = float(np.std(values)) ** (4.0 / 3.0) or 1.0
+    validation = (indices[held], values[held])
+    stats = entry_statistics(params, indices[train], values[train], shape)
     path: list[dict] = []
     fits: dict[int, tuple] = {}
 
-    def run(position: int, start: CompletionParameters) -> float:
+    def run(position: int, start: CompletionParameters, warm: bool) -> float:
         reg = REG_PATH[position] * scale
-        step = AlsSettings(
-            reg,
-            reg if tie_bias else settings.reg_bias,
-            reg if tie_core else settings.reg_core,
-            settings.context_modes,
-            settings.max_iter,
-            settings.tol,
-            settings.n_iter_no_change,
-            settings.value_range,
+        step = replace(
+            settings,
+            reg=reg,
+            reg_bias=reg if tie_bias else settings.reg_bias,
+            reg_core=reg if tie_core else settings.reg_core,
         )
-        fitted = fit_als(
-            start.copy(),
-            indices[train],
-            values[train],
-            shape,
-            step,
-            fit_mean=fit_mean,
-            validation=(indices[held], values[held]),
-            progress=progress,
-        )
+        stopping = replace(step, n_iter_no_change=PATH_NO_CHANGE)
+        fitted = _fit_als(start.copy(), stats, stopping if warm else step, fit_mean=fit_mean,
+                          validation=validation, progress=progress)
         score = min(fitted.validation_rmse) if fitted.validation_rmse else math.inf
         path.append({"reg": reg, "validation_rmse": score, "n_iter": fitted.n_iter})
         fits[position] = (score, fitted.params, step)
         return score
 
-    run(REG_START, params)
-    centre = fits[REG_START][1]
-    for direction in (-1, 1):
-        best, worse, position = fits[REG_START][0], 0, REG_START + direction
-        while 0 <= position < len(REG_PATH) and worse < n_worse:
-            score = run(position, centre)
-            if score < best:
-                best, worse = score, 0
-            else:
-                worse += 1
-            position += direction
+    with _blas_threads(stats):
+        run(REG_START, params, warm=False)
+        for direction in (-1, 1):
+            best, worse, position = fits[REG_START][0], 0, REG_START + direction
+            while 0 <= position < len(REG_PATH) and worse < n_worse:
+                score = run(position, fits[position - direction][1], warm=True)
+                if score < best:
+                    best, worse = score, 0
+                else:
+                    worse += 1
+                position += direction
     best_position = min(fits, key=lambda k: fits[k][0])
     _, start, step = fits[best_position]
     final = fit_als(start, indices, values, shape, step, fit_mean=fit_mean, progress=progress)
