@@ -5,7 +5,8 @@ solvers: the model's value at a batch of entries and its partial derivatives wit
 rows ``a_i, b_j, c_k`` (and the core ``G``), scatter-adds into factor rows, and overflow-safe
 residual clipping, and ALS's per-row normal equations. Nothing here loops over entries in Python:
 the loops over entries are compiled (numba) and add each entry's contribution in place, so no
-``n x d^2`` array of outer products is ever formed.
+``n x d^2`` array of outer products is ever formed. Compiled code does not check bounds: indices
+must lie inside the factors' rows (the estimator checks them before anything reaches here).
 """
 
 from __future__ import annotations
