@@ -275,3 +275,31 @@ def test_offsets_at_matches_a_loop_over_entries_with_and_without_a_skipped_mode(
         expected = [0.7 + sum(biases[m][e[m]] for m in range(3) if m != skip) for e in indices]
         np.testing.assert_allclose(offsets_at(0.7, biases, indices, skip_mode=skip), expected)
     np.testing.assert_array_equal(offsets_at(0.7, None, indices), np.full(len(indices), 0.7))
+
+
+@pytest.mark.parametrize(("seed", "snr"), [(0, 1.0), (1, 1.0), (2, 0.5), (3, 2.0)])
+def test_reg_auto_chooses_as_well_as_the_best_penalty_of_the_grid(seed, snr):
+    """Noisy low-rank data: the walk's penalty predicts the truth about as well as the best of the grid.
+
+    Every penalty of :data:`REG_PATH` is fitted on all entries and scored against the noiseless
+    tensor (which the search never sees); penalties of 30 or more shrink every factor to zero.
+    """
+    from dptensor.models.completion._als import REG_PATH
+
+    prob = make_low_rank_completion(
+        (80, 60, 10), 3, snr=snr, missing_ratio=0.7, min_max=False, random_state=seed
+    )
+    o = prob.observed
+    cells = np.argwhere(np.ones(o.shape, dtype=bool))
+    truth = prob.truth_at(cells)
+    scale = float(np.std(o.values)) ** (4 / 3)
+    fits = [TensorCompletion(3, reg=r * scale, random_state=0) for r in REG_PATH]
+    errors = [rmse(truth, fit.fit(o.indices, o.values, o.shape).predict(cells)) for fit in fits]
+    auto = TensorCompletion(3, random_state=0).fit(o.indices, o.values, o.shape)
+    assert rmse(truth, auto.predict(cells)) <= 1.02 * min(errors)
+    assert auto.reg_ <= 10 * scale * (1 + 1e-9)
+    # the walk: consecutive grid values, the chosen one with both neighbours tried (or a grid end)
+    tried = [int(np.argmin(np.abs(np.array(REG_PATH) * scale - step["reg"]))) for step in auto.reg_path_]
+    assert tried == list(range(tried[0], tried[-1] + 1))
+    chosen = tried[[step["reg"] for step in auto.reg_path_].index(auto.reg_)]
+    assert (chosen - 1 in tried or chosen == 0) and (chosen + 1 in tried or chosen == len(REG_PATH) - 1)

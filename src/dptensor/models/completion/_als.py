@@ -20,9 +20,10 @@ With every factor but one fixed the objective is a ridge regression per row of t
 row ``i`` of mode ``m``, ``(sum_{e in row i} w_e w_e^T + Lambda) theta_i = sum_{e in row i} w_e y_e
 + Lambda p``, where ``w_e`` is the derivative of ``x_hat_e`` with respect to the row (extended by
 a 1 for the row's bias), ``y_e`` the value minus the offsets of the other modes, and
-``theta_i = (row, bias)``. The Gram matrices and right-hand sides of *all* rows are formed at once
-by one sparse-times-dense product (entries chunked to bound memory) and solved as one batched
-``numpy.linalg.solve`` -- no Python loop over entries or rows. For Tucker the core is the ridge
+``theta_i = (row, bias)``. The Gram matrices and right-hand sides of *all* rows are accumulated in
+one compiled pass over the entries (:mod:`~dptensor.models.completion._kernels`; for CP the design
+``w_e`` is formed entry by entry, so nothing of size ``n x d`` or ``n x d^2`` is built) and solved as
+one batched ``numpy.linalg.solve`` -- no Python loop over entries or rows. For Tucker the core is the ridge
 regression of the residuals on ``a_i (x) b_j (x) c_k``. Each such step cannot increase the
 objective, so ALS decreases it monotonically (block coordinate descent, e.g. Kolda & Bader 2009,
 Section 3.4, and Zhou et al. 2008 for the per-row form on ratings).
@@ -33,7 +34,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -41,6 +42,9 @@ import scipy.sparse as sp
 
 from dptensor.models.completion._kernels import (
     core_gradient,
+    cp_normal_equations,
+    design_normal_equations,
+    entry_blocks,
     factor_values,
     mode_design,
     offsets_at,
@@ -72,6 +76,14 @@ class ModeIndex:
         self.n_rows = n_rows
         self.counts = np.bincount(self.rows, minlength=n_rows)
         self._matrix: sp.csc_matrix | None = None
+        self._blocks: tuple | None = None
+
+    @property
+    def blocks(self) -> tuple:
+        """The blocks of entries of the compiled sums (:func:`._kernels.entry_blocks`)."""
+        if self._blocks is None:
+            self._blocks = entry_blocks(self.rows, self.n_rows)
+        return self._blocks
 
     @property
     def matrix(self) -> sp.csc_matrix:
@@ -92,42 +104,19 @@ class ModeIndex:
             return out.T
         return np.asarray(self.matrix @ contributions)
 
-    def weighted_sums(self, design: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """``sum_{e in row} w_e y_e`` for every row (the right-hand sides)."""
-        columns = np.ascontiguousarray(design.T) * target
-        if columns.shape[0] <= BINCOUNT_COLUMNS:
-            out = np.empty((columns.shape[0], self.n_rows))
-            for col in range(columns.shape[0]):
-                out[col] = np.bincount(self.rows, weights=columns[col], minlength=self.n_rows)
-            return out.T
-        return np.asarray(self.matrix @ columns.T)
+    def normal_equations(
+        self, design: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``sum_{e in row} weights_e w_e w_e^T`` and ``sum_{e in row} w_e y_e`` for every row.
+
+        One compiled pass over the entries
+        (:func:`~dptensor.models.completion._kernels.design_normal_equations`).
+        """
+        return design_normal_equations(self.rows, design, target, self.n_rows, weights, self.blocks)
 
     def gram(self, design: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        """``sum_{e in row} weights_e w_e w_e^T`` for every row, shape ``(n_rows, d, d)``.
-
-        Thin designs: one ``bincount`` per entry of the upper triangle. Wide ones: outer products
-        in chunks of :data:`CHUNK_VALUES` numbers summed by a sparse product.
-        """
-        n, d = design.shape
-        upper = np.triu_indices(d)
-        out = np.empty((self.n_rows, d, d))
-        if upper[0].shape[0] <= BINCOUNT_COLUMNS:
-            columns = np.ascontiguousarray(design.T)
-            if weights is not None:
-                weighted = columns * weights
-            for a, b in zip(*upper, strict=True):
-                prod = (weighted[a] if weights is not None else columns[a]) * columns[b]
-                out[:, a, b] = out[:, b, a] = np.bincount(self.rows, weights=prod, minlength=self.n_rows)
-            return out
-        flat = np.zeros((self.n_rows, d * d))
-        step = max(1, CHUNK_VALUES // (d * d))
-        for lo in range(0, n, step):
-            w = design[lo : lo + step]
-            outer = (w[:, :, None] * w[:, None, :]).reshape(-1, d * d)
-            if weights is not None:
-                outer *= weights[lo : lo + step, None]
-            flat += self.matrix[:, lo : lo + step] @ outer
-        return flat.reshape(self.n_rows, d, d)
+        """``sum_{e in row} weights_e w_e w_e^T`` for every row, shape ``(n_rows, d, d)``."""
+        return self.normal_equations(design, np.zeros(design.shape[0]), weights)[0]
 
 
 def ridge_solve(gram: np.ndarray, rhs: np.ndarray, ridge: np.ndarray, prior: np.ndarray) -> np.ndarray:
@@ -362,9 +351,14 @@ class EntryStatistics:
         self.index = [ModeIndex(indices[:, m], shape[m]) for m in range(3)]
 
     def mode_system(self, params: CompletionParameters, mode: int) -> tuple[np.ndarray, np.ndarray]:
-        design, target = mode_problem(params, mode, self.indices, self.values)
         index = self.index[mode]
-        return index.gram(design), index.weighted_sums(design, target)
+        if params.model == "cp" or params.factors is None:
+            columns = [i.rows for i in self.index]
+            return cp_normal_equations(
+                mode, params.factors, params.mean, params.biases, columns, self.values, index.n_rows,
+                index.blocks,
+            )
+        return index.normal_equations(*mode_problem(params, mode, self.indices, self.values))
 
     def residuals(self, params: CompletionParameters) -> np.ndarray:
         return self.values - params.predict(self.indices)
@@ -501,21 +495,19 @@ def fit_als(
     tracks their RMSE after each sweep, stops after ``n_iter_no_change`` sweeps without an
     improvement of at least ``tol`` (relative) and returns the best sweep's parameters.
     """
+    stats = entry_statistics(params, indices, values, shape)
+    with _blas_threads(stats):
+        return _fit_als(params, stats, settings, fit_mean=fit_mean, validation=validation, progress=progress)
+
+
+def entry_statistics(
+    params: CompletionParameters, indices: np.ndarray, values: np.ndarray, shape: tuple[int, int, int]
+) -> object:
+    """:func:`make_statistics` for the width of ``params``' rows (rank, plus one with biases)."""
     width = (max(f.shape[1] for f in params.factors) if params.factors is not None else 0) + (
         1 if params.biases is not None else 0
     )
-    stats = make_statistics(indices, values, shape, max(width, 1))
-    with _blas_threads(stats):
-        return _fit_als(
-            params,
-            indices,
-            values,
-            stats,
-            settings,
-            fit_mean=fit_mean,
-            validation=validation,
-            progress=progress,
-        )
+    return make_statistics(indices, values, shape, max(width, 1))
 
 
 def _blas_threads(stats):
@@ -533,8 +525,6 @@ def _blas_threads(stats):
 
 def _fit_als(
     params: CompletionParameters,
-    indices: np.ndarray,
-    values: np.ndarray,
     stats,
     settings: AlsSettings,
     *,
@@ -584,6 +574,9 @@ def _fit_als(
 REG_PATH = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 #: Where the search starts (an index into :data:`REG_PATH`).
 REG_START = 4
+#: The warm-started fits along the path stop after this many sweeps that improve the validation
+#: RMSE by less than ``tol`` (relative): they only rank the penalties, the refit converges.
+PATH_NO_CHANGE = 1
 
 
 @dataclass
@@ -606,63 +599,59 @@ def fit_als_path(
     validation_mask: np.ndarray,
     tie_bias: bool,
     tie_core: bool,
-    n_worse: int = 2,
+    n_worse: int = 1,
     progress: Callable[[int], None] | None = None,
 ) -> PathResult:
     """``reg`` chosen on a validation split by a walk along :data:`REG_PATH`, then a refit on all entries.
 
-    The walk starts at a moderate ``lambda`` (:data:`REG_START`) and goes down, then up, each fit
-    warm-started from the starting one and early-stopped on the held-out entries
-    (``validation_mask``, drawn by the caller from the public ``random_state``); each direction
-    stops after ``n_worse`` values without a better validation RMSE. (Starting at either end is
-    fragile: a large ``lambda`` shrinks every factor to the zero point, which ALS cannot leave, and
-    a tiny one can settle in a poor over-fitted solution.) The best ``lambda`` is then refitted on
-    every entry, warm-started from its validation fit. ``tie_bias``/``tie_core`` set
-    ``reg_bias``/``reg_core`` equal to ``reg``.
+    The walk starts at a moderate ``lambda`` (:data:`REG_START`), fitted from ``params``, and goes
+    down, then up, each direction stopping after ``n_worse`` values without a better validation
+    RMSE. Each fit is warm-started from its neighbour's on the path (continuation: neighbouring
+    penalties have close solutions, so a few sweeps suffice) and early-stopped on the held-out
+    entries (``validation_mask``, drawn by the caller from the public ``random_state``) at the
+    first sweep that improves their RMSE by less than ``tol`` (relative; :data:`PATH_NO_CHANGE`);
+    the first fit, from the random start, stops after ``n_iter_no_change`` such sweeps (ALS from a
+    random start can pause before it improves). (Starting at either end is
+    fragile: a large ``lambda`` shrinks every factor to the zero point, which ALS cannot leave,
+    and a tiny one can settle in a poor over-fitted solution.) The best ``lambda`` is then refitted
+    on every entry, warm-started from its validation fit, until the objective converges (``tol``).
+    ``tie_bias``/``tie_core`` set ``reg_bias``/``reg_core`` equal to ``reg``. The training
+    entries' statistics are built once for the whole walk.
     """
     train, held = ~validation_mask, validation_mask
     scale = float(np.std(values)) ** (4.0 / 3.0) or 1.0
+    validation = (indices[held], values[held])
+    stats = entry_statistics(params, indices[train], values[train], shape)
     path: list[dict] = []
     fits: dict[int, tuple] = {}
 
-    def run(position: int, start: CompletionParameters) -> float:
+    def run(position: int, start: CompletionParameters, warm: bool) -> float:
         reg = REG_PATH[position] * scale
-        step = AlsSettings(
-            reg,
-            reg if tie_bias else settings.reg_bias,
-            reg if tie_core else settings.reg_core,
-            settings.context_modes,
-            settings.max_iter,
-            settings.tol,
-            settings.n_iter_no_change,
-            settings.value_range,
+        step = replace(
+            settings,
+            reg=reg,
+            reg_bias=reg if tie_bias else settings.reg_bias,
+            reg_core=reg if tie_core else settings.reg_core,
         )
-        fitted = fit_als(
-            start.copy(),
-            indices[train],
-            values[train],
-            shape,
-            step,
-            fit_mean=fit_mean,
-            validation=(indices[held], values[held]),
-            progress=progress,
-        )
+        stopping = replace(step, n_iter_no_change=PATH_NO_CHANGE)
+        fitted = _fit_als(start.copy(), stats, stopping if warm else step, fit_mean=fit_mean,
+                          validation=validation, progress=progress)
         score = min(fitted.validation_rmse) if fitted.validation_rmse else math.inf
         path.append({"reg": reg, "validation_rmse": score, "n_iter": fitted.n_iter})
         fits[position] = (score, fitted.params, step)
         return score
 
-    run(REG_START, params)
-    centre = fits[REG_START][1]
-    for direction in (-1, 1):
-        best, worse, position = fits[REG_START][0], 0, REG_START + direction
-        while 0 <= position < len(REG_PATH) and worse < n_worse:
-            score = run(position, centre)
-            if score < best:
-                best, worse = score, 0
-            else:
-                worse += 1
-            position += direction
+    with _blas_threads(stats):
+        run(REG_START, params, warm=False)
+        for direction in (-1, 1):
+            best, worse, position = fits[REG_START][0], 0, REG_START + direction
+            while 0 <= position < len(REG_PATH) and worse < n_worse:
+                score = run(position, fits[position - direction][1], warm=True)
+                if score < best:
+                    best, worse = score, 0
+                else:
+                    worse += 1
+                position += direction
     best_position = min(fits, key=lambda k: fits[k][0])
     _, start, step = fits[best_position]
     final = fit_als(start, indices, values, shape, step, fit_mean=fit_mean, progress=progress)

@@ -155,8 +155,7 @@ def fold_in_users(model: object, indices: object, values: object) -> FoldedUsers
     full = np.hstack(parts)
     ridge_vec = np.concatenate(ridge).astype(np.float64)
     index = ModeIndex(local, users.shape[0])
-    theta = ridge_solve(index.gram(full), index.weighted_sums(full, values - offsets), ridge_vec,
-                        np.zeros(full.shape[1]))
+    theta = ridge_solve(*index.normal_equations(full, values - offsets), ridge_vec, np.zeros(full.shape[1]))
     width = 0 if design is None else design.shape[1]
     return FoldedUsers(
         users,
