@@ -178,7 +178,7 @@ def run_size(args: argparse.Namespace) -> dict:
             model = TensorCompletion(args.rank, reg=reg, value_range=VALUE_RANGE, random_state=args.seed)
             record("nonprivate", shape, "none", None, *timed_fit(model, data[shape]))
             fits[-1]["reg_choice"] = "auto" if reg == "auto" else "fixed (reg='auto' on fewer users)"
-    for shape in args.models:
+    for shape in [] if args.no_private else args.models:
         for relation in args.relations:
             for epsilon in args.epsilons:
                 for _ in range(repeats):
@@ -355,9 +355,9 @@ def main() -> int:
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0])
     parser.add_argument("--relations", nargs="+", default=["user", "entry-value"])
     parser.add_argument("--methods", nargs="+", default=["nonprivate"], help="'nonprivate' or none")
-    parser.add_argument("--auto-up-to", type=int, default=10_000,
-                        help="the non-private fits choose reg='auto' up to this many users (default 10^4); "
-                             "above, --fixed-reg (reg='auto' searches 8 penalties: 80 min at 7 10^4 users)")
+    parser.add_argument("--auto-up-to", type=int, default=1_000_000,
+                        help="the non-private fits choose reg='auto' up to this many users (default 10^6: "
+                             "92 s at 7 10^4 users); above, --fixed-reg")
     parser.add_argument("--fixed-reg", type=float, nargs=2, default=[33.41, 11.14],
                         metavar=("MATRIX", "TENSOR"),
                         help="reg of the non-private fits above --auto-up-to users (default: the choices of "
@@ -365,6 +365,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=["matrix", "tensor"])
     parser.add_argument("--no-baselines", action="store_true",
                         help="skip the mean, biases and non-private fits")
+    parser.add_argument("--no-private", action="store_true", help="skip the DP-ALS fits")
     parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--rank", type=int, default=10)
     parser.add_argument("--held-out", type=int, default=2000, help="held-out users (default 2000)")
