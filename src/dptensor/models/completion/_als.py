@@ -611,7 +611,10 @@ def fit_als_path(
     entries (``validation_mask``, drawn by the caller from the public ``random_state``) at the
     first sweep that improves their RMSE by less than ``tol`` (relative; :data:`PATH_NO_CHANGE`);
     the first fit, from the random start, stops after ``n_iter_no_change`` such sweeps (ALS from a
-    random start can pause before it improves). (Starting at either end is
+    random start can pause before it improves). A warm-started penalty is scored by its *last*
+    sweep's validation RMSE, its own stopping point: its first sweeps are still near its
+    neighbour's solution, and scoring its best sweep let a penalty three times too strong win
+    (Tucker rank 5 on MovieLens-100K: test RMSE 0.9627 against 0.9518). (Starting at either end is
     fragile: a large ``lambda`` shrinks every factor to the zero point, which ALS cannot leave,
     and a tiny one can settle in a poor over-fitted solution.) The best ``lambda`` is then refitted
     on every entry, warm-started from its validation fit, until the objective converges (``tol``).
@@ -636,7 +639,8 @@ def fit_als_path(
         stopping = replace(step, n_iter_no_change=PATH_NO_CHANGE)
         fitted = _fit_als(start.copy(), stats, stopping if warm else step, fit_mean=fit_mean,
                           validation=validation, progress=progress)
-        score = min(fitted.validation_rmse) if fitted.validation_rmse else math.inf
+        scores = fitted.validation_rmse
+        score = (scores[-1] if warm else min(scores)) if scores else math.inf
         path.append({"reg": reg, "validation_rmse": score, "n_iter": fitted.n_iter})
         fits[position] = (score, fitted.params, step)
         return score
