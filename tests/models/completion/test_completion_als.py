@@ -303,3 +303,44 @@ def test_reg_auto_chooses_as_well_as_the_best_penalty_of_the_grid(seed, snr):
     assert tried == list(range(tried[0], tried[-1] + 1))
     chosen = tried[[step["reg"] for step in auto.reg_path_].index(auto.reg_)]
     assert (chosen - 1 in tried or chosen == 0) and (chosen + 1 in tried or chosen == len(REG_PATH) - 1)
+
+
+def test_reg_path_scores_a_warm_started_penalty_where_it_stops_not_at_its_first_sweep(monkeypatch):
+    """A warm start's first sweep is still its neighbour's solution: the walk ranks its last sweep."""
+    import contextlib
+
+    import dptensor.models.completion._als as als
+
+    scale = 2.0
+    own = {5: 0.93, 6: 0.99}  # each penalty's own (converged) validation RMSE; the rest 1.0
+
+    def fake_fit(start, stats, settings, *, fit_mean, validation, progress):
+        position = int(np.argmin(np.abs(np.asarray(als.REG_PATH) * scale - settings.reg)))
+        warm = settings.n_iter_no_change == als.PATH_NO_CHANGE
+        scores = [own.get(position, 1.0)]
+        if warm and position == 6:  # its first sweep is near penalty 5's fit, and scores better than all
+            scores = [0.90, own[6]]
+        return als.AlsResult(params=start, n_iter=len(scores), validation_rmse=scores)
+
+    chosen = {}
+
+    def fake_final(start, indices, values, shape, step, *, fit_mean, progress=None):
+        chosen["reg"] = step.reg
+        return als.AlsResult(params=start, n_iter=1)
+
+    monkeypatch.setattr(als, "_fit_als", fake_fit)
+    monkeypatch.setattr(als, "fit_als", fake_final)
+    monkeypatch.setattr(als, "entry_statistics", lambda *a, **k: None)
+    monkeypatch.setattr(als, "_blas_threads", lambda stats: contextlib.nullcontext())
+    values = np.array([0.0, 2.0 * scale ** 0.75])  # std(values) ** (4/3) == scale
+    settings = als.AlsSettings(reg=1.0, reg_bias=1.0, reg_core=1.0, context_modes=(), max_iter=5, tol=1e-4,
+                               n_iter_no_change=3)
+    class Start:  # the walk only copies its start and hands it on
+        def copy(self) -> Start:
+            return self
+
+    result = als.fit_als_path(Start(), np.zeros((2, 3), dtype=np.int64), values, (1, 1, 1), settings,
+                              fit_mean=True, validation_mask=np.array([False, True]), tie_bias=True,
+                              tie_core=True)
+    assert result.reg == pytest.approx(als.REG_PATH[5] * scale) == chosen["reg"]
+    assert {round(p["reg"] / scale, 6) for p in result.path} >= {als.REG_PATH[5], als.REG_PATH[6]}
