@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor.models.completion._kernels import (
+    core_design,
     core_gradient,
     cp_normal_equations,
     design_normal_equations,
@@ -180,9 +181,7 @@ def _core_normal_equations_direct(
     rhs = np.zeros(size)
     step = max(1, CHUNK_VALUES // size)
     for lo in range(0, target.shape[0], step):
-        idx = indices[lo : lo + step]
-        a, b, c = (f[idx[:, m]] for m, f in enumerate(factors))
-        z = (a[:, :, None, None] * b[:, None, :, None] * c[:, None, None, :]).reshape(-1, size)
+        z = core_design(factors, indices[lo : lo + step])
         zw = z if weights is None else z * weights[lo : lo + step, None]
         gram += zw.T @ z
         rhs += zw.T @ target[lo : lo + step]

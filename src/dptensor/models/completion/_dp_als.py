@@ -85,7 +85,7 @@ from dptensor.models.completion._als import (
     mode_ridge,
     ridge_solve,
 )
-from dptensor.models.completion._kernels import mode_design, offsets_at
+from dptensor.models.completion._kernels import core_design, mode_design, offsets_at
 from dptensor.models.completion._pattern_offsets import (
     laplace_release,
     offsets_posterior,
@@ -613,19 +613,18 @@ def _chunked_user_statistics(
     the sums are those of one call on every entry.
     """
     out = np.zeros((n_rows, width * (width + 1) // 2 + width))
-    sensitivity = 2.0 * user_bound
     for _, _, entries in fit.user_chunks(mode, width * (width + 3) // 2):
         if entries.shape[0] == 0:
             continue
         design, target = problem(entries)
         rows = np.zeros(entries.shape[0], dtype=np.int64) if mode is None else fit.indices[entries, mode]
-        part, sensitivity = user_statistics(
+        part, _ = user_statistics(
             ModeIndex(rows, n_rows), design, target, fit.indices[entries, 0], width=fit.width,
             design_bound=fit.settings.design_bound, user_bound=user_bound, bias_column=bias_column,
             order=np.arange(entries.shape[0], dtype=np.int64),
         )
         out += part
-    return out, sensitivity
+    return out, 2.0 * user_bound  # user_statistics' sensitivity, whatever the chunks
 
 
 def user_mean(fit: DpAlsFit, z: float) -> None:
@@ -680,13 +679,6 @@ def local_user_rows(fit: DpAlsFit) -> None:
 # -- Tucker core ----------------------------------------------------------------------------------
 
 
-def _core_design(params: CompletionParameters, indices: np.ndarray) -> np.ndarray:
-    """``w_e = a_i (x) b_j (x) c_k`` of the entries ``indices`` (the core's design)."""
-    rows = [np.take(f, indices[:, m], axis=0) for m, f in enumerate(params.factors)]
-    product = rows[0][:, :, None, None] * rows[1][:, None, :, None] * rows[2][:, None, None, :]
-    return product.reshape(indices.shape[0], -1)
-
-
 def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
     """The core's ridge regression from noisy statistics (a one-row release with ``w_e = a (x) b (x) c``)."""
     params = fit.params
@@ -697,7 +689,7 @@ def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
         def problem(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             chunk = fit.indices[entries]
             known = offsets_at(params.mean, params.biases, chunk, skip_mode=None)
-            return _core_design(params, chunk), fit.values[entries] - known
+            return core_design(params.factors, chunk), fit.values[entries] - known
 
         stats, sensitivity = _chunked_user_statistics(
             fit, None, 1, p * q * t, problem, user_bound=_user_bound(fit, p * q * t, False, True),
@@ -707,7 +699,7 @@ def core_release(fit: DpAlsFit, z: float, user: bool) -> None:
         theta = _solve_noisy(fit, fit.noise(stats, sigma), p * q * t, sigma, ridge, prior)
     else:
         n = fit.values.shape[0]
-        design = _core_design(params, fit.indices)
+        design = core_design(params.factors, fit.indices)
         index = ModeIndex(np.zeros(n, dtype=np.int64), 1)
         known = fit.offsets_except(None)
         weights, bound = entry_value_weights(design)

@@ -19,6 +19,7 @@ import numpy as np
 
 __all__ = [
     "clip_residuals",
+    "core_design",
     "core_gradient",
     "cp_normal_equations",
     "design_normal_equations",
@@ -137,6 +138,12 @@ def factor_values(
         return _cp_entries(factors, 0.0, None, indices)
     first = np.take(factors[0], indices[:, 0], axis=0)
     return np.einsum("np,np->n", first, mode_design(model, 0, core, factors, indices))
+
+
+def core_design(factors: list, indices: np.ndarray) -> np.ndarray:
+    """``a_i (x) b_j (x) c_k`` at the entries, ``(n, p q t)``: the Tucker core's design."""
+    a, b, c = (np.take(f, indices[:, m], axis=0) for m, f in enumerate(factors))
+    return (a[:, :, None, None] * b[:, None, :, None] * c[:, None, None, :]).reshape(indices.shape[0], -1)
 
 
 #: Compiled passes over fewer entries than this run on one thread (waking threads costs more).
