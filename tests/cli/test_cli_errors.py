@@ -289,7 +289,7 @@ COMPLETE_EVERYDAY = {"--rank", "--seed", "--quiet", "--test", "--out", "--json",
                      "--epsilon", "--delta", "--ledger"}
 COMPLETE_RESEARCH = {"--model", "--no-factors", "--solver", "--offsets", "--lr", "--reg", "--reg-core",
                      "--reg-bias", "--epochs", "--max-iter", "--early-stopping", "--batch-size", "--clip",
-                     "--max-ratings", "--noise", "--allow-unproven"}
+                     "--max-ratings", "--start", "--noise", "--allow-unproven"}
 
 
 @pytest.mark.parametrize(("argv", "everyday", "research", "first"), [

@@ -515,6 +515,8 @@ ENTRY_POINTS = [
         _completion("als", "entry-value", max_iter=2))),
     EntryPoint("TensorCompletion(als, user)", "user", _api(
         _completion("als", "user", max_iter=2, max_ratings=8))),
+    EntryPoint("TensorCompletion(als, user, spectral start)", "user", _api(
+        _completion("als", "user", max_iter=1, max_ratings=8, start="spectral"))),
     EntryPoint("PrivateSpectralLDA", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0).fit(sp.csr_matrix(x)))),
     EntryPoint("PrivateSpectralLDA(tensor)", "counts", _api(

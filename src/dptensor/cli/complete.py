@@ -48,7 +48,7 @@ from dptensor.privacy import BudgetLedger, enable_features
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
 DELTA_MODES = ("gradient_dpsgd", "als")
 #: Options that configure a private fit (refused without --privacy).
-PRIVACY_OPTIONS = ("neighbouring", "epsilon", "delta", "noise", "allow_unproven", "max_ratings")
+PRIVACY_OPTIONS = ("neighbouring", "epsilon", "delta", "noise", "allow_unproven", "max_ratings", "start")
 #: Options of the SGD solver (refused when the fit runs ALS).
 SGD_OPTIONS = ("lr", "epochs", "batch_size")
 #: Options of the ALS solver (refused when the fit runs SGD).
@@ -262,7 +262,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
     research.add_argument("--epochs", type=positive_int, default=None,
                           help="SGD passes over the entries (default 100; 10 for gradient_dpsgd)")
     research.add_argument("--max-iter", type=positive_int, default=None,
-                          help="ALS sweeps (default: up to 100 until converged; exactly 2 for --privacy als)")
+                          help="ALS sweeps (default: up to 100 until converged; exactly 2 for --privacy als, "
+                               "1 with --neighbouring user)")
     research.add_argument("--early-stopping", action="store_true",
                           help="non-private ALS with a fixed --reg: stop on a validation split")
     research.add_argument("--batch-size", type=positive_int, default=None,
@@ -273,6 +274,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
     research.add_argument("--max-ratings", type=positive_int, default=DEFAULT_MAX_RATINGS,
                           help="--neighbouring user: bound a user's contribution as if they had this many "
                                f"ratings (default {DEFAULT_MAX_RATINGS})")
+    research.add_argument("--start", choices=("auto", "spectral", "random"), default="auto",
+                          help="--neighbouring user: start the item factors from a noisy release of the "
+                               "users' covariance (spectral) or data-independently (random); auto: spectral "
+                               "where the users are many enough (public sizes; default)")
     add_noise_argument(research, not_covered="--privacy output_clipped's exponential-norm noise (NumPy)")
     research.add_argument("--allow-unproven", action="store_true",
                           help="run the paper's modes whose privacy claim does not hold (gradient, output, "
@@ -369,14 +374,15 @@ def check_options(args: argparse.Namespace) -> None:
             refuse_unused(args, ["delta"], f"--privacy {args.privacy} is pure epsilon-DP and uses no delta "
                           f"(delta applies to {' and '.join(DELTA_MODES)})")
         if args.neighbouring != "user":
-            refuse_unused(args, ["max_ratings"], "--max-ratings applies only with --neighbouring user")
+            refuse_unused(args, ["max_ratings", "start"], "applies only with --neighbouring user")
     if args.movielens:
         refuse_unused(args, ["one_based"], "MovieLens ids are read as one-based already (--movielens)")
     else:
         refuse_unused(args, ["day_origin"], "--day-origin numbers the days of MovieLens timestamps "
                       "(--movielens)")
     if args.no_factors:
-        refuse_unused(args, ["rank", "model", "reg_core"], "--no-factors fits the offsets alone (no factors)")
+        refuse_unused(args, ["rank", "model", "reg_core", "start"],
+                      "--no-factors fits the offsets alone (no factors)")
     if args.model != "tucker":
         refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
     problems = missing_options(args)
@@ -437,8 +443,9 @@ def build_model(args: argparse.Namespace, ledger: BudgetLedger | None = None, no
         learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
         max_iter=args.max_iter, early_stopping=args.early_stopping, batch_size=args.batch_size,
         clip=args.clip,
-        max_ratings=args.max_ratings, value_range=tuple(args.value_range) if args.value_range else None,
-        random_state=args.seed, noise=(noise or args.noise) if args.privacy else None, ledger=ledger,
+        max_ratings=args.max_ratings, start=args.start,
+        value_range=tuple(args.value_range) if args.value_range else None, random_state=args.seed,
+        noise=(noise or args.noise) if args.privacy else None, ledger=ledger,
         verbose=not args.quiet,
     )
 

@@ -330,6 +330,76 @@ def test_user_level_dp_als_defaults_skip_one_row_modes_and_give_the_mean_a_tenth
     assert plan.steps == ("mean", "1", "2")
 
 
+def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
+    """The spectrum release follows the mean with 30% of the rest of mu^2; "auto" reads public sizes only."""
+    plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=2,
+                               epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(2,), spectral=True)
+    assert plan.steps == ("mean", "spectrum", "1", "1")
+    mu = 1.0 / gaussian_sigma_analytic(1.0, 1e-6)
+    shares = [1 / (z * mu) ** 2 for z in plan.multipliers]
+    np.testing.assert_allclose(shares, [0.1, 0.27, 0.315, 0.315], rtol=1e-6)
+    assert plan.mu == pytest.approx(mu, rel=1e-9) and plan.mu <= mu
+    with pytest.raises(ValueError, match="needs factors"):
+        dpals.plan_releases("user", has_factors=False, offsets="biases", tucker=False, n_iter=1,
+                            epsilon=1.0, delta=1e-6, budget_split=0.1, spectral=True)
+    # the rule: n_users >= SPECTRAL_MIN_USERS * z sqrt(n_items), z the spectrum's multiplier
+    z = plan.multipliers[1]
+    threshold = dpals.SPECTRAL_MIN_USERS * z * math.sqrt(1682)
+    assert 3e4 < threshold < 4e4  # epsilon 1, MovieLens-100K's items
+    pays = dpals.spectral_start_pays
+    assert pays(math.ceil(threshold), 1682, 10, 1.0, 1e-6, 0.1)
+    assert not pays(math.floor(threshold) - 1, 1682, 10, 1.0, 1e-6, 0.1)
+    assert pays(math.ceil(threshold), 1682, 10, 4.0, 1e-6, 0.1)  # more budget: fewer users needed
+    assert not pays(10**9, dpals.SPECTRAL_MAX_ITEMS + 1, 10, 1.0, 1e-6, 0.1)  # the matrix would be too big
+    assert not pays(10**9, 5, 10, 1.0, 1e-6, 0.1)  # rank above the items
+    # the estimator's plan (no data read): auto at many users, never under entry-value
+    params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
+                              value_range=(LOW, HIGH)).get_params()
+    assert plan_completion(params, (10**5, 1682, 1)).dp_als.steps[:2] == ("mean", "spectrum")
+    assert "spectrum" not in plan_completion(params, (10**4, 1682, 1)).dp_als.steps
+    assert "spectrum" not in plan_completion({**params, "start": "random"}, (10**5, 1682, 1)).dp_als.steps
+    assert "spectrum" in plan_completion({**params, "start": "spectral"}, (10, 1682, 1)).dp_als.steps
+    with pytest.raises(ValueError, match="needs privacy='als', neighbouring='user'"):
+        plan_completion({**params, "neighbouring": "entry-value", "start": "spectral"}, (10, 20, 1), 50)
+    with pytest.raises(ValueError, match="rank <= items"):
+        plan_completion({**params, "start": "spectral"}, (10, 5, 1))
+
+
+def test_spectral_start_finds_the_items_subspace_and_beats_the_random_start():
+    """Ground truth: rank-2 ratings of 3000 users on 40 items, little noise in the release."""
+    rng = np.random.default_rng(3)
+    n_users, n_items, rank = 3000, 40, 2
+    items = rng.normal(0, 1, (n_items, rank))
+    items -= items.mean(axis=0)  # a user's own mean removes the all-ones direction
+    users = rng.normal(0, 0.6, (n_users, rank))
+    cells = np.array([(u, i) for u in range(n_users) for i in rng.choice(n_items, 12, replace=False)])
+    values = np.clip(np.round(3.0 + np.einsum("nr,nr->n", users[cells[:, 0]], items[cells[:, 1]])
+                              + rng.normal(0, 0.3, len(cells))), LOW, HIGH)
+    indices = np.column_stack([cells, np.zeros(len(cells), dtype=int)])
+    shape = (n_users, n_items, 1)
+    plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
+                               epsilon=50.0, delta=1e-6, budget_split=0.1, one_row_modes=(2,), spectral=True)
+    settings = dpals.DpAlsSettings("user", (LOW, HIGH), 10.0, 5.0, 10.0, (2,), "biases", 12)
+    params = initial_parameters("cp", shape, (rank,) * 3, "biases", (2,), 0.5, np.random.default_rng(0))
+    fit = dpals.DpAlsFit(params, indices, values, shape, settings, NoiseSource("numpy", rng, secure=False))
+    fit.params.mean = float(values.mean())
+    dpals.spectral_start(fit, plan.multipliers[1])
+    start = fit.params.factors[1]
+    assert start.shape == (n_items, rank) and np.array_equal(fit.anchors[1], start)
+    # principal angles between the spectral start and the true item subspace
+    cosines = np.linalg.svd(np.linalg.qr(start)[0].T @ np.linalg.qr(items)[0], compute_uv=False)
+    assert cosines.min() > 0.95
+    test = np.arange(len(values)) % 5 == 0
+    errors = {}
+    for start_rule in ("spectral", "random"):
+        model = TensorCompletion(rank, privacy="als", neighbouring="user", epsilon=50.0, delta=1e-6,
+                                 value_range=(LOW, HIGH), max_iter=1, start=start_rule, random_state=0,
+                                 noise=insecure_test_noise(1)).fit(indices[~test], values[~test], shape)
+        assert ("spectrum" in model.guarantee_.details["releases"]) == (start_rule == "spectral")
+        errors[start_rule] = rmse(values[test], model.predict(indices[test]))
+    assert errors["spectral"] < 0.9 * errors["random"]
+
+
 # ------------------------------------------------------------------ empirical audits
 
 N_RUNS = 2000  # runs per input per half
