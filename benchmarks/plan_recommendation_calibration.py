@@ -25,7 +25,7 @@ from scipy.optimize import least_squares
 from dptensor.models.completion.plan import CALIBRATION, plan_recommendation
 
 #: Fitted constants; the others keep their physical values (module docstring of the planner).
-KEYS = ("tau2_bias", "tau2_factor", "g", "rho")
+KEYS = ("tau2_bias", "tau2_factor", "g", "rho", "spectral", "spectral_floor")
 
 
 def points(curve: Path, bounds: bool = False) -> list[dict]:

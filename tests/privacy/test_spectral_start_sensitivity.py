@@ -97,7 +97,7 @@ def test_the_release_adds_symmetric_noise_of_the_stated_std():
     assert np.std(draws - exact_empty) == pytest.approx(math.sqrt(2.0) * bound**2, rel=0.1)
 
 
-def _audit(multiplier_factor: float, runs: int = 3000) -> float:
+def _audit(multiplier_factor: float, runs: int = 1000) -> float:
     """epsilon lower bound of the release from two data sets differing in user 0's ratings."""
     first = [(0, 0, 0, 5.0), (0, 1, 0, 1.0)]  # orthogonal vectors of norm C_s: ~sqrt(2) C_s^2 apart
     second = [(0, 2, 0, 5.0), (0, 3, 0, 1.0)]

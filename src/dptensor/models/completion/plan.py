@@ -38,7 +38,11 @@ of ratings per user. The noise ``v`` of each relation follows from the plan:
   design bound ``clip``), inflated as the solve inflates it for the noise of the Gram matrices,
   ``v = (2 z C)^2 (1 + spread)``, and divided by the square of a typical user's scale
   ``min(1, sqrt(max_ratings / m))`` (their ratings' weight in the sums); the bias and the factors
-  share it;
+  share it. Where the plan makes a spectral start (``start``), the factors' excess is divided by
+  ``max(1, theta)^2``, ``theta = c_s users / (z_s sqrt(items))`` (``z_s`` the spectrum release's
+  multiplier): the item rows shrink towards the start, whose error is the part ``1 / theta^2`` of
+  theirs (the squared overlap of a spiked covariance's eigenvector above the noise is
+  ``1 - 1 / theta^2``);
 * ``"entry-value"``: the factors' right-hand sides get ``v = (z w C_q)^2`` (``w`` the rating range,
   ``C_q`` the typical 90% quantile of the design norms, a calibrated constant); the item bias comes
   from the offsets' Laplace release (``epsilon_o``), whose per-entry weights give item ``j`` the
@@ -46,8 +50,9 @@ of ratings per user. The noise ``v`` of each relation follows from the plan:
 
 Calibration
 -----------
-``tau^2`` (bias and factors), ``g``, ``rho``, ``C_q`` and ``M / s^2`` are constants (:data:`CALIBRATION`)
-fitted by least squares on the measured curve of ``benchmarks/bench_recommendation_curve.py``
+``tau^2`` (bias and factors), ``g``, ``rho``, ``C_q``, ``c_s`` and ``M / s^2`` are constants
+(:data:`CALIBRATION`) fitted by least squares on the measured curve of
+``benchmarks/bench_recommendation_curve.py``
 (semi-synthetic users shaped like MovieLens-100K, 10^3 to 7 10^4 users, epsilon 1 and 4, both
 relations, matrix and tensor: ``benchmarks/plan_recommendation_calibration.py`` refits them and
 prints each point's error). The item popularity is a public assumption: ``"movielens"`` (the
@@ -73,12 +78,14 @@ __all__ = ["CALIBRATION", "RecommendationPlan", "plan_recommendation", "populari
 
 #: The constants of the prediction, fitted on the measured curve (module docstring).
 CALIBRATION: dict[str, float] = {
-    "tau2_bias": 0.1681,   # prior variance of an item bias (rating units squared)
-    "tau2_factor": 0.1177,   # variance of the item factors' share of a prediction (r g tau'^2)
-    "g": 0.02162,          # mean square of one coordinate of a user's design
-    "rho": 5.125,            # the private fit's penalty over the non-private one
+    "tau2_bias": 0.1713,   # prior variance of an item bias (rating units squared)
+    "tau2_factor": 0.1218,   # variance of the item factors' share of a prediction (r g tau'^2)
+    "g": 0.01818,          # mean square of one coordinate of a user's design
+    "rho": 5.427,            # the private fit's penalty over the non-private one
     "c_q": 1.2,            # entry-value: the 90% quantile of the design norms
     "mse": 0.90,           # non-private mean squared error over the residual scale ((hi - lo) / 4)^2
+    "spectral": 0.008477,  # "user" with a spectral start: theta = spectral n_users / (z_s sqrt(items))
+    "spectral_floor": 0.5287,  # the part of the factors' excess a spectral start leaves, however good
 }
 
 #: MovieLens-100K-shaped popularity: ``log(popularity / max)`` at these fractions of the item
@@ -277,6 +284,12 @@ def plan_recommendation(
         bias_noise = 2.0 * width**2 * n**2 / (eps_o * np.maximum(n_eff, 1e-12)) ** 2
     bias = _excess(n, bias_noise, c["tau2_bias"], 1.0, s2, rho)
     factor = _excess(n, factor_noise, c["tau2_factor"], g, s2, rho)
+    if "spectrum" in plan.dp_als.steps:
+        # the item rows shrink towards the spectral start, whose error is the part 1 / theta^2 of
+        # theirs (a spiked covariance's eigenvector above the noise, theta > 1)
+        theta = c["spectral"] * n_users / (plan.release("spectrum").noise_multiplier * math.sqrt(n_items))
+        floor = c["spectral_floor"]
+        factor = factor * (floor + (1.0 - floor) / max(1.0, theta) ** 2)
     excess = float(np.sum(pi * (bias + factor)))
     ratio = math.sqrt(1.0 + max(excess, 0.0) / (c["mse"] * s2))
     q_bias = _error_ratio(n, bias_noise, c["tau2_bias"], 1.0, s2, rho)
