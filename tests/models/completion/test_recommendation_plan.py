@@ -26,6 +26,17 @@ def test_the_planner_reads_public_sizes_only():
     assert "public sizes only" in plan.describe().lower()
 
 
+def test_the_plan_says_whether_the_fit_makes_a_spectral_start():
+    """The fit's own rule (public sizes): about 3.3e4 users of 1682 items at epsilon 1, never entry-value."""
+    small, large = (plan_recommendation(n, 1682, epsilon=1.0, **ML) for n in (10_000, 100_000))
+    assert not small.spectral_start and large.spectral_start
+    assert "spectral start" in large.describe() and "spectral start" not in small.describe()
+    assert not plan_recommendation(100_000, 1682, epsilon=1.0, relation="entry-value", **ML).spectral_start
+    # the spectral start lowers the predicted ratio against the same fit without its item excess cut
+    no_start_gain = {**CALIBRATION, "spectral": 1e-9}  # theta < 1: the factors' excess unchanged
+    assert large.ratio < plan_recommendation(100_000, 1682, epsilon=1.0, calibration=no_start_gain, **ML).ratio
+
+
 @pytest.mark.parametrize("relation", ["user", "entry-value"])
 def test_the_ratio_falls_with_epsilon(relation):
     ratios = [plan_recommendation(20_000, 1682, epsilon=e, relation=relation, **ML).ratio

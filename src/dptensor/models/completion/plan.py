@@ -144,6 +144,9 @@ class RecommendationPlan:
     users, items, times, rank, typical_ratings, max_ratings : int
     epsilon, delta : float
     relation : str
+    spectral_start : bool
+        Whether the planned fit starts its item factors from the spectral release (``start="auto"``
+        under ``"user"``, from public sizes).
     """
 
     ratio: float
@@ -159,6 +162,7 @@ class RecommendationPlan:
     epsilon: float
     delta: float
     relation: str
+    spectral_start: bool = False
 
     def describe(self) -> str:
         """One paragraph: the prediction and what it rests on."""
@@ -168,7 +172,9 @@ class RecommendationPlan:
             f"x {self.times} days, rank {self.rank}, about {self.typical_ratings} ratings per user, "
             f"max_ratings {self.max_ratings}). Noise std on an item's statistics {self.item_noise_std:.3g}; "
             f"{100 * self.noisy_items:.0f}% of test ratings fall on items whose bias is mostly noise. "
-            "Public sizes only; calibrated on MovieLens-100K-shaped data (docs/completion.md)"
+            + ("The item factors start from a noisy release of the users' covariance (spectral start). "
+               if self.spectral_start else "")
+            + "Public sizes only; calibrated on MovieLens-100K-shaped data (docs/completion.md)"
         )
 
 
@@ -297,7 +303,7 @@ def plan_recommendation(
         ratio=ratio, excess_mse=excess, item_noise_std=math.sqrt(noise_var),
         noisy_items=float(np.sum(pi[q_bias > 1.0])), users=n_users, items=n_items, times=n_times,
         rank=rank, typical_ratings=typical_ratings, max_ratings=max_ratings, epsilon=float(epsilon),
-        delta=float(delta), relation=relation,
+        delta=float(delta), relation=relation, spectral_start="spectrum" in plan.dp_als.steps,
     )
 
 
