@@ -34,7 +34,8 @@ def test_the_plan_says_whether_the_fit_makes_a_spectral_start():
     assert not plan_recommendation(100_000, 1682, epsilon=1.0, relation="entry-value", **ML).spectral_start
     # the spectral start lowers the predicted ratio against the same fit without its item excess cut
     no_start_gain = {**CALIBRATION, "spectral": 1e-9}  # theta < 1: the factors' excess unchanged
-    assert large.ratio < plan_recommendation(100_000, 1682, epsilon=1.0, calibration=no_start_gain, **ML).ratio
+    without = plan_recommendation(100_000, 1682, epsilon=1.0, calibration=no_start_gain, **ML)
+    assert large.ratio < without.ratio
 
 
 @pytest.mark.parametrize("relation", ["user", "entry-value"])
