@@ -38,11 +38,11 @@ of ratings per user. The noise ``v`` of each relation follows from the plan:
   design bound ``clip``), inflated as the solve inflates it for the noise of the Gram matrices,
   ``v = (2 z C)^2 (1 + spread)``, and divided by the square of a typical user's scale
   ``min(1, sqrt(max_ratings / m))`` (their ratings' weight in the sums); the bias and the factors
-  share it. Where the plan makes a spectral start (``start``), the factors' excess is divided by
-  ``max(1, theta)^2``, ``theta = c_s users / (z_s sqrt(items))`` (``z_s`` the spectrum release's
-  multiplier): the item rows shrink towards the start, whose error is the part ``1 / theta^2`` of
-  theirs (the squared overlap of a spiked covariance's eigenvector above the noise is
-  ``1 - 1 / theta^2``);
+  share it. Where the plan makes a spectral start (``start``), the factors' excess is multiplied
+  by ``f + (1 - f) / max(1, theta)^2``, ``theta = c_s users / (z_s sqrt(items))`` (``z_s`` the
+  spectrum release's multiplier): the item rows shrink towards the start, whose error falls as
+  ``1 / theta^2`` (the squared overlap of a spiked covariance's eigenvector above the noise is
+  ``1 - 1 / theta^2``), down to a floor ``f`` that no start removes;
 * ``"entry-value"``: the factors' right-hand sides get ``v = (z w C_q)^2`` (``w`` the rating range,
   ``C_q`` the typical 90% quantile of the design norms, a calibrated constant); the item bias comes
   from the offsets' Laplace release (``epsilon_o``), whose per-entry weights give item ``j`` the
@@ -50,7 +50,7 @@ of ratings per user. The noise ``v`` of each relation follows from the plan:
 
 Calibration
 -----------
-``tau^2`` (bias and factors), ``g``, ``rho``, ``C_q``, ``c_s`` and ``M / s^2`` are constants
+``tau^2`` (bias and factors), ``g``, ``rho``, ``C_q``, ``c_s``, ``f`` and ``M / s^2`` are constants
 (:data:`CALIBRATION`) fitted by least squares on the measured curve of
 ``benchmarks/bench_recommendation_curve.py``
 (semi-synthetic users shaped like MovieLens-100K, 10^3 to 7 10^4 users, epsilon 1 and 4, both
