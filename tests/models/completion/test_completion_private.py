@@ -347,17 +347,22 @@ def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
     threshold = dpals.SPECTRAL_MIN_USERS * z * math.sqrt(1682)
     assert 3e4 < threshold < 4e4  # epsilon 1, MovieLens-100K's items
     pays = dpals.spectral_start_pays
-    assert pays(math.ceil(threshold), 1682, 10, 1.0, 1e-6, 0.1)
-    assert not pays(math.floor(threshold) - 1, 1682, 10, 1.0, 1e-6, 0.1)
-    assert pays(math.ceil(threshold), 1682, 10, 4.0, 1e-6, 0.1)  # more budget: fewer users needed
-    assert not pays(10**9, dpals.SPECTRAL_MAX_ITEMS + 1, 10, 1.0, 1e-6, 0.1)  # the matrix would be too big
-    assert not pays(10**9, 5, 10, 1.0, 1e-6, 0.1)  # rank above the items
+    assert pays(math.ceil(threshold), 1682, 10, z)
+    assert not pays(math.floor(threshold) - 1, 1682, 10, z)
+    at_4 = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
+                               epsilon=4.0, delta=1e-6, budget_split=0.1, one_row_modes=(2,), spectral=True)
+    assert pays(math.ceil(threshold), 1682, 10, at_4.multipliers[1])  # more budget: fewer users needed
+    assert not pays(10**9, dpals.SPECTRAL_MAX_ITEMS + 1, 10, z)  # the matrix would be too big
+    assert not pays(10**9, 5, 10, z)  # rank above the items
     # the estimator's plan (no data read): auto at many users, never under entry-value
     params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
                               value_range=(LOW, HIGH)).get_params()
     assert plan_completion(params, (10**5, 1682, 1)).dp_als.steps[:2] == ("mean", "spectrum")
     assert "spectrum" not in plan_completion(params, (10**4, 1682, 1)).dp_als.steps
     assert "spectrum" not in plan_completion({**params, "start": "random"}, (10**5, 1682, 1)).dp_als.steps
+    # the rule reads the multiplier of the schedule it is part of (no mean release: a larger share)
+    no_mean = plan_completion({**params, "offsets": "none", "start": "spectral"}, (10, 1682, 1)).dp_als
+    assert no_mean.steps[0] == "spectrum" and no_mean.multipliers[0] < z
     assert "spectrum" in plan_completion({**params, "start": "spectral"}, (10, 1682, 1)).dp_als.steps
     with pytest.raises(ValueError, match="needs privacy='als', neighbouring='user'"):
         plan_completion({**params, "neighbouring": "entry-value", "start": "spectral"}, (10, 20, 1), 50)

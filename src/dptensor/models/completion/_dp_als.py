@@ -216,18 +216,15 @@ def plan_releases(
     return DpAlsPlan(tuple(steps), multipliers, _total_mu(multipliers))
 
 
-def spectral_start_pays(
-    n_users: int, n_items: int, rank: int, epsilon: float, delta: float, budget_split: float
-) -> bool:
-    """``start="auto"``: whether the spectral start is made (public sizes and parameters only).
+def spectral_start_pays(n_users: int, n_items: int, rank: int, z: float) -> bool:
+    """``start="auto"``: whether the spectral start is made (public sizes and the plan only).
 
     Where ``n_users >= SPECTRAL_MIN_USERS * z sqrt(n_items)``, ``z`` the spectrum release's noise
-    multiplier, the items are at most :data:`SPECTRAL_MAX_ITEMS` and at least ``rank``.
+    multiplier in the schedule :func:`plan_releases` makes with it, the items are at most
+    :data:`SPECTRAL_MAX_ITEMS` and at least ``rank``.
     """
     if not 1 <= rank <= n_items <= SPECTRAL_MAX_ITEMS:
         return False
-    mu = 1.0 / gaussian_sigma_analytic(epsilon, delta)
-    z = 1.0 / (mu * math.sqrt(SPECTRAL_SHARE * (1.0 - budget_split)))
     return n_users >= SPECTRAL_MIN_USERS * z * math.sqrt(n_items)
 
 

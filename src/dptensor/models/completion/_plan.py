@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from numbers import Integral, Real
 from types import SimpleNamespace
 from typing import Any
@@ -383,9 +384,7 @@ def plan_completion(
         a.init_scale, "init_scale")
     output_epochs = check_positive_int(a.output_epochs, "output_epochs")
     max_ratings = check_positive_int(a.max_ratings, "max_ratings")
-    start = getattr(a, "start", "auto")
-    if start not in ("auto", "spectral", "random"):
-        raise ValueError(f"start must be 'auto', 'spectral' or 'random', got {start!r}")
+    start = a.start  # one of PARAMETER_CONSTRAINTS' options (validated above)
     if start == "spectral" and not (a.privacy == "als" and a.neighbouring == "user" and ranks is not None):
         raise ValueError("start='spectral' is a release of user-level DP-ALS: it needs privacy='als', "
                          "neighbouring='user' and a rank")
@@ -621,15 +620,17 @@ def _with_releases(
             raise ValueError(
                 f"start='spectral' needs rank <= items <= {SPECTRAL_MAX_ITEMS} (it forms an items x items "
                 f"matrix): rank {plan.ranks[1]}, {shape[1]} items; use start='random'")
-        spectral = plan.relation == "user" and plan.ranks is not None and (
-            plan.start == "spectral" or plan.start == "auto" and spectral_start_pays(
-                shape[0], shape[1], plan.ranks[1], eps, plan.delta, plan.budget_split))
-        dp_als = plan_releases(
-            plan.relation, has_factors=plan.ranks is not None, offsets=plan.offsets,
+        schedule = partial(
+            plan_releases, plan.relation, has_factors=plan.ranks is not None, offsets=plan.offsets,
             tucker=plan.model == "tucker", n_iter=plan.max_iter, epsilon=eps, delta=plan.delta,
             budget_split=plan.budget_split, one_row_modes=tuple(m for m in (1, 2) if shape[m] == 1),
-            spectral=spectral,
         )
+        spectral = plan.relation == "user" and plan.ranks is not None and plan.start != "random"
+        dp_als = schedule(spectral=spectral)
+        if spectral and plan.start == "auto":  # the rule reads the spectrum's multiplier in this schedule
+            z_s = dp_als.multipliers[dp_als.steps.index("spectrum")]
+            if not spectral_start_pays(shape[0], shape[1], plan.ranks[1], z_s):
+                dp_als = schedule(spectral=False)
         releases = tuple(
             Release(step, "laplace", z_t, dp_als.offsets_epsilon, 1.0, z_t) if step == "offsets"
             else Release(step, "gaussian", z_t, None, None, None)

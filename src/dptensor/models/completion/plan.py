@@ -291,8 +291,8 @@ def plan_recommendation(
     bias = _excess(n, bias_noise, c["tau2_bias"], 1.0, s2, rho)
     factor = _excess(n, factor_noise, c["tau2_factor"], g, s2, rho)
     if "spectrum" in plan.dp_als.steps:
-        # the item rows shrink towards the spectral start, whose error is the part 1 / theta^2 of
-        # theirs (a spiked covariance's eigenvector above the noise, theta > 1)
+        # the item rows shrink towards the spectral start, whose error falls as 1 / theta^2 (a spiked
+        # covariance's eigenvector above the noise, theta > 1) down to the floor f (module docstring)
         theta = c["spectral"] * n_users / (plan.release("spectrum").noise_multiplier * math.sqrt(n_items))
         floor = c["spectral_floor"]
         factor = factor * (floor + (1.0 - floor) / max(1.0, theta) ** 2)
