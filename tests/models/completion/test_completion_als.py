@@ -21,6 +21,8 @@ from dptensor.models.completion._als import (
     fit_als,
     initial_parameters,
     mode_ridge,
+    objective,
+    rebalance,
     ridge_solve,
 )
 from dptensor.models.completion._biscale import fit_biscaling
@@ -189,7 +191,7 @@ def test_reg_auto_uses_a_public_validation_split_and_prefers_less_penalty_on_cle
     two = TensorCompletion(2, random_state=3).fit(o.indices, o.values, o.shape)
     assert one.reg_path_ == two.reg_path_ and one.reg_ == two.reg_  # same public split, same choice
     scores = [step["validation_rmse"] for step in one.reg_path_]
-    assert one.reg_ == min(one.reg_path_, key=lambda step: step["validation_rmse"])["reg"]
+    _only_stronger_penalties_score_better(one)
     scale = float(np.std(o.values)) ** (4 / 3)
     assert one.reg_ <= 0.3 * scale and min(scores) < 0.2  # clean data: little penalty, good fit
     assert len(scores) >= 3
@@ -298,11 +300,26 @@ def test_reg_auto_chooses_as_well_as_the_best_penalty_of_the_grid(seed, snr):
     auto = TensorCompletion(3, random_state=0).fit(o.indices, o.values, o.shape)
     assert rmse(truth, auto.predict(cells)) <= 1.02 * min(errors)
     assert auto.reg_ <= 10 * scale * (1 + 1e-9)
-    # the walk: consecutive grid values, the chosen one with both neighbours tried (or a grid end)
-    tried = [int(np.argmin(np.abs(np.array(REG_PATH) * scale - step["reg"]))) for step in auto.reg_path_]
+    def positions(converged: bool) -> list[int]:
+        return [int(np.argmin(np.abs(np.array(REG_PATH) * scale - step["reg"])))
+                for step in auto.reg_path_ if step["converged"] == converged]
+
+    # the walk: consecutive grid values; the chosen penalty converged, with both neighbours
+    # converged too (or a grid end)
+    tried, settled = positions(False), positions(True)
     assert tried == list(range(tried[0], tried[-1] + 1))
-    chosen = tried[[step["reg"] for step in auto.reg_path_].index(auto.reg_)]
-    assert (chosen - 1 in tried or chosen == 0) and (chosen + 1 in tried or chosen == len(REG_PATH) - 1)
+    chosen = int(np.argmin(np.abs(np.array(REG_PATH) * scale - auto.reg_)))
+    assert chosen in settled
+    assert (chosen - 1 in settled or chosen == 0) and (chosen + 1 in settled or chosen == len(REG_PATH) - 1)
+    _only_stronger_penalties_score_better(auto)
+
+
+def _only_stronger_penalties_score_better(fit: TensorCompletion) -> None:
+    """``reg_`` is a converged penalty, and any converged one that scores better is stronger (a
+    stronger penalty replaces a weaker one only when significantly better)."""
+    final = [step for step in fit.reg_path_ if step["converged"]]
+    own = next(step["validation_rmse"] for step in final if step["reg"] == fit.reg_)
+    assert all(step["reg"] > fit.reg_ for step in final if step["validation_rmse"] < own)
 
 
 def test_reg_path_scores_a_warm_started_penalty_where_it_stops_not_at_its_first_sweep(monkeypatch):
@@ -314,13 +331,25 @@ def test_reg_path_scores_a_warm_started_penalty_where_it_stops_not_at_its_first_
     scale = 2.0
     own = {5: 0.93, 6: 0.99}  # each penalty's own (converged) validation RMSE; the rest 1.0
 
-    def fake_fit(start, stats, settings, *, fit_mean, validation, progress):
-        position = int(np.argmin(np.abs(np.asarray(als.REG_PATH) * scale - settings.reg)))
+    def fake_fit(start, stats, settings, *, fit_mean, validation, progress, early_stop=True):
+        on_grid = np.isclose(np.asarray(als.REG_PATH) * scale, settings.reg)
+        position = int(np.argmax(on_grid)) if on_grid.any() else -1  # -1: between grid values
         warm = settings.n_iter_no_change == als.PATH_NO_CHANGE
         scores = [own.get(position, 1.0)]
         if warm and position == 6:  # its first sweep is near penalty 5's fit, and scores better than all
             scores = [0.90, own[6]]
-        return als.AlsResult(params=start, n_iter=len(scores), validation_rmse=scores)
+        return als.AlsResult(params=Scored(scores[-1], validation[1]), n_iter=len(scores),
+                             validation_rmse=scores)
+
+    class Scored:  # a fit whose validation error is its last score
+        def __init__(self, score: float, truth: np.ndarray) -> None:
+            self.prediction = truth + score
+
+        def copy(self) -> Scored:
+            return self
+
+        def predict(self, indices: np.ndarray) -> np.ndarray:
+            return self.prediction
 
     chosen = {}
 
@@ -344,3 +373,108 @@ def test_reg_path_scores_a_warm_started_penalty_where_it_stops_not_at_its_first_
                               tie_core=True)
     assert result.reg == pytest.approx(als.REG_PATH[5] * scale) == chosen["reg"]
     assert {round(p["reg"] / scale, 6) for p in result.path} >= {als.REG_PATH[5], als.REG_PATH[6]}
+
+
+@pytest.mark.parametrize("model", ["cp", "tucker"])
+def test_rebalance_keeps_predictions_and_minimises_the_penalty(model):
+    """Rescaling columns (and Tucker's core slices) changes no prediction; the balanced scales are
+    the penalty's minimum: no random rescaling with the same predictions has a smaller penalty."""
+    rng = np.random.default_rng(0)
+    shape, ranks = (7, 6, 5), (3, 3, 3) if model == "tucker" else (3, 3, 3)
+    params = initial_parameters(model, shape, ranks, "biases", (2,), 1.0, rng)
+    # unbalanced: users' columns large, items' small (context mode 2 is anchored: left alone)
+    params.factors[0] *= np.array([5.0, 0.2, 3.0])
+    params.factors[1] *= np.array([0.1, 4.0, 1.0])
+    settings = AlsSettings(0.7, 0.7, 0.4, (2,), 10, 1e-4)
+    anchors = anchor_rows(params)
+    cells = np.argwhere(np.ones(shape, dtype=bool))
+    before = params.predict(cells)
+    context = params.factors[2].copy()
+    zero = np.zeros(len(cells))
+
+    def penalty(p):
+        return objective(p, zero, settings, anchors)
+
+    balanced = params.copy()
+    rebalance(balanced, settings, anchors)
+    np.testing.assert_allclose(balanced.predict(cells), before, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(balanced.factors[2], context)
+    assert penalty(balanced) < 0.8 * penalty(params)
+    if model == "cp":
+        np.testing.assert_allclose(np.linalg.norm(balanced.factors[0], axis=0),
+                                   np.linalg.norm(balanced.factors[1], axis=0))
+    for _ in range(50):  # any other rescaling with the same predictions costs more
+        other = balanced.copy()
+        c = np.exp(0.5 * rng.standard_normal(3))
+        other.factors[0] = other.factors[0] * c
+        if model == "cp":
+            other.factors[1] = other.factors[1] / c
+        else:
+            other.core = other.core / c.reshape(-1, 1, 1)
+        np.testing.assert_allclose(other.predict(cells), before, rtol=1e-9, atol=1e-12)
+        assert penalty(other) >= penalty(balanced) * (1 - 1e-12)
+    if model == "tucker":  # a free core (no core penalty) has no balanced point: left alone
+        free = params.copy()
+        rebalance(free, replace(settings, reg_core=0.0), anchors)
+        np.testing.assert_array_equal(free.factors[0], params.factors[0])
+
+
+@pytest.mark.parametrize(("converged_six", "expected"), [(0.91, 6), (0.959, 5)])
+def test_reg_path_ranks_penalties_by_their_converged_fits(monkeypatch, converged_six, expected):
+    """Early-stopped, a weak penalty looks best (it over-fits later): the walk converges its choice,
+    then the neighbours upwards while a stronger penalty is significantly better on the paired
+    validation errors (0.91 against 0.96 is; 0.959 is not, given the errors' spread), and the refit
+    starts from the chosen penalty's converged fit."""
+    import contextlib
+
+    import dptensor.models.completion._als as als
+
+    scale, n = 2.0, 2000
+    early = {4: 0.95, 5: 0.90, 6: 0.92, 7: 0.97}  # early-stopped: 5 looks best
+    converged = {5: 0.96, 6: converged_six, 7: 0.97}
+    calls = []
+
+    class Fit:  # a fit's validation errors have RMSE about its score, with a spread of their own
+        def __init__(self, tag: tuple, score: float, truth: np.ndarray) -> None:
+            jitter = 1.0 + 0.05 * np.random.default_rng(len(calls)).standard_normal(truth.size)
+            signs = np.where(np.arange(truth.size) % 2, 1.0, -1.0)
+            self.tag, self.prediction = tag, truth + score * jitter * signs
+
+        def copy(self) -> Fit:
+            return self
+
+        def predict(self, indices: np.ndarray) -> np.ndarray:
+            return self.prediction
+
+    def fake_fit(start, stats, settings, *, fit_mean, validation, progress, early_stop=True):
+        position = int(np.argmax(np.isclose(np.asarray(als.REG_PATH) * scale, settings.reg)))
+        calls.append((position, early_stop))
+        score = early.get(position, 1.0) if early_stop else converged.get(position, 1.0)
+        return als.AlsResult(params=Fit((position, early_stop), score, validation[1]), n_iter=2,
+                             validation_rmse=[score])
+
+    chosen = {}
+
+    def fake_final(start, indices, values, shape, step, *, fit_mean, progress=None):
+        chosen.update(reg=step.reg, start=start)
+        return als.AlsResult(params=start, n_iter=1)
+
+    monkeypatch.setattr(als, "_fit_als", fake_fit)
+    monkeypatch.setattr(als, "fit_als", fake_final)
+    monkeypatch.setattr(als, "entry_statistics", lambda *a, **k: None)
+    monkeypatch.setattr(als, "_blas_threads", lambda stats: contextlib.nullcontext())
+
+    class Start:
+        def copy(self) -> Start:
+            return self
+
+    values = scale ** 0.75 * np.where(np.arange(2 * n) % 2, 1.0, -1.0)  # std(values) ** (4/3) == scale
+    settings = als.AlsSettings(reg=1.0, reg_bias=1.0, reg_core=1.0, context_modes=(), max_iter=5, tol=1e-4,
+                               n_iter_no_change=3)
+    result = als.fit_als_path(Start(), np.zeros((2 * n, 3), dtype=np.int64), values, (1, 1, 1), settings,
+                              fit_mean=True, validation_mask=np.arange(2 * n) < n, tie_bias=True,
+                              tie_core=True)
+    settled = [position for position, stopped in calls if not stopped]
+    assert settled == ([5, 6, 7] if expected == 6 else [5, 6, 4])  # upwards while preferred, else down
+    assert result.reg == pytest.approx(als.REG_PATH[expected] * scale) == chosen["reg"]
+    assert chosen["start"].tag == (expected, False)  # the converged fit, not the early-stopped one
