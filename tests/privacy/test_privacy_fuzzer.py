@@ -552,6 +552,9 @@ ENTRY_POINTS = [
     EntryPoint("DPVariationalLDA", "counts", _api(
         lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
         .fit(sp.csr_matrix(x)))),
+    EntryPoint("DPVariationalLDA(init=moments)", "counts", _api(
+        lambda x: DPVariationalLDA(2, **BUDGET, n_passes=1, init="moments", random_state=0)
+        .fit(sp.csr_matrix(x)))),
     EntryPoint("PrivateCountVectorizer", "texts", _api(
         lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6).fit(texts))),
     # The policy stops a word's weight at its cutoff: at the default tau + 2 sigma each of the 8 words

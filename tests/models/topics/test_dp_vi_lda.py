@@ -717,3 +717,97 @@ def test_lambda_noise_std_is_the_noise_left_in_lambda():
     shrunk = dp_vi_lda.shrink_noise(np.array([0.5, 3.0, 10.0]), 2.0, 1.0)
     np.testing.assert_array_equal(shrunk, [1.0, 1.0, 8.0])
     assert DPVariationalLDA(1, n_passes=1).fit(X).lambda_noise_std_ == 0.0
+
+
+# ------------------------------------------------------------------------------------------------
+# init="moments": the spectral moment estimate as the start (issue 35, item 2)
+# ------------------------------------------------------------------------------------------------
+def test_moment_start_composes_the_two_parts_exactly():
+    """The moments and the VI releases split mu^2; the composed event, read by dp-accounting's PLD
+    accountant on its own, spends the budget and no more; each part is the estimator it names."""
+    from dptensor.models.topics._dp_vi_start import gdp_mu, split_epsilons
+    from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+    from dptensor.privacy.accounting import make_accountant
+
+    for eps, share in ((0.5, 0.3), (1.0, 0.3), (4.0, 0.6)):
+        model = DPVariationalLDA(3, epsilon=eps, delta=1e-6, n_passes=4, init="moments", init_share=share)
+        g = model.planned_guarantee(3000, 40)
+        assert g.holds and g.epsilon == eps and g.n_releases > 4
+        assert g.epsilon_exact == pytest.approx(eps, rel=1e-6) and g.epsilon_exact <= eps
+        accountant = make_accountant("pld")  # dptensor's units (a Gaussian's multiplier per sensitivity)
+        accountant.compose(g.dp_event)
+        assert accountant.get_epsilon(1e-6) <= eps * 1.01
+        eps_m, eps_v = split_epsilons(eps, 1e-6, share)
+        moments = PrivateSpectralLDA(3, epsilon=eps_m, delta=1e-6, refine=None).planned_guarantee(3000, 40)
+        passes = DPVariationalLDA(3, epsilon=eps_v, delta=1e-6, n_passes=4).planned_guarantee(3000)
+        assert g.details["moments"] == dict(moments.details)
+        assert g.details["noise_std"] == passes.details["noise_std"]
+        parts = gdp_mu(moments.dp_event) ** 2 + gdp_mu(passes.dp_event) ** 2
+        assert gdp_mu(g.dp_event) ** 2 == pytest.approx(parts)
+        # the share: mu_m^2 / mu^2
+        assert gdp_mu(moments.dp_event) ** 2 / gdp_mu(g.dp_event) ** 2 == pytest.approx(share, rel=1e-6)
+    with pytest.raises(ValueError, match="Gaussian"):
+        gdp_mu(dp_accounting.LaplaceDpEvent(1.0))
+
+
+def test_moment_start_beats_the_random_start_and_charges_once():
+    """Synthetic LDA, epsilon = 1: the moments' start lands much nearer the true topics than the
+    Gamma start with the same total budget (seeds 0-2 with the random start: 0.45-0.52)."""
+    small = make_lda_corpus(3000, 40, 3, alpha=0.3, doc_length=40, topic_concentration=0.2, random_state=0)
+    errors = {}
+    for init in ("random", "moments"):
+        errors[init] = [
+            _topic_error(small.topics, DPVariationalLDA(3, epsilon=1.0, delta=1e-6, n_passes=3, init=init,
+                                                        random_state=seed, noise=insecure_test_noise(seed))
+                         .fit(small.counts))
+            for seed in range(3)
+        ]  # fmt: skip
+    assert max(errors["moments"]) < 0.25 < 0.4 < min(errors["random"])
+    ledger = _Ledger()
+    model = DPVariationalLDA(3, epsilon=1.0, delta=1e-6, n_passes=2, init="moments", random_state=0,
+                             ledger=ledger)
+    model.fit(small.counts)
+    assert len(ledger.charges) == 1 and ledger.charges[0][0] == model.guarantee_
+    assert "moment releases" in ledger.charges[0][1]
+    assert model.guarantee_ == model.planned_guarantee(3000, 40)
+    clean = DPVariationalLDA(3, n_passes=3, init="moments", random_state=0).fit(small.counts)
+    assert clean.guarantee_ is None and _topic_error(small.topics, clean) < 0.1
+
+
+def test_moment_start_refuses_before_any_charge():
+    small = make_lda_corpus(200, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts.toarray()
+    small = small.astype(float)
+    bad = small.copy()
+    bad[3, 3] = -1
+    ledger = _Ledger()
+    with pytest.raises(ValueError, match="negative"):
+        DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments", ledger=ledger).fit(bad)
+    assert ledger.charges == []  # the moments' input checks run before the charge
+    for params, match in (({"batch_size": 50}, "full-batch"), ({"accountant": "paper"}, "full-batch")):
+        with enable_features("unproven"), pytest.raises(ValueError, match=match):
+            DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments", ledger=ledger, **params).fit(small)
+    assert ledger.charges == []
+    with pytest.raises(ValueError, match="n_words"):
+        DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments").planned_guarantee(200)
+    with pytest.raises(ValueError, match="init_share"):
+        DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments", init_share=1.0).fit(small)
+
+
+def test_moment_start_neighbours_look_alike():
+    """Extreme neighbours (float64-sized counts, an empty document) through the moments and the VI."""
+    X, neighbours = _extreme_neighbours()
+
+    def run(data):
+        model = DPVariationalLDA(2, n_passes=2, epsilon=1.0, delta=1e-6, init="moments", random_state=0,
+                                 ledger=_Ledger(), verbose=True)  # fmt: skip
+        model.fit(data)
+        model.transform(data[:5])
+        return model
+
+    first = observe(run, X)
+    assert first.exception is None
+    for Y in neighbours:
+        second = observe(run, Y)
+        assert observable_differences(first, second) == []
+        assert np.all(np.isfinite(second.result.components_))
+        assert second.result.guarantee_.to_dict() == first.result.guarantee_.to_dict()

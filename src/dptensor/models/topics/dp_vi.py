@@ -119,7 +119,14 @@ from dptensor.models.topics._dp_vi_accounting import (
     pld_discretization,
     replace_one_sensitivity,
 )
+from dptensor.models.topics._dp_vi_start import (
+    DEFAULT_START_SHARE,
+    START_SCALE,
+    composed_start_guarantee,
+    split_epsilons,
+)
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
+from dptensor.models.topics._releases import check_clipped_counts
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     NoiseSource,
@@ -425,6 +432,18 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         ``"exact"``: Poisson sampling and dp-accounting's PLD accountant under replace-one (a
         proved guarantee). ``"paper"``: the authors' fixed-size minibatches and moments
         accountant (unproven: needs ``dptensor.privacy.enable_features("unproven")``).
+    init : {"random", "moments"}, default "random"
+        The starting ``lambda``: ``Gamma(100, 1/100)`` noise (Hoffman et al.), or ``"moments"``:
+        the spectral moment estimate (:class:`~dptensor.models.topics.private_spectral.
+        PrivateSpectralLDA` with ``refine=None`` on ``init_share`` of the budget's ``mu^2`` when
+        private, :class:`~dptensor.models.topics.spectral.SpectralLDA` otherwise), as
+        ``eta + N phi`` (:mod:`dptensor.models.topics._dp_vi_start`; one guarantee, composed
+        exactly). Private: full batch and the exact accountant only. On Debian package
+        descriptions (``V = 2000``, ``K = 10``, ``epsilon = 1``) it kept the perplexity (768.7
+        against 770.2) and raised NPMI from 0.076 to 0.190; on WordNet glosses (median 4 tokens)
+        perplexity rose from 1285 to 1305: not the default.
+    init_share : float, default 0.3
+        ``init="moments"``, private: the moments' share of ``mu^2``, in ``(0, 1)``.
     random_state : None, int or numpy.random.Generator
         Public randomness: the initial ``lambda`` and, when not private, the E-step
         initialisation and the shuffles. The minibatches and noise of a private fit come from
@@ -486,6 +505,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
         "mean_change_tol": [Interval(Real, 0, None, closed="left")],
         "accountant": [StrOptions({"exact", "paper"})],
+        "init": [StrOptions({"random", "moments"})],
+        "init_share": [Interval(Real, 0, 1, closed="neither")],
         "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
                          np.random.RandomState],
         "verbose": ["boolean"],
@@ -509,6 +530,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         epsilon: float | None = None,
         delta: float | None = None,
         accountant: str = "exact",
+        init: str = "random",
+        init_share: float = DEFAULT_START_SHARE,
         random_state: int | np.random.Generator | None = None,
         noise: object = None,
         ledger: object = None,
@@ -528,6 +551,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self.epsilon = epsilon
         self.delta = delta
         self.accountant = accountant
+        self.init = init
+        self.init_share = init_share
         self.random_state = random_state
         self.noise = noise
         self.ledger = ledger
@@ -573,7 +598,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             return CLIP_PROPORTION * float(self._max_doc_length())
         return DEFAULT_CLIP
 
-    def check_configuration(self, n_documents: int) -> None:
+    def check_configuration(self, n_documents: int, n_words: int | None = None) -> None:
         """Refuse, before any data is read or any budget spent, what a private ``fit`` would refuse.
 
         Checks the parameters, the opt-in of an unproven accountant and the calibration of the
@@ -585,13 +610,16 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         ----------
         n_documents : int
             The public number of documents ``N`` the fit will see.
+        n_words : int, optional
+            The public vocabulary size (``init="moments"``: its plan is checked too when given).
         """
         self._validate_params()
         self._check_privacy_parameters()
         if self._is_private:
-            self.planned_guarantee(n_documents)
+            steps = int(self.n_passes) * math.ceil(int(n_documents) / self._batch_size(int(n_documents)))
+            self._plan_guarantee(int(n_documents), steps, n_words)
 
-    def planned_guarantee(self, n_documents: int) -> PrivacyGuarantee:
+    def planned_guarantee(self, n_documents: int, n_words: int | None = None) -> PrivacyGuarantee:
         """The guarantee a private fit of ``N`` documents charges, before any data is read.
 
         From the parameters and the public ``N`` only (the checks of :meth:`check_configuration`
@@ -602,6 +630,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         ----------
         n_documents : int
             The public number of documents ``N`` the fit will see.
+        n_words : int, optional
+            The public vocabulary size; needed with ``init="moments"`` (the moments' plan).
 
         Returns
         -------
@@ -614,8 +644,10 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self._check_privacy_parameters()
         n_documents = int(n_documents)
         self._require_opt_in()
+        if self.init == "moments" and n_words is None:
+            raise ValueError("init='moments': planned_guarantee needs n_words (the moments' plan)")
         n_steps = int(self.n_passes) * math.ceil(n_documents / self._batch_size(n_documents))
-        return self._plan_guarantee(n_documents, n_steps)[0]
+        return self._plan_guarantee(n_documents, n_steps, n_words)[0]
 
     def _require_opt_in(self) -> None:
         if self.accountant == "paper":
@@ -624,9 +656,45 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 PAPER_REASON,
             )
 
-    def _plan_guarantee(self, n_documents: int, n_steps: int) -> tuple[PrivacyGuarantee, float]:
-        """The guarantee and the noise standard deviation, from parameters and ``N`` only."""
-        eps, delta = float(self.epsilon), float(self.delta)
+    def _plan_guarantee(
+        self, n_documents: int, n_steps: int, n_words: int | None = None
+    ) -> tuple[PrivacyGuarantee, float]:
+        """The guarantee and the noise standard deviation, from parameters and ``(N, V)`` only.
+
+        ``init="moments"``: the VI releases on their share, composed with the moments' plan
+        (:func:`~dptensor.models.topics._dp_vi_start.composed_start_guarantee`; without ``n_words``
+        only the VI part is planned, as a check).
+        """
+        if self.init != "moments":
+            return self._plan_passes(n_documents, n_steps, float(self.epsilon))
+        if self.accountant != "exact" or self._batch_size(n_documents) < n_documents:
+            raise ValueError(
+                "init='moments' needs the full-batch exact accountant (accountant='exact', "
+                "batch_size=None): its releases compose with the moments' in Gaussian DP"
+            )
+        share = float(self.init_share)
+        eps_moments, eps_passes = split_epsilons(float(self.epsilon), float(self.delta), share)
+        passes, sigma = self._plan_passes(n_documents, n_steps, eps_passes)
+        if n_words is None:
+            return passes, sigma
+        moments = self._moment_estimator(eps_moments, 0).planned_guarantee(n_documents, int(n_words))
+        guarantee = composed_start_guarantee(moments, passes, float(self.epsilon), float(self.delta), share)
+        return guarantee, sigma
+
+    def _moment_estimator(self, epsilon: float | None, seed: int):  # noqa: ANN202 - two estimator types
+        """The start's moment estimator: private on ``epsilon`` (no ledger: the fit charges the whole)."""
+        from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+        from dptensor.models.topics.spectral import SpectralLDA
+
+        k = int(self.n_components)
+        if not self._is_private:
+            return SpectralLDA(k, refine=None, random_state=seed)
+        return PrivateSpectralLDA(k, epsilon=epsilon, delta=float(self.delta), refine=None, random_state=seed,
+                                  noise=self.noise)  # fmt: skip
+
+    def _plan_passes(self, n_documents: int, n_steps: int, epsilon: float) -> tuple[PrivacyGuarantee, float]:
+        """The VI releases' guarantee at ``epsilon`` and their noise standard deviation."""
+        eps, delta = epsilon, float(self.delta)
         S = self._batch_size(n_documents)
         clip = self._clip_norm()
         assert clip is not None
@@ -743,7 +811,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
         rng = check_random_state(self.random_state)
-        self._run(X, n_docs, int(self.n_passes), "fit", self._initial_topics(n_words, rng), 1, rng)
+        self._run(X, n_docs, int(self.n_passes), "fit", self._start(n_words, rng), 1, rng, n_words)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -758,7 +826,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         n_docs, n_words = self._public_shape(X)
         if not hasattr(self, "components_"):
             rng = check_random_state(self.random_state)
-            self._run(X, n_docs, 1, "partial_fit", self._initial_topics(n_words, rng), 1, rng)
+            self._run(X, n_docs, 1, "partial_fit", self._start(n_words, rng), 1, rng, n_words)
             return self
         if n_words != self.n_features_in_:
             raise ValueError(
@@ -767,21 +835,36 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self._run(X, n_docs, 1, "partial_fit", self.components_, self.n_batch_iter_, self.random_state_)
         return self
 
+    def _start(self, n_words: int, rng: np.random.Generator) -> np.ndarray | None:
+        """The initial ``lambda`` (``None``: from the moments, computed in :meth:`_run` after the charge)."""
+        return None if self.init == "moments" else self._initial_topics(n_words, rng)
+
+    def _moment_start(self, X: object, n_docs: int, eta: float, rng: np.random.Generator) -> np.ndarray:
+        """``eta + START_SCALE N phi`` from the moment estimate (private on its share of the budget)."""
+        eps = None
+        if self._is_private:
+            eps = split_epsilons(float(self.epsilon), float(self.delta), float(self.init_share))[0]
+        moments = self._moment_estimator(eps, int(rng.integers(2**31 - 1))).fit(X)
+        return eta + START_SCALE * n_docs * np.asarray(moments.topic_word_distribution(), dtype=np.float64)
+
     def _run(
         self,
         X: object,
         n_docs: int,
         n_passes: int,
         what: str,
-        lam: np.ndarray,
+        lam: np.ndarray | None,
         n_batch_iter: int,
         rng: np.random.Generator,
+        n_words: int | None = None,
     ) -> None:
         """Plan and charge the release, then read ``X`` and take the steps; commit the state at the end.
 
-        The fitted attributes change only when every step has run (a rejected input leaves a
-        previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
-        release had begun).
+        ``lam=None``: start from the moment estimate (``init="moments"``), released after the charge
+        and before the VI steps (the moments' input checks run before the charge). The fitted
+        attributes change only when every step has run (a rejected input leaves a previous fit as
+        it was; a private call's ``guarantee_`` and ledger charge stay, since the release had
+        begun).
         """
         S = self._batch_size(n_docs)
         n_steps = n_passes * math.ceil(n_docs / S)
@@ -794,11 +877,16 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         noise_var = 0.0  # variance of the noise carried in each entry of lambda (public)
         if self._is_private:
             self._require_opt_in()
-            guarantee, sigma = self._plan_guarantee(n_docs, n_steps)
+            guarantee, sigma = self._plan_guarantee(n_docs, n_steps, n_words)
+            if lam is None:
+                check_clipped_counts(X)  # the moments' input checks, before any charge
+            start = "the moment releases, then " if lam is None else ""
             source = self._begin_release(
-                guarantee, f"DPVariationalLDA.{what}: {n_steps} noisy sufficient-statistics releases",
+                guarantee, f"DPVariationalLDA.{what}: {start}{n_steps} noisy sufficient-statistics releases",
                 n_public=n_docs,
             )
+        if lam is None:
+            lam = self._moment_start(X, n_docs, eta, rng)
         matrix = self._check_counts(X)  # the private data is read only from here on
         exp_elog_beta = np.exp(_dirichlet_expectation(lam))
         order = np.arange(0)
