@@ -283,7 +283,7 @@ LDA_RESEARCH = {"--config", "--sensitivity", "--calibration", "--budget-split", 
                 "--whitening-subspace", "--topic-recovery", "--no-clip", "--clip", "--third-clip",
                 "--whitening-words", "--public-corpus", "--decomposition", "--whitening", "--accountant",
                 "--allow-unproven", "--noise", "--max-doc-words", "--batch-size", "--passes",
-                "--max-doc-length"}
+                "--max-doc-length", "--vi-init", "--vi-init-share"}
 COMPLETE_EVERYDAY = {"--rank", "--seed", "--quiet", "--test", "--out", "--json", "--one-based", "--shape",
                      "--value-range", "--movielens", "--day-origin", "--privacy", "--neighbouring",
                      "--epsilon", "--delta", "--ledger"}

@@ -116,3 +116,17 @@ def test_private_defaults_and_huge_epsilon(tmp_path, capsys, counts):
     assert main(base + ["--epsilon", "1e6"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--epsilon" in err[0] and "1000" in err[0] and "reading" not in err[0]
+
+
+def test_private_fit_from_the_moments(tmp_path, capsys, counts):
+    """``--vi-init moments``: one composed guarantee in the model file; a minibatch is refused."""
+    docword = _docword(tmp_path, counts)
+    model = tmp_path / "model.json"
+    argv = ["lda", "fit", str(docword), "--method", "vi", "--topics", "3", "--epsilon", "1",
+            "--delta", "1e-6", "--passes", "2", "--vi-init", "moments", "--quiet", "--out", str(model)]
+    assert main(argv) == 0
+    saved = json.loads(model.read_text())
+    text = json.dumps(saved)
+    assert "moments, then full-batch VI" in text and '"start_share": 0.3' in text
+    assert main([*argv, "--batch-size", "100"]) == 2
+    assert "full-batch" in capsys.readouterr().err

@@ -372,6 +372,11 @@ def _vi_arguments(parser: argparse.ArgumentParser) -> None:
     vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
                     help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
                          "--allow-unproven)")
+    vi.add_argument("--vi-init", choices=("random", "moments"), default="random",
+                    help="start: random (default) or moments (the spectral moment estimate; private: "
+                         "on --vi-init-share of the budget, full batch only)")
+    vi.add_argument("--vi-init-share", type=float, default=0.3, metavar="F",
+                    help="--vi-init moments, private: the moments' share of the budget's mu^2 (default 0.3)")
 
 
 def _parse_split(text: str | None) -> dict[str, float] | None:
@@ -644,8 +649,8 @@ def model_guarantees(
     same in every regime. The sizes ``k, 2k, 4k, ...`` and ``max_words`` sample every regime's
     interval that is as wide as a factor of two; a size the fit would refuse is left out.
     """
-    if isinstance(model, DPVariationalLDA):
-        return [model.planned_guarantee(n_documents)]
+    if isinstance(model, DPVariationalLDA):  # with the moments' start: the same spend at any size
+        return [model.planned_guarantee(n_documents, max_words)]
     k = int(model.n_components)
     sizes = {max_words}
     size = k
@@ -885,8 +890,9 @@ def build_vi_model(
         args.topics, doc_topic_prior=None if default_alpha0 else args.alpha0 / args.topics,
         batch_size=args.batch_size,
         n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
-        delta=delta, accountant=args.accountant, random_state=args.seed,
-        noise=(noise or args.noise) if private else None, ledger=ledger, verbose=not args.quiet,
+        delta=delta, accountant=args.accountant, init=args.vi_init, init_share=args.vi_init_share,
+        random_state=args.seed, noise=(noise or args.noise) if private else None, ledger=ledger,
+        verbose=not args.quiet,
     )  # fmt: skip
 
 
