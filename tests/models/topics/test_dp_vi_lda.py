@@ -258,6 +258,11 @@ def test_paper_mode_is_opt_in_and_its_claim_does_not_hold(corpus):
     X = corpus.counts[:1000]
     with pytest.raises(UnprovenPrivacyError, match="accountant='paper'"):
         _fit_private(X, accountant="paper")
+    # refused before any data is read or budget spent, whichever of the two checks a pipeline asks
+    for check in ("check_configuration", "planned_guarantee"):
+        model = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6, accountant="paper")
+        with pytest.raises(UnprovenPrivacyError, match="accountant='paper'"):
+            getattr(model, check)(1000)
     with enable_features("unproven"):
         model = _fit_private(X, accountant="paper")
     g = model.guarantee_

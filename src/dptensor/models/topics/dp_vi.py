@@ -616,8 +616,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self._validate_params()
         self._check_privacy_parameters()
         if self._is_private:
-            steps = int(self.n_passes) * math.ceil(int(n_documents) / self._batch_size(int(n_documents)))
-            self._plan_guarantee(int(n_documents), steps, n_words)
+            self._checked_guarantee(n_documents, n_words)
 
     def planned_guarantee(self, n_documents: int, n_words: int | None = None) -> PrivacyGuarantee:
         """The guarantee a private fit of ``N`` documents charges, before any data is read.
@@ -642,10 +641,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             raise ValueError("planned_guarantee needs a private fit (epsilon and delta set)")
         self._validate_params()
         self._check_privacy_parameters()
-        n_documents = int(n_documents)
-        self._require_opt_in()
         if self.init == "moments" and n_words is None:
             raise ValueError("init='moments': planned_guarantee needs n_words (the moments' plan)")
+        return self._checked_guarantee(n_documents, n_words)
+
+    def _checked_guarantee(self, n_documents: int, n_words: int | None) -> PrivacyGuarantee:
+        """The opt-in of an unproven accountant, then the plan of ``n_passes`` passes over ``N`` documents."""
+        n_documents = int(n_documents)
+        self._require_opt_in()
         n_steps = int(self.n_passes) * math.ceil(n_documents / self._batch_size(n_documents))
         return self._plan_guarantee(n_documents, n_steps, n_words)[0]
 
