@@ -94,6 +94,7 @@ from dptensor.models.completion._pattern_offsets import (
     pattern_design,
 )
 from dptensor.privacy import NoiseSource, gaussian_sigma_analytic
+from dptensor.privacy.mechanisms import add_symmetric_gaussian
 
 RELATIONS = ("entry-value", "user")
 #: Under ``"user"``, each user's contribution to a release is bounded as if they had at most this
@@ -740,14 +741,13 @@ def user_item_covariance(fit: DpAlsFit, bound: float) -> np.ndarray:
 def covariance_release(fit: DpAlsFit, z: float) -> np.ndarray:
     """:func:`user_item_covariance` with Gaussian noise of std ``z sqrt(2) C_s^2`` on its upper triangle.
 
-    The released numbers are the upper triangle (diagonal included); the lower one mirrors it.
+    The released numbers are the upper triangle (diagonal included); the lower one mirrors it
+    (:func:`~dptensor.privacy.mechanisms.add_symmetric_gaussian`, the "unique" convention).
     """
     bound = spectrum_bound(fit)
-    covariance = user_item_covariance(fit, bound)
-    upper = np.triu_indices(covariance.shape[0])
-    noisy = np.zeros_like(covariance)
-    noisy[upper] = fit.noise(covariance[upper], z * math.sqrt(2.0) * bound * bound)
-    return noisy + np.triu(noisy, 1).T
+    sigma = z * math.sqrt(2.0) * bound * bound
+    fit.noise_stds.append(sigma)
+    return add_symmetric_gaussian(user_item_covariance(fit, bound), sigma, noise=fit.source)
 
 
 def spectral_start(fit: DpAlsFit, z: float) -> None:

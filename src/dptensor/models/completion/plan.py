@@ -290,7 +290,8 @@ def plan_recommendation(
         bias_noise = 2.0 * width**2 * n**2 / (eps_o * np.maximum(n_eff, 1e-12)) ** 2
     bias = _excess(n, bias_noise, c["tau2_bias"], 1.0, s2, rho)
     factor = _excess(n, factor_noise, c["tau2_factor"], g, s2, rho)
-    if "spectrum" in plan.dp_als.steps:
+    spectral = "spectrum" in plan.dp_als.steps
+    if spectral:
         # the item rows shrink towards the spectral start, whose error falls as 1 / theta^2 (a spiked
         # covariance's eigenvector above the noise, theta > 1) down to the floor f (module docstring)
         theta = c["spectral"] * n_users / (plan.release("spectrum").noise_multiplier * math.sqrt(n_items))
@@ -303,7 +304,7 @@ def plan_recommendation(
         ratio=ratio, excess_mse=excess, item_noise_std=math.sqrt(noise_var),
         noisy_items=float(np.sum(pi[q_bias > 1.0])), users=n_users, items=n_items, times=n_times,
         rank=rank, typical_ratings=typical_ratings, max_ratings=max_ratings, epsilon=float(epsilon),
-        delta=float(delta), relation=relation, spectral_start="spectrum" in plan.dp_als.steps,
+        delta=float(delta), relation=relation, spectral_start=spectral,
     )
 
 
