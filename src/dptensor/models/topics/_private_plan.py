@@ -139,24 +139,24 @@ PLAN_PARAMETER_DEFAULTS: dict[str, Any] = {
 
 #: Private refinement (``refine="cvb0"``, :mod:`dptensor.models.topics.private_refinement`) of the
 #: clipped releases. ``refine_share="auto"``: the share of the Gaussian-DP budget ``mu^2`` its passes
-#: take. ``refine_passes="auto"``: the passes follow from the predicted noise-to-signal ratio of one
-#: pass, ``r = sqrt(2 d k) / (mu_r N)`` (noise norm ``z sqrt(2) L sqrt(d k)`` of a ``d x k`` release
-#: at ``mu_r = sqrt(share) mu``, over a signal of about ``N L``; ``L`` cancels): no refinement above
-#: :data:`REFINE_MAX_NOISE` (its budget then goes to the moments), otherwise
-#: ``floor((REFINE_NOISE_LEVEL / r)^2)`` passes, at most :data:`REFINE_MAX_PASSES` (``T`` passes at
-#: the same total budget each have ``sqrt(T)`` times the noise: ``r sqrt(T)`` stays at the level; with
-#: these constants "auto" makes 0 or 4--6 passes; ``refine_passes`` sets any number). Public inputs
-#: only. Measured on real text (V = 2000, k = 10; docs/lda.md, *Private refinement*; three noise
-#: draws each): at ``r`` 0.004--0.006 (WordNet glosses and Debian
-#: descriptions at epsilon = 4, change logs at epsilon = 1) six passes on half of the budget lowered
-#: the held-out perplexity by 3--13%; at ``r`` 0.014 (WordNet at epsilon = 1) two passes lowered it by
-#: only 1--2% while in one draw the NPMI of the top words fell from 0.068 to 0.021 (between draws the
-#: moments' own NPMI there varies from 0.03 to 0.10), and at 0.0215 (Debian at epsilon = 1) one pass
-#: was no better than the moments on the whole budget.
-REFINE_SHARE = 0.5
-REFINE_MAX_NOISE = 0.01
-REFINE_NOISE_LEVEL = 0.02
-REFINE_MAX_PASSES = 6
+#: take. ``refine_passes="auto"``: :data:`REFINE_PASSES` passes where the predicted noise-to-signal
+#: ratio of one release on the whole share, ``r = sqrt(2 d k) / (mu_r N)`` (noise norm
+#: ``z sqrt(2) L sqrt(d k)`` of a ``d x k`` release at ``mu_r = sqrt(share) mu``, over a signal of
+#: about ``N L``; ``L`` cancels), is at most :data:`REFINE_MAX_NOISE`, and none above it (the whole
+#: budget then goes to the moments). The topics come from the weighted average of the releases,
+#: whose noise does not grow with the number of passes (:class:`~dptensor.models.topics.
+#: private_refinement.ReleaseAverage`): the passes are a matter of time only. Public inputs only.
+#: Measured on real text (V = 2000, k = 10, held-out perplexity; docs/lda.md, *Private refinement*;
+#: three to six noise draws each): against the moments alone, 16 passes on 0.6 of the budget gained
+#: 3--11% at ``r`` 0.004--0.0154 (Debian descriptions, WordNet glosses and change logs at epsilon = 1
+#: and 4; Debian's 2e4-document sample at epsilon = 4), 3.4% at 0.0196 (Debian at epsilon = 1) and
+#: 1.5% at 0.0257 (Debian's 1.2e4-document sample at epsilon = 4); at 0.031 (3.5e4 documents, epsilon
+#: = 1) they lost 0.3%, at 0.039 3.5% and at 0.055 5.5%. Shares 0.6 / 0.7 / 0.8 of the budget: Debian
+#: at epsilon = 4, 653 / 654 / 649; change logs at epsilon = 1, 670 / -- / 684 and at epsilon = 4,
+#: 604 / -- / 620; WordNet at epsilon = 4, 981 / -- / 993.
+REFINE_SHARE = 0.6
+REFINE_MAX_NOISE = 0.028
+REFINE_PASSES = 16
 
 
 def default_budget_split(
@@ -382,7 +382,7 @@ def _quantile_can_choose(epsilon: float, delta: float, n_documents: int, share: 
 def refinement_noise_ratio(
     n_documents: int, n_words: int, n_components: int, epsilon: float, delta: float, share: float
 ) -> float:
-    """``r = sqrt(2 d k) / (sqrt(share) mu N)``: predicted noise over signal of one refinement pass.
+    """``r = sqrt(2 d k) / (sqrt(share) mu N)``: predicted noise over signal of one release on ``share``.
 
     See :data:`REFINE_SHARE`; public inputs only.
     """
@@ -405,7 +405,7 @@ def resolve_refinement(
     )  # fmt: skip
     if ratio > REFINE_MAX_NOISE:
         return 0, 0.0
-    return min(REFINE_MAX_PASSES, max(1, math.floor((REFINE_NOISE_LEVEL / ratio) ** 2))), share
+    return REFINE_PASSES, share
 
 
 def moments_epsilon(epsilon: float, delta: float, share: float) -> float:

@@ -71,7 +71,8 @@ class PrivateLDAPlan:
     ----------
     snr : float
         Predicted ``sigma_k(M2) / ||noise of the M2 release||`` of the release the fit makes: on its
-        :attr:`whitening_words` most frequent words, at the model's share of the budget.
+        :attr:`whitening_words` most frequent words, at the model's share of the budget (on all of
+        it where :attr:`refinement_chosen`).
     verdict : str
         ``"no better than noise"``, ``"noisy topics"`` or ``"close to the non-private fit"``.
     signal, noise : float
@@ -98,7 +99,13 @@ class PrivateLDAPlan:
         over that many words (at least ``k``), not over the ``n_words`` asked.
     refine_passes : int
         The private refinement passes the fit makes after the moments (0: none), on their share of
-        the budget; the ``M2`` release (the verdict) is at the rest.
+        the budget.
+    refinement_chosen : bool
+        Whether the passes follow ``refine_passes="auto"``, which refines only where the passes
+        measured better than the moments on the whole budget (:data:`~dptensor.models.topics.
+        _private_plan.REFINE_MAX_NOISE`): the verdict is then that of the ``M2`` release on the
+        whole budget. With a number of passes set by hand, it is that of the release on what the
+        passes leave (which may be worse than the moments alone).
     """
 
     snr: float
@@ -112,6 +119,7 @@ class PrivateLDAPlan:
     sizes: dict = field(default_factory=dict)
     vocabulary_words: float | None = None
     refine_passes: int = 0
+    refinement_chosen: bool = False
 
     @property
     def hopeless(self) -> bool:
@@ -166,9 +174,12 @@ class PrivateLDAPlan:
             f"norm of its noise ~ {self.noise:.3g}",
         ]
         if self.refine_passes:
+            predicted = ("predicted as the M2 release on the whole budget: the passes are made only where "
+                         "they measured better than that" if self.refinement_chosen
+                         else "the M2 release is predicted at the rest")  # fmt: skip
             lines.append(
                 f"  then {self.refine_passes} private refinement passes (CVB0, each releasing the expected "
-                "topic-word counts) on their share of the budget; the M2 release is predicted at the rest"
+                f"topic-word counts) on their share of the budget; {predicted}"
             )
         if self.topic_recovery == "nmf":
             lines.append(
@@ -236,19 +247,28 @@ def _verdict(snr: float) -> str:
     return "noisy topics" if snr < GOOD_LEVEL else "close to the non-private fit"
 
 
+def refinement_chosen(refine: Mapping[str, Any], refinement: tuple[int, float]) -> bool:
+    """Whether ``refinement`` (``(passes, share)``) has passes that ``refine_passes="auto"`` chose."""
+    return refinement[0] > 0 and refine.get("refine_passes", "auto") == "auto"
+
+
 def _fit_snr(
     n: int, d: int, k: int, alpha0: float, epsilon: float, delta: float, length: float, whitening: str,
     whitening_words: int | str | None, refine: Mapping[str, Any] = NO_REFINEMENT,
 ) -> tuple[float, float, float, dict, int, tuple[int, float]]:
     """:func:`predicted_snr` of the release the fit makes: on its :func:`release_words`, at the moments'
-    share of the budget (what private refinement leaves them); their number; and the refinement's
-    ``(passes, share)``."""
+    share of the budget (what private refinement leaves them) or, for passes chosen by
+    ``refine_passes="auto"``, on the whole budget (:attr:`PrivateLDAPlan.refinement_chosen`); their
+    number; and the refinement's ``(passes, share)``."""
     options = {**refine, "n_components": k, "epsilon": epsilon, "delta": delta}
     refinement = resolve_refinement(options, n, d, True)
     moment_epsilon = moments_epsilon(epsilon, delta, refinement[1])
     words = release_words(n, d, k, alpha0, moment_epsilon, delta, whitening_words)
-    snr = predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening, refinement)
-    return (*snr, words, refinement)
+    snr, signal, noise, multipliers = predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening,
+                                                    refinement)  # fmt: skip
+    if refinement_chosen(refine, refinement):  # the verdict: the moments on the whole budget
+        snr, signal, noise, _ = predicted_snr(n, words, k, alpha0, epsilon, delta, length, whitening)
+    return snr, signal, noise, multipliers, words, refinement
 
 
 def plan_private_lda(
@@ -306,7 +326,8 @@ def plan_private_lda(
         release; ``False`` leaves them empty.
     refine, refine_passes, refine_share
         As for :class:`PrivateSpectralLDA`: the private refinement passes after the moments take
-        their share of the budget, and the ``M2`` release is predicted at what is left.
+        their share of the budget; the ``M2`` release is predicted at what is left, or on the whole
+        budget where ``refine_passes="auto"`` chose the passes (:attr:`PrivateLDAPlan.refinement_chosen`).
 
     Returns
     -------
@@ -360,7 +381,8 @@ def plan_private_lda(
     )
     if not suggest:
         return PrivateLDAPlan(snr, _verdict(snr), signal, noise, multipliers, {}, sizes=sizes,
-                              vocabulary_words=vocabulary_words, refine_passes=passes)
+                              vocabulary_words=vocabulary_words, refine_passes=passes,
+                              refinement_chosen=refinement_chosen(refinement, (passes, refined_share)))
     needed = GOOD_LEVEL / snr
 
     def snr_at(n_: int, d_: int, k_: int) -> float:
@@ -368,7 +390,7 @@ def plan_private_lda(
                         whitening_words, refinement)[0]  # fmt: skip
 
     # first-order scalings (snr ~ N, ~ 1/d on the release's words, ~ 1/k), repeated where a step
-    # changes the refinement passes (and so the M2 release's share of the budget)
+    # changes the refinement passes (and so, with passes set by hand, the M2 release's share)
     n_needed = math.ceil(n * needed)
     d_needed = max(int(words / needed), 1)
     k_needed = max(int(k / needed), 1)
@@ -398,6 +420,7 @@ def plan_private_lda(
         topic_recovery="nmf" if prefers_nonnegative_topics(n, d, k, alpha0, moment_epsilon, model_delta)
         else "tensor",
         sizes=sizes, vocabulary_words=vocabulary_words, refine_passes=passes,
+        refinement_chosen=refinement_chosen(refinement, (passes, refined_share)),
     )  # fmt: skip
 
 

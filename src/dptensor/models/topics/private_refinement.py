@@ -20,20 +20,32 @@ releasing ``W`` by the Gaussian mechanism:
   (:func:`~dptensor.models.topics._private_plan.plan_private_spectral_lda`): the ``T`` passes are
   ``T`` Gaussian releases, composed exactly with the moment releases in one Gaussian-DP budget
   (their share ``refine_share`` of ``mu^2``, ``mu_pass = sqrt(share / T) mu``).
-* **Post-processing** of each release (no document is read): each word's row of the noisy counts,
-  floored at 0, gets ``sigma`` pseudo-counts spread as the previous pass's posterior over topics
-  (``phi_wj alpha_j``, normalised over ``j``: a word whose counts drown in the noise keeps its
-  previous split), is rescaled to the released unigram frequency of the word (``unigram_``, from the
-  ``m1`` release), and the topics are the columns, normalised.
+* **Averaging** (post-processing): the topics of pass ``t`` come from the weighted average of the
+  releases so far, release ``s`` weighing ``s^2`` (:class:`ReleaseAverage`), not from release ``t``
+  alone. Noisy passes that each restart from their own release settle where one pass's noise puts
+  them: from noise-free converged topics (held-out perplexity 610, Debian descriptions, V = 2000,
+  k = 10) six such passes at epsilon = 1 drifted to 674, 700, 713, 719, 722 and 725. The average's
+  noise is ``sigma sqrt(sum s^4) / sum s^2``, about ``sigma sqrt(5 / (9 T))`` after ``T`` passes; as each
+  pass's ``sigma`` grows like ``sqrt(T)`` at a fixed share of the budget, the final noise is about
+  ``sqrt(5/9)`` times that of one release on the whole share, whatever ``T``: more passes cost time,
+  not accuracy, and the weights let the late releases, made under better topics, dominate.
+* **Post-processing** of the average (no document is read): each word's row of the noisy counts,
+  floored at 0, gets ``s`` pseudo-counts (``s`` the average's noise) spread as the previous pass's
+  posterior over topics (``phi_wj alpha_j``, normalised over ``j``: a word whose counts drown in the
+  noise keeps its previous split), is rescaled to the released unigram frequency of the word
+  (``unigram_``, from the ``m1`` release), and the topics are the columns, normalised.
 
 Nothing data-dependent is observable apart from the releases: the number of passes is fixed by the
 plan (no data-dependent stopping rule), no log-likelihood is recorded (``refinement_.log_likelihood``
 is empty) and the progress lines name the pass only.
 
-Measured on three real corpora (V = 2000, k = 10, 10% held out; docs/benchmarks.md, *Topic quality
-against tomotopy*): six passes on half of the budget lower the held-out perplexity of the moment
-estimate at epsilon = 4 from 725 to 666 (Debian descriptions), 1114 to 998 (WordNet glosses) and 679
-to 614 (change logs; at epsilon = 1, 733 to 697).
+Measured on three real corpora (V = 2000, k = 10, 10% held out, one noise draw each;
+docs/benchmarks.md, *Topic quality against tomotopy*): 16 averaged passes on 0.6 of the budget take
+the held-out perplexity of the moment estimate on the whole budget at epsilon = 4 from 721 to 654
+(Debian descriptions), 1145 to 938 (WordNet glosses) and 680 to 616 (change logs); at epsilon = 1
+from 791 to 762, 1252 to 1241 and 762 to 668. Six passes on half of the budget, each from its own
+release, had reached 666, 998 and 614 at epsilon = 4 (docs/notes/lda-research-log.md, *Averaging the
+passes' releases*).
 """
 
 from __future__ import annotations
@@ -55,6 +67,9 @@ REFINEMENT_SENSITIVITY_FACTOR = math.sqrt(2.0)
 #: 1029 / 1016 (epsilon = 4) and 1229 / 1222 (epsilon = 1); change logs at epsilon = 1, 699 / 693
 #: (16 sweeps: 659 on Debian).
 PRIVATE_SWEEPS = 8
+#: ``p`` of :class:`ReleaseAverage`: release ``t`` of a fit weighs ``t^p`` in the average that the
+#: topics come from (module docstring, *Averaging*).
+RELEASE_WEIGHT_POWER = 2.0
 
 
 def refinement_sensitivity(clip: float) -> float:
@@ -87,6 +102,43 @@ def release_expected_counts(
         clipped_expected_counts, topics_t, alpha, int(sweeps), float(clip), label="private-refinement"
     )
     return source.add_gaussian(counts, float(noise_multiplier) * refinement_sensitivity(clip))
+
+
+class ReleaseAverage:
+    """The running weighted average of the passes' releases that each pass's topics come from.
+
+    Release ``t`` (counted from 1) gets weight ``t^p`` (``p`` = :data:`RELEASE_WEIGHT_POWER`), so the
+    average after ``t`` releases of noise ``sigma`` each has noise ``sigma sqrt(sum w^2) / sum w``
+    (independent draws). Post-processing of the releases (module docstring, *Averaging*).
+
+    Parameters
+    ----------
+    noise_std : float
+        ``sigma``, the noise standard deviation of every release.
+    power : float, default RELEASE_WEIGHT_POWER
+        ``p``; 0 weighs the releases equally, and a large ``p`` approaches using the last one alone.
+    """
+
+    def __init__(self, noise_std: float, power: float = RELEASE_WEIGHT_POWER) -> None:
+        self.noise_std = float(noise_std)
+        self.power = float(power)
+        self._weighted: np.ndarray | None = None
+        self._weights = 0.0
+        self._squared_weights = 0.0
+        self._count = 0
+
+    def add(self, released: np.ndarray) -> tuple[np.ndarray, float]:
+        """Add the next release; return the average so far and its noise standard deviation."""
+        self._count += 1
+        weight = float(self._count) ** self.power
+        if self._weighted is None:
+            self._weighted = weight * np.asarray(released, dtype=np.float64)
+        else:
+            self._weighted += weight * released
+        self._weights += weight
+        self._squared_weights += weight * weight
+        noise = self.noise_std * math.sqrt(self._squared_weights) / self._weights
+        return self._weighted / self._weights, noise
 
 
 def denoised_topics(
@@ -154,12 +206,14 @@ def refine_topics_privately(
     unigram = np.asarray(unigram, dtype=np.float64)
     topics_t = np.ascontiguousarray(np.asarray(topics, dtype=np.float64).T)
     noise_std = float(noise_multiplier) * refinement_sensitivity(clip)
+    average = ReleaseAverage(noise_std)
     for pass_number in range(1, int(passes) + 1):
         released = release_expected_counts(
             blocks, topics_t, alpha, clip=clip, noise_multiplier=noise_multiplier, source=source,
             sweeps=sweeps,
         )
-        topics_t = np.ascontiguousarray(denoised_topics(released, noise_std, topics_t, alpha, unigram))
+        counts, counts_std = average.add(released)
+        topics_t = np.ascontiguousarray(denoised_topics(counts, counts_std, topics_t, alpha, unigram))
         if on_pass is not None:
             on_pass(pass_number)
     return Refinement(
