@@ -45,6 +45,11 @@ def test_prediction_scales_as_the_formula_says():
     moments = plan_private_lda(10**6, 2000, 10, 1.0, moments_epsilon(1.0, 1e-6, REFINE_SHARE), 1e-6,
                                typical_length=7, whitening_words=None, refine=None)  # fmt: skip
     assert by_hand.snr == pytest.approx(moments.snr, rel=1e-9) and by_hand.snr < chosen.snr
+    # a share set by hand is not the measured rule either: the moments are predicted at what it leaves
+    shared = plan_private_lda(10**6, 2000, 10, 1.0, 1.0, 1e-6, typical_length=7, whitening_words=None,
+                              refine_share=0.99)  # fmt: skip
+    assert shared.refine_passes == REFINE_PASSES and not shared.refinement_chosen
+    assert shared.snr < 0.2 * chosen.snr
 
 
 def test_suggestions_reach_the_good_level():

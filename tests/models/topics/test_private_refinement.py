@@ -82,6 +82,14 @@ def test_the_release_average_weighs_release_t_by_t_squared():
         expected = sum(w * r for w, r in zip(weights, releases[:t], strict=True)) / weights.sum()
         np.testing.assert_allclose(counts, expected)
         assert noise == pytest.approx(2.0 * math.sqrt(np.sum(weights**2)) / weights.sum())
+    first = np.ones((2, 2))
+    independent = ReleaseAverage(1.0)
+    counts, _ = independent.add(first)
+    counts[:] = 5.0
+    second, _ = independent.add(np.zeros((2, 2)))
+    assert np.all(first == 1.0) and np.allclose(second, 0.2)  # neither the release nor the state moved
+    with pytest.raises(ValueError, match="shape"):
+        independent.add(np.zeros((3, 2)))
     flat = ReleaseAverage(1.0, power=0.0)
     for release in releases:
         counts, noise = flat.add(release)

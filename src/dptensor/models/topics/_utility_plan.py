@@ -101,11 +101,13 @@ class PrivateLDAPlan:
         The private refinement passes the fit makes after the moments (0: none), on their share of
         the budget.
     refinement_chosen : bool
-        Whether the passes follow ``refine_passes="auto"``, which refines only where the passes
-        measured better than the moments on the whole budget (:data:`~dptensor.models.topics.
-        _private_plan.REFINE_MAX_NOISE`): the verdict is then that of the ``M2`` release on the
-        whole budget. With a number of passes set by hand, it is that of the release on what the
-        passes leave (which may be worse than the moments alone).
+        Whether the passes follow the ``"auto"`` rule (``refine_passes`` and ``refine_share``), which
+        refines only where the passes measured better than the moments on the whole budget
+        (:data:`~dptensor.models.topics._private_plan.REFINE_MAX_NOISE`): the verdict (``snr``,
+        ``signal``, ``noise``) is then that of the ``M2`` release on the whole budget, while
+        ``noise_multipliers``, ``whitening_words`` and ``topic_recovery`` stay those of the fit. With
+        passes or a share set by hand, it is that of the release on what the passes leave (which
+        may be worse than the moments alone).
     """
 
     snr: float
@@ -248,8 +250,13 @@ def _verdict(snr: float) -> str:
 
 
 def refinement_chosen(refine: Mapping[str, Any], refinement: tuple[int, float]) -> bool:
-    """Whether ``refinement`` (``(passes, share)``) has passes that ``refine_passes="auto"`` chose."""
-    return refinement[0] > 0 and refine.get("refine_passes", "auto") == "auto"
+    """Whether ``refinement`` (``(passes, share)``) has passes that the measured rule chose.
+
+    Both ``refine_passes`` and ``refine_share`` must be ``"auto"``: the rule was measured at its own
+    share, and a larger share set by hand leaves the moments less than it was measured with.
+    """
+    return (refinement[0] > 0 and refine.get("refine_passes", "auto") == "auto"
+            and refine.get("refine_share", "auto") == "auto")  # fmt: skip
 
 
 def _fit_snr(
@@ -257,8 +264,8 @@ def _fit_snr(
     whitening_words: int | str | None, refine: Mapping[str, Any] = NO_REFINEMENT,
 ) -> tuple[float, float, float, dict, int, tuple[int, float]]:
     """:func:`predicted_snr` of the release the fit makes: on its :func:`release_words`, at the moments'
-    share of the budget (what private refinement leaves them) or, for passes chosen by
-    ``refine_passes="auto"``, on the whole budget (:attr:`PrivateLDAPlan.refinement_chosen`); their
+    share of the budget (what private refinement leaves them) or, for passes chosen by the
+    ``"auto"`` rule, on the whole budget (:attr:`PrivateLDAPlan.refinement_chosen`); their
     number; and the refinement's ``(passes, share)``."""
     options = {**refine, "n_components": k, "epsilon": epsilon, "delta": delta}
     refinement = resolve_refinement(options, n, d, True)
@@ -327,7 +334,7 @@ def plan_private_lda(
     refine, refine_passes, refine_share
         As for :class:`PrivateSpectralLDA`: the private refinement passes after the moments take
         their share of the budget; the ``M2`` release is predicted at what is left, or on the whole
-        budget where ``refine_passes="auto"`` chose the passes (:attr:`PrivateLDAPlan.refinement_chosen`).
+        budget where the ``"auto"`` rule chose the passes (:attr:`PrivateLDAPlan.refinement_chosen`).
 
     Returns
     -------

@@ -131,10 +131,13 @@ class ReleaseAverage:
 
     def add(self, released: np.ndarray) -> tuple[np.ndarray, float]:
         """Add the next release; return the average so far and its noise standard deviation."""
+        released = np.asarray(released, dtype=np.float64)
+        if self._weighted is not None and released.shape != self._weighted.shape:
+            raise ValueError(f"release of shape {released.shape} after releases of {self._weighted.shape}")
         self._count += 1
         weight = float(self._count) ** self.power
         if self._weighted is None:
-            self._weighted = weight * np.asarray(released, dtype=np.float64)
+            self._weighted = weight * released  # a new array: the caller's release is never changed
         else:
             self._weighted += weight * released
         self._weights += weight
