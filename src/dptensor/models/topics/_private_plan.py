@@ -148,8 +148,8 @@ PLAN_PARAMETER_DEFAULTS: dict[str, Any] = {
 #: private_refinement.ReleaseAverage`): the passes are a matter of time only. Public inputs only.
 #: Measured on real text (V = 2000, k = 10, held-out perplexity; docs/lda.md, *Private refinement*;
 #: three to six noise draws each): against the moments alone, 16 passes on 0.6 of the budget gained
-#: 3--11% at ``r`` 0.004--0.0154 (Debian descriptions, WordNet glosses and change logs at epsilon = 1
-#: and 4; Debian's 2e4-document sample at epsilon = 4), 3.4% at 0.0196 (Debian at epsilon = 1) and
+#: 2--17% at ``r`` 0.001--0.0154 (WordNet glosses at epsilon = 1 and 4, change logs at 1 and 4, Debian
+#: descriptions at 4, Debian's 2e4-document sample at 4), 3.4% at 0.0196 (Debian at epsilon = 1) and
 #: 1.5% at 0.0257 (Debian's 1.2e4-document sample at epsilon = 4); at 0.031 (3.5e4 documents, epsilon
 #: = 1) they lost 0.3%, at 0.039 3.5% and at 0.055 5.5%. Shares 0.6 / 0.7 / 0.8 of the budget: Debian
 #: at epsilon = 4, 653 / 654 / 649; change logs at epsilon = 1, 670 / -- / 684 and at epsilon = 4,
