@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from dptensor import PrivateSpectralLDA
 from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models.topics import private_refinement
 from dptensor.models.topics._private_plan import (
     REFINE_MAX_NOISE,
     REFINE_PASSES,
@@ -18,10 +19,12 @@ from dptensor.models.topics._private_plan import (
     plan_private_spectral_lda,
     refinement_noise_ratio,
 )
+from dptensor.models.topics._releases import check_clipped_counts
 from dptensor.models.topics.private_refinement import ReleaseAverage
 from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.calibration import gaussian_epsilon
 from dptensor.privacy.noise import resolve_noise
+from dptensor.tensor.lda_moments import document_blocks
 
 BASE = {"n_components": 10, "alpha0": 1.0, "epsilon": 4.0, "delta": 1e-6}
 
@@ -100,12 +103,7 @@ def test_the_release_average_weighs_release_t_by_t_squared():
 def test_averaging_the_releases_keeps_noisy_passes_near_good_topics(monkeypatch):
     """From the true topics, passes whose topics come from their own release alone drift away with
     the noise (the equilibrium of noisy EM); the weighted average of the releases stays closer."""
-    from dptensor.datasets.lda import make_lda_corpus as corpus_of
-    from dptensor.models.topics import private_refinement
-    from dptensor.models.topics._releases import check_clipped_counts
-    from dptensor.tensor.lda_moments import document_blocks
-
-    corpus = corpus_of(20_000, 60, 4, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=1)
+    corpus = make_lda_corpus(20_000, 60, 4, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=1)
     counts = sp.csr_matrix(corpus.counts, dtype=np.float64)
     blocks = document_blocks(check_clipped_counts(counts))
     unigram = np.asarray(counts.sum(axis=0)).ravel() / counts.sum()
