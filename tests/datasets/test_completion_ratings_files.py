@@ -199,7 +199,7 @@ def test_days_beyond_k_name_the_k_needed_only_without_privacy(tmp_path, capsys):
     private = ["--privacy", "als", "--neighbouring", "user", "--epsilon", "1", "--value-range", "1", "5",
                "--day-origin", str(t0), "--no-factors", "--quiet"]
     assert main(["complete", str(train), "--movielens", "--shape", "2", "2", "4", *private]) == 2
-    message = _error(capsys)
+    message = _error(capsys).replace(str(train), "<file>")  # the temporary path may hold "10"
     assert "K=4" in message and "10" not in message and "end of the collection period" in message
 
 
