@@ -1,7 +1,8 @@
 """Private refinement's release (issue 35, item 2): brute-forced sensitivity and an audit.
 
-One pass releases ``W = sum_n D_n`` with ``D_nwj = c_nw gamma_nwj`` scaled to ``||D_n||_F <= L``;
-replace-one sensitivity ``sqrt(2) L`` (:mod:`dptensor.models.topics.private_refinement`).
+One pass releases ``W = sum_n D_n`` with ``D_nwj = g_w c_nw gamma_nwj`` (``g`` public word weights,
+1 or from the released unigram distribution) scaled to ``||D_n||_F <= L``; replace-one sensitivity
+``sqrt(2) L`` (:mod:`dptensor.models.topics.private_refinement`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import scipy.sparse as sp
 
 from dptensor.models.topics.private_refinement import (
     PRIVATE_SWEEPS,
+    WORD_WEIGHT_MIN_RATIO,
     refine_topics_privately,
     refinement_sensitivity,
     release_expected_counts,
+    release_word_weights,
 )
 from dptensor.models.topics.refinement import clipped_expected_counts
 from dptensor.parallel import LocalRowBlocks
@@ -37,19 +40,26 @@ def _documents() -> list[np.ndarray]:
 
 
 def _term(
-    document: np.ndarray, topics_t: np.ndarray, alpha: np.ndarray, clip: float, sweeps: int = PRIVATE_SWEEPS
-) -> np.ndarray:
-    return clipped_expected_counts(sp.csr_matrix(document[None, :]), topics_t, alpha, sweeps, clip)
+    document: np.ndarray, topics_t: np.ndarray, alpha: np.ndarray, clip: float, sweeps: int = PRIVATE_SWEEPS,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
+    return clipped_expected_counts(sp.csr_matrix(document[None, :]), topics_t, alpha, sweeps, clip, weights)
 
 
+#: Word weights as the released unigram distributions give them: none, mild, and the largest allowed.
+WEIGHTS = [None, release_word_weights(np.array([0.6, 0.3, 0.1])),
+           release_word_weights(np.array([1.0, WORD_WEIGHT_MIN_RATIO / 10, 0.5]))]  # fmt: skip
+
+
+@pytest.mark.parametrize("weights", WEIGHTS, ids=["unweighted", "mild", "largest"])
 @pytest.mark.parametrize("sweeps", [1, PRIVATE_SWEEPS])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("clip", [0.7, 2.0])
-def test_brute_force_replace_one_sensitivity(seed, clip, sweeps):
+def test_brute_force_replace_one_sensitivity(seed, clip, sweeps, weights):
     rng = np.random.default_rng(seed)
     topics_t = np.ascontiguousarray(rng.dirichlet(np.ones(WORDS), size=2).T)  # d x k
     alpha = rng.uniform(0.05, 2.0, size=2)
-    terms = [_term(doc, topics_t, alpha, clip, sweeps) for doc in _documents()]
+    terms = [_term(doc, topics_t, alpha, clip, sweeps, weights) for doc in _documents()]
     for term in terms:
         assert np.all(np.isfinite(term)) and np.all(term >= 0)
         assert np.linalg.norm(term) <= clip
@@ -75,17 +85,48 @@ def test_terms_of_overflowing_or_underflowing_documents_are_bounded():
                                 noise_multiplier=1.0, source=resolve_noise(insecure_test_noise(0)))
 
 
-def test_the_release_is_the_sum_of_the_terms():
-    """Replacing one document changes the summed statistic by the difference of its terms."""
+@pytest.mark.parametrize("weights", WEIGHTS[:2], ids=["unweighted", "mild"])
+def test_the_release_is_the_sum_of_the_terms(weights):
+    """Replacing one document changes the summed statistic by the difference of its terms; the
+    release comes back unweighted (row ``w`` over ``g_w``)."""
     rng = np.random.default_rng(3)
     topics_t = np.ascontiguousarray(rng.dirichlet(np.ones(WORDS), size=2).T)
     alpha = np.array([0.3, 0.6])
     corpus = np.array([[3.0, 0, 1], [0, 2, 2], [1, 1, 1], [0, 0, 0]])
     blocks = LocalRowBlocks([sp.csr_matrix(corpus[:2]), sp.csr_matrix(corpus[2:])], WORDS)
-    total = release_expected_counts(blocks, topics_t, alpha, clip=1.0, noise_multiplier=0.0,
-                                    source=resolve_noise(insecure_test_noise(0)))  # fmt: skip
-    expected = sum(_term(doc, topics_t, alpha, 1.0) for doc in corpus)
+    source = resolve_noise(insecure_test_noise(0))
+    exact = {"noise_multiplier": 0.0, "source": source, "word_weights": weights}
+    total = release_expected_counts(blocks, topics_t, alpha, clip=1.0, **exact)
+    expected = sum(_term(doc, topics_t, alpha, 1.0, weights=weights) for doc in corpus)
+    if weights is not None:
+        expected = expected / weights[:, None]
     np.testing.assert_allclose(total, expected, rtol=1e-12)
+    unclipped = release_expected_counts(blocks, topics_t, alpha, clip=1e9, **exact)
+    plain = sum(_term(doc, topics_t, alpha, 1e9) for doc in corpus)  # no clipping: the weights cancel
+    np.testing.assert_allclose(unclipped, plain, rtol=1e-12)
+
+
+def test_word_weights_are_bounded_and_favour_rare_words():
+    weights = release_word_weights(np.array([0.5, 0.125, 0.0, 0.375]))
+    np.testing.assert_allclose(weights, [1.0, 2.0, WORD_WEIGHT_MIN_RATIO**-0.5, (0.75) ** -0.5])
+    assert np.all(release_word_weights(np.full(4, 0.25)) == 1.0)
+    for bad in (np.zeros(3), np.array([0.5, np.nan]), np.empty(0)):
+        with pytest.raises(ValueError, match="finite unigram"):
+            release_word_weights(bad)
+    topics_t, alpha = np.full((3, 2), 1 / 3), np.ones(2)
+    with pytest.raises(ValueError, match="word_weights must be 3 finite positive"):
+        clipped_expected_counts(sp.csr_matrix(np.ones((1, 3))), topics_t, alpha, 1, 1.0, np.array([1, 0, 1]))
+
+
+def test_each_rows_noise_is_the_release_noise_over_its_weight():
+    """With no documents the release is the noise alone: row ``w``'s s.d. is ``z sqrt2 L / g_w``."""
+    topics_t = np.full((2, 4000), 0.5)  # two words, 4000 topics: 4000 draws per row
+    blocks = LocalRowBlocks([sp.csr_matrix((0, 2))], 2)
+    released = release_expected_counts(blocks, topics_t, np.ones(4000), clip=1.0, noise_multiplier=3.0,
+                                       source=resolve_noise(insecure_test_noise(5)),
+                                       word_weights=np.array([1.0, 4.0]))  # fmt: skip
+    sigma = 3.0 * refinement_sensitivity(1.0)
+    np.testing.assert_allclose(released.std(axis=1), [sigma, sigma / 4], rtol=0.05)
 
 
 def _audit(multiplier_factor: float, runs: int = 3000) -> float:

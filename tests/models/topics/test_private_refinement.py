@@ -63,11 +63,11 @@ def test_without_refinement_the_plan_is_the_moments_plan():
 
 def test_the_passes_follow_the_predicted_noise_of_their_release():
     ratio = refinement_noise_ratio(55_000, 2000, 10, 1.0, 1e-6, REFINE_SHARE)
-    assert ratio < REFINE_MAX_NOISE  # Debian descriptions at epsilon = 1: refinement pays (3.4%)
+    assert ratio < REFINE_MAX_NOISE  # Debian descriptions at epsilon = 1: refinement pays (6%)
     assert plan_private_spectral_lda({**BASE, "epsilon": 1.0}, 55_000, 2000).refine_passes == REFINE_PASSES
     sizes = (8_000, 20_000, 35_000, 60_000, 10**6)
     passes = [plan_private_spectral_lda({**BASE, "epsilon": 1.0}, n, 2000).refine_passes for n in sizes]
-    assert passes == [0, 0, 0, REFINE_PASSES, REFINE_PASSES]  # 35 000 documents at epsilon = 1 lost 0.3%
+    assert passes == [0, 0, REFINE_PASSES, REFINE_PASSES, REFINE_PASSES]  # 35 000 at epsilon = 1 gained 1.2%
     for n, made in zip(sizes, passes, strict=True):
         ratio = refinement_noise_ratio(n, 2000, 10, 1.0, 1e-6, REFINE_SHARE)
         assert (made > 0) == (ratio <= REFINE_MAX_NOISE)
@@ -180,3 +180,37 @@ def test_a_saved_refined_private_model_infers_as_the_fitted_one(tmp_path, suffix
     assert loaded.refinement_ is not None and loaded.refinement_.n_passes == 2
     np.testing.assert_allclose(loaded.refinement_.doc_topic_prior, model.refinement_.doc_topic_prior)
     np.testing.assert_allclose(loaded.transform(corpus.counts[:50]), model.transform(corpus.counts[:50]))
+
+
+def test_weighting_rare_words_brings_the_passes_closer_to_the_true_topics(monkeypatch):
+    """Word weights ``(u_max / u_w)^(1/2)`` in the release (its noise on row ``w`` falls to ``sigma / g_w``)
+    against every weight 1, from the true topics, same noise: the topics' KL divergence from the truth
+    falls (sparse topics over 200 words: word frequencies spread over four orders of magnitude)."""
+    corpus = make_lda_corpus(8_000, 200, 4, alpha=0.1, doc_length=40, topic_concentration=0.05,
+                             random_state=1)  # fmt: skip
+    counts = sp.csr_matrix(corpus.counts, dtype=np.float64)
+    blocks = document_blocks(check_clipped_counts(counts))
+    unigram = np.asarray(counts.sum(axis=0)).ravel() / counts.sum()
+    weights = private_refinement.release_word_weights
+
+    def divergence(weighted: bool, seed: int) -> float:
+        chosen = weights if weighted else (lambda u: np.ones_like(u))
+        monkeypatch.setattr(private_refinement, "release_word_weights", chosen)
+        result = private_refinement.refine_topics_privately(
+            blocks, corpus.topics, np.full(4, 0.1), unigram, passes=8, clip=1.0, noise_multiplier=12.0,
+            source=resolve_noise(insecure_test_noise(seed)),
+        )  # fmt: skip
+        return _matched_divergence(result.topics, corpus.topics)
+
+    weighted = sum(divergence(True, seed) for seed in (1, 3))
+    unweighted = sum(divergence(False, seed) for seed in (1, 3))
+    assert weighted < 0.85 * unweighted  # measured 0.129 against 0.181
+
+
+def _matched_divergence(estimate: np.ndarray, truth: np.ndarray) -> float:
+    from scipy.optimize import linear_sum_assignment
+
+    logs = np.log(truth, where=truth > 0, out=np.zeros_like(truth))
+    cost = (truth * logs).sum(axis=1)[:, None] - truth @ np.log(estimate).T  # KL(truth_i || estimate_j)
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].mean())

@@ -149,13 +149,15 @@ PLAN_PARAMETER_DEFAULTS: dict[str, Any] = {
 #: Measured on real text (V = 2000, k = 10, held-out perplexity; docs/lda.md, *Private refinement*;
 #: three to six noise draws each): against the moments alone, 16 passes on 0.6 of the budget gained
 #: 2--17% at ``r`` 0.001--0.0154 (WordNet glosses at epsilon = 1 and 4, change logs at 1 and 4, Debian
-#: descriptions at 4, Debian's 2e4-document sample at 4), 3.4% at 0.0196 (Debian at epsilon = 1) and
-#: 1.5% at 0.0257 (Debian's 1.2e4-document sample at epsilon = 4); at 0.031 (3.5e4 documents, epsilon
-#: = 1) they lost 0.3%, at 0.039 3.5% and at 0.055 5.5%. Shares 0.6 / 0.7 / 0.8 of the budget: Debian
-#: at epsilon = 4, 653 / 654 / 649; change logs at epsilon = 1, 670 / -- / 684 and at epsilon = 4,
-#: 604 / -- / 620; WordNet at epsilon = 4, 981 / -- / 993.
+#: descriptions at 4, Debian's 2e4-document sample at 4). With the word weights
+#: (:func:`~dptensor.models.topics.private_refinement.release_word_weights`), on Debian and its
+#: samples: 6% at 0.0196 (epsilon = 1), 2.3% at 0.0257 (1.2e4 documents, epsilon = 4) and 1.2% at
+#: 0.0311 (3.5e4 documents, epsilon = 1); they lost 1.6% at 0.0385 (8e3 documents, epsilon = 4), 3.8%
+#: at 0.0545 and 12% at 0.136 (unweighted, the break-even had been between 0.0257 and 0.0311). Shares
+#: 0.6 / 0.7 / 0.8 of the budget (unweighted): Debian at epsilon = 4, 653 / 654 / 649; change logs at
+#: epsilon = 1, 670 / -- / 684 and at epsilon = 4, 604 / -- / 620; WordNet at epsilon = 4, 981 / -- / 993.
 REFINE_SHARE = 0.6
-REFINE_MAX_NOISE = 0.028
+REFINE_MAX_NOISE = 0.034
 REFINE_PASSES = 16
 
 

@@ -50,16 +50,21 @@ DEFAULT_MAX_PASSES = 30
 DEFAULT_REFINE_TOL = 1e-3
 #: In-place sweeps over each document's tokens per pass.
 DEFAULT_SWEEPS = 2
+#: ``word_weights`` of the kernel when words are not weighted (every weight 1).
+_NO_WEIGHTS = np.empty(0)
 
 
 @numba.njit(nogil=True, cache=True)
-def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_counts, theta, clip):  # noqa: ANN001, ANN202
+def _cvb0_documents(  # noqa: ANN202
+    indptr, indices, data, topics_t, alpha, sweeps, tol, word_counts, theta, clip, word_weights  # noqa: ANN001
+):
     """CVB0 over the documents of one CSR block (see the module docstring).
 
     ``word_counts`` (``d x k``, added to) receives ``sum_n c_nw gamma_nwj`` unless it has no rows;
-    with ``clip > 0`` each document's term ``D_nwj = c_nw gamma_nwj`` is first scaled to Frobenius
-    norm at most ``clip``, and a document whose term is not finite (counts beyond float64's range)
-    adds nothing (:mod:`dptensor.models.topics.private_refinement`);
+    with ``clip > 0`` each document's term ``D_nwj = g_w c_nw gamma_nwj`` (``g = word_weights``, or
+    1 where it has no entries) is first scaled to Frobenius norm at most ``clip``, and a document whose
+    term is not finite (counts beyond float64's range) adds nothing
+    (:mod:`dptensor.models.topics.private_refinement`);
     ``theta`` (``n x k``) receives ``(N_nj + alpha_j) / (L_n + alpha_0)`` unless it has no rows.
     A document stops sweeping once no topic count moves by more than ``tol`` times its length
     (``tol < 0``: every document runs all ``sweeps``).
@@ -131,12 +136,14 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
                 break
         if word_counts.shape[0]:
             scale = 1.0
+            weighted = word_weights.shape[0] > 0
             if clip > 0.0:  # ||D_n||_F <= clip, computed relative to the largest entry (no overflow)
                 largest = 0.0
                 finite = True
                 for p in range(start, stop):
+                    weight = word_weights[indices[p]] if weighted else 1.0
                     for j in range(k):
-                        entry = data[p] * gamma[p - start, j]
+                        entry = weight * data[p] * gamma[p - start, j]
                         if not entry <= 1.7e308:  # inf or nan (counts beyond float64's range)
                             finite = False
                         elif entry > largest:
@@ -146,8 +153,9 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
                 elif largest > 0.0:
                     squares = 0.0
                     for p in range(start, stop):
+                        weight = word_weights[indices[p]] if weighted else 1.0
                         for j in range(k):
-                            squares += (data[p] * gamma[p - start, j] / largest) ** 2
+                            squares += (weight * data[p] * gamma[p - start, j] / largest) ** 2
                     norm = largest * math.sqrt(squares)
                     # a margin for the rounding of the norm: a sum of m squares errs by at most m ulps
                     margin = max(1e-9, 4.0 * (stop - start) * k * 1.1102230246251565e-16)
@@ -156,8 +164,9 @@ def _cvb0_documents(indptr, indices, data, topics_t, alpha, sweeps, tol, word_co
             if scale > 0.0:
                 for p in range(start, stop):
                     w, c = indices[p], data[p]
+                    weight = word_weights[w] if weighted else 1.0
                     for j in range(k):
-                        word_counts[w, j] += scale * (c * gamma[p - start, j])
+                        word_counts[w, j] += scale * (weight * c * gamma[p - start, j])
         if theta.shape[0]:
             for j in range(k):
                 theta[n, j] = (doc_topic[j] + alpha[j]) / (length + alpha0)
@@ -177,14 +186,15 @@ def _refinement_pass(
     word_counts = np.zeros_like(topics_t)
     log_lik, scored = _cvb0_documents(
         counts.indptr, counts.indices, counts.data, topics_t, alpha, sweeps, -1.0, word_counts,
-        np.empty((0, topics_t.shape[1])), 0.0,
+        np.empty((0, topics_t.shape[1])), 0.0, _NO_WEIGHTS,
     )  # fmt: skip
     return word_counts, log_lik, scored
 
 
 def clipped_expected_counts(
-    block: object, topics_t: np.ndarray, alpha: np.ndarray, sweeps: int, clip: float
-) -> np.ndarray:
+    block: object, topics_t: np.ndarray, alpha: np.ndarray, sweeps: int, clip: float,
+    word_weights: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """One row block's term of a private pass: ``sum_n D_n``, each ``D_n`` clipped to norm ``clip``.
 
     Parameters
@@ -199,17 +209,24 @@ def clipped_expected_counts(
         CVB0 sweeps over each document's tokens.
     clip : float
         ``L > 0``: the bound on each document's ``||D_n||_F``.
+    word_weights : ndarray of shape (d,), optional
+        ``g``, finite and positive: ``D_nwj = g_w c_nw gamma_nwj`` (row ``w`` of the sum is ``g_w``
+        times the unweighted one, before the clipping's scale). Default: 1 for every word.
 
     Returns
     -------
     ndarray of shape (d, k)
     """
+    weights = _NO_WEIGHTS if word_weights is None else np.ascontiguousarray(word_weights, dtype=np.float64)
+    positive = bool(np.all(np.isfinite(weights) & (weights > 0)))
+    if weights.size and (weights.shape != (topics_t.shape[0],) or not positive):
+        raise ValueError(f"word_weights must be {topics_t.shape[0]} finite positive numbers")
     counts = _block_counts(block).copy()
     counts.sum_duplicates()  # a word's count in one entry: the norm of the term is over words
     word_counts = np.zeros_like(topics_t)
     _cvb0_documents(
         counts.indptr, counts.indices, counts.data, topics_t, np.ascontiguousarray(alpha, dtype=np.float64),
-        int(sweeps), -1.0, word_counts, np.empty((0, topics_t.shape[1])), float(clip),
+        int(sweeps), -1.0, word_counts, np.empty((0, topics_t.shape[1])), float(clip), weights,
     )  # fmt: skip
     return word_counts
 
@@ -333,6 +350,6 @@ def fold_in(
     theta = np.empty((counts.shape[0], alpha.size))
     _cvb0_documents(
         counts.indptr, counts.indices, counts.data, np.ascontiguousarray(np.asarray(topics, float).T),
-        alpha, int(max_sweeps), float(tol), np.empty((0, alpha.size)), theta, 0.0,
+        alpha, int(max_sweeps), float(tol), np.empty((0, alpha.size)), theta, 0.0, _NO_WEIGHTS,
     )  # fmt: skip
     return theta
