@@ -35,7 +35,8 @@ def _documents() -> list[np.ndarray]:
     """Every document of counts 0..3 over three words, and extreme ones."""
     documents = [np.array(c, dtype=float) for c in itertools.product(range(4), repeat=WORDS)]
     documents += [np.array([1e300, 1e300, 0.0]), np.array([1e308, 0.0, 1.0]), np.array([1e6, 1.0, 0.0]),
-                  np.array([0.5, 0.0, 0.0]), np.array([1e308, 1e308, 1e308])]  # fmt: skip
+                  np.array([0.5, 0.0, 0.0]), np.array([1e308, 1e308, 1e308]),
+                  np.array([0.0, 1e306, 0.0])]  # fmt: skip  (the last overflows once weighted by 1000)
     return documents
 
 
@@ -116,6 +117,11 @@ def test_word_weights_are_bounded_and_favour_rare_words():
     topics_t, alpha = np.full((3, 2), 1 / 3), np.ones(2)
     with pytest.raises(ValueError, match="word_weights must be 3 finite positive"):
         clipped_expected_counts(sp.csr_matrix(np.ones((1, 3))), topics_t, alpha, 1, 1.0, np.array([1, 0, 1]))
+    for bad in (np.empty(0), np.ones(2), np.array([1.0, np.inf, 1.0])):  # refused before any block is read
+        with pytest.raises(ValueError, match="word_weights must be 3 finite positive"):
+            release_expected_counts(LocalRowBlocks([sp.csr_matrix((0, 3))], 3), topics_t, alpha, clip=1.0,
+                                    noise_multiplier=1.0, source=resolve_noise(insecure_test_noise(0)),
+                                    word_weights=bad)  # fmt: skip
 
 
 def test_each_rows_noise_is_the_release_noise_over_its_weight():
@@ -129,16 +135,17 @@ def test_each_rows_noise_is_the_release_noise_over_its_weight():
     np.testing.assert_allclose(released.std(axis=1), [sigma, sigma / 4], rtol=0.05)
 
 
-def _audit(multiplier_factor: float, runs: int = 3000) -> float:
-    """epsilon lower bound of one pass's release from two corpora that differ in one document."""
+def _audit(multiplier_factor: float, runs: int = 3000, weights: np.ndarray | None = None) -> float:
+    """epsilon lower bound of one pass's release from two corpora that differ in one document (with
+    ``weights``, read in the weighted space: each release's rows times ``g`` again)."""
     topics_t = np.ascontiguousarray(np.array([[0.9, 0.05], [0.05, 0.05], [0.05, 0.9]]))
     alpha = np.array([0.5, 0.5])
     base = [[2.0, 1, 0], [0, 1, 2]]
     first, second = [*base, [9.0, 0, 0]], [*base, [0.0, 0, 9]]  # terms on different topics: ~sqrt2 L apart
     clip = 1.0
     z = gaussian_sigma_analytic(1.0, 1e-5) * multiplier_factor
-    direction = (_term(np.array(second[-1]), topics_t, alpha, clip)
-                 - _term(np.array(first[-1]), topics_t, alpha, clip))  # fmt: skip
+    direction = (_term(np.array(second[-1]), topics_t, alpha, clip, weights=weights)
+                 - _term(np.array(first[-1]), topics_t, alpha, clip, weights=weights))  # fmt: skip
     assert np.linalg.norm(direction) > 1.35 * clip
     direction /= np.linalg.norm(direction)
     samples = []
@@ -146,9 +153,10 @@ def _audit(multiplier_factor: float, runs: int = 3000) -> float:
         blocks = LocalRowBlocks([sp.csr_matrix(np.array(corpus))], WORDS)
         source = resolve_noise(insecure_test_noise(seed))
         releases = [
-            release_expected_counts(blocks, topics_t, alpha, clip=clip, noise_multiplier=z, source=source)
+            release_expected_counts(blocks, topics_t, alpha, clip=clip, noise_multiplier=z, source=source,
+                                    word_weights=weights) * (1.0 if weights is None else weights[:, None])
             for _ in range(runs)
-        ]
+        ]  # fmt: skip
         samples.append(np.array([float(np.sum(direction * release)) for release in releases]))
     return epsilon_lower_bound(samples[0], samples[1], 1e-5)
 
@@ -156,6 +164,9 @@ def _audit(multiplier_factor: float, runs: int = 3000) -> float:
 def test_audit_the_release_and_catch_an_under_noised_variant():
     assert _audit(1.0) <= 1.0
     assert _audit(0.2) > 1.5
+    weights = np.array([1.0, 3.0, 2.0])  # the weighted release: the same noise for the same bound
+    assert _audit(1.0, weights=weights) <= 1.0
+    assert _audit(0.2, weights=weights) > 1.5
 
 
 def test_refinement_reads_no_data_dependent_stopping_rule():

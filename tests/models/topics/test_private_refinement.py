@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
 
 from dptensor import PrivateSpectralLDA
 from dptensor.datasets.lda import make_lda_corpus
@@ -132,9 +133,11 @@ def _corpus():
 
 
 def _matched_error(estimate: np.ndarray, truth: np.ndarray) -> float:
-    from scipy.optimize import linear_sum_assignment
+    return _matched_mean(np.abs(estimate[:, None, :] - truth[None, :, :]).sum(axis=2))
 
-    cost = np.abs(estimate[:, None, :] - truth[None, :, :]).sum(axis=2)
+
+def _matched_mean(cost: np.ndarray) -> float:
+    """The mean cost of the best one-to-one matching of the rows to the columns."""
     rows, cols = linear_sum_assignment(cost)
     return float(cost[rows, cols].mean())
 
@@ -208,9 +211,41 @@ def test_weighting_rare_words_brings_the_passes_closer_to_the_true_topics(monkey
 
 
 def _matched_divergence(estimate: np.ndarray, truth: np.ndarray) -> float:
-    from scipy.optimize import linear_sum_assignment
-
     logs = np.log(truth, where=truth > 0, out=np.zeros_like(truth))
-    cost = (truth * logs).sum(axis=1)[:, None] - truth @ np.log(estimate).T  # KL(truth_i || estimate_j)
-    rows, cols = linear_sum_assignment(cost)
-    return float(cost[rows, cols].mean())
+    return _matched_mean((truth * logs).sum(axis=1)[:, None] - truth @ np.log(estimate).T)  # KL(truth || est)
+
+
+def test_the_weights_come_from_the_unigram_and_each_rows_pseudo_counts_from_its_own_noise(monkeypatch):
+    """The passes weigh the words by ``release_word_weights(unigram)`` and hand ``denoised_topics``
+    the average's noise over ``g_w`` for row ``w`` (not one number for every row)."""
+    rng = np.random.default_rng(0)
+    corpus = sp.csr_matrix(rng.poisson(1.0, size=(300, 6)).astype(float))
+    unigram = np.array([0.4, 0.2, 0.2, 0.1, 0.05, 0.05])
+    seen = {"unigram": [], "noise": []}
+    weights, denoise = private_refinement.release_word_weights, private_refinement.denoised_topics
+
+    def recording_weights(u):
+        seen["unigram"].append(np.array(u))
+        return weights(u)
+
+    def recording_denoise(released, noise_std, *args):
+        seen["noise"].append(np.array(noise_std))
+        return denoise(released, noise_std, *args)
+
+    monkeypatch.setattr(private_refinement, "release_word_weights", recording_weights)
+    monkeypatch.setattr(private_refinement, "denoised_topics", recording_denoise)
+    private_refinement.refine_topics_privately(
+        document_blocks(check_clipped_counts(corpus)), rng.dirichlet(np.ones(6), size=3), np.full(3, 0.3),
+        unigram, passes=2, clip=1.0, noise_multiplier=2.0, source=resolve_noise(insecure_test_noise(0)),
+    )  # fmt: skip
+    assert len(seen["unigram"]) == 1 and np.array_equal(seen["unigram"][0], unigram)
+    sigma = 2.0 * math.sqrt(2.0)
+    for t, noise in enumerate(seen["noise"], start=1):
+        weights_t = np.arange(1, t + 1, dtype=float) ** 2
+        average_noise = sigma * math.sqrt(np.sum(weights_t**2)) / weights_t.sum()
+        np.testing.assert_allclose(noise, average_noise / weights(unigram))
+    # one number per row or the same number broadcast: the same topics
+    released, previous = rng.uniform(0, 5, size=(6, 3)), rng.dirichlet(np.ones(6), size=3).T
+    alpha = np.full(3, 0.3)
+    np.testing.assert_array_equal(denoise(released, 1.5, previous, alpha, unigram),
+                                  denoise(released, np.full(6, 1.5), previous, alpha, unigram))  # fmt: skip

@@ -2,10 +2,10 @@
 
 The likelihood refinement of :mod:`dptensor.models.topics.refinement` reads the documents only
 through one statistic per pass, the expected topic-word counts ``W = sum_n D_n`` with
-``D_nwj = c_nw gamma_nwj`` (``gamma_nw`` the CVB0 responsibilities of word ``w`` in document
-``n`` under the topics of the previous pass). :class:`~dptensor.models.PrivateSpectralLDA`
-continues from its private moment estimate with ``T`` such passes (issue 35, item 2), each
-releasing ``W`` by the Gaussian mechanism:
+``D_nwj = g_w c_nw gamma_nwj`` (``gamma_nw`` the CVB0 responsibilities of word ``w`` in document
+``n`` under the topics of the previous pass, ``g_w`` a public word weight, *Word weights* below).
+:class:`~dptensor.models.PrivateSpectralLDA` continues from its private moment estimate with ``T``
+such passes (issue 35, item 2), each releasing ``W`` by the Gaussian mechanism:
 
 * **Bounded contribution.** Each document's term is scaled to Frobenius norm at most ``L``
   (``refine_clip``): ``D_n <- D_n min(1, L / ||D_n||_F)``. ``D_n`` depends on document ``n`` and on
@@ -98,16 +98,23 @@ def refinement_sensitivity(clip: float) -> float:
     return REFINEMENT_SENSITIVITY_FACTOR * float(clip)
 
 
-def _check_public_inputs(topics_t: np.ndarray, alpha: np.ndarray, clip: float) -> None:
-    """The sensitivity needs non-negative terms: finite non-negative topics and prior, a positive bound.
+def _check_public_inputs(
+    topics_t: np.ndarray, alpha: np.ndarray, clip: float, word_weights: np.ndarray | None = None
+) -> None:
+    """The sensitivity needs non-negative terms: finite non-negative topics and prior, a positive bound
+    and, where given, one finite positive weight per word.
 
-    All three are public (released or parameters), so refusing them reveals nothing.
+    All of them are public (released or parameters), so refusing them reveals nothing.
     """
     for name, value in (("topics", topics_t), ("doc_topic_prior", alpha)):
         if not (np.all(np.isfinite(value)) and np.all(value >= 0)):
             raise ValueError(f"private refinement needs finite, non-negative {name}")
     if not (math.isfinite(clip) and clip > 0):
         raise ValueError(f"refine_clip must be a positive number, got {clip!r}")
+    if word_weights is not None:
+        weights = np.asarray(word_weights)
+        if weights.shape != (topics_t.shape[0],) or not np.all(np.isfinite(weights) & (weights > 0)):
+            raise ValueError(f"word_weights must be {topics_t.shape[0]} finite positive numbers")
 
 
 def release_word_weights(unigram: np.ndarray, power: float = WORD_WEIGHT_POWER) -> np.ndarray:
@@ -115,6 +122,18 @@ def release_word_weights(unigram: np.ndarray, power: float = WORD_WEIGHT_POWER) 
 
     ``u`` is the released unigram distribution, so the weights are public (post-processing);
     ``r`` = :data:`WORD_WEIGHT_MIN_RATIO` bounds them. Module docstring, *Word weights*.
+
+    Parameters
+    ----------
+    unigram : ndarray of shape (d,)
+        The released unigram distribution (finite, at least one entry positive).
+    power : float, default WORD_WEIGHT_POWER
+        ``a``: 0 weighs every word 1; ``1/2`` minimises the noise's chi-squared cost.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        ``g``, between 1 (the most frequent word) and ``r^(-a)``.
     """
     unigram = np.asarray(unigram, dtype=np.float64)
     largest = float(np.max(unigram)) if unigram.size else 0.0
@@ -135,7 +154,7 @@ def release_expected_counts(
     unweighted (row ``w`` divided by ``g_w``), so that row's noise standard deviation is
     ``z sqrt2 clip / g_w``.
     """
-    _check_public_inputs(topics_t, alpha, clip)
+    _check_public_inputs(topics_t, alpha, clip, word_weights)
     counts = blocks.map_sum(
         clipped_expected_counts, topics_t, alpha, int(sweeps), float(clip), word_weights,
         label="private-refinement",
@@ -156,7 +175,9 @@ class ReleaseAverage:
     Parameters
     ----------
     noise_std : float
-        ``sigma``, the noise standard deviation of every release.
+        ``sigma``, the noise standard deviation of every release (with word weights, of every
+        release before its rows are divided by the weights: row ``w`` of the average then has
+        the returned noise over ``g_w``).
     power : float, default RELEASE_WEIGHT_POWER
         ``p``; 0 weighs the releases equally, and a large ``p`` approaches using the last one alone.
     """

@@ -312,7 +312,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     refine : {"cvb0", None}, default "cvb0"
         Clipped mode: after the moments, continue from the private topics (those inference would
         use: matched and shrunk) with private CVB0 passes, each releasing the documents' expected
-        topic-word counts, every document's term clipped to Frobenius norm ``refine_clip``, with
+        topic-word counts (rare words weighted up by public weights from the released unigram
+        distribution), every document's term clipped to Frobenius norm ``refine_clip``, with
         Gaussian noise (:mod:`dptensor.models.topics.private_refinement`; docs/lda.md, *Private
         refinement*). The passes are composed exactly with the moment releases in the one
         guarantee. Inference then folds documents in by CVB0 with the refined topics. ``None``, or

@@ -63,7 +63,7 @@ def _cvb0_documents(  # noqa: ANN202
     ``word_counts`` (``d x k``, added to) receives ``sum_n c_nw gamma_nwj`` unless it has no rows;
     with ``clip > 0`` each document's term ``D_nwj = g_w c_nw gamma_nwj`` (``g = word_weights``, or
     1 where it has no entries) is first scaled to Frobenius norm at most ``clip``, and a document whose
-    term is not finite (counts beyond float64's range) adds nothing
+    term is not finite (weighted counts beyond float64's range) adds nothing
     (:mod:`dptensor.models.topics.private_refinement`);
     ``theta`` (``n x k``) receives ``(N_nj + alpha_j) / (L_n + alpha_0)`` unless it has no rows.
     A document stops sweeping once no topic count moves by more than ``tol`` times its length
