@@ -71,7 +71,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dptensor.models.topics.refinement import Refinement, clipped_expected_counts
+from dptensor.models.topics.refinement import Refinement, checked_word_weights, clipped_expected_counts
 from dptensor.parallel import RowBlocks
 from dptensor.privacy.noise import NoiseSource
 
@@ -112,9 +112,7 @@ def _check_public_inputs(
     if not (math.isfinite(clip) and clip > 0):
         raise ValueError(f"refine_clip must be a positive number, got {clip!r}")
     if word_weights is not None:
-        weights = np.asarray(word_weights)
-        if weights.shape != (topics_t.shape[0],) or not np.all(np.isfinite(weights) & (weights > 0)):
-            raise ValueError(f"word_weights must be {topics_t.shape[0]} finite positive numbers")
+        checked_word_weights(word_weights, topics_t.shape[0])
 
 
 def release_word_weights(unigram: np.ndarray, power: float = WORD_WEIGHT_POWER) -> np.ndarray:

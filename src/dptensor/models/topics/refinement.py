@@ -191,6 +191,14 @@ def _refinement_pass(
     return word_counts, log_lik, scored
 
 
+def checked_word_weights(word_weights: np.ndarray, n_words: int) -> np.ndarray:
+    """``word_weights`` as float64, refused unless it holds ``n_words`` finite positive numbers."""
+    weights = np.ascontiguousarray(word_weights, dtype=np.float64)
+    if weights.shape != (n_words,) or not np.all(np.isfinite(weights) & (weights > 0)):
+        raise ValueError(f"word_weights must be {n_words} finite positive numbers")
+    return weights
+
+
 def clipped_expected_counts(
     block: object, topics_t: np.ndarray, alpha: np.ndarray, sweeps: int, clip: float,
     word_weights: np.ndarray | None = None,
@@ -217,10 +225,7 @@ def clipped_expected_counts(
     -------
     ndarray of shape (d, k)
     """
-    weights = _NO_WEIGHTS if word_weights is None else np.ascontiguousarray(word_weights, dtype=np.float64)
-    positive = bool(np.all(np.isfinite(weights) & (weights > 0)))
-    if weights.size and (weights.shape != (topics_t.shape[0],) or not positive):
-        raise ValueError(f"word_weights must be {topics_t.shape[0]} finite positive numbers")
+    weights = _NO_WEIGHTS if word_weights is None else checked_word_weights(word_weights, topics_t.shape[0])
     counts = _block_counts(block).copy()
     counts.sum_duplicates()  # a word's count in one entry: the norm of the term is over words
     word_counts = np.zeros_like(topics_t)
