@@ -105,9 +105,7 @@ def test_averaging_the_releases_keeps_noisy_passes_near_good_topics(monkeypatch)
     """From the true topics, passes whose topics come from their own release alone drift away with
     the noise (the equilibrium of noisy EM); the weighted average of the releases stays closer."""
     corpus = make_lda_corpus(20_000, 60, 4, alpha=0.1, doc_length=40, topic_concentration=0.1, random_state=1)
-    counts = sp.csr_matrix(corpus.counts, dtype=np.float64)
-    blocks = document_blocks(check_clipped_counts(counts))
-    unigram = np.asarray(counts.sum(axis=0)).ravel() / counts.sum()
+    blocks, unigram = _blocks_and_unigram(corpus.counts)
     alpha = np.full(4, 0.1)
 
     def refine():
@@ -126,6 +124,13 @@ def test_averaging_the_releases_keeps_noisy_passes_near_good_topics(monkeypatch)
     monkeypatch.setattr(private_refinement, "ReleaseAverage", LastRelease)
     last = refine()
     assert averaged < 0.7 * last
+
+
+def _blocks_and_unigram(counts) -> tuple:
+    """A corpus as the private passes read it, and its (here exact) unigram distribution."""
+    counts = sp.csr_matrix(counts, dtype=np.float64)
+    unigram = np.asarray(counts.sum(axis=0)).ravel() / counts.sum()
+    return document_blocks(check_clipped_counts(counts)), unigram
 
 
 def _corpus():
@@ -191,9 +196,7 @@ def test_weighting_rare_words_brings_the_passes_closer_to_the_true_topics(monkey
     falls (sparse topics over 200 words: word frequencies spread over four orders of magnitude)."""
     corpus = make_lda_corpus(8_000, 200, 4, alpha=0.1, doc_length=40, topic_concentration=0.05,
                              random_state=1)  # fmt: skip
-    counts = sp.csr_matrix(corpus.counts, dtype=np.float64)
-    blocks = document_blocks(check_clipped_counts(counts))
-    unigram = np.asarray(counts.sum(axis=0)).ravel() / counts.sum()
+    blocks, unigram = _blocks_and_unigram(corpus.counts)
     weights = private_refinement.release_word_weights
 
     def divergence(weighted: bool, seed: int) -> float:

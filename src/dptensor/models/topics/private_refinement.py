@@ -98,21 +98,16 @@ def refinement_sensitivity(clip: float) -> float:
     return REFINEMENT_SENSITIVITY_FACTOR * float(clip)
 
 
-def _check_public_inputs(
-    topics_t: np.ndarray, alpha: np.ndarray, clip: float, word_weights: np.ndarray | None = None
-) -> None:
-    """The sensitivity needs non-negative terms: finite non-negative topics and prior, a positive bound
-    and, where given, one finite positive weight per word.
+def _check_public_inputs(topics_t: np.ndarray, alpha: np.ndarray, clip: float) -> None:
+    """The sensitivity needs non-negative terms: finite non-negative topics and prior, a positive bound.
 
-    All of them are public (released or parameters), so refusing them reveals nothing.
+    All three are public (released or parameters), so refusing them reveals nothing.
     """
     for name, value in (("topics", topics_t), ("doc_topic_prior", alpha)):
         if not (np.all(np.isfinite(value)) and np.all(value >= 0)):
             raise ValueError(f"private refinement needs finite, non-negative {name}")
     if not (math.isfinite(clip) and clip > 0):
         raise ValueError(f"refine_clip must be a positive number, got {clip!r}")
-    if word_weights is not None:
-        checked_word_weights(word_weights, topics_t.shape[0])
 
 
 def release_word_weights(unigram: np.ndarray, power: float = WORD_WEIGHT_POWER) -> np.ndarray:
@@ -152,15 +147,14 @@ def release_expected_counts(
     unweighted (row ``w`` divided by ``g_w``), so that row's noise standard deviation is
     ``z sqrt2 clip / g_w``.
     """
-    _check_public_inputs(topics_t, alpha, clip, word_weights)
+    _check_public_inputs(topics_t, alpha, clip)
+    weights = None if word_weights is None else checked_word_weights(word_weights, topics_t.shape[0])
     counts = blocks.map_sum(
-        clipped_expected_counts, topics_t, alpha, int(sweeps), float(clip), word_weights,
+        clipped_expected_counts, topics_t, alpha, int(sweeps), float(clip), weights,
         label="private-refinement",
     )  # fmt: skip
     released = source.add_gaussian(counts, float(noise_multiplier) * refinement_sensitivity(clip))
-    if word_weights is None:
-        return released
-    return released / np.asarray(word_weights, dtype=np.float64)[:, None]
+    return released if weights is None else released / weights[:, None]
 
 
 class ReleaseAverage:
