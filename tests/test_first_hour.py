@@ -26,7 +26,7 @@ from dptensor.decomposition import input_perturbation, private_power_method
 from dptensor.decomposition.input_perturbation import INPUT_ACCOUNTANTS
 from dptensor.models import SpectralLDA
 from dptensor.models.completion.estimator import compare_with_mean
-from dptensor.privacy import HeldOutUtilityWarning, PrivacyWarning
+from dptensor.privacy import HeldOutUtilityWarning, PrivacyWarning, ReleaseUtilityWarning
 from dptensor.privacy.calibration import ACCOUNTANT_MEANINGS, ACCOUNTANTS
 from dptensor.streams import CsvStream
 
@@ -422,5 +422,15 @@ def test_audit_treats_a_utility_warning_as_part_of_the_release():
         return 0
 
     assert not observable_differences(observe(run, True), observe(run, False))
+
+    def short_vocabulary(short: bool):
+        print("fit done")
+        if short:
+            warnings.warn("only 8 of the 50 words asked for passed", ReleaseUtilityWarning, stacklevel=1)
+            print("dptensor lda fit: warning: only 8 of the 50 words asked for passed "
+                  "(ReleaseUtilityWarning)", file=sys.stderr)
+        return 0
+
+    assert not observable_differences(observe(short_vocabulary, True), observe(short_vocabulary, False))
     # any other warning still tells the runs apart
     assert observable_differences(observe(run, True, PrivacyWarning), observe(run, False, PrivacyWarning))

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ from dptensor.cli.lda import pad_short_documents
 from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA, pipeline_guarantee
 from dptensor.privacy import BudgetLedger, compose, event_epsilon, insecure_test_noise, resolve_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
-from dptensor.privacy.errors import PrivacyWarning
+from dptensor.privacy.errors import PrivacyWarning, ReleaseUtilityWarning
 from dptensor.privacy.vocabulary import (
     VOCABULARY_ASSUMPTION,
     ZIPF_CONSTANT,
@@ -345,6 +346,19 @@ def test_vectorizer_refuses_before_reading_or_charging(tmp_path):
     assert len(ledger.charges()) == 1
 
 
+def test_vectorizer_warns_when_fewer_words_pass_than_asked():
+    """Issue 37: a vocabulary that kept fewer words than asked says so (how many is part of the release)."""
+    corpus = _corpus("alpha beta")  # four frequent words
+    with pytest.warns(ReleaseUtilityWarning, match=r"only 4 of the 10 words asked for passed") as caught:
+        PrivateCountVectorizer(10, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0)).fit(corpus)
+    (shortfall,) = [w for w in caught if w.category is ReleaseUtilityWarning]
+    assert "max_words_per_document" in str(shortfall.message)
+    assert shortfall.filename == __file__  # points at the caller's line, not inside scikit-learn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReleaseUtilityWarning)  # all the words asked for pass: no warning
+        PrivateCountVectorizer(4, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0)).fit(corpus)
+
+
 def test_vectorizer_is_a_scikit_learn_estimator():
     from sklearn.base import clone
 
@@ -525,6 +539,14 @@ def test_cli_says_when_fewer_words_pass_than_asked(tmp_path, monkeypatch, capsys
     text = printed.out + printed.err
     assert "private vocabulary: 8 words" in text
     assert "only 8 of the 50 words asked for passed the noisy threshold" in text and "--epsilon" in text
+    (line,) = [line for line in text.splitlines() if "words asked for passed" in line]  # said once
+    assert "max_words_per_document" not in line and "--max-doc-words" in line  # in the command's words
+    # a warning, not a progress line: --quiet does not hide it
+    assert main([*argv, "--quiet"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    shortfall = [line for line in err if "words asked for passed" in line]
+    assert len(shortfall) == 1 and shortfall[0].startswith("dptensor lda fit: warning: only 8 of the 50")
+    assert shortfall[0].endswith("(ReleaseUtilityWarning)") and "--vocab-share" in shortfall[0]
 
 
 def test_cli_private_vocabulary_worst_case_calibration_pads_short_documents(tmp_path, monkeypatch):

@@ -61,6 +61,7 @@ from dptensor.privacy import (
     BudgetExceededError,
     BudgetLedger,
     PrivacyGuarantee,
+    ReleaseUtilityWarning,
     UtilityWarning,
     compose,
     enable_features,
@@ -620,15 +621,17 @@ def _private_vocabulary_corpus(
     # public: the planner's prediction (N, V, the budget, m; no document is read for it)
     predicted = predicted_vocabulary_size(len(documents), args.private_vocab, vectorizer.epsilon,
                                           vectorizer.delta, args.max_doc_words)
-    counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
+    with warnings.catch_warnings():  # the shortfall is said below, in the command's own words
+        warnings.simplefilter("ignore", ReleaseUtilityWarning)
+        counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
     words = [str(w) for w in vectorizer.get_feature_names_out()]
     args._private_vocabulary = {"asked": args.private_vocab, "released": len(words), "predicted": predicted}
     progress_line(f"private vocabulary: {len(words)} words (released under DP; the planner predicted "
                   f"{predicted:.0f})", args.quiet)
-    if len(words) < args.private_vocab:  # the count is part of the release
-        progress_line(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "
+    if len(words) < args.private_vocab:  # the count is part of the release; a warning, shown with --quiet too
+        warnings.warn(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "
                       "threshold; more documents, a larger --epsilon or --vocab-share, or a smaller "
-                      "--max-doc-words would keep more", args.quiet)
+                      "--max-doc-words would keep more", ReleaseUtilityWarning, stacklevel=1)
     if pad:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
         progress_line("documents with fewer than 3 tokens over it are padded one by one "
                       "(pad_short_documents)", args.quiet)

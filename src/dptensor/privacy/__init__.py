@@ -35,6 +35,7 @@ from dptensor.privacy.errors import (
     HeldOutUtilityWarning,
     LedgerError,
     PrivacyWarning,
+    ReleaseUtilityWarning,
     UnprovenPrivacyError,
     UtilityWarning,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "PrivacyGuarantee",
     "PrivacyWarning",
     "HeldOutUtilityWarning",
+    "ReleaseUtilityWarning",
     "UtilityWarning",
     "RecordNeighbouring",
     "SymmetricGaussianOperator",

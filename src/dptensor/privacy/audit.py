@@ -12,10 +12,11 @@ Two tools, used by dptensor's own tests and offered to anyone who changes a priv
   :func:`observe_main` does the same for a command line's entry point run in-process
   (:func:`dptensor.cli.observe_command` for a ``dptensor`` command): exit code, printed lines,
   the files written and the structure of JSON/CSV files. A
-  :class:`~dptensor.privacy.HeldOutUtilityWarning` (and the command line's one-line form of it) is left
-  out: by its contract it is computed from the released result and held-out data only, so whether
-  it appears is post-processing of the release -- like a released number, it may differ between
-  runs without revealing anything beyond the release.
+  :class:`~dptensor.privacy.ReleaseUtilityWarning` (such as a
+  :class:`~dptensor.privacy.HeldOutUtilityWarning`; and the command line's one-line form of either)
+  is left out: by its contract it is computed from the released result (and held-out data) only,
+  so whether it appears is post-processing of the release -- like a released number, it may differ
+  between runs without revealing anything beyond the release.
 * **Empirical privacy audits.** :func:`epsilon_lower_bound` turns many runs of a mechanism on
   two neighbouring inputs into a high-confidence lower bound on its epsilon (a threshold test
   with Clopper--Pearson intervals, after Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021).
@@ -52,7 +53,7 @@ from dptensor.privacy.end_to_end_audit import (
     one_run_p_value,
     register_canaries,
 )
-from dptensor.privacy.errors import HeldOutUtilityWarning
+from dptensor.privacy.errors import ReleaseUtilityWarning
 
 # epsilon_lower_bound (in empirical_epsilon, below both audits) and the end-to-end audits of whole fits
 # (in end_to_end_audit, one concept each) are importable from here too.
@@ -75,8 +76,8 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b
 _DATA_URI = re.compile(r"data:[a-z/+]+;base64,[A-Za-z0-9+/=]+")
 
 
-#: The command line's one-line form of a HeldOutUtilityWarning (``dptensor.cli.warning_line``).
-_UTILITY_LINE = re.compile(r"^\S.*: warning: .*\(HeldOutUtilityWarning\)\s*$")
+#: The command line's one-line form of a ReleaseUtilityWarning (``dptensor.cli.warning_line``).
+_UTILITY_LINE = re.compile(r"^\S.*: warning: .*\((?:HeldOut|Release)UtilityWarning\)\s*$")
 
 
 def _mask(text: str) -> str:
@@ -145,7 +146,7 @@ def observe(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Observat
         except Exception as exc:  # noqa: BLE001 - observing, not handling
             obs.exception = (type(exc).__name__, _mask(str(exc)))
     obs.warnings = [(w.category.__name__, _mask(str(w.message))) for w in caught
-                    if not issubclass(w.category, HeldOutUtilityWarning)]
+                    if not issubclass(w.category, ReleaseUtilityWarning)]
     printed = "".join(line for line in out.getvalue().splitlines(keepends=True)
                       if not _UTILITY_LINE.match(line))
     obs.printed = _mask(printed)

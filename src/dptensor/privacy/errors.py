@@ -22,7 +22,18 @@ class UtilityWarning(UserWarning):
     """
 
 
-class HeldOutUtilityWarning(UtilityWarning):
+class ReleaseUtilityWarning(UtilityWarning):
+    """A released result that the release itself shows to be less useful than asked.
+
+    Computed from the release only (with :class:`HeldOutUtilityWarning`, from the release and
+    held-out data), it is post-processing: whether it appears varies with the noise, like a
+    released number (:func:`dptensor.privacy.audit.observe` leaves it out for that reason). For
+    example a private vocabulary that kept fewer words than asked
+    (:class:`~dptensor.PrivateCountVectorizer`: how many words passed is part of the release).
+    """
+
+
+class HeldOutUtilityWarning(ReleaseUtilityWarning):
     """A released result measured on held-out data to be no better than a baseline.
 
     For example a private completion whose held-out RMSE is above that of predicting one constant

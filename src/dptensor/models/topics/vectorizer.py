@@ -20,6 +20,7 @@ analyzer); only the choice of words is private.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from numbers import Integral, Real
 
@@ -31,6 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.privacy.errors import ReleaseUtilityWarning
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.vocabulary import (
     DEFAULT_MAX_WORDS_PER_DOCUMENT,
@@ -61,7 +63,8 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
     Parameters
     ----------
     n_words : int
-        The most words to keep (fewer when fewer pass the threshold).
+        The most words to keep (fewer when fewer pass the threshold: then ``fit`` warns,
+        :class:`~dptensor.privacy.ReleaseUtilityWarning`).
     epsilon : float
         The vocabulary's privacy budget (required).
     delta : float
@@ -101,7 +104,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
     --------
     >>> from sklearn.pipeline import make_pipeline
     >>> docs = ["tensor power method", "power iteration of a tensor"] * 2000
-    >>> vectorizer = PrivateCountVectorizer(50, epsilon=0.5, delta=1e-7)
+    >>> vectorizer = PrivateCountVectorizer(5, epsilon=0.5, delta=1e-7)
     >>> counts = vectorizer.fit_transform(docs)
     >>> list(vectorizer.get_feature_names_out())
     ['iteration', 'method', 'of', 'power', 'tensor']
@@ -192,6 +195,12 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
             Before anything is read or charged: ``epsilon``/``delta`` missing, or a single string
             instead of an iterable of documents. After the release: no word passed the threshold
             (a statement about the noisy release only).
+
+        Warns
+        -----
+        ReleaseUtilityWarning
+            Fewer than ``n_words`` words passed the threshold: how many, and what would keep more.
+            The count is part of the release, so the warning reveals nothing beyond it.
         """
         if isinstance(raw_documents, str | bytes):
             raise ValueError("raw_documents must be an iterable of documents (strings), not one string")
@@ -210,6 +219,13 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
                 "vocabulary is empty (the budget was spent); a larger epsilon, more documents or a "
                 "smaller max_words_per_document helps"
             )
+        if len(words) < self.n_words:
+            warnings.warn(
+                f"PrivateCountVectorizer: only {len(words)} of the {self.n_words} words asked for passed "
+                "the noisy threshold; more documents, a larger epsilon or a smaller max_words_per_document "
+                "would keep more",
+                ReleaseUtilityWarning, stacklevel=3,  # the caller of fit, past scikit-learn's _fit_context
+            )  # fmt: skip
         self.vocabulary_ = {word: i for i, word in enumerate(words)}
         self.noisy_weights_ = noisy
         return self
