@@ -354,6 +354,11 @@ def test_vectorizer_warns_when_fewer_words_pass_than_asked():
     (shortfall,) = [w for w in caught if w.category is ReleaseUtilityWarning]
     assert "max_words_per_document" in str(shortfall.message)
     assert shortfall.filename == __file__  # points at the caller's line, not inside scikit-learn
+    pipe = make_pipeline(PrivateCountVectorizer(10, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0)),
+                         PrivateSpectralLDA(2, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(1)))
+    with pytest.warns(ReleaseUtilityWarning, match="only 4 of the 10") as caught:
+        pipe.fit(corpus)  # through Pipeline, joblib's cache and fit_transform: still this line
+    assert [w.filename for w in caught if w.category is ReleaseUtilityWarning] == [__file__]
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReleaseUtilityWarning)  # all the words asked for pass: no warning
         PrivateCountVectorizer(4, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0)).fit(corpus)

@@ -31,6 +31,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from dptensor._callers import outside_frame
 from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.privacy.errors import ReleaseUtilityWarning
 from dptensor.privacy.guarantee import PrivacyGuarantee
@@ -224,7 +225,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
                 f"PrivateCountVectorizer: only {len(words)} of the {self.n_words} words asked for passed "
                 "the noisy threshold; more documents, a larger epsilon or a smaller max_words_per_document "
                 "would keep more",
-                ReleaseUtilityWarning, stacklevel=3,  # the caller of fit, past scikit-learn's _fit_context
+                ReleaseUtilityWarning, stacklevel=outside_frame()[1],  # the user's line
             )  # fmt: skip
         self.vocabulary_ = {word: i for i, word in enumerate(words)}
         self.noisy_weights_ = noisy

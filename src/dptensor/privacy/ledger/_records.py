@@ -6,11 +6,11 @@ import dataclasses
 import datetime
 import getpass
 import os
-import sys
 from typing import Any
 
 import dp_accounting
 
+from dptensor._callers import outside_frame
 from dptensor._files import json_text
 from dptensor.privacy.ledger._events import encode_event
 
@@ -91,13 +91,10 @@ class Charge:
 
 def _caller() -> str:
     """``module:function:line`` of the first frame outside dptensor (and scikit-learn's wrappers)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = str(frame.f_globals.get("__name__", ""))
-        if not (name == "dptensor" or name.startswith(("dptensor.", "sklearn.", "contextlib", "functools"))):
-            return f"{name}:{frame.f_code.co_name}:{frame.f_lineno}"
-        frame = frame.f_back
-    return ""
+    frame, _ = outside_frame()
+    if frame is None:
+        return ""
+    return f"{frame.f_globals.get('__name__', '')}:{frame.f_code.co_name}:{frame.f_lineno}"
 
 
 def _user() -> str:
