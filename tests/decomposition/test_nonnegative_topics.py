@@ -1,5 +1,7 @@
 """Topics from a symmetric non-negative factor of the M2 release (``topic_recovery="nmf"``)."""
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -148,6 +150,27 @@ def test_topics_from_factor_keep_the_unigram_distribution_off_the_support():
 
 def _corpus():
     return make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=40, topic_concentration=0.2, random_state=3)
+
+
+def test_refinement_gives_the_unigram_release_more_of_the_moments_budget():
+    """With private refinement after it, the nmf recovery's m1 release takes 0.4 of the moments' share
+    (the passes rescale to the released unigram distribution); the guarantee is unchanged."""
+    c = _corpus()
+    kwargs = dict(epsilon=4.0, delta=1e-6, topic_recovery="nmf", random_state=0)
+    refined = PrivateSpectralLDA(3, 0.3, refine_passes=2, **kwargs).fit(c.counts)
+    moments = 1.0 - refined.budget_split_["rf"]
+    assert refined.budget_split_ == pytest.approx(
+        {"m1": 0.4 * moments, "m2": 0.6 * moments, "rf": refined.budget_split_["rf"]}
+    )
+    assert psl.NMF_REFINED_BUDGET_SPLIT == {"m1": 0.4, "m2": 0.6}
+    alone = PrivateSpectralLDA(3, 0.3, refine=None, **kwargs).fit(c.counts)
+    assert alone.budget_split_ == pytest.approx(psl.NMF_BUDGET_SPLIT)
+    for model in (refined, alone):  # the same total, composed exactly
+        assert model.guarantee_.holds and model.guarantee_.epsilon == pytest.approx(4.0, rel=1e-6)
+    # the m1 release's noise multiplier falls as its share grows (mu_m1 = sqrt(share) mu)
+    multipliers = [model.guarantee_.details["noise_multipliers"]["m1"] for model in (alone, refined)]
+    shares = [model.budget_split_["m1"] for model in (alone, refined)]
+    assert multipliers[0] / multipliers[1] == pytest.approx(math.sqrt(shares[1] / shares[0]), rel=1e-6)
 
 
 def test_nmf_recovery_finds_the_topics_with_two_releases():

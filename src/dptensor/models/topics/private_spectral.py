@@ -135,6 +135,7 @@ from dptensor.models.topics._private_plan import (  # noqa: F401 - the plan's co
     CONFIG_EDGES,
     NMF_BUDGET_SPLIT,
     NMF_EDGES,
+    NMF_REFINED_BUDGET_SPLIT,
     PUBLIC_WHITENING_BUDGET_SPLIT,
     PUBLIC_WHITENING_EDGES,
     THIRD_CLIP_EDGES,
@@ -252,7 +253,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
         ``public_corpus``, with the Analyze Gauss release of ``M2``): a symmetric non-negative
         factor of the released ``M2`` on the whitening words is the topics
         (:mod:`dptensor.decomposition.nonnegative_topics`); there is no third-moment release, so the
-        budget goes to ``m1`` and ``m2`` (:data:`NMF_BUDGET_SPLIT`). ``"auto"``:
+        budget goes to ``m1`` and ``m2`` (:data:`NMF_BUDGET_SPLIT`; with refinement,
+        :data:`NMF_REFINED_BUDGET_SPLIT`). ``"auto"``:
         ``"nmf"`` in clipped mode without ``public_corpus`` when the planner predicts a
         signal-to-noise below :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on the
         fewest whitening words (:func:`~dptensor.models.topics.plan.prefers_nonnegative_topics`;
