@@ -364,6 +364,18 @@ def test_vectorizer_warns_when_fewer_words_pass_than_asked():
         PrivateCountVectorizer(4, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0)).fit(corpus)
 
 
+@pytest.mark.parametrize("extreme", EXTREME_DOCUMENTS, ids=["distinct-1e6", "huge-counts", "empty", "single"])
+def test_the_shortfall_warning_is_the_same_for_extreme_neighbours(extreme):
+    """The audit leaves ReleaseUtilityWarning out (it follows the release); here, with the same noise,
+    the release and so the warning are the same for a corpus and its extreme neighbour."""
+    messages = []
+    for corpus in (_corpus("alpha beta"), _corpus(extreme)):
+        with pytest.warns(ReleaseUtilityWarning) as caught:
+            PrivateCountVectorizer(10, epsilon=1.0, delta=1e-6, noise=insecure_test_noise(0)).fit(corpus)
+        messages.append([str(w.message) for w in caught if w.category is ReleaseUtilityWarning])
+    assert messages[0] == messages[1] and len(messages[0]) == 1 and "only 4 of the 10" in messages[0][0]
+
+
 def test_vectorizer_is_a_scikit_learn_estimator():
     from sklearn.base import clone
 
