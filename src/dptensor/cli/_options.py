@@ -43,6 +43,7 @@ __all__ = [
     "output_path",
     "positive_float",
     "positive_int",
+    "positive_int_or_auto",
     "probability",
     "refuse_overwriting_inputs",
     "refuse_unused",
@@ -91,6 +92,11 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer (at least 1), got {value}")
     return value
+
+
+def positive_int_or_auto(text: str) -> int | str:
+    """``type=`` for a count that a rule may choose: ``"auto"`` or an integer of at least 1."""
+    return "auto" if text == "auto" else positive_int(text)
 
 
 def nonnegative_int(text: str) -> int:

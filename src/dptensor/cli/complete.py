@@ -19,6 +19,7 @@ from dptensor.cli._options import (
     output_path,
     positive_float,
     positive_int,
+    positive_int_or_auto,
     probability,
     refuse_unused,
     research_options_last,
@@ -135,8 +136,8 @@ def register_plan(subparsers: argparse._SubParsersAction) -> None:
                       help="the relation: user (all ratings of one user; default) or entry-value")
     plan.add_argument("--typical-ratings", type=positive_int, default=100, metavar="M",
                       help="a public guess of a typical user's number of ratings (default 100)")
-    plan.add_argument("--max-ratings", type=positive_int, default=DEFAULT_MAX_RATINGS,
-                      help=f"the fit's --max-ratings (default {DEFAULT_MAX_RATINGS})")
+    plan.add_argument("--max-ratings", type=positive_int_or_auto, default="auto",
+                      help="the fit's --max-ratings (default auto: the fit's rule)")
     plan.add_argument("--value-range", type=float, nargs=2, default=(1.0, 5.0), metavar=("MIN", "MAX"),
                       help="the declared rating range (default 1 5)")
     plan.add_argument("--popularity", choices=("movielens", "uniform"), default="movielens",
@@ -271,9 +272,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
     research.add_argument("--clip", type=positive_float, default=None,
                           help="clipping constant m (Alg. 2) / Lipschitz constant L (Alg. 3) / DP-SGD clip "
                                "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
-    research.add_argument("--max-ratings", type=positive_int, default=DEFAULT_MAX_RATINGS,
+    research.add_argument("--max-ratings", type=positive_int_or_auto, default="auto",
                           help="--neighbouring user: bound a user's contribution as if they had this many "
-                               f"ratings (default {DEFAULT_MAX_RATINGS})")
+                               f"ratings; auto (default): {DEFAULT_MAX_RATINGS}, more where the users are "
+                               "many enough for the noise to allow it (public sizes)")
     research.add_argument("--start", choices=("auto", "spectral", "random"), default="auto",
                           help="--neighbouring user: start the item factors from a noisy release of the "
                                "users' covariance (spectral) or data-independently (random); auto: spectral "

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor.models.completion._plan import plan_completion
 from dptensor.models.completion.estimator import TensorCompletion
 from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
@@ -409,7 +410,8 @@ class CompletionCanaries:
             probe_user, users = users[0], users[1:]
             if users.size == 0:
                 raise ValueError("the user relation's audit needs at least two users")
-            per_user = max(1, min(int(getattr(estimator, "max_ratings", None) or shape[1]), shape[1]))
+            bound = plan_completion(estimator.get_params(), shape).max_ratings  # "auto" resolved
+            per_user = max(1, min(int(bound), shape[1]))
             users = users[: max(1, shape[1] // per_user)]
             items = rng.permutation(shape[1])
             keep = ~np.isin(indices[:, 0], np.append(users, probe_user))

@@ -323,7 +323,8 @@ def test_user_level_dp_als_defaults_skip_one_row_modes_and_give_the_mean_a_tenth
     assert 1 / (z[1] * mu) ** 2 == pytest.approx(0.45, rel=1e-6)  # the rest, to two item releases
     tensor = TensorCompletion(2, **common).fit(*_ratings(seed=5))
     assert list(tensor.guarantee_.details["releases"]) == ["mean", "1", "2", "1", "2"]
-    assert matrix.reg_bias_ == tensor.reg_bias_ == 5.0 and matrix.max_ratings == 10  # the defaults
+    assert matrix.reg_bias_ == tensor.reg_bias_ == 5.0  # the defaults
+    assert matrix.max_ratings == "auto" and matrix.max_ratings_ == tensor.max_ratings_ == 10  # few users
     # the plan keeps both modes when dropping one would leave no item-side release
     plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
                                epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(1, 2))
@@ -368,6 +369,40 @@ def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
         plan_completion({**params, "neighbouring": "entry-value", "start": "spectral"}, (10, 20, 1), 50)
     with pytest.raises(ValueError, match="rank <= items"):
         plan_completion({**params, "start": "spectral"}, (10, 5, 1))
+
+
+def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_uses_it():
+    """``max_ratings="auto"``: 10 until ``u = n / (z sqrt(items))`` passes 350, then ``10 (u/350)^1.25``."""
+    rule = dpals.auto_max_ratings
+    z = 2.0
+    at = dpals.MAX_RATINGS_GROWTH_FROM * z * math.sqrt(100)  # the users where growth begins
+    assert rule(10, 100, z) == rule(int(at), 100, z) == dpals.DEFAULT_MAX_RATINGS
+    assert rule(int(2 * at), 100, z) == round(10 * 2**1.25) == 24
+    assert rule(int(2 * at), 100, 2 * z) == 10  # more noise: no growth
+    assert rule(10**12, 100, z) == dpals.MAX_RATINGS_CAP
+    sizes = [rule(n, 100, z) for n in np.geomspace(10, 10**9, 60).astype(int)]
+    assert sizes == sorted(sizes)
+    assert any(dpals.DEFAULT_MAX_RATINGS < b < dpals.MAX_RATINGS_CAP for b in sizes)
+    # the estimator's plan at MovieLens-100K's items (no data read): 10 at 7e4 users and epsilon 1
+    params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
+                              value_range=(LOW, HIGH)).get_params()
+    assert plan_completion(params, (7 * 10**4, 1682, 1)).max_ratings == 10
+    assert 20 < plan_completion(params, (2 * 10**5, 1682, 1)).max_ratings < 50
+    assert plan_completion(params, (10**6, 1682, 1)).max_ratings > 200
+    assert plan_completion({**params, "max_ratings": 7}, (10**6, 1682, 1)).max_ratings == 7  # as given
+    # a small fit where the rule grows: the bound used is the rule's, in every release's noise
+    rng = np.random.default_rng(4)
+    n_users, n_items = 2000, 8
+    items = np.argsort(rng.random((n_users, n_items)), axis=1)[:, :6]
+    indices = np.column_stack([np.repeat(np.arange(n_users), 6), items.ravel(), np.zeros(6 * n_users, int)])
+    values = rng.integers(1, 6, len(indices)).astype(float)
+    common = dict(privacy="als", neighbouring="user", epsilon=8.0, delta=1e-6, value_range=(LOW, HIGH),
+                  random_state=0)
+    fits = {b: TensorCompletion(2, max_ratings=b, noise=insecure_test_noise(3), **common).fit(
+        indices, values, (n_users, n_items, 1)) for b in ("auto", 31, 10)}
+    assert fits["auto"].max_ratings_ == fits["auto"].guarantee_.details["max_ratings"] == 31
+    assert fits["auto"].noise_stds_ == fits[31].noise_stds_ != fits[10].noise_stds_
+    np.testing.assert_array_equal(fits["auto"].predict(indices[:50]), fits[31].predict(indices[:50]))
 
 
 def test_spectral_start_finds_the_items_subspace_and_beats_the_random_start():

@@ -103,6 +103,12 @@ RELATIONS = ("entry-value", "user")
 #: noise pays for (issue 38, MovieLens-100K-shaped users, 10^4 of them, epsilon 1 and 4: held-out
 #: RMSE the same for 3, 10 and 20, 0.003-0.008 worse at 100, the former default).
 DEFAULT_MAX_RATINGS = 10
+#: ``max_ratings="auto"`` (:func:`auto_max_ratings`): the bound stays ``DEFAULT_MAX_RATINGS`` up to
+#: ``u = n_users / (z sqrt(n_items)) = MAX_RATINGS_GROWTH_FROM`` (``z`` the items' noise multiplier)
+#: and grows as ``u ** MAX_RATINGS_GROWTH_POWER`` beyond, up to ``MAX_RATINGS_CAP``.
+MAX_RATINGS_GROWTH_FROM = 350.0
+MAX_RATINGS_GROWTH_POWER = 1.25
+MAX_RATINGS_CAP = 300
 
 #: Under ``"user"``, the share of ``mu^2`` of the spectral start (:func:`spectral_start`), taken
 #: from the sweeps (the mean keeps ``budget_split``). MovieLens-100K-shaped users, epsilon 1, one
@@ -227,6 +233,21 @@ def spectral_start_pays(n_users: int, n_items: int, rank: int, z: float) -> bool
     if not 1 <= rank <= n_items <= SPECTRAL_MAX_ITEMS:
         return False
     return n_users >= SPECTRAL_MIN_USERS * z * math.sqrt(n_items)
+
+
+def auto_max_ratings(n_users: int, n_items: int, z: float) -> int:
+    """``max_ratings="auto"``: each user's contribution bound, from public sizes and the plan only.
+
+    ``DEFAULT_MAX_RATINGS * max(1, u / MAX_RATINGS_GROWTH_FROM) ** MAX_RATINGS_GROWTH_POWER``, rounded
+    and at most :data:`MAX_RATINGS_CAP`, with ``u = n_users / (z sqrt(n_items))`` and ``z`` the item
+    release's noise multiplier. A low bound makes every user count once (what the noise pays for)
+    but re-weights the ratings of heavy users; once the noise on each item's statistics is small
+    against the users' sum, that re-weighting costs more than the noise a higher bound adds
+    (issue 38, MovieLens-100K-shaped users, held-out-user RMSE; see the research log).
+    """
+    u = n_users / (z * math.sqrt(n_items))
+    grown = DEFAULT_MAX_RATINGS * max(1.0, u / MAX_RATINGS_GROWTH_FROM) ** MAX_RATINGS_GROWTH_POWER
+    return int(min(MAX_RATINGS_CAP, round(grown)))
 
 
 def _total_mu(multipliers) -> float:
@@ -838,6 +859,7 @@ __all__ = [
     "RELATIONS",
     "DpAlsPlan",
     "DpAlsSettings",
+    "auto_max_ratings",
     "dp_als",
     "plan_releases",
     "spectral_start_pays",

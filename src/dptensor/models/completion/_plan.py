@@ -35,9 +35,11 @@ from dptensor._validation import check_epsilon_delta, check_positive_int, check_
 from dptensor.models._base import PrivateEstimatorMixin, refuse_stray_privacy_parameters
 from dptensor.models.completion import _paper
 from dptensor.models.completion._dp_als import (
+    DEFAULT_MAX_RATINGS,
     RELATIONS,
     SPECTRAL_MAX_ITEMS,
     DpAlsPlan,
+    auto_max_ratings,
     plan_releases,
     spectral_start_pays,
 )
@@ -118,7 +120,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "clamp": ["boolean"],
     "budget_split": [Interval(Real, 0, 1, closed="neither"), None],
     "output_epochs": [Interval(Integral, 1, None, closed="left")],
-    "max_ratings": [Interval(Integral, 1, None, closed="left")],
+    "max_ratings": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     "start": [StrOptions({"auto", "spectral", "random"})],
     "init_scale": [Interval(Real, 0, None, closed="neither"), None],
     "random_state": "no_validation",  # Generators too (check_random_state)
@@ -194,6 +196,11 @@ class CompletionPlan:
     batch_size : int
     init_scale : float or None
     output_epochs, max_ratings : int
+        ``max_ratings`` resolved: with ``"auto"`` under ``"user"`` (DP-ALS), the rule
+        :func:`~dptensor.models.completion._dp_als.auto_max_ratings` once the schedule is known;
+        elsewhere ``DEFAULT_MAX_RATINGS`` (unused).
+    max_ratings_auto : bool
+        Whether ``max_ratings`` was ``"auto"``.
     start : str
         The item factors' start as given (``"auto"``, ``"spectral"``, ``"random"``); DP-ALS's
         schedule (``dp_als``) says whether a spectral start is made.
@@ -238,6 +245,7 @@ class CompletionPlan:
     init_scale: float | None
     output_epochs: int
     max_ratings: int
+    max_ratings_auto: bool
     start: str
     clamp: bool
     reg: float | str
@@ -383,7 +391,9 @@ def plan_completion(
     init_scale = (0.1 if dpsgd else None) if a.init_scale is None else check_real(
         a.init_scale, "init_scale")
     output_epochs = check_positive_int(a.output_epochs, "output_epochs")
-    max_ratings = check_positive_int(a.max_ratings, "max_ratings")
+    max_ratings_auto = isinstance(a.max_ratings, str) and a.max_ratings == "auto"
+    max_ratings = (DEFAULT_MAX_RATINGS if max_ratings_auto
+                   else check_positive_int(a.max_ratings, "max_ratings"))
     start = a.start  # one of PARAMETER_CONSTRAINTS' options (validated above)
     if start == "spectral" and not (a.privacy == "als" and a.neighbouring == "user" and ranks is not None):
         raise ValueError("start='spectral' is a release of user-level DP-ALS: it needs privacy='als', "
@@ -431,8 +441,8 @@ def plan_completion(
         offsets=offsets, context_modes=context_modes, epsilon=epsilon, delta=delta,
         value_range=value_range, budget_split=split, clip=clip, learning_rate=eta, n_epochs=n_epochs,
         batch_size=batch_size, init_scale=init_scale, output_epochs=output_epochs,
-        max_ratings=max_ratings, start=start, clamp=bool(a.clamp), reg=reg, reg_core=reg_core,
-        reg_bias=reg_bias,
+        max_ratings=max_ratings, max_ratings_auto=max_ratings_auto, start=start, clamp=bool(a.clamp),
+        reg=reg, reg_core=reg_core, reg_bias=reg_bias,
         tie_reg_core=a.reg_core is None, tie_reg_bias=a.reg_bias is None, max_iter=max_iter,
         tol=float(a.tol) if a.privacy is None else -math.inf, early_stopping=a.early_stopping,
         validation_fraction=a.validation_fraction, n_iter_no_change=int(a.n_iter_no_change),
@@ -631,6 +641,9 @@ def _with_releases(
             z_s = dp_als.multipliers[dp_als.steps.index("spectrum")]
             if not spectral_start_pays(shape[0], shape[1], plan.ranks[1], z_s):
                 dp_als = schedule(spectral=False)
+        if plan.relation == "user" and plan.max_ratings_auto:  # the rule reads the items' multiplier
+            z_items = dp_als.multipliers[dp_als.steps.index("1")]
+            plan = replace(plan, max_ratings=auto_max_ratings(shape[0], shape[1], z_items))
         releases = tuple(
             Release(step, "laplace", z_t, dp_als.offsets_epsilon, 1.0, z_t) if step == "offsets"
             else Release(step, "gaussian", z_t, None, None, None)

@@ -71,7 +71,7 @@ from numbers import Real
 import numpy as np
 
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
-from dptensor.models.completion._dp_als import DEFAULT_MAX_RATINGS, RELATIONS, entry_scale
+from dptensor.models.completion._dp_als import RELATIONS, entry_scale
 from dptensor.models.completion._plan import check_value_range, plan_completion
 
 __all__ = ["CALIBRATION", "RecommendationPlan", "plan_recommendation", "popularity_profile", "users_within"]
@@ -203,7 +203,7 @@ def plan_recommendation(
     rank: int = 10,
     n_times: int = 1,
     typical_ratings: int = 100,
-    max_ratings: int = DEFAULT_MAX_RATINGS,
+    max_ratings: int | str = "auto",
     value_range: tuple[float, float] = (1.0, 5.0),
     popularity: object = "movielens",
     calibration: dict[str, float] | None = None,
@@ -223,8 +223,9 @@ def plan_recommendation(
         Days (the time mode); 1 for a user x item matrix.
     typical_ratings : int, default 100
         A public guess of the number of ratings of a typical user (the mean; MovieLens-100K: 106).
-    max_ratings : int, default 10
-        The fit's ``max_ratings`` (each user's contribution bound under ``"user"``).
+    max_ratings : int or "auto", default "auto"
+        The fit's ``max_ratings`` (each user's contribution bound under ``"user"``); ``"auto"``: the
+        fit's rule (:class:`~dptensor.models.TensorCompletion`), from the same public sizes.
     value_range : (float, float), default (1, 5)
         The declared rating range.
     popularity : {"movielens", "uniform"} or array-like, default "movielens"
@@ -248,7 +249,8 @@ def plan_recommendation(
     n_times = check_positive_int(n_times, "n_times")
     rank = check_positive_int(rank, "rank")
     typical_ratings = check_positive_int(typical_ratings, "typical_ratings")
-    max_ratings = check_positive_int(max_ratings, "max_ratings")
+    if not (isinstance(max_ratings, str) and max_ratings == "auto"):
+        max_ratings = check_positive_int(max_ratings, "max_ratings")
     check_epsilon_delta(epsilon, delta)
     if relation not in RELATIONS:
         raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
@@ -267,6 +269,7 @@ def plan_recommendation(
     ).get_params()
     n_guess = n_users * typical_ratings  # only the entry-value plan's default delta would read it
     plan = plan_completion(params, (n_users, n_items, n_times), n_guess)
+    max_ratings = plan.max_ratings  # resolved as the fit resolves it
     width = high - low
     s2 = (width / 4.0) ** 2
     z = plan.release("1").noise_multiplier
