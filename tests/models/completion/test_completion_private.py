@@ -403,6 +403,15 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
     assert fits["auto"].max_ratings_ == fits["auto"].guarantee_.details["max_ratings"] == 31
     assert fits["auto"].noise_stds_ == fits[31].noise_stds_ != fits[10].noise_stds_
     np.testing.assert_array_equal(fits["auto"].predict(indices[:50]), fits[31].predict(indices[:50]))
+    # extreme neighbours (user 0 with no ratings, or rating every item at the top): the same bound
+    # and noise, whatever the data
+    alone = indices[:, 0] != 0
+    everything = np.column_stack([np.zeros(n_items, int), np.arange(n_items), np.zeros(n_items, int)])
+    top = np.append(values[alone], np.full(n_items, HIGH))
+    for idx, val in ((indices[alone], values[alone]), (np.vstack([indices[alone], everything]), top)):
+        neighbour = TensorCompletion(2, noise=insecure_test_noise(3), **common).fit(
+            idx, val, (n_users, n_items, 1))
+        assert neighbour.max_ratings_ == 31 and neighbour.noise_stds_ == fits["auto"].noise_stds_
 
 
 def test_spectral_start_finds_the_items_subspace_and_beats_the_random_start():
