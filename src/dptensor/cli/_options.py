@@ -96,7 +96,15 @@ def positive_int(text: str) -> int:
 
 def positive_int_or_auto(text: str) -> int | str:
     """``type=`` for a count that a rule may choose: ``"auto"`` or an integer of at least 1."""
-    return "auto" if text == "auto" else positive_int(text)
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (at least 1) or 'auto', got {value}")
+    return value
 
 
 def nonnegative_int(text: str) -> int:

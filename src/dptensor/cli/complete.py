@@ -274,8 +274,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
                                "(default 1; (MAX - MIN) / 2 for gradient_dpsgd with --value-range)")
     research.add_argument("--max-ratings", type=positive_int_or_auto, default="auto",
                           help="--neighbouring user: bound a user's contribution as if they had this many "
-                               f"ratings; auto (default): {DEFAULT_MAX_RATINGS}, more where the users are "
-                               "many enough for the noise to allow it (public sizes)")
+                               f"ratings; auto (default): {DEFAULT_MAX_RATINGS}, growing as "
+                               f"{DEFAULT_MAX_RATINGS}*(u/350)^1.25 up to 300 where "
+                               "u = users / (z sqrt(items)) passes 350, z the item release's noise "
+                               "multiplier (public sizes only)")
     research.add_argument("--start", choices=("auto", "spectral", "random"), default="auto",
                           help="--neighbouring user: start the item factors from a noisy release of the "
                                "users' covariance (spectral) or data-independently (random); auto: spectral "

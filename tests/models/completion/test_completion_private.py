@@ -6,6 +6,7 @@ audits and neighbouring-pair observations of every private mode whose guarantee 
 
 from __future__ import annotations
 
+import argparse
 import copy
 import math
 import warnings
@@ -15,9 +16,10 @@ import pytest
 from _helpers import random_ratings as _ratings
 
 from dptensor.cli import observe_command
+from dptensor.cli._options import positive_int_or_auto
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _dp_als as dpals
-from dptensor.models.completion import plan_completion
+from dptensor.models.completion import plan_completion, plan_recommendation
 from dptensor.models.completion._als import ModeIndex, initial_parameters
 from dptensor.models.completion._sgd import offsets_start, perturb_values, sgd_epochs
 from dptensor.models.completion.estimator import rmse
@@ -390,6 +392,16 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
     assert 20 < plan_completion(params, (2 * 10**5, 1682, 1)).max_ratings < 50
     assert plan_completion(params, (10**6, 1682, 1)).max_ratings > 200
     assert plan_completion({**params, "max_ratings": 7}, (10**6, 1682, 1)).max_ratings == 7  # as given
+    # schedules without an item release "1": one item over days (mode 2 is swept), no sweep at all
+    one_item = plan_completion(params, (10**7, 1, 40))
+    assert one_item.dp_als.steps[-1] == "2" and one_item.max_ratings > 10
+    means = plan_completion({**params, "rank": None, "offsets": "mean"}, (10**7, 1682, 1))
+    assert means.dp_als.steps == ("mean",) and means.max_ratings == dpals.DEFAULT_MAX_RATINGS
+    with pytest.raises(ValueError, match="'auto'"):
+        plan_recommendation(10**4, 1682, epsilon=1.0, max_ratings="many")
+    with pytest.raises(argparse.ArgumentTypeError, match="positive integer or 'auto'"):
+        positive_int_or_auto("many")
+    assert positive_int_or_auto("auto") == "auto" and positive_int_or_auto("12") == 12
     # a small fit where the rule grows: the bound used is the rule's, in every release's noise
     rng = np.random.default_rng(4)
     n_users, n_items = 2000, 8
@@ -400,6 +412,9 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
                   random_state=0)
     fits = {b: TensorCompletion(2, max_ratings=b, noise=insecure_test_noise(3), **common).fit(
         indices, values, (n_users, n_items, 1)) for b in ("auto", 31, 10)}
+    for other in ({"rank": None, "offsets": "mean"}, {"neighbouring": "entry-value"}):
+        fit = TensorCompletion(**{"rank": 2, **common, **other}).fit(indices, values, (n_users, n_items, 1))
+        assert fit.max_ratings_ == (10 if "rank" in other else None)  # no sweep: the default bound
     assert fits["auto"].max_ratings_ == fits["auto"].guarantee_.details["max_ratings"] == 31
     assert fits["auto"].noise_stds_ == fits[31].noise_stds_ != fits[10].noise_stds_
     np.testing.assert_array_equal(fits["auto"].predict(indices[:50]), fits[31].predict(indices[:50]))

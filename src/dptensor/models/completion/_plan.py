@@ -641,9 +641,10 @@ def _with_releases(
             z_s = dp_als.multipliers[dp_als.steps.index("spectrum")]
             if not spectral_start_pays(shape[0], shape[1], plan.ranks[1], z_s):
                 dp_als = schedule(spectral=False)
-        if plan.relation == "user" and plan.max_ratings_auto:  # the rule reads the items' multiplier
-            z_items = dp_als.multipliers[dp_als.steps.index("1")]
-            plan = replace(plan, max_ratings=auto_max_ratings(shape[0], shape[1], z_items))
+        swept = [mode for mode in ("1", "2") if mode in dp_als.steps]  # a one-row mode is not released
+        if plan.relation == "user" and plan.max_ratings_auto and swept:  # the rule reads its multiplier
+            z_items = dp_als.multipliers[dp_als.steps.index(swept[0])]
+            plan = replace(plan, max_ratings=auto_max_ratings(shape[0], shape[int(swept[0])], z_items))
         releases = tuple(
             Release(step, "laplace", z_t, dp_als.offsets_epsilon, 1.0, z_t) if step == "offsets"
             else Release(step, "gaussian", z_t, None, None, None)

@@ -280,9 +280,10 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``"als"`` under ``"user"``: a user's contribution to each release is bounded as if they had
         at most this many ratings (larger contributions are scaled down, silently). ``"auto"``: 10,
         growing once the users are many enough for the noise on each item's statistics to be small
-        (public sizes only: ``10 (u / 300)^1.25`` up to 300, ``u = n_users / (z sqrt(n_items))``, ``z``
-        the item release's noise multiplier; 10 up to about 1e5 MovieLens-100K-shaped users at epsilon
-        1, 300 from about 1e6); the bound used is ``max_ratings_``.
+        (public sizes and parameters only: ``10 (u / 350)^1.25`` up to 300, ``u = n_users / (z
+        sqrt(n_items))``, ``z`` the item release's noise multiplier; with 1 682 items at epsilon 1 and
+        delta 1e-6, 10 up to about 7e4 users, 249 at 1e6, 300 from about 1.2e6); the bound used is
+        ``max_ratings_``.
     start : {"auto", "spectral", "random"}, default "auto"
         ``"als"`` under ``"user"``: where the item factors start. ``"spectral"``: from the leading
         eigenvectors of a noisy release of the covariance of users' rating vectors (it takes 30% of
@@ -326,8 +327,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     reg_bias_ : float
         The biases' penalty used (with ``reg="auto"`` and no ``reg_bias`` given: the chosen
         ``reg``). :func:`~dptensor.models.completion.fold_in_users` reads it with ``reg_``.
-    max_ratings_ : int
-        The contribution bound used under ``"user"`` (``max_ratings`` resolved).
+    max_ratings_ : int or None
+        The contribution bound used by ``"als"`` under ``"user"`` (``max_ratings`` resolved); ``None``
+        elsewhere.
     reg_path_ : list of dict
         ``reg="auto"``: validation RMSE of each ``lambda`` tried.
     noise_stds_ : list of float
@@ -485,7 +487,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 params = self._fit_als(indices, train, shape, plan, rng)
             else:
                 params = self._fit_sgd(indices, values, train, shape, plan, rng, source)
-        self.max_ratings_ = int(plan.max_ratings)
+        user_als = plan.privacy == "als" and plan.relation == "user"
+        self.max_ratings_ = int(plan.max_ratings) if user_als else None
         # the biases' penalty in effect (reg="auto" ties it to the chosen reg unless it was given)
         self.reg_bias_ = float(self.reg_) if plan.reg_auto and plan.tie_reg_bias else float(plan.reg_bias)
         self.factors_ = params.factors

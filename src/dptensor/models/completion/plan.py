@@ -249,7 +249,9 @@ def plan_recommendation(
     n_times = check_positive_int(n_times, "n_times")
     rank = check_positive_int(rank, "rank")
     typical_ratings = check_positive_int(typical_ratings, "typical_ratings")
-    if not (isinstance(max_ratings, str) and max_ratings == "auto"):
+    if isinstance(max_ratings, str) and max_ratings != "auto":
+        raise ValueError(f"max_ratings must be a positive integer or 'auto', got {max_ratings!r}")
+    if max_ratings != "auto":
         max_ratings = check_positive_int(max_ratings, "max_ratings")
     check_epsilon_delta(epsilon, delta)
     if relation not in RELATIONS:
@@ -269,7 +271,7 @@ def plan_recommendation(
     ).get_params()
     n_guess = n_users * typical_ratings  # only the entry-value plan's default delta would read it
     plan = plan_completion(params, (n_users, n_items, n_times), n_guess)
-    max_ratings = plan.max_ratings  # resolved as the fit resolves it
+    max_ratings = plan.max_ratings  # resolved as a fit with these parameters (delta included) resolves it
     width = high - low
     s2 = (width / 4.0) ** 2
     z = plan.release("1").noise_multiplier
