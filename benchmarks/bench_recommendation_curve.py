@@ -158,7 +158,7 @@ def run_size(args: argparse.Namespace) -> dict:
         fits.append({"users": n, "method": method, "model": shape, "relation": relation,
                      "epsilon": epsilon, "rmse": rmse, "seconds": seconds, "peak_rss_bytes": peak,
                      "reg": None if model is None else float(model.reg_),
-                     "max_ratings": getattr(model, "max_ratings_", None) if relation == "user" else None})
+                     "max_ratings": getattr(model, "max_ratings_", None)})  # None but for user-level DP-ALS
         print(f"  n={n:>7} {method:<12} {shape:<6} {relation:<11} eps={epsilon!s:<4} "
               f"RMSE {rmse:.4f}  {seconds:7.1f} s  peak {peak / 2**30:.2f} GiB", flush=True)
         Path(args.part).write_text(json.dumps(result()))  # after every fit: a stopped run keeps its fits

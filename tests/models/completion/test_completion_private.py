@@ -403,11 +403,8 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
         positive_int_or_auto("many")
     assert positive_int_or_auto("auto") == "auto" and positive_int_or_auto("12") == 12
     # a small fit where the rule grows: the bound used is the rule's, in every release's noise
-    rng = np.random.default_rng(4)
     n_users, n_items = 2000, 8
-    items = np.argsort(rng.random((n_users, n_items)), axis=1)[:, :6]
-    indices = np.column_stack([np.repeat(np.arange(n_users), 6), items.ravel(), np.zeros(6 * n_users, int)])
-    values = rng.integers(1, 6, len(indices)).astype(float)
+    indices, values, _ = _ratings((n_users, n_items, 1), density=0.75, seed=4)
     common = dict(privacy="als", neighbouring="user", epsilon=8.0, delta=1e-6, value_range=(LOW, HIGH),
                   random_state=0)
     fits = {b: TensorCompletion(2, max_ratings=b, noise=insecure_test_noise(3), **common).fit(

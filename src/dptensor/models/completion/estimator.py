@@ -470,6 +470,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
             )
         self.shape_ = shape
         self.n_observed_ = None if plan.relation == "user" else n
+        self.max_ratings_ = int(plan.max_ratings) if user_relation else None
         self.solver_, self.offsets_, self.context_modes_ = plan.solver, plan.offsets, plan.context_modes
         self.prediction_range_ = plan.value_range
         self.history_: list[float] = []
@@ -487,8 +488,6 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                 params = self._fit_als(indices, train, shape, plan, rng)
             else:
                 params = self._fit_sgd(indices, values, train, shape, plan, rng, source)
-        user_als = plan.privacy == "als" and plan.relation == "user"
-        self.max_ratings_ = int(plan.max_ratings) if user_als else None
         # the biases' penalty in effect (reg="auto" ties it to the chosen reg unless it was given)
         self.reg_bias_ = float(self.reg_) if plan.reg_auto and plan.tie_reg_bias else float(plan.reg_bias)
         self.factors_ = params.factors
