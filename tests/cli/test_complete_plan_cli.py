@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dptensor.cli import main
 from dptensor.models.completion import plan_recommendation
+from dptensor.models.completion.plan import epsilon_within
 
 
 def test_complete_plan_prints_the_prediction(capsys):
@@ -14,6 +15,8 @@ def test_complete_plan_prints_the_prediction(capsys):
     expected = plan_recommendation(70_000, 1682, epsilon=1.0, typical_ratings=106).ratio
     assert f"ratio to non-private: {expected:.3f}" in out
     assert "predicted from about" in out or "not predicted" in out
+    budget = epsilon_within(1.10, 70_000, 1682, typical_ratings=106)
+    assert f"ratio <= 1.1 with 70000 users predicted from epsilon about {budget:.3g}" in out
 
 
 def test_complete_plan_entry_value_with_days(capsys):

@@ -143,14 +143,15 @@ def register_plan(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--popularity", choices=("movielens", "uniform"), default="movielens",
                       help="the assumed item popularity (default movielens: a MovieLens-shaped profile)")
     plan.add_argument("--within", type=positive_float, default=1.10, metavar="RATIO",
-                      help="also say from how many users the ratio is predicted at most RATIO (default 1.10)")
+                      help="also say from how many users, and from what epsilon at these users, the ratio is "
+                           "predicted at most RATIO (default 1.10)")
     add_quiet_argument(plan)
     plan.set_defaults(func=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
     """``dptensor complete plan``: :func:`~dptensor.models.completion.plan_recommendation`'s prediction."""
-    from dptensor.models.completion.plan import plan_recommendation, users_within
+    from dptensor.models.completion.plan import epsilon_within, plan_recommendation, users_within
 
     sizes = {"epsilon": args.epsilon, "delta": args.delta, "relation": args.neighbouring,
              "rank": args.rank, "n_times": args.days, "typical_ratings": args.typical_ratings,
@@ -162,6 +163,11 @@ def run_plan(args: argparse.Namespace) -> int:
         needed = users_within(args.within, args.items, **sizes)
         print(f"ratio <= {args.within:g} predicted from about {needed} users" if needed is not None
               else f"ratio <= {args.within:g} is not predicted below 10^8 users")
+        others = {key: value for key, value in sizes.items() if key != "epsilon"}
+        budget = epsilon_within(args.within, args.users, args.items, **others)
+        print(f"ratio <= {args.within:g} with {args.users} users predicted from epsilon about {budget:.3g}"
+              if budget is not None
+              else f"ratio <= {args.within:g} with {args.users} users is not predicted below epsilon 100")
     return 0
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dptensor.models.completion import plan_recommendation
-from dptensor.models.completion.plan import CALIBRATION, popularity_profile, users_within
+from dptensor.models.completion.plan import CALIBRATION, epsilon_within, popularity_profile, users_within
 
 CURVE = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "recommendation_curve.json"
 ML = {"typical_ratings": 106}
@@ -69,6 +69,24 @@ def test_users_within_is_where_the_prediction_crosses_the_level():
     assert max(after) <= 1.05
     assert plan_recommendation(int(needed * 0.98), 1682, epsilon=1.0, **ML).ratio > 1.05
     assert users_within(1.0001, 1682, epsilon=0.01, high=10**5, **ML) is None
+
+
+def test_epsilon_within_is_the_budget_where_the_prediction_crosses_the_level():
+    """The inverse in the budget: at and above it the ratio is at most the level, just below it is not."""
+    needed = epsilon_within(1.03, 70_000, 1682, **ML)
+    assert needed is not None and 1.0 < needed < 4.0  # measured: 1.031 at epsilon 2 (research log)
+    after = [plan_recommendation(70_000, 1682, epsilon=needed * f, **ML).ratio for f in (1, 1.5, 3, 10)]
+    assert max(after) <= 1.03
+    assert plan_recommendation(70_000, 1682, epsilon=needed * 0.99, **ML).ratio > 1.03
+    # consistent with users_within: from the users it finds at epsilon 1, epsilon 1 is (just) enough
+    users = users_within(1.05, 1682, epsilon=1.0, **ML)
+    assert 0.9 < epsilon_within(1.05, users, 1682, **ML) <= 1.0 * (1 + 1e-3)
+    assert epsilon_within(1.0001, 1000, 1682, high=10.0, **ML) is None  # out of reach below the high end
+    assert epsilon_within(5.0, 70_000, 1682, **ML) == pytest.approx(0.01)  # already below at the low end
+    with pytest.raises(TypeError, match="epsilon"):
+        epsilon_within(1.03, 70_000, 1682, epsilon=1.0, **ML)
+    with pytest.raises(ValueError, match="low and high"):
+        epsilon_within(1.03, 70_000, 1682, low=2.0, high=1.0, **ML)
 
 
 def test_the_prediction_matches_the_measured_curve():
