@@ -165,3 +165,20 @@ def test_single_topic_fit_reads_a_blank_line_as_a_document(tmp_path, monkeypatch
     (tmp_path / "vocab.txt").write_text("wa\nwb\nwc\nwd\n")
     assert main(["single-topic", "fit", "docs.txt", "--vocab", "vocab.txt", "-k", "2"]) == 2
     assert "1 document(s) with fewer than 3 tokens (rows 2)" in capsys.readouterr().err  # the blank line
+
+
+@pytest.mark.parametrize("privacy", [[], ["--epsilon", "0.3", "--delta", "1e-6"]])
+def test_printed_topic_priors_are_the_prior_transform_uses(tmp_path, counts, capsys, privacy):
+    """The printed alpha of each topic is document_topic_prior(), which sums to alpha_0.
+
+    A private fit's raw moment estimate ``alpha_`` is a noisy release that can be far from it (a user
+    saw alpha=79039.68 printed under "alpha_0 = 1").
+    """
+    path = tmp_path / "corpus.npz"
+    sp.save_npz(path, counts)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(f"w{i}" for i in range(30)) + "\n")
+    assert main(["lda", "fit", str(path), "--vocab", str(vocab), "--topics", "3", "--alpha0", "0.3",
+                 "--quiet", "--seed", "0", *privacy]) == 0  # fmt: skip
+    printed = [float(a) for a in re.findall(r"alpha=([0-9.]+)", capsys.readouterr().out)]
+    assert len(printed) == 3 and sum(printed) == pytest.approx(0.3, abs=2e-4)

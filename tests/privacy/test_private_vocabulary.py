@@ -701,3 +701,23 @@ def test_cli_prints_the_predicted_vocabulary_and_reports_it(tmp_path, monkeypatc
                  "--vocab-share", "0.5"]) == 0
     out = capsys.readouterr().out
     assert f"V={predicted:.0f} predicted of the 50 asked" in out and "m=64, 10 distinct words" in out
+
+
+def test_cli_says_what_was_charged_when_the_vocabulary_keeps_fewer_words_than_topics(
+    tmp_path, monkeypatch, capsys
+):
+    """A released vocabulary of fewer words than --topics stops the fit after the vocabulary's charge
+    alone, in one line naming the flags and what was charged (not a Python error about n_components)."""
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "notes.txt", "tensor power")
+    assert main(["budget", "create", "budget.sqlite", "--epsilon", "10", "--delta", "1e-4"]) == 0
+    argv = ["lda", "fit", "notes.txt", "--topics", "5", "--epsilon", "0.05", "--delta", "1e-6",
+            "--private-vocab", "200", "--ledger", "budget.sqlite", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "fewer than the 5 topics (--topics)" in err and "the model's was not" in err
+    assert "n_components" not in err and "max_words_per_document" not in err
+    assert len(err.strip().splitlines()) == 1
+    [charge] = BudgetLedger("budget.sqlite").charges()  # the vocabulary's release only
+    assert "vocabulary" in charge.description and charge.epsilon < 0.05
+    assert f"epsilon {charge.epsilon:g}" in err

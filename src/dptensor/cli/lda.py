@@ -55,7 +55,7 @@ from dptensor.models.topics.persistence import load_model as load_model  # moved
 from dptensor.models.topics.persistence import read_model_file, save_model
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA
-from dptensor.models.topics.vectorizer import PrivateCountVectorizer
+from dptensor.models.topics.vectorizer import EmptyVocabularyError, PrivateCountVectorizer
 from dptensor.parallel import public_shape
 from dptensor.privacy import (
     BudgetExceededError,
@@ -513,7 +513,10 @@ def _print_topics(
     took = "" if private else f", fitted in {seconds:.2f} s"
     print(f"{args.topics} topics, alpha_0 = {args.alpha0:g}{took}")
     stability = getattr(model, "topic_stability_", None)  # SpectralLDA: share of runs finding it again
-    for i, (alpha, words) in enumerate(zip(model.alpha_, top, strict=True), start=1):
+    # the prior that transform uses (it sums to alpha_0), not the raw moment estimate alpha_, which
+    # for a private fit is a noisy release that can be far from it (e.g. 79039.68 with alpha_0 = 1)
+    prior = model.document_topic_prior()
+    for i, (alpha, words) in enumerate(zip(prior, top, strict=True), start=1):
         stable = "" if stability is None else f"  (stable={stability[i - 1]:.2f})"
         print(f"topic {i:>3}  alpha={alpha:.4f}  {topic_words_text(words)}{stable}")
     alignment = getattr(model, "whitening_alignment_", None)
@@ -623,11 +626,22 @@ def _private_vocabulary_corpus(
                                           vectorizer.delta, args.max_doc_words)
     with warnings.catch_warnings():  # the shortfall is said below, in the command's own words
         warnings.simplefilter("ignore", ReleaseUtilityWarning)
-        counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
-    words = [str(w) for w in vectorizer.get_feature_names_out()]
+        try:
+            counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
+        except EmptyVocabularyError:
+            counts = None
+    words = [] if counts is None else [str(w) for w in vectorizer.get_feature_names_out()]
     args._private_vocabulary = {"asked": args.private_vocab, "released": len(words), "predicted": predicted}
     progress_line(f"private vocabulary: {len(words)} words (released under DP; the planner predicted "
                   f"{predicted:.0f})", args.quiet)
+    k = int(model.n_components)
+    if len(words) < k:  # decided on the released count only (post-processing)
+        raise ValueError(
+            f"the private vocabulary kept {len(words)} words, fewer than the {k} topics (--topics): no model "
+            f"can be fitted over it. The vocabulary's release was charged (epsilon {vectorizer.epsilon:g}, "
+            f"delta {vectorizer.delta:g}), the model's was not; more documents, a larger --epsilon or "
+            "--vocab-share, or a smaller --max-doc-words would keep more"
+        )
     if len(words) < args.private_vocab:  # the count is part of the release; a warning, shown with --quiet too
         warnings.warn(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "
                       "threshold; more documents, a larger --epsilon or --vocab-share, or a smaller "

@@ -171,13 +171,14 @@ class RecommendationPlan:
         """One paragraph: the prediction and what it rests on."""
         return (
             f"predicted held-out RMSE ratio to non-private: {self.ratio:.3f} ({self.relation} relation, "
-            f"epsilon {self.epsilon:g}, delta {self.delta:g}; {self.users} users x {self.items} items "
-            f"x {self.times} days, rank {self.rank}, about {self.typical_ratings} ratings per user, "
+            f"epsilon {self.epsilon:g}, delta {self.delta:g}; {self.users} users x {self.items} items"
+            + (f" x {self.times} days" if self.times > 1 else "")
+            + f", rank {self.rank}, about {self.typical_ratings} ratings per user, "
             f"max_ratings {self.max_ratings}). Noise std on an item's statistics {self.item_noise_std:.3g}; "
             f"{100 * self.noisy_items:.0f}% of test ratings fall on items whose bias is mostly noise. "
             + ("The item factors start from a noisy release of the users' covariance (spectral start). "
                if self.spectral_start else "")
-            + "Public sizes only; calibrated on MovieLens-100K-shaped data (docs/completion.md)"
+            + "Public sizes only; calibrated on MovieLens-100K-shaped data (docs/completion.md)."
         )
 
 

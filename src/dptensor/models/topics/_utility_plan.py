@@ -160,8 +160,8 @@ class PrivateLDAPlan:
                 f"{self.verdict}{level} [{inputs}]")  # fmt: skip
         if self.vocabulary_short:
             line += (f"; the private vocabulary is predicted to keep fewer words than the "
-                     f"k={z['n_components']} topics: more documents, a larger epsilon or --vocab-share "
-                     "would keep more")
+                     f"k={z['n_components']} topics (a fit whose vocabulary does stops after charging it): "
+                     "more documents, a larger epsilon or --vocab-share would keep more")
         s = self.suggestions
         if self.snr < GOOD_LEVEL and s:
             line += (f"; for {GOOD_LEVEL:g} each alone would do: N >= {s['n_documents']}, "

@@ -50,6 +50,14 @@ from dptensor.privacy.vocabulary import (
 __all__ = ["PrivateCountVectorizer"]
 
 
+class EmptyVocabularyError(ValueError):
+    """No word passed the noisy threshold: the released vocabulary is empty (its budget was spent).
+
+    Decided on the release alone (how many words passed is part of it), so raising it is
+    post-processing.
+    """
+
+
 class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstimator):
     """Token counts over a vocabulary of frequent words chosen under differential privacy.
 
@@ -215,7 +223,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         weights = vocabulary_weights((analyzer(doc) for doc in raw_documents), calibration, source)
         words, noisy = select_vocabulary(weights, self.n_words, calibration, source)
         if not words:
-            raise ValueError(
+            raise EmptyVocabularyError(
                 "PrivateCountVectorizer: no word's noisy weight passed the threshold, so the released "
                 "vocabulary is empty (the budget was spent); a larger epsilon, more documents or a "
                 "smaller max_words_per_document helps"
