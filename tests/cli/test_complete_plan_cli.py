@@ -14,9 +14,9 @@ def test_complete_plan_prints_the_prediction(capsys):
     out = capsys.readouterr().out
     expected = plan_recommendation(70_000, 1682, epsilon=1.0, typical_ratings=106).ratio
     assert f"ratio to non-private: {expected:.3f}" in out
-    assert "predicted from about" in out or "not predicted" in out
+    assert "predicted for every number of users from about" in out or "not predicted" in out
     budget = epsilon_within(1.10, 70_000, 1682, typical_ratings=106)
-    assert f"ratio <= 1.1 with 70000 users predicted from epsilon about {budget:.3g}" in out
+    assert f"ratio <= 1.1 with 70000 users predicted for every epsilon from about {budget:.3g}" in out
 
 
 def test_complete_plan_entry_value_with_days(capsys):
@@ -24,7 +24,7 @@ def test_complete_plan_entry_value_with_days(capsys):
             "--neighbouring", "entry-value", "--within", "1"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "entry-value relation" in out and "predicted from" not in out
+    assert "entry-value relation" in out and "predicted for every" not in out
 
 
 def test_complete_plan_errors_are_one_line(capsys):
@@ -33,4 +33,19 @@ def test_complete_plan_errors_are_one_line(capsys):
     assert "dptensor complete plan" in err and "--items" in err
     assert main(["complete", "plan", "--users", "100", "--items", "10", "--epsilon", "1",
                  "--value-range", "5", "1"]) == 2
-    assert "value_range" in capsys.readouterr().err
+    assert "--value-range must be MIN MAX with MAX > MIN, got 5 1" in capsys.readouterr().err
+
+
+def test_complete_plan_refuses_impossible_inputs_in_one_line(capsys):
+    """A ratio below 1 is never reached, and a typical user cannot rate more than items x days."""
+    base = ["complete", "plan", "--users", "943", "--items", "1682", "--epsilon", "1"]
+    assert main([*base, "--within", "0.9"]) == 2
+    err = capsys.readouterr().err
+    assert "--within must be at least 1" in err and len(err.strip().splitlines()) == 1
+    assert main(["complete", "plan", "--users", "10", "--items", "10", "--epsilon", "1",
+                 "--typical-ratings", "50"]) == 2
+    err = capsys.readouterr().err
+    assert "--typical-ratings (50) is more than a user can have" in err and "= 10" in err
+    assert main(["complete", "plan", "--users", "10", "--items", "10", "--days", "5", "--epsilon", "1",
+                 "--typical-ratings", "50"]) == 0  # 10 items over 5 days: 50 is possible
+    capsys.readouterr()

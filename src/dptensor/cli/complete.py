@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import time
 from pathlib import Path
 
@@ -134,8 +135,9 @@ def register_plan(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--delta", type=probability, default=1e-6, help="delta (default 1e-6)")
     plan.add_argument("--neighbouring", choices=RELATIONS, default="user",
                       help="the relation: user (all ratings of one user; default) or entry-value")
-    plan.add_argument("--typical-ratings", type=positive_int, default=100, metavar="M",
-                      help="a public guess of a typical user's number of ratings (default 100)")
+    plan.add_argument("--typical-ratings", type=positive_int, default=None, metavar="M",
+                      help="a public guess of a typical user's number of ratings (default 100, or --items x "
+                           "--days where that is fewer)")
     plan.add_argument("--max-ratings", type=positive_int_or_auto, default="auto",
                       help="the fit's --max-ratings (default auto: the fit's rule)")
     plan.add_argument("--value-range", type=float, nargs=2, default=(1.0, 5.0), metavar=("MIN", "MAX"),
@@ -153,20 +155,33 @@ def run_plan(args: argparse.Namespace) -> int:
     """``dptensor complete plan``: :func:`~dptensor.models.completion.plan_recommendation`'s prediction."""
     from dptensor.models.completion.plan import epsilon_within, plan_recommendation, users_within
 
+    most = args.items * args.days  # ratings one user can have
+    if args.typical_ratings is not None and args.typical_ratings > most:
+        raise ValueError(f"--typical-ratings ({args.typical_ratings}) is more than a user can have: at most "
+                         f"--items x --days = {most}")
+    typical = min(100, most) if args.typical_ratings is None else args.typical_ratings
     sizes = {"epsilon": args.epsilon, "delta": args.delta, "relation": args.neighbouring,
-             "rank": args.rank, "n_times": args.days, "typical_ratings": args.typical_ratings,
+             "rank": args.rank, "n_times": args.days, "typical_ratings": typical,
              "max_ratings": args.max_ratings, "value_range": tuple(args.value_range),
              "popularity": args.popularity}
+    if args.within < 1.0:
+        raise ValueError(f"--within must be at least 1 (a ratio to non-private; 1 leaves the lines out), "
+                         f"got {args.within:g}")
+    low, high = args.value_range
+    if not (math.isfinite(low) and math.isfinite(high) and high > low):
+        raise ValueError(f"--value-range must be MIN MAX with MAX > MIN, got {low:g} {high:g}")
     prediction = plan_recommendation(args.users, args.items, **sizes)
     print(prediction.describe())
     if args.within > 1.0:
+        # "for every ... from": the ratio can rise before it falls (users_within, epsilon_within), so the
+        # size or budget named is where it stays at or below the level, which can be above the one planned
         needed = users_within(args.within, args.items, **sizes)
-        print(f"ratio <= {args.within:g} predicted from about {needed} users" if needed is not None
-              else f"ratio <= {args.within:g} is not predicted below 10^8 users")
+        print(f"ratio <= {args.within:g} predicted for every number of users from about {needed}"
+              if needed is not None else f"ratio <= {args.within:g} is not predicted below 10^8 users")
         others = {key: value for key, value in sizes.items() if key != "epsilon"}
         budget = epsilon_within(args.within, args.users, args.items, **others)
-        print(f"ratio <= {args.within:g} with {args.users} users predicted from epsilon about {budget:.3g}"
-              if budget is not None
+        print(f"ratio <= {args.within:g} with {args.users} users predicted for every epsilon from about "
+              f"{budget:.3g}" if budget is not None
               else f"ratio <= {args.within:g} with {args.users} users is not predicted below epsilon 100")
     return 0
 
