@@ -74,6 +74,8 @@ def test_budget_create_show_history(tmp_path, entries, capsys):
     out = capsys.readouterr().out
     spent = BudgetLedger(ledger).spent()
     assert "in 2 charge(s)" in out and f"epsilon={spent:.6g}" in out and f"epsilon={1 - spent:.6g}" in out
+    # the charges (at delta 1e-6) are composed at the ledger's delta 1e-5: the total is below their sum
+    assert spent < 2 * 0.45 and "stated at the ledger's larger delta=1e-05" in out
     table = [line for line in out.splitlines() if "TensorCompletion" in line]
     assert len(table) == 2 and all("entry-value" in line for line in table)
     payload = json.loads(summary.read_text())

@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.set_defaults(func=run_show)
 
     history = actions.add_parser(
-        "history", help="every charge with its caller, event and guarantee",
+        "history", help="every charge as a table; with --csv, every field (caller, command line, event, "
+                        "guarantee)",
         epilog="example:\n  dptensor budget history ratings.ledger --csv charges.csv\n",
     )  # fmt: skip
     history.add_argument("file", help="the ledger file")
@@ -164,6 +165,10 @@ def run_show(args: argparse.Namespace) -> int:
         f"at delta={ledger.delta:g})"
     )
     print(f"left:   epsilon={summary['left_epsilon']:.6g}")
+    if any(c.delta < ledger.delta for c in charges):  # why "spent" can be below the charges' epsilons
+        print("        (each charge is listed at its own delta; the total is the charges composed exactly "
+              f"and stated at the ledger's larger delta={ledger.delta:g}, where the same releases cost less "
+              "epsilon)")
     if charges:
         print()
         for line in _table(charges):
