@@ -177,6 +177,18 @@ def test_guarantee_sentences_say_holds_or_why_not_from_a_guarantee_or_a_model_fi
     assert first.startswith("NOT PRIVATE") and "epsilon = 1" in first and "the sensitivity is wrong" in first
 
 
+def test_guarantee_table_says_what_a_missing_noise_multiplier_means(tmp_path: Path) -> None:
+    """A composed guarantee has no single noise multiplier: the table says so instead of "nan"."""
+    from dptensor.report.sections import add_guarantee
+
+    written = {"epsilon": 1.5, "delta": 1e-6, "holds": True, "neighbouring": "document",
+               "protected": "one doc", "public": "N", "accountant": "pld", "n_releases": 2,
+               "mechanism": "gaussian", "noise_multiplier": "nan", "epsilon_exact": 1.5}  # as JSON holds it
+    for guarantee in (written, {**written, "noise_multiplier": float("nan")}):
+        text = add_guarantee(ReportPage("r"), guarantee).write(tmp_path / "g.html").read_text()
+        assert "several (one per release)" in text and ">nan<" not in text
+
+
 def test_page_escapes_text_and_inlines_figures(tmp_path: Path) -> None:
     from matplotlib.figure import Figure
 

@@ -110,8 +110,16 @@ def add_guarantee(page: ReportPage, guarantee: Any) -> ReportPage:
     if g is not None:
         keys = ("epsilon", "delta", "neighbouring", "accountant", "mechanism", "n_releases",
                 "noise_multiplier")
-        page.table(["quantity", "value"], [(key, g.get(key)) for key in keys])
+        page.table(["quantity", "value"], [(key, _readable(key, g.get(key))) for key in keys])
     return page
+
+
+def _readable(key: str, value: Any) -> Any:
+    """A guarantee's value for the table: a composed guarantee has no single noise multiplier (NaN;
+    ``"nan"`` once read back from a model file's JSON)."""
+    if (isinstance(value, float) and math.isnan(value)) or value == "nan":
+        return "several (one per release)" if key == "noise_multiplier" else "not defined"
+    return value
 
 
 def add_vocabulary(
@@ -247,7 +255,8 @@ def add_heldout_topics(
 
     page.heading("Held-out evaluation")
     if test is None:
-        page.paragraph("No test corpus given (--report-test CORPUS): no perplexity or coherence.")
+        page.paragraph("No test corpus given (dptensor report --test CORPUS, or lda fit --report-test "
+                       "CORPUS): no perplexity or coherence.")
         return page
     test = sp.csr_matrix(test)
     split = split_documents(test, random_state=random_state)
