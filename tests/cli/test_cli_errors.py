@@ -193,6 +193,15 @@ CASES = [
         "argument --delta: must lie in (0, 1)",
     ),
     _case(["budget", "show", "{d}/nothing.ledger"], "nothing.ledger"),
+    # a library's parameter names are given as the flags that set them (flag_names)
+    _case(["lda", "plan", "-n", "100", "-V", "200", "-k", "300", "--epsilon", "1", "--delta", "1e-6"],
+          "--topics=300 exceeds --words=200"),
+    _case(["lda", "plan", "-n", "100", "-V", "200", "-k", "3", "--epsilon", "1", "--delta", "1e-6",
+           "--typical-length", "2"], "--typical-length must be at least 3 tokens"),
+    _case(["complete", "{d}/train.csv", "--rank", "2", "--value-range", "5", "1"],
+          "--value-range must be finite with max > min"),
+    _case(["complete", "plan", "--users", "9", "--items", "9", "--epsilon", "1", "--within", "0.9"],
+          "--within must be at least 1"),
 ]
 
 
@@ -492,3 +501,16 @@ def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "200 documents, 30 words" in err  # progress_line still prints
     assert "\r" not in err and "VI steps" not in err
+
+
+def test_flag_names_replaces_whole_parameter_names_only():
+    from dptensor.cli._options import flag_names
+
+    with pytest.raises(ValueError, match=r"^--words=3 but max_words_per_document=2$"):
+        with flag_names({"n_words": "--words"}):
+            raise ValueError("n_words=3 but max_words_per_document=2")
+    original = TypeError("nothing to rename")
+    with pytest.raises(TypeError) as caught:
+        with flag_names({"n_words": "--words"}):
+            raise original
+    assert caught.value is original  # re-raised as it was

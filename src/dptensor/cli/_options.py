@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -362,6 +363,26 @@ def error_line(prog: str, exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) not in message:
         message = f"{message}: {exc.filename}"
     return f"{prog}: error: {message}"
+
+
+@contextlib.contextmanager
+def flag_names(names: Mapping[str, str]) -> Iterator[None]:
+    """Re-raise a library's ``ValueError`` or ``TypeError`` with its parameter names as the command's flags.
+
+    ``names`` maps a Python parameter (``typical_length``) to the flag that sets it
+    (``--typical-length``); only whole names are replaced, so ``n_words`` leaves
+    ``max_words_per_document`` alone. The message is otherwise unchanged, so it reveals no more
+    than the library's did.
+    """
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        message = str(exc)
+        for name, flag in names.items():
+            message = re.sub(rf"(?<![-\w]){re.escape(name)}\b", flag, message)
+        if message == str(exc):
+            raise
+        raise type(exc)(message) from exc
 
 
 def print_error(prog: str, exc: BaseException) -> None:

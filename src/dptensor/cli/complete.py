@@ -16,6 +16,7 @@ from dptensor.cli._options import (
     RESEARCH_HEADING,
     add_noise_argument,
     add_quiet_argument,
+    flag_names,
     nonnegative_int,
     output_path,
     positive_float,
@@ -490,10 +491,11 @@ def read_training(args: argparse.Namespace) -> TensorEntries:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_options(args)
-    begin_report(args)
-    with opened_ledger(args, private=args.privacy is not None) as ledger:
-        return _run(args, ledger)
+    with flag_names({"value_range": "--value-range"}):
+        check_options(args)
+        begin_report(args)
+        with opened_ledger(args, private=args.privacy is not None) as ledger:
+            return _run(args, ledger)
 
 
 def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:

@@ -25,6 +25,7 @@ from dptensor.cli._options import (
     add_noise_argument,
     add_quiet_argument,
     add_text_arguments,
+    flag_names,
     output_path,
     positive_float,
     positive_int,
@@ -430,7 +431,9 @@ def run_fit(args: argparse.Namespace) -> int:
     check_fit_options(args)
     begin_report(args)
     # --ledger without --epsilon is an error: nothing would be charged
-    with opened_ledger(args, private=args.epsilon is not None) as ledger:
+    # n_components only: the planner's sentence (raised when a fit stops on it) keeps lda plan's words
+    private = args.epsilon is not None
+    with opened_ledger(args, private=private) as ledger, flag_names({"n_components": "--topics"}):
         if args.method == "vi":
             return run_fit_vi(args, ledger)
         with parallel_session(args) as session:
@@ -935,16 +938,23 @@ def build_private_model(
     )  # fmt: skip
 
 
+#: ``lda plan``'s flags for the planner's parameters, named in its errors (:func:`flag_names`).
+PLAN_FLAGS = {"n_documents": "--documents", "n_words": "--words", "n_components": "--topics",
+              "typical_length": "--typical-length", "vocabulary_share": "--vocab-share",
+              "max_words_per_document": "--max-doc-words", "distinct_words": "--doc-words"}
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """``dptensor lda plan``: the planner's prediction (:mod:`dptensor.models.topics.plan`)."""
     from dptensor.models.topics.plan import plan_private_lda
 
-    prediction = plan_private_lda(
-        args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
-        typical_length=args.typical_length, private_whitening=args.private_whitening,
-        vocabulary_share=args.vocab_share, max_words_per_document=args.max_doc_words,
-        distinct_words=args.doc_words, refine=None if args.no_refine else "cvb0",
-    )  # fmt: skip
+    with flag_names(PLAN_FLAGS):
+        prediction = plan_private_lda(
+            args.documents, args.words, args.topics, args.alpha0, args.epsilon, args.delta,
+            typical_length=args.typical_length, private_whitening=args.private_whitening,
+            vocabulary_share=args.vocab_share, max_words_per_document=args.max_doc_words,
+            distinct_words=args.doc_words, refine=None if args.no_refine else "cvb0",
+        )  # fmt: skip
     print(prediction.describe())
     return 0
 
