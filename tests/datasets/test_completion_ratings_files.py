@@ -113,6 +113,24 @@ def test_complete_reads_a_plain_csv_with_a_header_as_a_matrix(tmp_path, capsys):
     assert json.loads(fit.read_text())["shape"] == [4, 3]
 
 
+def test_a_private_user_level_fit_of_a_matrix_with_a_test_file_stays_a_matrix(tmp_path, capsys):
+    """--shape U I and --test: the run says users x items and writes no day column, as without privacy
+    (the shape read from both files has three sizes; the declared one has two)."""
+    train = _write(tmp_path / "train.csv", ["user", "item", "rating"], RATINGS)
+    test = _write(tmp_path / "test.csv", ["user", "item", "rating"], [(1, 3, 4.0), (4, 2, 2.0)])
+    out = tmp_path / "pred.csv"
+    assert main(["complete", str(train), "--test", str(test), "--one-based", "--rank", "1", "--seed", "0",
+                 "--privacy", "als", "--neighbouring", "user", "--shape", "4", "3", "--epsilon", "1",
+                 "--value-range", "1", "5", "--quiet", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "shape 4 x 3 (users x items)" in printed
+    assert "an error computed over the file is an aggregate the guarantee does not cover" in printed
+    with open(out) as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["i", "j", "prediction", "value"]
+    assert [(int(r["i"]), int(r["j"])) for r in rows] == [(1, 3), (4, 2)]
+
+
 @pytest.mark.parametrize("sep", ["\t", " "])
 def test_complete_reads_tab_and_whitespace_files(tmp_path, sep, capsys):
     train = _write(tmp_path / "ratings.txt", None, [(u - 1, i - 1, 0, r) for u, i, r in RATINGS], sep)

@@ -517,7 +517,8 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         test = TensorEntries(test.indices, test.values, shape)
     # a user x item matrix (3-column file): told by the declared --shape U I, else by the file's
     # format (without --shape the run is not under the user relation, whose format must be public)
-    matrix = not args.movielens and (len(shape) == 2 if args.shape else entry_columns(args.entries) == 3)
+    # (args.shape as declared: ``shape`` above may have become the entries' three sizes)
+    matrix = not args.movielens and (len(args.shape) == 2 if args.shape else entry_columns(args.entries) == 3)
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
@@ -588,7 +589,9 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
                                               target.values.tolist(), strict=True):
                 ids = [i + base[0], j + base[1], k + base[2]][:len(modes)]
                 writer.writerow(ids + [repr(float(pred))] + ([repr(float(value))] if with_values else []))
-        print(f"wrote predictions to {path}" if user else f"wrote {len(predictions)} predictions to {path}")
+        print(f"wrote predictions to {path} (each user's rows for that user alone: an error computed over "
+              "the file is an aggregate the guarantee does not cover; docs/completion.md, 'Held-out users')"
+              if user else f"wrote {len(predictions)} predictions to {path}")
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})
