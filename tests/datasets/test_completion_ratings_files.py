@@ -77,6 +77,18 @@ def test_reader_errors_name_the_file_and_line_unless_private(tmp_path):
         read_ratings(path, shape=(8, 3, 4))
 
 
+def test_one_based_ids_with_zero_based_days_name_the_column_unless_private(tmp_path):
+    """--one-based applies to every index column: ids from 1 with days from 0 name the day column."""
+    path = tmp_path / "days.csv"
+    path.write_text("user,item,day,rating\n1,2,3,4\n2,1,0,5\n")
+    with pytest.raises(ValueError, match=r"line 3: index 0 found in column 3, .*shifted to one base"):
+        read_entries(path, one_based=True)
+    with pytest.raises(ValueError) as private:
+        read_entries(path, one_based=True, shape=(2, 2, 4), private=True)
+    assert "in column" not in str(private.value) and "line" not in str(private.value)
+    assert "shifted to one base" in str(private.value)
+
+
 def test_movielens_ratings_csv_with_a_header_and_half_stars(tmp_path):
     path = tmp_path / "ratings.csv"
     path.write_text("userId,movieId,rating,timestamp\n1,2,4.5,964982703\n2,1,3.0,964982224\n"

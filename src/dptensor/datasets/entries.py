@@ -302,8 +302,13 @@ def _read_table(
     if one_based:
         if np.any(indices == 0):
             line = _first_line(rows, np.any(indices == 0, axis=1), private)
-            raise ValueError(f"{_where(path, line, private)}: index 0 found, so the indices are zero-based; "
-                             "leave out one_based=True (the --one-based flag)")
+            # which column holds the 0 is a fact about the data: named only without privacy
+            zero = np.flatnonzero(np.any(indices == 0, axis=0))
+            where = "" if private else " in column " + " and ".join(str(c + 1) for c in zero)
+            raise ValueError(f"{_where(path, line, private)}: index 0 found{where}, so the indices are "
+                             "zero-based; leave out one_based=True (the --one-based flag), which applies to "
+                             "every index column: a file whose ids count from 1 and days from 0 needs its "
+                             "days (or its ids) shifted to one base")
         indices -= 1
     if shape is None:
         shape = tuple(int(m) + 1 for m in indices.max(axis=0))
