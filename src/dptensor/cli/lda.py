@@ -78,7 +78,8 @@ VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "force", "noise", "allow_unproven", "config", "sensitivity", "calibration",
                    "budget_split", "private_whitening", "accountant", "no_clip", "public_corpus",
-                   "private_vocab", "whitening_words", "third_clip", "whitening_subspace", "topic_recovery")
+                   "private_vocab", "whitening_words", "third_clip", "whitening_subspace", "topic_recovery",
+                   "typical_length")
 #: Options of the private vocabulary (refused without --private-vocab).
 PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
 #: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
@@ -277,6 +278,10 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
         help="plain text without a public --vocab: choose up to V frequent words under DP (Gaussian "
              "partition selection) from --vocab-share of --epsilon and --delta; the total composes both",
     )  # fmt: skip
+    group.add_argument("--typical-length", type=positive_float, default=None, metavar="L",
+                       help="a public guess of a typical document's length in vocabulary tokens, for the "
+                            "planner's verdict printed before the fit (as lda plan --typical-length; "
+                            "default 10)")
     group.add_argument("--vocab-share", type=vocab_share, default=None, metavar="SHARE",
                        help="share of --epsilon and --delta spent on --private-vocab; default (or 'auto'): "
                             "chosen by the planner from public sizes, the largest share from 0.1 to 0.5 that "
@@ -427,13 +432,17 @@ def check_fit_options(args: argparse.Namespace) -> None:
                       f"corpus; {args.corpus} is a count matrix whose columns are the vocabulary")
 
 
+#: ``lda fit``'s flags named in its errors (:func:`flag_names`); n_components and typical_length only:
+#: the planner's sentence (raised when a fit stops on it) keeps lda plan's words
+FIT_FLAGS = {"n_components": "--topics", "typical_length": "--typical-length"}
+
+
 def run_fit(args: argparse.Namespace) -> int:
     check_fit_options(args)
     begin_report(args)
     # --ledger without --epsilon is an error: nothing would be charged
-    # n_components only: the planner's sentence (raised when a fit stops on it) keeps lda plan's words
     private = args.epsilon is not None
-    with opened_ledger(args, private=private) as ledger, flag_names({"n_components": "--topics"}):
+    with opened_ledger(args, private=private) as ledger, flag_names(FIT_FLAGS):
         if args.method == "vi":
             return run_fit_vi(args, ledger)
         with parallel_session(args) as session:
@@ -750,7 +759,8 @@ def choose_vocab_share(args: argparse.Namespace, n_documents: int | None) -> Non
         with _opt_in(args):
             model.check_configuration(n_documents, args.private_vocab)
             return model.utility_plan(n_documents, args.private_vocab, vocabulary_share=share,
-                                      max_words_per_document=args.max_doc_words, suggest=False)
+                                      max_words_per_document=args.max_doc_words,
+                                      typical_length=getattr(args, "typical_length", None), suggest=False)
 
     share = choose_vocabulary_share(plan_at)
     if share is None:
@@ -842,7 +852,8 @@ def check_prediction(
         model.check_configuration(n_documents, n_words)  # the fit's own refusals come first
         share = args.vocab_share if args.private_vocab is not None else None
         plan = model.utility_plan(n_documents, n_words, vocabulary_share=share,
-                                  max_words_per_document=getattr(args, "max_doc_words", None))
+                                  max_words_per_document=getattr(args, "max_doc_words", None),
+                                  typical_length=getattr(args, "typical_length", None))
     if plan is None:
         return False
     if plan.hopeless and not args.force:

@@ -194,6 +194,16 @@ def test_plan_and_fit_print_one_verdict_in_the_same_words(tmp_path, capsys):
     assert planned in err and "no better than noise" not in planned
     model = PrivateSpectralLDA(3, epsilon=2.0, delta=1e-6)
     assert model.utility_plan(3000, 30).sentence() == planned
+    # a public typical length: the same guess gives the same verdict in both commands
+    assert main(["lda", "plan", "-n", "3000", "-V", "30", *sizes, "--typical-length", "4"]) == 0
+    short = capsys.readouterr().out.splitlines()[0]
+    assert short != planned
+    assert main(["lda", "fit", str(path), *sizes, "--seed", "0", "--typical-length", "4"]) == 0
+    assert short in capsys.readouterr().err.splitlines()
+    assert main(["lda", "fit", str(path), "-k", "3", "--typical-length", "4"]) == 2  # needs --epsilon
+    assert "--typical-length" in capsys.readouterr().err
+    assert main(["lda", "fit", str(path), *sizes, "--typical-length", "2"]) == 2
+    assert "--typical-length must be at least 3 tokens" in capsys.readouterr().err
 
 
 def test_fit_predicted_to_be_noise_stops_before_charging(tmp_path, capsys):

@@ -729,7 +729,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
 
     def utility_plan(
         self, n_documents: int, n_words: int, *, vocabulary_share: float | None = None,
-        max_words_per_document: int | None = None, suggest: bool = True,
+        max_words_per_document: int | None = None, typical_length: float | None = None, suggest: bool = True,
     ) -> PrivateLDAPlan | None:
         """The planner's prediction for a fit of these public sizes (:mod:`~dptensor.models.topics.plan`).
 
@@ -746,6 +746,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             the vocabulary's size (the verdict is for a model over the predicted words).
         max_words_per_document : int, optional
             With ``vocabulary_share``: the vocabulary's ``m`` (default 64).
+        typical_length : float, optional
+            A public guess of a typical document's length in vocabulary tokens (the planner's default,
+            10, where not given; ``dptensor lda fit --typical-length``).
         suggest : bool, default True
             As for :func:`~dptensor.models.topics.plan.plan_private_lda`.
 
@@ -763,6 +766,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
             n_documents, n_words, int(self.n_components), float(self.alpha0), float(self.epsilon) / rest,
             float(self.delta) / rest, private_whitening=self.private_whitening,
             whitening_words=self.whitening_words, vocabulary_share=vocabulary_share, suggest=suggest,
+            typical_length=typical_length,
             refine=self.refine, refine_passes=self.refine_passes, refine_share=self.refine_share,
             **({} if max_words_per_document is None else {"max_words_per_document": max_words_per_document}),
         )  # fmt: skip
