@@ -193,6 +193,11 @@ CASES = [
         "argument --delta: must lie in (0, 1)",
     ),
     _case(["budget", "show", "{d}/nothing.ledger"], "nothing.ledger"),
+    # every missing option of a private text fit in one error, not one per try
+    _case(["lda", "fit", "{d}/a_file.txt", "--topics", "2", "--epsilon", "1"],
+          "2 options to fix: (1) --delta is required with --epsilon"),
+    _case(["lda", "fit", "{d}/a_file.txt", "--topics", "2", "--epsilon", "1"],
+          "(2) a private fit of plain text needs a public vocabulary file (--vocab) or a private one"),
     # a library's parameter names are given as the flags that set them (flag_names)
     _case(["lda", "plan", "-n", "100", "-V", "200", "-k", "300", "--epsilon", "1", "--delta", "1e-6"],
           "--topics=300 exceeds --words=200"),
@@ -291,8 +296,8 @@ LDA_EVERYDAY = {"--topics", "--alpha0", "--method", "--seed", "--quiet", "--forc
 LDA_RESEARCH = {"--config", "--sensitivity", "--calibration", "--budget-split", "--private-whitening",
                 "--whitening-subspace", "--topic-recovery", "--no-clip", "--clip", "--third-clip",
                 "--whitening-words", "--public-corpus", "--decomposition", "--whitening", "--accountant",
-                "--allow-unproven", "--noise", "--max-doc-words", "--batch-size", "--passes",
-                "--max-doc-length", "--vi-init", "--vi-init-share"}
+                "--allow-unproven", "--noise", "--max-doc-words", "--typical-length", "--batch-size",
+                "--passes", "--max-doc-length", "--vi-init", "--vi-init-share"}
 COMPLETE_EVERYDAY = {"--rank", "--seed", "--quiet", "--test", "--out", "--json", "--one-based", "--shape",
                      "--value-range", "--movielens", "--day-origin", "--privacy", "--neighbouring",
                      "--epsilon", "--delta", "--ledger"}

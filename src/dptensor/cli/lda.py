@@ -278,10 +278,6 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
         help="plain text without a public --vocab: choose up to V frequent words under DP (Gaussian "
              "partition selection) from --vocab-share of --epsilon and --delta; the total composes both",
     )  # fmt: skip
-    group.add_argument("--typical-length", type=positive_float, default=None, metavar="L",
-                       help="a public guess of a typical document's length in vocabulary tokens, for the "
-                            "planner's verdict printed before the fit (as lda plan --typical-length; "
-                            "default 10)")
     group.add_argument("--vocab-share", type=vocab_share, default=None, metavar="SHARE",
                        help="share of --epsilon and --delta spent on --private-vocab; default (or 'auto'): "
                             "chosen by the planner from public sizes, the largest share from 0.1 to 0.5 that "
@@ -341,6 +337,10 @@ def _research_arguments(parser: argparse.ArgumentParser) -> None:
                           help="release the second and third moments (M2, M3) on the N words most frequent "
                                "in the private word-frequency release ('all': every word; default: chosen "
                                "from public sizes, at least 300)")
+    research.add_argument("--typical-length", type=positive_float, default=None, metavar="L",
+                          help="a public guess of a typical document's length in vocabulary tokens, for the "
+                               "planner's verdict printed before a private fit (as lda plan "
+                               "--typical-length; default 10)")
     research.add_argument(
         "--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT, metavar="N",
         help="public bound on the distinct words one document contributes to --private-vocab (longer "
@@ -401,6 +401,14 @@ def _parse_split(text: str | None) -> dict[str, float] | None:
     return split
 
 
+#: Why a private fit of plain text needs --vocab or --private-vocab.
+PRIVATE_TEXT_VOCABULARY = (
+    "a private fit of plain text needs a public vocabulary file (--vocab) or a private one, chosen under DP "
+    "from a share of the budget (--private-vocab V, e.g. --private-vocab 2000): building it from the "
+    "documents without noise would reveal which words they contain"
+)
+
+
 def check_fit_options(args: argparse.Namespace) -> None:
     """Refuse, before the corpus is read, options that do nothing with this method, mode or corpus."""
     output_path(args.out, suffixes=(".json", ".npz"))
@@ -413,8 +421,14 @@ def check_fit_options(args: argparse.Namespace) -> None:
         if args.method != "vi":
             refuse_unused(args, ("clip",), "bounds the contributions of a private fit; pass --epsilon")
     elif args.delta is None:  # both private fits are (epsilon, delta)-DP; said before the corpus is read
-        raise ValueError("--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; "
-                         "choose delta well below 1/(number of documents), e.g. --delta 1e-6")
+        problems = ["--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; choose "
+                    "delta well below 1/(number of documents), e.g. --delta 1e-6"]
+        if args.vocab is None and args.private_vocab is None and _is_plain_text(Path(args.corpus)):
+            problems.append(PRIVATE_TEXT_VOCABULARY)  # said once with the other, not one try later
+        if len(problems) == 1:
+            raise ValueError(problems[0])
+        raise ValueError(f"{len(problems)} options to fix: " + "; ".join(
+            f"({n}) {problem}" for n, problem in enumerate(problems, start=1)))
     if args.no_clip and args.clip is not None:
         raise ValueError("--clip: cannot be combined with --no-clip")
     if args.private_vocab is None:
@@ -570,11 +584,7 @@ def load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
                 "under DP (--private-vocab V)"
             )
         if plain_text and args.vocab is None:
-            raise ValueError(
-                "a private fit of plain text needs a public vocabulary file (--vocab) or a private one, "
-                "chosen under DP from a share of the budget (--private-vocab V, e.g. --private-vocab 2000): "
-                "building it from the documents without noise would reveal which words they contain"
-            )
+            raise ValueError(PRIVATE_TEXT_VOCABULARY)
     text = {"token_pattern": args.token_pattern, "encoding": args.encoding, "private": private}
     if plain_text and args.vocab is not None:
         return load_text_corpus(path, fixed_vocabulary=load_vocabulary(args.vocab, encoding=args.encoding),
