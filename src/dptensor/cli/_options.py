@@ -58,12 +58,25 @@ __all__ = [
 OUTPUT_FLAGS = ("--out", "--json", "--report", "--plot", "--csv")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, with a flag's default placeholder spelled like the flag (``MAX-RATINGS``,
+    not the Python name ``MAX_RATINGS``)."""
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        return action.dest.upper().replace("_", "-")
+
+
 class Parser(argparse.ArgumentParser):
     """An :class:`argparse.ArgumentParser` with one-line errors and a verbatim example epilog.
 
     Subparsers made with ``add_subparsers`` are of this class too. The description is wrapped as
-    usual; the ``epilog`` (the example commands) is printed exactly as written.
+    usual; the ``epilog`` (the example commands) is printed exactly as written; a flag's default
+    placeholder is spelled like the flag (:class:`_HelpFormatter`).
     """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
         """Print ``<prog>: error: <message>`` and a pointer to ``--help`` on one line; exit 2."""

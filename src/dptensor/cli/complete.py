@@ -127,9 +127,11 @@ def register_plan(subparsers: argparse._SubParsersAction) -> None:
         "'Planning a private recommender').",
         epilog=PLAN_EXAMPLES,
     )
-    plan.add_argument("--users", type=positive_int, required=True, help="number of users (the shape's U)")
-    plan.add_argument("--items", type=positive_int, required=True, help="number of items (the shape's I)")
-    plan.add_argument("--days", type=positive_int, default=1,
+    plan.add_argument("--users", type=positive_int, required=True, metavar="U",
+                      help="number of users (the shape's U)")
+    plan.add_argument("--items", type=positive_int, required=True, metavar="I",
+                      help="number of items (the shape's I)")
+    plan.add_argument("--days", type=positive_int, default=1, metavar="K",
                       help="days, the time mode (default 1: a matrix)")
     plan.add_argument("--rank", type=positive_int, default=10, help="rank (default 10)")
     plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")

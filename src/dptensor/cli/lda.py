@@ -162,13 +162,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "charged (docs/lda.md, 'Planning a private fit').",
         epilog=PLAN_EXAMPLES,
     )  # fmt: skip
-    plan.add_argument("--documents", "-n", type=positive_int, required=True, help="number of documents N")
-    plan.add_argument("--words", "-V", type=positive_int, required=True, help="vocabulary size V")
-    plan.add_argument("--topics", "-k", type=positive_int, required=True, help="number of topics k")
+    plan.add_argument("--documents", "-n", type=positive_int, required=True, metavar="N",
+                      help="number of documents N")
+    plan.add_argument("--words", "-V", type=positive_int, required=True, metavar="V",
+                      help="vocabulary size V")
+    plan.add_argument("--topics", "-k", type=positive_int, required=True, metavar="K",
+                      help="number of topics k")
     plan.add_argument("--alpha0", type=positive_float, default=1.0, help="alpha_0 (default 1)")
     plan.add_argument("--epsilon", type=positive_float, required=True, help="total privacy budget epsilon")
     plan.add_argument("--delta", type=probability, required=True, help="total delta")
-    plan.add_argument("--typical-length", type=positive_float, default=None,
+    plan.add_argument("--typical-length", type=positive_float, default=None, metavar="L",
                       help="a public typical document length in vocabulary tokens (default 10)")
     plan.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"), default="auto",
                       help="how the word co-occurrences (second moment M2) are released under DP (as "
