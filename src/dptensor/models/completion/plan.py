@@ -65,6 +65,7 @@ measurement; the planner never sees the data.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
 
@@ -345,19 +346,36 @@ def users_within(
     level = check_real(level, "level", minimum=1.0)
     low, high = check_positive_int(low, "low"), check_positive_int(high, "high")
     grid = np.unique(np.round(np.geomspace(low, high, max(2, int(40 * math.log10(high / low)) + 1))))
-    above = [plan_recommendation(int(n), n_items, **kwargs).ratio > level for n in grid]
-    if above[-1]:
+    needed = _last_crossing(
+        lambda n: plan_recommendation(int(n), n_items, **kwargs).ratio > level, [int(n) for n in grid],
+        midpoint=lambda lo, hi: (lo + hi) // 2, close=lambda lo, hi: hi - lo <= max(1, lo // 1000),
+    )  # fmt: skip
+    return None if needed is None else int(needed)
+
+
+def _last_crossing(
+    above: Callable[[float], bool], grid: list, *, midpoint: Callable[[float, float], float],
+    close: Callable[[float, float], bool],
+) -> float | None:
+    """The smallest point of ``grid``'s range from which ``above`` is false for good.
+
+    ``above`` at every grid point; ``None`` if true at the last, the first point if false
+    everywhere; else bisection between the last grid point where it is true and the next
+    (``midpoint``) until ``close``.
+    """
+    over = [above(x) for x in grid]
+    if over[-1]:
         return None
-    if not any(above):
-        return int(grid[0])
-    last = max(i for i, a in enumerate(above) if a)
-    lo, hi = int(grid[last]), int(grid[last + 1])  # above at lo, at or below from hi on
-    while hi - lo > max(1, lo // 1000):
-        mid = (lo + hi) // 2
-        if plan_recommendation(mid, n_items, **kwargs).ratio <= level:
-            hi = mid
-        else:
+    if not any(over):
+        return grid[0]
+    last = max(i for i, a in enumerate(over) if a)
+    lo, hi = grid[last], grid[last + 1]  # above at lo, at or below from hi on
+    while not close(lo, hi):
+        mid = midpoint(lo, hi)
+        if above(mid):
             lo = mid
+        else:
+            hi = mid
     return hi
 
 
@@ -407,21 +425,10 @@ def epsilon_within(
     if not 0.0 < low < high:
         raise ValueError(f"low and high must satisfy 0 < low < high, got {low!r} and {high!r}")
 
-    def above(epsilon: float) -> bool:
-        return plan_recommendation(n_users, n_items, epsilon=epsilon, **kwargs).ratio > level
-
     grid = np.geomspace(low, high, max(2, int(40 * math.log10(high / low)) + 1))
-    over = [above(float(e)) for e in grid]
-    if over[-1]:
-        return None
-    if not any(over):
-        return float(grid[0])
-    last = max(i for i, a in enumerate(over) if a)
-    lo, hi = float(grid[last]), float(grid[last + 1])  # above at lo, at or below from hi on
-    while hi / lo > 1.0 + 1e-3:
-        mid = math.sqrt(lo * hi)
-        if above(mid):
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    needed = _last_crossing(
+        lambda e: plan_recommendation(n_users, n_items, epsilon=e, **kwargs).ratio > level,
+        [float(e) for e in grid], midpoint=lambda lo, hi: math.sqrt(lo * hi),
+        close=lambda lo, hi: hi / lo <= 1.0 + 1e-3,
+    )  # fmt: skip
+    return None if needed is None else float(needed)
