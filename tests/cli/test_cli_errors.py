@@ -514,6 +514,18 @@ def test_flag_names_replaces_whole_parameter_names_only():
     with pytest.raises(ValueError, match=r"^--words=3 but max_words_per_document=2$"):
         with flag_names({"n_words": "--words"}):
             raise ValueError("n_words=3 but max_words_per_document=2")
+    with pytest.raises(ValueError, match=r"^value_range/bad\.csv, line 2: --value-range must"):
+        with flag_names({"value_range": "--value-range"}):  # a name inside a path stays
+            raise ValueError("value_range/bad.csv, line 2: value_range must be finite")
+
+    class Refusal(ValueError):  # a subclass (e.g. a budget refusal) may carry attributes of its own
+        pass
+
+    refusal = Refusal("value_range.ledger: value_range is over budget")
+    with pytest.raises(Refusal) as caught:
+        with flag_names({"value_range": "--value-range"}):
+            raise refusal
+    assert caught.value is refusal
     original = TypeError("nothing to rename")
     with pytest.raises(TypeError) as caught:
         with flag_names({"n_words": "--words"}):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dptensor.cli import main
 from dptensor.models.completion import plan_recommendation
-from dptensor.models.completion.plan import epsilon_within
+from dptensor.models.completion.plan import epsilon_within, users_within
 
 
 def test_complete_plan_prints_the_prediction(capsys):
@@ -14,9 +14,21 @@ def test_complete_plan_prints_the_prediction(capsys):
     out = capsys.readouterr().out
     expected = plan_recommendation(70_000, 1682, epsilon=1.0, typical_ratings=106).ratio
     assert f"ratio to non-private: {expected:.3f}" in out
-    assert "predicted for every number of users from about" in out or "not predicted" in out
-    budget = epsilon_within(1.10, 70_000, 1682, typical_ratings=106)
-    assert f"ratio <= 1.1 with 70000 users predicted for every epsilon from about {budget:.3g}" in out
+    assert main([*argv, "--within", "1.03"]) == 0
+    out = capsys.readouterr().out
+    needed = users_within(1.03, 1682, epsilon=1.0, typical_ratings=106)
+    assert f"ratio <= 1.03 predicted for every number of users from about {needed}\n" in out
+    budget = epsilon_within(1.03, 70_000, 1682, typical_ratings=106)
+    assert f"ratio <= 1.03 with 70000 users predicted for every epsilon from about {budget:.3g}\n" in out
+
+
+def test_complete_plan_says_when_the_level_holds_over_the_whole_range_searched(capsys):
+    """Below the level at the bottom of the range: no "from about 0.01" that reads like a threshold."""
+    argv = ["complete", "plan", "--users", "70000", "--items", "1682", "--epsilon", "1", "--within", "3"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ratio <= 3 predicted at every number of users searched (100 and more)" in out
+    assert "ratio <= 3 with 70000 users predicted at every epsilon searched (0.01 and more)" in out
 
 
 def test_complete_plan_entry_value_with_days(capsys):

@@ -721,3 +721,26 @@ def test_cli_says_what_was_charged_when_the_vocabulary_keeps_fewer_words_than_to
     [charge] = BudgetLedger("budget.sqlite").charges()  # the vocabulary's release only
     assert "vocabulary" in charge.description and charge.epsilon < 0.05
     assert f"epsilon {charge.epsilon:g}" in err
+
+
+@pytest.mark.parametrize("method", [[], ["--method", "vi", "--passes", "1"]])
+def test_cli_a_released_vocabulary_below_k_stops_the_spectral_fit_but_not_dp_vi(
+    tmp_path, monkeypatch, capsys, method
+):
+    """Two words in every document and one of its own: the vocabulary keeps exactly the two. The
+    spectral fit (k = 3) cannot use them and says so after the vocabulary's charge; DP-VI fits them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("".join(f"alpha beta own{i}\n" for i in range(3000)))
+    assert main(["budget", "create", "budget.sqlite", "--epsilon", "10", "--delta", "1e-4"]) == 0
+    argv = ["lda", "fit", "notes.txt", "--topics", "3", "--epsilon", "2", "--delta", "1e-6",
+            "--private-vocab", "50", "--ledger", "budget.sqlite", "--quiet", *method]
+    code = main(argv)
+    err = capsys.readouterr().err
+    charges = BudgetLedger("budget.sqlite").charges()
+    if method:
+        assert code == 0 and len(charges) == 2  # the vocabulary, then the model
+        return
+    assert code == 2 and "kept 2 words, fewer than the 3 topics (--topics)" in err
+    assert [line for line in err.splitlines() if ": error: " in line] == [err.strip().splitlines()[-1]]
+    [charge] = charges
+    assert "vocabulary" in charge.description

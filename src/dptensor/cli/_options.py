@@ -384,15 +384,19 @@ def flag_names(names: Mapping[str, str]) -> Iterator[None]:
 
     ``names`` maps a Python parameter (``typical_length``) to the flag that sets it
     (``--typical-length``); only whole names are replaced, so ``n_words`` leaves
-    ``max_words_per_document`` alone. The message is otherwise unchanged, so it reveals no more
-    than the library's did.
+    ``max_words_per_document`` alone, and neither does a name inside a path. Only plain
+    ``ValueError`` and ``TypeError`` are rewritten (a subclass such as a budget refusal carries
+    attributes of its own and passes unchanged). The message is otherwise unchanged, so it reveals
+    no more than the library's did.
     """
     try:
         yield
     except (ValueError, TypeError) as exc:
+        if type(exc) not in (ValueError, TypeError):  # a subclass may carry more than its message
+            raise
         message = str(exc)
-        for name, flag in names.items():
-            message = re.sub(rf"(?<![-\w]){re.escape(name)}\b", flag, message)
+        for name, flag in names.items():  # not inside a path such as value_range/ratings.csv
+            message = re.sub(rf"(?<![-\w/.]){re.escape(name)}\b(?![/.\-]\w)", flag, message)
         if message == str(exc):
             raise
         raise type(exc)(message) from exc

@@ -178,14 +178,17 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.within > 1.0:
         # "for every ... from": the ratio can rise before it falls (users_within, epsilon_within), so the
         # size or budget named is where it stays at or below the level, which can be above the one planned
-        needed = users_within(args.within, args.items, **sizes)
-        print(f"ratio <= {args.within:g} predicted for every number of users from about {needed}"
-              if needed is not None else f"ratio <= {args.within:g} is not predicted below 10^8 users")
+        level = f"ratio <= {args.within:g}"
+        needed = users_within(args.within, args.items, low=100, **sizes)
+        print(f"{level} is not predicted below 10^8 users" if needed is None
+              else f"{level} predicted at every number of users searched (100 and more)" if needed <= 100
+              else f"{level} predicted for every number of users from about {needed}")
         others = {key: value for key, value in sizes.items() if key != "epsilon"}
-        budget = epsilon_within(args.within, args.users, args.items, **others)
-        print(f"ratio <= {args.within:g} with {args.users} users predicted for every epsilon from about "
-              f"{budget:.3g}" if budget is not None
-              else f"ratio <= {args.within:g} with {args.users} users is not predicted below epsilon 100")
+        budget = epsilon_within(args.within, args.users, args.items, low=0.01, **others)
+        print(f"{level} with {args.users} users is not predicted below epsilon 100" if budget is None
+              else f"{level} with {args.users} users predicted at every epsilon searched (0.01 and more)"
+              if budget <= 0.01
+              else f"{level} with {args.users} users predicted for every epsilon from about {budget:.3g}")
     return 0
 
 

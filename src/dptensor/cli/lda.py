@@ -73,7 +73,7 @@ from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
 #: Options of the spectral fit only / of variational inference only (refused with the other --method).
 SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
                     "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus", "whitening_words",
-                    "third_clip", "whitening_subspace", "topic_recovery")
+                    "third_clip", "whitening_subspace", "topic_recovery", "typical_length")
 VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
 #: Options that configure a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "force", "noise", "allow_unproven", "config", "sensitivity", "calibration",
@@ -625,7 +625,9 @@ def _private_vocabulary_corpus(
     The model's own checks of its configuration (public: the options and the number of documents)
     run before the vocabulary is charged, so that no budget is spent on a fit that would be
     refused; so does the ledger's (:func:`check_pipeline_budget`: the vocabulary and the model
-    together). A worst-case spectral release (not clipped) refuses documents of fewer than three
+    together). A released vocabulary too small for the model (fewer than ``k`` words for the spectral
+    fit, none for DP-VI) stops the run after the vocabulary's charge, in one line saying what was
+    charged. A worst-case spectral release (not clipped) refuses documents of fewer than three
     tokens, so those are padded one by one (:func:`pad_short_documents`). ``documents``: the
     corpus's documents when the caller has read them already.
     """
@@ -659,13 +661,17 @@ def _private_vocabulary_corpus(
     args._private_vocabulary = {"asked": args.private_vocab, "released": len(words), "predicted": predicted}
     progress_line(f"private vocabulary: {len(words)} words (released under DP; the planner predicted "
                   f"{predicted:.0f})", args.quiet)
+    # the spectral fit needs at least k words (its check_configuration refused --private-vocab < k
+    # before the charge); DP-VI fits any number but none. Decided on the released count only.
     k = int(model.n_components)
-    if len(words) < k:  # decided on the released count only (post-processing)
+    needed = k if isinstance(model, PrivateSpectralLDA) else 1
+    if len(words) < needed:
+        short = (f"fewer than the {k} topics (--topics): no model can be fitted over it" if needed > 1
+                 else "no model can be fitted over it")
         raise ValueError(
-            f"the private vocabulary kept {len(words)} words, fewer than the {k} topics (--topics): no model "
-            f"can be fitted over it. The vocabulary's release was charged (epsilon {vectorizer.epsilon:g}, "
-            f"delta {vectorizer.delta:g}), the model's was not; more documents, a larger --epsilon or "
-            "--vocab-share, or a smaller --max-doc-words would keep more"
+            f"the private vocabulary kept {len(words)} words, {short}. The vocabulary's release was charged "
+            f"(epsilon {vectorizer.epsilon:g}, delta {vectorizer.delta:g}), the model's was not; more "
+            "documents, a larger --epsilon or --vocab-share, or a smaller --max-doc-words would keep more"
         )
     if len(words) < args.private_vocab:  # the count is part of the release; a warning, shown with --quiet too
         warnings.warn(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "

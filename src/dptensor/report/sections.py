@@ -255,8 +255,8 @@ def add_heldout_topics(
 
     page.heading("Held-out evaluation")
     if test is None:
-        page.paragraph("No test corpus given (dptensor report --test CORPUS, or lda fit --report-test "
-                       "CORPUS): no perplexity or coherence.")
+        page.paragraph("No test corpus given (--test CORPUS with dptensor report, --report-test CORPUS "
+                       "where a fit command offers it): no perplexity or coherence.")
         return page
     test = sp.csr_matrix(test)
     split = split_documents(test, random_state=random_state)

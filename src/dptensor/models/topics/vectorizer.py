@@ -47,7 +47,7 @@ from dptensor.privacy.vocabulary import (
     vocabulary_weights,
 )
 
-__all__ = ["PrivateCountVectorizer"]
+__all__ = ["EmptyVocabularyError", "PrivateCountVectorizer"]
 
 
 class EmptyVocabularyError(ValueError):
