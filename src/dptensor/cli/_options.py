@@ -47,6 +47,7 @@ __all__ = [
     "positive_int_or_auto",
     "probability",
     "refuse_overwriting_inputs",
+    "refuse_problems",
     "refuse_unused",
     "research_options_last",
     "seed",
@@ -376,6 +377,19 @@ def error_line(prog: str, exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) not in message:
         message = f"{message}: {exc.filename}"
     return f"{prog}: error: {message}"
+
+
+def refuse_problems(problems: list[str]) -> None:
+    """Raise one ``ValueError`` naming every problem found with the options (nothing if none).
+
+    One problem is its own message; several are numbered in one line (``2 options to fix: (1) ...;
+    (2) ...``), so that a user fixes them all in one try.
+    """
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        raise ValueError(f"{len(problems)} options to fix: " + "; ".join(
+            f"({n}) {problem}" for n, problem in enumerate(problems, start=1)))
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from dptensor.cli._options import (
     positive_int,
     positive_int_or_auto,
     probability,
+    refuse_problems,
     refuse_unused,
     research_options_last,
     seed,
@@ -416,12 +417,7 @@ def check_options(args: argparse.Namespace) -> None:
                       "--no-factors fits the offsets alone (no factors)")
     if args.model != "tucker":
         refuse_unused(args, ["reg_core"], "--reg-core applies only to --model tucker")
-    problems = missing_options(args)
-    if len(problems) == 1:
-        raise ValueError(problems[0])
-    if problems:
-        raise ValueError(f"{len(problems)} options to fix: " + "; ".join(
-            f"({n}) {problem}" for n, problem in enumerate(problems, start=1)))
+    refuse_problems(missing_options(args))
     solver = args.solver
     if solver == "auto":  # as TensorCompletion resolves it
         solver = "als" if args.privacy in (None, "als") else "sgd"

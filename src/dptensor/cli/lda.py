@@ -31,6 +31,7 @@ from dptensor.cli._options import (
     positive_int,
     probability,
     progress_line,
+    refuse_problems,
     refuse_unused,
     research_options_last,
     seed,
@@ -428,10 +429,7 @@ def check_fit_options(args: argparse.Namespace) -> None:
                     "delta well below 1/(number of documents), e.g. --delta 1e-6"]
         if args.vocab is None and args.private_vocab is None and _is_plain_text(Path(args.corpus)):
             problems.append(PRIVATE_TEXT_VOCABULARY)  # said once with the other, not one try later
-        if len(problems) == 1:
-            raise ValueError(problems[0])
-        raise ValueError(f"{len(problems)} options to fix: " + "; ".join(
-            f"({n}) {problem}" for n, problem in enumerate(problems, start=1)))
+        refuse_problems(problems)
     if args.no_clip and args.clip is not None:
         raise ValueError("--clip: cannot be combined with --no-clip")
     if args.private_vocab is None:
