@@ -45,7 +45,7 @@ def test_complete_plan_errors_are_one_line(capsys):
     assert "dptensor complete plan" in err and "--items" in err
     assert main(["complete", "plan", "--users", "100", "--items", "10", "--epsilon", "1",
                  "--value-range", "5", "1"]) == 2
-    assert "--value-range must be MIN MAX with MAX > MIN, got 5 1" in capsys.readouterr().err
+    assert "--value-range must be finite with max > min, got (5.0, 1.0)" in capsys.readouterr().err
 
 
 def test_complete_plan_refuses_impossible_inputs_in_one_line(capsys):
