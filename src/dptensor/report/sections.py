@@ -117,7 +117,7 @@ def add_guarantee(page: ReportPage, guarantee: Any) -> ReportPage:
 def _readable(key: str, value: Any) -> Any:
     """A guarantee's value for the table: a composed guarantee has no single noise multiplier (NaN;
     ``"nan"`` once read back from a model file's JSON)."""
-    if (isinstance(value, float) and math.isnan(value)) or value == "nan":
+    if _number(value) == "nan":  # a float NaN, or the "nan" string of a model file's JSON
         return "several (one per release)" if key == "noise_multiplier" else "not defined"
     return value
 

@@ -68,6 +68,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
+from typing import Any
 
 import numpy as np
 
@@ -346,17 +347,16 @@ def users_within(
     level = check_real(level, "level", minimum=1.0)
     low, high = check_positive_int(low, "low"), check_positive_int(high, "high")
     grid = np.unique(np.round(np.geomspace(low, high, max(2, int(40 * math.log10(high / low)) + 1))))
-    needed = _last_crossing(
-        lambda n: plan_recommendation(int(n), n_items, **kwargs).ratio > level, [int(n) for n in grid],
+    return _last_crossing(
+        lambda n: plan_recommendation(n, n_items, **kwargs).ratio > level, [int(n) for n in grid],
         midpoint=lambda lo, hi: (lo + hi) // 2, close=lambda lo, hi: hi - lo <= max(1, lo // 1000),
     )  # fmt: skip
-    return None if needed is None else int(needed)
 
 
 def _last_crossing(
-    above: Callable[[float], bool], grid: list, *, midpoint: Callable[[float, float], float],
-    close: Callable[[float, float], bool],
-) -> float | None:
+    above: Callable[[Any], bool], grid: list, *, midpoint: Callable[[Any, Any], Any],
+    close: Callable[[Any, Any], bool],
+) -> Any:
     """The smallest point of ``grid``'s range from which ``above`` is false for good.
 
     ``above`` at every grid point; ``None`` if true at the last, the first point if false
@@ -426,9 +426,8 @@ def epsilon_within(
         raise ValueError(f"low and high must satisfy 0 < low < high, got {low!r} and {high!r}")
 
     grid = np.geomspace(low, high, max(2, int(40 * math.log10(high / low)) + 1))
-    needed = _last_crossing(
+    return _last_crossing(
         lambda e: plan_recommendation(n_users, n_items, epsilon=e, **kwargs).ratio > level,
         [float(e) for e in grid], midpoint=lambda lo, hi: math.sqrt(lo * hi),
         close=lambda lo, hi: hi / lo <= 1.0 + 1e-3,
     )  # fmt: skip
-    return None if needed is None else float(needed)
