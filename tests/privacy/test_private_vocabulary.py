@@ -744,3 +744,25 @@ def test_cli_a_released_vocabulary_below_k_stops_the_spectral_fit_but_not_dp_vi(
     assert [line for line in err.splitlines() if ": error: " in line] == [err.strip().splitlines()[-1]]
     [charge] = charges
     assert "vocabulary" in charge.description
+
+
+def test_cli_the_below_k_stop_looks_alike_on_neighbouring_corpora(tmp_path, monkeypatch):
+    """The stop after a too-small vocabulary: one document replaced by an extreme one (huge counts,
+    5000 distinct words) or by an empty line gives the same exit code, lines, warnings and files."""
+    observations = []
+    extreme = "zzz " * 100_000 + " ".join(f"u{i}" for i in range(5000))
+    for name, last in (("a", "alpha beta own2999"), ("b", extreme), ("c", "")):
+        work = tmp_path / name
+        work.mkdir()
+        lines = [f"alpha beta own{i}" for i in range(2999)] + [last]
+        (work / "notes.txt").write_text("\n".join(lines) + "\n")
+        monkeypatch.chdir(work)
+        argv = ["lda", "fit", "notes.txt", "--topics", "3", "--epsilon", "2", "--delta", "1e-6",
+                "--private-vocab", "50", "--quiet", "--out", "model.json"]
+        observations.append(observe_command(argv, work))
+    first = observations[0]
+    assert first.result == 2 and "kept # words, fewer than the # topics" in first.printed  # numbers masked
+    for other in observations[1:]:
+        assert other.attributes == first.attributes  # exit code; no file written
+        assert other.printed == first.printed
+        assert other.warnings == first.warnings and other.exception == first.exception
