@@ -618,11 +618,12 @@ ENTRY_POINTS = [
         _ratings_file, lambda path: [
             "complete", path, "--shape", *map(str, SHAPE), "--rank", "2", "--privacy", "gradient_dpsgd",
             "--neighbouring", "entry-value", "--epsilon", "1", "--value-range", "1", "5", "--epochs", "2",
-            "--seed", "0", "--quiet", "--json", "out/fit.json"])),
+            "--seed", "0", "--quiet", "--json", "out/fit.json", "--recommend", "out/top.csv", "--top", "3"])),
     EntryPoint("dptensor complete --neighbouring user --epsilon", "user", _cli(_ratings_file, lambda path: [
         "complete", path, "--shape", *map(str, SHAPE), "--rank", "2", "--privacy", "als", "--neighbouring",
         "user", "--epsilon", "8", "--value-range", "1", "5", "--max-ratings", "8", "--max-iter", "2",
-        "--test", "test.csv", "--seed", "0", "--quiet", "--out", "out/pred.csv", "--json", "out/fit.json"]),
+        "--test", "test.csv", "--seed", "0", "--quiet", "--out", "out/pred.csv", "--json", "out/fit.json",
+        "--recommend", "out/top.csv", "--top", "3"]),
         joint=True),
 ]
 # Not rows: ``dptensor budget create --epsilon`` reads no data (it only creates a ledger), and the

@@ -56,7 +56,7 @@ __all__ = [
 
 #: Options whose value is a file a command writes (and may replace). Every other path-valued
 #: option or positional argument is an input as far as :func:`refuse_overwriting_inputs` goes.
-OUTPUT_FLAGS = ("--out", "--json", "--report", "--plot", "--csv")
+OUTPUT_FLAGS = ("--out", "--json", "--report", "--plot", "--csv", "--recommend")
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -110,6 +110,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the base they came in (1-based with --one-based; MovieLens user and item ids "
                              "as in the file, the day index k from 0)")
     parser.add_argument("--json", metavar="FILE", help="write the fit summary and privacy guarantee as JSON")
+    recommend = parser.add_argument_group("recommendations")
+    recommend.add_argument("--recommend", metavar="FILE",
+                           help="write each user's --top highest-predicted items that they have not "
+                                "rated, as CSV (user,rank,item,prediction; ids in the base they came in; "
+                                "ranked at the last day of a tensor)")
+    recommend.add_argument("--top", type=positive_int, default=None, metavar="N",
+                           help="items per user in --recommend (default 10, or every item of a smaller "
+                                "catalogue)")
     add_report_arguments(parser)
     research_options_last(parser)
     parser.set_defaults(func=run)
@@ -332,6 +340,28 @@ def _read(
     return read_ratings(path, shape=shape, one_based=args.one_based, private=private, allow_empty=allow_empty)
 
 
+def _write_recommendations(args: argparse.Namespace, model: TensorCompletion, train: TensorEntries,
+                           base: tuple[int, int, int], *, user: bool) -> None:
+    """``--recommend``: every user's ``--top`` best unrated items (``TensorCompletion.recommend``).
+
+    Every user of the shape gets ``--top`` rows, an empty item and prediction in the slots left over
+    when the user has rated nearly every item, so the file's size depends on the public shape only.
+    """
+    n = min(10, train.shape[1]) if args.top is None else args.top
+    found = model.recommend(n, exclude=train.indices)
+    path = Path(args.recommend)
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["user", "rank", "item", "prediction"])
+        for who, rank, item, value in found.rows():
+            kept = item >= 0
+            writer.writerow([who + base[0], rank, item + base[1] if kept else "",
+                             repr(value) if kept else ""])
+    day = "" if train.shape[2] == 1 else f", ranked at day {found.day + base[2]} (the last)"
+    print(f"wrote the top {n} unrated items of each of the {train.shape[0]} users to {path}{day}"
+          + (" (each user's rows for that user alone: joint DP)" if user else ""))
+
+
 def _days_do_not_fit(path: str, k: int, needed: int | None) -> str:
     """The error for MovieLens days beyond ``--shape``'s K; ``needed`` only where it is not private."""
     if needed is not None:
@@ -393,8 +423,10 @@ def missing_options(args: argparse.Namespace) -> list[str]:
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse, before any file is read, options that do nothing with the chosen mode and solver."""
-    for flag, path in (("--out", args.out), ("--json", args.json)):
+    for flag, path in (("--out", args.out), ("--json", args.json), ("--recommend", args.recommend)):
         output_path(path, flag)
+    if args.recommend is None:
+        refuse_unused(args, ["top"], "--top sets the items per user of --recommend FILE")
     if args.privacy is None:
         refuse_unused(args, PRIVACY_OPTIONS,
                       "privacy options need --privacy MODE; without it the fit is not private")
@@ -520,6 +552,8 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
+    if args.top is not None and args.top > train.shape[1]:  # before the fit (the shape: public)
+        raise ValueError(f"--top {args.top} is more than the {train.shape[1]} items")
     model = build_model(args, ledger)
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):
@@ -590,6 +624,9 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
         print(f"wrote predictions to {path} (each user's rows for that user alone: an error computed over "
               "the file is an aggregate the guarantee does not cover; docs/completion.md, 'Held-out users')"
               if user else f"wrote {len(predictions)} predictions to {path}")
+    if args.recommend:
+        payload["recommendations_file"] = args.recommend
+        _write_recommendations(args, model, train, base, user=user)
     if args.json:
         payload["predictions_file"] = args.out
         write_json(args.json, {k: (list(v) if isinstance(v, tuple) else v) for k, v in payload.items()})

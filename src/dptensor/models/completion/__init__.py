@@ -8,8 +8,9 @@ from dptensor.models.completion.estimator import (
     TensorCompletion,
     rmse,
 )
-from dptensor.models.completion.fold_in import FoldedUsers, fold_in_users, predict_folded
+from dptensor.models.completion.fold_in import FoldedUsers, fold_in_users, predict_folded, recommend_folded
 from dptensor.models.completion.plan import RecommendationPlan, plan_recommendation
+from dptensor.models.completion.recommend import Recommendations
 
 __all__ = [
     "OFFSETS",
@@ -18,11 +19,13 @@ __all__ = [
     "CompletionPlan",
     "FoldedUsers",
     "RecommendationPlan",
+    "Recommendations",
     "Release",
     "TensorCompletion",
     "fold_in_users",
     "plan_completion",
     "plan_recommendation",
     "predict_folded",
+    "recommend_folded",
     "rmse",
 ]

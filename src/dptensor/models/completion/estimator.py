@@ -171,6 +171,13 @@ from dptensor.models.completion._plan import (
     plan_completion,
 )
 from dptensor.models.completion._sgd import fit_sgd, perturb_values
+from dptensor.models.completion.recommend import (
+    Recommendations,
+    check_day,
+    check_top_n,
+    check_users,
+    top_items,
+)
 from dptensor.privacy import HeldOutUtilityWarning, NoiseSource, begin_release
 from dptensor.privacy.noise import NoiseLike
 from dptensor.privacy.release import Ledger
@@ -637,13 +644,73 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         indices = check_indices(indices, self.shape_, allow_empty=True)
         if indices.shape[0] == 0:
             return np.zeros(0)
+        return self._clamped(self._completed(indices))
+
+    def _completed(self, indices: np.ndarray) -> np.ndarray:
+        """The completed values at checked ``indices``, before clamping into the value range."""
         params = CompletionParameters(self.model, self.factors_, self.core_, self.mean_, self.biases_)
         out = params.predict(indices)
         if self.biscaling_ is not None:
             out = self.biscaling_.inverse(indices, out)
-        if self.prediction_range_ is not None:
-            out = np.clip(out, *self.prediction_range_)
         return out
+
+    def _clamped(self, values: np.ndarray) -> np.ndarray:
+        return values if self.prediction_range_ is None else np.clip(values, *self.prediction_range_)
+
+    def recommend(
+        self, n: int = 10, *, users: object = None, exclude: object = None, day: int | None = None
+    ) -> Recommendations:
+        """Each user's ``n`` highest-predicted items among those they have not rated.
+
+        Items are ranked by the completed value at ``(user, item, day)`` before clamping (clamping
+        would tie the items predicted above the range's top) and reported clamped, as
+        :meth:`predict` gives them (:mod:`dptensor.models.completion.recommend`).
+
+        Parameters
+        ----------
+        n : int, default 10
+            Items per user, between 1 and the number of items.
+        users : array-like of int, optional
+            Distinct training users (rows of mode 0); default every user of the fitted shape.
+        exclude : array-like of int, shape (m, 3), optional
+            Entries whose ``(user, item)`` pair is never recommended, any day: usually the training
+            indices, so that no one is recommended what they have rated.
+        day : int, optional
+            The third mode's index to rank at; default the last (the most recent day; ``0`` for a
+            matrix).
+
+        Returns
+        -------
+        Recommendations
+            ``items`` and ``predictions`` of shape ``(len(users), n)``; ``-1`` and ``NaN`` in the
+            slots left over when a user has fewer than ``n`` unrated items.
+
+        Notes
+        -----
+        Under ``neighbouring="user"`` (joint DP) user ``u``'s list comes from ``u``'s own row of the
+        model and own rated items: give it to ``u`` alone, as ``u``'s predictions.
+
+        Examples
+        --------
+        >>> from dptensor.datasets import make_low_rank_completion
+        >>> from dptensor.models.completion import TensorCompletion
+        >>> seen = make_low_rank_completion((30, 20, 1), 2, random_state=0).observed
+        >>> model = TensorCompletion(2, random_state=0, verbose=False)
+        >>> top = model.fit(seen.indices, seen.values, seen.shape).recommend(3, exclude=seen.indices)
+        >>> top.items.shape
+        (30, 3)
+        """
+        self._check_fitted()
+        n_users, n_items, n_days = self.shape_
+        n = check_top_n(n, n_items)
+        day = check_day(day, n_days)
+        users = np.arange(n_users, dtype=np.int64) if users is None else check_users(users, n_users)
+        excluded = None
+        if exclude is not None:
+            excluded = check_indices(exclude, self.shape_, "exclude", allow_empty=True)[:, :2]
+
+        return top_items(self._completed, users, n_items, n, excluded=excluded, day=day,
+                         value_range=self.prediction_range_)
 
     def score(self, indices: object, values: object) -> float:
         """Negative RMSE of the predictions at ``indices`` (greater is better, as in scikit-learn)."""

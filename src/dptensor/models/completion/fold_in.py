@@ -32,8 +32,15 @@ import numpy as np
 
 from dptensor._validation import NotFittedError
 from dptensor.models.completion._als import ModeIndex, ridge_solve
+from dptensor.models.completion.recommend import (
+    Recommendations,
+    check_day,
+    check_top_n,
+    check_users,
+    top_items,
+)
 
-__all__ = ["FoldedUsers", "fold_in_users", "predict_folded"]
+__all__ = ["FoldedUsers", "fold_in_users", "predict_folded", "recommend_folded"]
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,14 @@ def predict_folded(model: object, folded: FoldedUsers, indices: object) -> np.nd
     ndarray of float64, shape (n,)
     """
     indices, _ = _check_user_entries(model, indices, None)
+    out = _folded_values(model, folded, indices)
+    if model.prediction_range_ is not None:
+        out = np.clip(out, *model.prediction_range_)
+    return out
+
+
+def _folded_values(model: object, folded: FoldedUsers, indices: np.ndarray) -> np.ndarray:
+    """The folded-in users' completed values at checked ``indices``, before clamping."""
     design, out = _user_design(model, indices)
     n_known = folded.users.shape[0]
     if n_known:
@@ -192,6 +207,45 @@ def predict_folded(model: object, folded: FoldedUsers, indices: object) -> np.nd
         if design is not None and folded.factors is not None:
             rows = np.where(known[:, None], folded.factors[position], 0.0)
             out = out + np.einsum("nr,nr->n", rows, design)
-    if model.prediction_range_ is not None:
-        out = np.clip(out, *model.prediction_range_)
     return out
+
+
+def recommend_folded(
+    model: object, folded: FoldedUsers, n: int = 10, *, users: object = None, exclude: object = None,
+    day: int | None = None,
+) -> Recommendations:
+    """Each folded-in user's ``n`` highest-predicted items among those they have not rated.
+
+    The ranking of :meth:`TensorCompletion.recommend <dptensor.models.completion.TensorCompletion.recommend>`
+    for users who were not in the training data: their rows come from :func:`fold_in_users`, and
+    nothing of the training users' own rows is read.
+
+    Parameters
+    ----------
+    model : TensorCompletion
+        The model ``folded`` was computed from.
+    folded : FoldedUsers
+    n : int, default 10
+        Items per user, between 1 and the number of items.
+    users : array-like of int, optional
+        Distinct user labels (default ``folded.users``); a label absent from ``folded`` gets the
+        prior row, as in :func:`predict_folded`.
+    exclude : array-like of int, shape (m, 3), optional
+        ``(user label, item, day)`` entries whose ``(user, item)`` pair is never recommended: usually
+        the entries the users were folded in from.
+    day : int, optional
+        The third mode's index to rank at; default the last.
+
+    Returns
+    -------
+    Recommendations
+    """
+    _released(model)
+    _, n_items, n_days = model.shape_
+    n = check_top_n(n, n_items)
+    day = check_day(day, n_days)
+    users = folded.users if users is None else check_users(users, None)
+    excluded = None if exclude is None else _check_user_entries(model, exclude, None)[0][:, :2]
+
+    return top_items(lambda cells: _folded_values(model, folded, cells), users, n_items, n,
+                     excluded=excluded, day=day, value_range=model.prediction_range_)
