@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,6 +95,13 @@ class PrivacyGuarantee:
             object.__setattr__(self, "epsilon", math.inf)
             object.__setattr__(self, "epsilon_exact", math.inf)
 
+    def __reduce__(self) -> tuple:
+        # ``details`` is a read-only view, which pickle cannot store: store a dict and rebuild
+        # through the constructor (pickle, joblib.dump, copy.deepcopy of a fitted estimator)
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["details"] = dict(self.details)
+        return (_rebuild_guarantee, (type(self), fields))
+
     def to_dp_event(self) -> dp_accounting.DpEvent:
         """The releases as a :class:`dp_accounting.DpEvent`, for exact composition.
 
@@ -153,6 +161,11 @@ class PrivacyGuarantee:
             "details": dict(self.details),
             "dp_event": repr(self.to_dp_event()),
         }
+
+
+def _rebuild_guarantee(cls: type, fields: dict[str, Any]) -> PrivacyGuarantee:
+    """The guarantee :meth:`PrivacyGuarantee.__reduce__` stored (its constructor's checks run again)."""
+    return cls(**fields)
 
 
 def releases_phrase(n_releases: int, mechanism: str) -> str:

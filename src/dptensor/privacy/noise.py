@@ -109,6 +109,30 @@ class NoiseSource:
     def __repr__(self) -> str:
         return f"NoiseSource(backend={self.backend!r}, secure={self.secure})"
 
+    # -- copies ------------------------------------------------------------------------------
+    # An estimator holding a source is copied by scikit-learn's ``clone`` (GridSearchCV,
+    # cross_val_score) and by ``copy.deepcopy``: a copy of the generator would draw the very noise the
+    # original draws, and two releases with the same noise reveal their difference exactly. Every
+    # copy in this process is therefore the source itself (one stream); a pickled secure source
+    # (joblib's worker processes) is unpickled with a generator of fresh OS entropy, never the
+    # original's state.
+    def __copy__(self) -> NoiseSource:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> NoiseSource:
+        return self
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if self.secure:
+            del state["_rng"]  # the secret generator's state never leaves the process
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "_rng" not in state:
+            self._rng = _fresh_generator()
+
     # -- Gaussian ----------------------------------------------------------------------------
     def add_gaussian(self, values: np.ndarray, sigma: float | np.ndarray) -> np.ndarray:
         """``values + N(0, sigma^2)`` elementwise (``sigma`` a number or broadcastable array)."""
@@ -172,9 +196,6 @@ class ScaledTestNoise(NoiseSource):
 
     def __repr__(self) -> str:
         return f"ScaledTestNoise(scale={self.scale:g})"
-
-    def __deepcopy__(self, memo: dict) -> ScaledTestNoise:
-        return self  # one stream shared by every copy: a copied estimator must not repeat its noise
 
     def add_gaussian(self, values: np.ndarray, sigma: float | np.ndarray) -> np.ndarray:
         """``values + N(0, (scale sigma)^2)``."""

@@ -474,13 +474,19 @@ def test_same_random_state_different_private_outputs(corpus):
     np.testing.assert_array_equal(e, f)
 
 
-def test_ledger_charged_before_the_data_is_read(corpus):
+@pytest.mark.parametrize("init", ["random", "moments"])
+def test_invalid_counts_are_refused_before_the_charge(corpus, init):
+    """As every private estimator: validate, then charge, then compute (a typo costs no budget)."""
     ledger = _Ledger()
     bad = corpus.counts[:100].toarray().astype(float)
     bad[3, 3] = -1
-    model = DPVariationalLDA(3, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6, ledger=ledger)
+    batch = 50 if init == "random" else None  # the moment start runs full-batch
+    model = DPVariationalLDA(3, batch_size=batch, n_passes=1, epsilon=1.0, delta=1e-6, ledger=ledger,
+                             init=init)
     with pytest.raises(ValueError, match="negative"):
         model.fit(bad)
+    assert ledger.charges == [] and not hasattr(model, "components_")
+    model.fit(corpus.counts[:100])  # a valid corpus is charged once, before its release
     assert len(ledger.charges) == 1 and ledger.charges[0][0].holds
 
 

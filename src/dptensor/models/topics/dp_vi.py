@@ -861,13 +861,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         rng: np.random.Generator,
         n_words: int | None = None,
     ) -> None:
-        """Plan and charge the release, then read ``X`` and take the steps; commit the state at the end.
+        """Plan the release, check ``X``, charge, then take the steps; commit the state at the end.
 
-        ``lam=None``: start from the moment estimate (``init="moments"``), released after the charge
-        and before the VI steps (the moments' input checks run before the charge). The fitted
-        attributes change only when every step has run (a rejected input leaves a previous fit as
-        it was; a private call's ``guarantee_`` and ledger charge stay, since the release had
-        begun).
+        The input checks (counts non-negative integers; for ``lam=None`` the moments' checks) run
+        before the charge, so that an invalid corpus costs no budget. ``lam=None``: start from the
+        moment estimate (``init="moments"``), released after the charge and before the VI steps.
+        The fitted attributes change only when every step has run (an error during the steps leaves
+        a previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
+        release had begun).
         """
         S = self._batch_size(n_docs)
         n_steps = n_passes * math.ceil(n_docs / S)
@@ -883,6 +884,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             guarantee, sigma = self._plan_guarantee(n_docs, n_steps, n_words)
             if lam is None:
                 check_clipped_counts(X)  # the moments' input checks, before any charge
+            else:
+                X = check_count_matrix(X, allow_no_tokens=True)  # the input checks, before any charge
             start = "the moment releases, then " if lam is None else ""
             source = self._begin_release(
                 guarantee, f"DPVariationalLDA.{what}: {start}{n_steps} noisy sufficient-statistics releases",

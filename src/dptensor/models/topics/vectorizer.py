@@ -204,6 +204,9 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
             Before anything is read or charged: ``epsilon``/``delta`` missing, or a single string
             instead of an iterable of documents. After the release: no word passed the threshold
             (a statement about the noisy release only).
+        TypeError
+            Before the charge, for a sequence (list, tuple, array) holding anything but strings or
+            bytes; a one-pass iterable is checked as it is read, after the charge.
 
         Warns
         -----
@@ -216,6 +219,10 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         calibration = self._calibration()
         analyzer = self._vectorizer().build_analyzer()  # checks the tokenising options, reads nothing
         n_public = len(raw_documents) if hasattr(raw_documents, "__len__") else None
+        if n_public is not None and not all(isinstance(doc, str | bytes) for doc in raw_documents):
+            # a list is checked before the charge (a stream can only be read once, after it); which
+            # document is not a string is not said (a private fact)
+            raise TypeError("raw_documents must hold documents as strings (or bytes); nothing was charged")
         source = self._begin_release(
             vocabulary_guarantee(calibration, self.n_words), "PrivateCountVectorizer vocabulary",
             n_public=n_public,
