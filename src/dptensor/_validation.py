@@ -12,12 +12,14 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+import sklearn.exceptions
 
 RandomStateLike = None | int | np.integer | np.random.Generator | np.random.RandomState
 
 
-class NotFittedError(ValueError, AttributeError):
-    """An estimator was used before it was fitted (subclasses both, as scikit-learn's does)."""
+class NotFittedError(sklearn.exceptions.NotFittedError):
+    """An estimator was used before it was fitted: scikit-learn's error (a ``ValueError`` and an
+    ``AttributeError``), so that ``except sklearn.exceptions.NotFittedError`` catches it too."""
 
 
 def check_random_state(random_state: RandomStateLike, name: str = "random_state") -> np.random.Generator:

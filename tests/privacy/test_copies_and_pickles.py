@@ -129,3 +129,27 @@ def test_a_vectorizer_refuses_non_strings_before_the_charge():
     assert ledger.charges == []
     vectorizer.fit(["a tensor", b"the power method"] * 500)  # bytes are documents too
     assert len(ledger.charges) == 1
+
+
+def test_a_refit_keeps_nothing_of_the_earlier_fit(tmp_path):
+    """A private refit of a non-private model does not keep its un-noised validation RMSE (nor any
+    attribute only the earlier fit computed)."""
+    idx, values, shape = _ratings()
+    model = TensorCompletion(2, random_state=0, verbose=False).fit(idx, values, shape)
+    assert hasattr(model, "validation_rmse_")
+    model.set_params(privacy="input", neighbouring="entry-value", epsilon=1.0, value_range=(1, 5))
+    model.fit(idx, values, shape)
+    assert hasattr(model, "perturbed_values_") and not hasattr(model, "validation_rmse_")
+    model.set_params(privacy="als", neighbouring="user")
+    model.fit(idx, values, shape)
+    assert not hasattr(model, "perturbed_values_") and not hasattr(model, "input_noise_scale_")
+    # a refit refused by the ledger leaves the model unfitted, not holding the earlier fit
+    from dptensor.privacy import BudgetExceededError, BudgetLedger
+
+    small = BudgetLedger(tmp_path / "small.ledger", epsilon=0.5, delta=1e-5, dataset="ratings")
+    with pytest.raises(BudgetExceededError):
+        model.set_params(ledger=small).fit(idx, values, shape)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):  # scikit-learn's class catches dptensor's
+        model.predict(idx[:2])

@@ -49,7 +49,24 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
 from dptensor.privacy.warnings import check_privacy_parameters
 
-__all__ = ["PrivateEstimatorMixin", "RealNotBool", "declare_count_input", "refuse_stray_privacy_parameters"]
+__all__ = [
+    "PrivateEstimatorMixin",
+    "RealNotBool",
+    "declare_count_input",
+    "forget_fitted_attributes",
+    "refuse_stray_privacy_parameters",
+]
+
+
+def forget_fitted_attributes(estimator: object) -> None:
+    """Remove every fitted attribute (``name_``) an earlier fit left, before a new fit sets its own.
+
+    A refit with other parameters must not keep what only the earlier fit computed -- a
+    non-private fit's validation error on a model refitted privately, an earlier release's noisy
+    values -- and a refit whose charge is refused leaves the estimator unfitted.
+    """
+    for name in [key for key in vars(estimator) if key.endswith("_") and not key.startswith("_")]:
+        del estimator.__dict__[name]
 
 
 class RealNotBool(Interval):

@@ -151,7 +151,7 @@ from dptensor._validation import (
     check_indices,
     check_random_state,
 )
-from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models._base import PrivateEstimatorMixin, forget_fitted_attributes
 from dptensor.models.completion import _paper
 from dptensor.models.completion._als import (
     AlsSettings,
@@ -458,6 +458,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         plan = plan_completion(self.get_params(deep=False), shape, None if user_relation else n,
                                data_range=paper_range)
         rng = check_random_state(self.random_state)
+        forget_fitted_attributes(self)  # nothing of an earlier fit stays (e.g. a non-private one's RMSE)
         if plan.value_range is not None:
             # every stage reads the values only inside the declared range
             values = np.clip(values, *plan.value_range)
