@@ -239,6 +239,9 @@ def compose(
             "below the sum of their pure delta parts"
         )
     reasons = [g.reason for g in guarantees if not g.holds]
+    # what the parts protect and take as public, where they all say the same (one relation's text)
+    protected = {g.protected for g in guarantees}
+    public = {g.public for g in guarantees}
     return PrivacyGuarantee(
         epsilon=epsilon,
         delta=float(delta),
@@ -257,5 +260,7 @@ def compose(
         holds=holds,
         claim="proved" if holds else "composition",
         reason="; ".join(reasons),
+        protected=protected.pop() if len(protected) == 1 else "",
+        public=public.pop() if len(public) == 1 else "",
         dp_event=event,
     )

@@ -500,7 +500,18 @@ def test_partial_fit_continues(corpus):
     ledger = _Ledger()
     private = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6, ledger=ledger)
     private.partial_fit(X).partial_fit(X)
-    assert len(ledger.charges) == 2 and private.guarantee_.n_releases == 4
+    calls = [charge[0] for charge in ledger.charges]
+    assert len(calls) == 2 and calls[0].n_releases == calls[1].n_releases == 4
+    # the model's guarantee is both calls' exact composition, with the relation's own words
+    total = compose(*calls, delta=2e-6)
+    assert private.guarantee_.n_releases == 8 and private.guarantee_.epsilon == total.epsilon
+    assert private.guarantee_.holds and private.guarantee_.protected == calls[0].protected != ""
+    fresh = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6).fit(X)
+    assert fresh.guarantee_.n_releases == 4 * fresh.n_iter_  # fit starts the model and its guarantee afresh
+    plain = DPVariationalLDA(3, batch_size=100).partial_fit(X)
+    with pytest.raises(ValueError, match="cannot continue a model fitted without privacy"):
+        plain.set_params(epsilon=1.0, delta=1e-6, ledger=ledger).partial_fit(X)
+    assert len(ledger.charges) == 2  # refused before any charge
     with pytest.raises(ValueError, match="words"):
         private.partial_fit(X[:, :50])
 

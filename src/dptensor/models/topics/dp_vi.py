@@ -131,6 +131,7 @@ from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     NoiseSource,
     PrivacyGuarantee,
+    compose,
     require_unproven,
 )
 from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
@@ -475,7 +476,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     n_documents_ : int
     n_features_in_ : int
     guarantee_ : PrivacyGuarantee or None
-        Of the last ``fit``/``partial_fit`` (``None`` when not private).
+        Of the model: the last ``fit`` (or first ``partial_fit``) composed exactly with every private
+        ``partial_fit`` since (dp-accounting's PLD, at the sum of their deltas; each call is also
+        charged to ``ledger`` on its own). ``None`` when not private.
     random_state_ : numpy.random.Generator
         The public generator (continued by ``partial_fit``).
 
@@ -822,8 +825,10 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         """One pass (``ceil(N / S)`` steps) over ``X``, continuing the current topics and step count.
 
         ``X`` is treated as the corpus of this call (its ``N`` scales the statistics). A private
-        call is its own release with its own guarantee (charged to the ledger); several calls on
-        the same documents compose (:func:`dptensor.privacy.compose`).
+        call is its own release, charged to the ledger on its own; ``guarantee_`` then states the
+        whole model's, the exact composition of every call (:func:`dptensor.privacy.compose`; an
+        upper bound when the calls' documents are disjoint). A private call cannot continue a
+        model fitted without privacy.
         """
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
@@ -879,8 +884,16 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         source: NoiseSource | None = None
         sigma = 0.0
         noise_var = 0.0  # variance of the noise carried in each entry of lambda (public)
+        # a partial_fit continuing a model: its guarantee composes with the model's so far
+        continuing = what == "partial_fit" and hasattr(self, "components_")
+        earlier = getattr(self, "guarantee_", None) if continuing else None
         if self._is_private:
             self._require_opt_in()
+            if continuing and earlier is None:
+                raise ValueError(
+                    "a private partial_fit cannot continue a model fitted without privacy: its topics "
+                    "already read documents without noise; start a private model with fit or partial_fit"
+                )
             guarantee, sigma = self._plan_guarantee(n_docs, n_steps, n_words)
             if lam is None:
                 check_clipped_counts(X)  # the moments' input checks, before any charge
@@ -891,6 +904,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 guarantee, f"DPVariationalLDA.{what}: {start}{n_steps} noisy sufficient-statistics releases",
                 n_public=n_docs,
             )
+            if earlier is not None:  # the model is the output of every call: their exact composition
+                call = self.guarantee_
+                self.guarantee_ = compose(earlier, call, delta=earlier.delta + call.delta)
         if lam is None:
             lam = self._moment_start(X, n_docs, eta, rng)
         matrix = self._check_counts(X)  # the private data is read only from here on
