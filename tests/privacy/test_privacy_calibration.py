@@ -131,3 +131,15 @@ def test_classic_refuses_large_epsilon_and_bad_accountant():
         composed_noise_multiplier(1.0, 1e-5, 0)
     with pytest.raises(ValueError, match="sigma"):
         gaussian_epsilon(0.0, 1e-5)
+
+
+def test_a_huge_epsilon_calibrates_without_floating_point_warnings():
+    """dp-accounting's search meets log1p(-1) at epsilon 1e9: not a warning for the caller."""
+    import warnings
+
+    from dptensor.privacy.calibration import gaussian_epsilon, gaussian_sigma_analytic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        sigma = gaussian_sigma_analytic(1.0e9 + 7.0, 3e-7)
+    assert 0 < sigma < 1e-3 and gaussian_epsilon(sigma, 3e-7) <= 1.0e9 + 7.0

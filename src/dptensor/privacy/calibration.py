@@ -159,7 +159,10 @@ def _analytic_sigma(epsilon: float, delta: float) -> float:
     import dp_accounting
 
     target = math.log(delta) - _LOG_DELTA_SLACK
-    sigma = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
+    # at a huge epsilon dp-accounting's search takes log1p(-1) = -inf on its way (a NumPy warning, not
+    # an error: the result is right), so its floating-point warnings are not the caller's
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        sigma = float(dp_accounting.get_sigma_gaussian(epsilon, delta))
     # the smallest sigma must satisfy delta(epsilon; sigma) <= delta: move up if it does not
     return _safe_side(sigma, lambda s: _gaussian_log_delta(s, epsilon) <= target)
 

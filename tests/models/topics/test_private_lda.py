@@ -229,6 +229,9 @@ def test_ledger_is_charged_once_before_the_release(corpus):
         PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, clip=None, ledger=Ledger()).fit(bad)
     with pytest.raises(ValueError, match="negative counts"):  # clipped (default): invalid, nothing charged
         PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(-np.ones((5, 4)))
+    for complex_counts in (np.full((5, 4), 3.0) + 1j, sp.csr_matrix(np.full((5, 4), 3.0) + 1j)):
+        with pytest.raises(TypeError, match="real word counts"):  # not silently cast to their real part
+            PrivateSpectralLDA(3, 1.0, epsilon=1.0, delta=1e-6, ledger=Ledger()).fit(complex_counts)
     assert len(charges) == 1
 
 

@@ -353,6 +353,20 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         fits and under ``"input"`` (where the solver sees only perturbed values). Empty for the
         other private modes: there it would be computed from the private values without noise,
         which no guarantee covers.
+
+    Examples
+    --------
+    >>> from dptensor.datasets import make_low_rank_completion
+    >>> from dptensor.models import TensorCompletion
+    >>> seen = make_low_rank_completion((40, 30, 1), 2, random_state=0).observed
+    >>> ratings = 1 + 4 * seen.values.clip(0, 1)                # pretend they are 1..5 ratings
+    >>> model = TensorCompletion(2, privacy="als", neighbouring="user", epsilon=1.0,
+    ...                          value_range=(1, 5), random_state=0, verbose=False)
+    >>> model = model.fit(seen.indices, ratings, seen.shape)
+    >>> model.guarantee_.neighbouring, model.guarantee_.holds
+    ('user', True)
+    >>> model.predict([[0, 3, 0]]).shape                         # user 0's rating of item 3 (theirs alone)
+    (1,)
     """
 
     _parameter_constraints: dict = dict(PARAMETER_CONSTRAINTS)
