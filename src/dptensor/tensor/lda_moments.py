@@ -280,7 +280,9 @@ def check_count_matrix(X: object, name: str = "X", *, allow_no_tokens: bool = Fa
     corpus (no rows or columns, or -- unless ``allow_no_tokens`` -- no tokens at all),
     NaN/infinite, negative or non-integer counts.
     """
-    if np.iscomplexobj(X.data if sp.issparse(X) else X):  # a cast to float64 would drop the imaginary part
+    # complex counts: a cast to float64 would drop the imaginary part (lists of complex numbers fail the
+    # cast below); read from the dtype only, so that array-likes are not converted here
+    if getattr(getattr(X, "dtype", None), "kind", None) == "c":
         raise TypeError(f"{name} must hold real word counts, got complex values")
     if sp.issparse(X):
         matrix = sp.csr_matrix(X, dtype=np.float64, copy=True)
