@@ -153,3 +153,22 @@ def test_a_refit_keeps_nothing_of_the_earlier_fit(tmp_path):
 
     with pytest.raises(NotFittedError):  # scikit-learn's class catches dptensor's
         model.predict(idx[:2])
+
+
+@pytest.mark.parametrize("bad", [{"lowercase": "yes"}, {"ngram_range": [1, 2]}, {"n_words": 0}])
+def test_a_vectorizer_refuses_invalid_parameters_before_the_charge(bad):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    class Ledger:
+        def __init__(self):
+            self.charges = []
+
+        def charge(self, guarantee, *, description=""):
+            self.charges.append(guarantee)
+
+    ledger = Ledger()
+    vectorizer = PrivateCountVectorizer(5, epsilon=1.0, delta=1e-6, ledger=ledger).set_params(**bad)
+    with pytest.raises(InvalidParameterError):
+        vectorizer.fit(["a tensor", "the power method"] * 500)
+    assert ledger.charges == []
+    assert vectorizer.__sklearn_tags__().input_tags.string  # the tags do not validate parameters

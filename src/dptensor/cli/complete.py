@@ -46,6 +46,7 @@ from dptensor.models.completion.estimator import (
     TensorCompletion,
     compare_with_mean,
 )
+from dptensor.models.completion.recommend import check_top_n
 from dptensor.privacy import BudgetLedger, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
@@ -345,10 +346,11 @@ def _write_recommendations(args: argparse.Namespace, model: TensorCompletion, tr
     """``--recommend``: every user's ``--top`` best unrated items (``TensorCompletion.recommend``).
 
     Every user of the shape gets ``--top`` rows, an empty item and prediction in the slots left over
-    when the user has rated nearly every item, so the file's size depends on the public shape only.
+    when the user has rated nearly every item, so the file's number of rows depends on the public shape
+    only.
     """
-    n = min(10, train.shape[1]) if args.top is None else args.top
-    found = model.recommend(n, exclude=train.indices)
+    found = model.recommend(args.top, exclude=train.indices)  # --top None: min(10, items)
+    n = found.items.shape[1]
     path = Path(args.recommend)
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -427,6 +429,8 @@ def check_options(args: argparse.Namespace) -> None:
         output_path(path, flag)
     if args.recommend is None:
         refuse_unused(args, ["top"], "--top sets the items per user of --recommend FILE")
+    elif args.top is not None and args.shape is not None and len(args.shape) >= 2:
+        check_top_n(args.top, args.shape[1], "--top")  # before any file is read (the shape: declared)
     if args.privacy is None:
         refuse_unused(args, PRIVACY_OPTIONS,
                       "privacy options need --privacy MODE; without it the fit is not private")
@@ -552,8 +556,8 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
-    if args.top is not None and args.top > train.shape[1]:  # before the fit (the shape: public)
-        raise ValueError(f"--top {args.top} is more than the {train.shape[1]} items")
+    if args.top is not None:  # before the fit, with the sizes read from the files (not private then)
+        check_top_n(args.top, train.shape[1], "--top")
     model = build_model(args, ledger)
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):

@@ -221,8 +221,10 @@ def scaled_test_noise(scale: float, seed: int | None = None) -> ScaledTestNoise:
     must catch (:func:`dptensor.privacy.audit.audit_estimator`). ``scaled_test_noise(1.0, seed)``
     is correctly scaled but reproducible noise, for deterministic tests of an honest
     configuration. Pass the *same* object to every fit of an audit: its stream continues from
-    fit to fit. Either way the release is not private: its guarantee reports ``holds=False``
-    (the claim is kept as ``nominal_epsilon``).
+    fit to fit (copies in this process are the object itself; but a test source is pickled with
+    its state, so fits in worker processes -- ``n_jobs`` > 1 with processes -- would replay one
+    stream: run an audit's fits in one process). Either way the release is not private: its
+    guarantee reports ``holds=False`` (the claim is kept as ``nominal_epsilon``).
 
     Parameters
     ----------

@@ -246,7 +246,12 @@ def test_cli_top_without_recommend_and_too_many_items_are_refused(tmp_path, caps
     assert "--top" in capsys.readouterr().err
     code = main(["complete", str(train), "--rank", "1", "--quiet", "--recommend", str(tmp_path / "t.csv"),
                  "--top", "5"])
-    assert code == 2 and "--top 5 is more than the 4 items" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert code == 2 and "--top must be between 1 and the number of items (4), got 5" in error
+    # with a declared --shape the refusal comes before any file is read (here: none exists)
+    code = main(["complete", str(tmp_path / "missing.csv"), "--shape", "6", "4", "--rank", "1", "--quiet",
+                 "--recommend", str(tmp_path / "t.csv"), "--top", "5"])
+    assert code == 2 and "--top must be between 1" in capsys.readouterr().err
     code = main(["complete", str(train), "--rank", "1", "--recommend", str(train)])
     assert code == 2 and "--recommend" in capsys.readouterr().err
 
@@ -276,3 +281,25 @@ def test_cli_user_level_file_has_every_users_slots_whatever_they_rated(tmp_path,
     assert seen[0].result == seen[1].result == 0
     assert not observable_differences(seen[0], seen[1])
     assert all(not r["item"] for r in rows if r["user"] == "3")  # user 3 rated everything: empty slots
+
+
+def test_a_non_finite_prediction_ranks_last_and_breaks_no_other_list(fitted):
+    model, idx, _, _ = fitted
+    broken = TensorCompletion(2).set_params(**model.get_params())
+    broken.__dict__.update(vars(model))
+    broken.factors_ = [model.factors_[0].copy(), model.factors_[1].copy(), model.factors_[2]]
+    broken.factors_[1][4] = np.nan  # item 4: NaN for every user
+    broken.factors_[0][3] = np.inf  # user 3: +/-inf wherever the item factors are not zero
+    top = broken.recommend(SHAPE[1], users=[0, 1, 2])
+    assert np.all(top.items[:, -1] == 4) and np.isnan(top.predictions[:, -1]).all()
+    np.testing.assert_array_equal(top.items[:, :-1], model.recommend(SHAPE[1] - 1, users=[0, 1, 2],
+                                                                     exclude=np.array([[0, 4, 0], [1, 4, 0],
+                                                                                       [2, 4, 0]])).items)
+    assert broken.recommend(5, users=[3]).items.min() >= 0  # infinite values still give a full list
+
+
+def test_the_default_list_fits_a_small_catalogue_and_results_compare_by_identity():
+    model = TensorCompletion(None, reg=1.0, verbose=False).fit(
+        np.array([[0, 0, 0], [1, 1, 0]]), np.array([3.0, 4.0]), (2, 4, 1))
+    top = model.recommend()
+    assert top.items.shape == (2, 4) and top == top and top != model.recommend()

@@ -673,7 +673,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         return values if self.prediction_range_ is None else np.clip(values, *self.prediction_range_)
 
     def recommend(
-        self, n: int = 10, *, users: object = None, exclude: object = None, day: int | None = None
+        self, n: int | None = None, *, users: object = None, exclude: object = None, day: int | None = None
     ) -> Recommendations:
         """Each user's ``n`` highest-predicted items among those they have not rated.
 
@@ -683,8 +683,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
 
         Parameters
         ----------
-        n : int, default 10
-            Items per user, between 1 and the number of items.
+        n : int, optional
+            Items per user, between 1 and the number of items; default 10 (every item of a smaller
+            catalogue).
         users : array-like of int, optional
             Distinct training users (rows of mode 0); default every user of the fitted shape.
         exclude : array-like of int, shape (m, 3), optional

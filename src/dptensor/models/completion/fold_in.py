@@ -211,8 +211,8 @@ def _folded_values(model: object, folded: FoldedUsers, indices: np.ndarray) -> n
 
 
 def recommend_folded(
-    model: object, folded: FoldedUsers, n: int = 10, *, users: object = None, exclude: object = None,
-    day: int | None = None,
+    model: object, folded: FoldedUsers, n: int | None = None, *, users: object = None,
+    exclude: object = None, day: int | None = None,
 ) -> Recommendations:
     """Each folded-in user's ``n`` highest-predicted items among those they have not rated.
 
@@ -225,8 +225,9 @@ def recommend_folded(
     model : TensorCompletion
         The model ``folded`` was computed from.
     folded : FoldedUsers
-    n : int, default 10
-        Items per user, between 1 and the number of items.
+    n : int, optional
+        Items per user, between 1 and the number of items; default 10 (every item of a smaller
+        catalogue).
     users : array-like of int, optional
         Distinct user labels (default ``folded.users``); a label absent from ``folded`` gets the
         prior row, as in :func:`predict_folded`.

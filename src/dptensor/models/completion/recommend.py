@@ -10,7 +10,8 @@ Ranking and reported values
 Items are ranked by the model's value **before** clamping into the declared ``value_range``:
 clamping would tie every item predicted above the top of the range. The values reported are the
 clamped predictions, as :meth:`~dptensor.models.completion.TensorCompletion.predict` gives them.
-Ties are broken by the smaller item index, so the ranking is deterministic.
+Ties are broken by the smaller item index, so the ranking is deterministic; an item predicted NaN
+ranks after every other unrated item.
 
 Privacy
 -------
@@ -19,8 +20,8 @@ Post-processing of the fitted model and of the excluded entries, nothing else:
 * ``neighbouring="user"`` (joint DP): a training user's list is computed from that user's own row
   of the model (their ratings and the release) and, when ``exclude`` holds the training entries,
   from that user's own ratings -- so it must be given to that user alone, exactly as their
-  predictions. Every user of the shape gets ``n`` slots, so the output's size depends on the shape
-  only.
+  predictions. Every user of the shape gets ``n`` slots, so the output's number of rows depends on
+  the shape only.
 * ``neighbouring="entry-value"``: the model is DP with respect to one rating's value, and the set
   of observed entries is public, so the lists (and the exclusion of rated items) are
   post-processing.
@@ -37,11 +38,13 @@ import numpy as np
 
 __all__ = ["Recommendations", "check_day", "check_top_n", "check_users", "top_items"]
 
+#: Items per user when ``n`` is not given (fewer where the catalogue is smaller).
+DEFAULT_TOP_N = 10
 #: Score at most this many (user, item) cells at once (memory: a few arrays of this many float64).
 CELLS_PER_BLOCK = 1 << 21
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Recommendations:
     """Each user's ``n`` best items that they have not rated.
 
@@ -72,12 +75,14 @@ class Recommendations:
                 for rank, item, value in zip(range(n), items, values, strict=True)]
 
 
-def check_top_n(n: object, n_items: int) -> int:
-    """``n`` as an int in ``[1, n_items]`` (a public check: the shape is public)."""
+def check_top_n(n: object, n_items: int, name: str = "n") -> int:
+    """``n`` as an int in ``[1, n_items]``, ``None`` meaning ``min(10, n_items)`` (a public check)."""
+    if n is None:
+        return min(DEFAULT_TOP_N, n_items)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"n must be an integer, got {type(n).__name__}")
+        raise TypeError(f"{name} must be an integer, got {type(n).__name__}")
     if not 1 <= n <= n_items:
-        raise ValueError(f"n must be between 1 and the number of items ({n_items}), got {n}")
+        raise ValueError(f"{name} must be between 1 and the number of items ({n_items}), got {n}")
     return int(n)
 
 
@@ -154,7 +159,8 @@ def top_items(
         cells = np.column_stack([np.repeat(chunk, n_items), np.tile(catalogue, chunk.shape[0]),
                                  np.full(chunk.shape[0] * n_items, day, dtype=np.int64)])
         reported = np.asarray(completed(cells), dtype=np.float64).reshape(chunk.shape[0], n_items)
-        ranking = reported.copy()  # the excluded cells are overwritten
+        # an item the model gives NaN or -inf ranks last among the unrated; -inf marks the rated ones
+        ranking = np.where(np.isnan(reported) | (reported == -np.inf), np.finfo(np.float64).min, reported)
         if value_range is not None:
             reported = np.clip(reported, *value_range)
         if pairs is not None:
@@ -165,7 +171,7 @@ def top_items(
         order = np.lexsort((best, -best_values), axis=1)
         best = np.take_along_axis(best, order, axis=1)
         best_values = np.take_along_axis(best_values, order, axis=1)
-        kept = np.isfinite(best_values)
+        kept = best_values > -np.inf  # not rated (a left-over slot otherwise)
         items[start:start + len(chunk)] = np.where(kept, best, -1)
         values[start:start + len(chunk)] = np.where(
             kept, np.take_along_axis(reported, best, axis=1), np.nan)

@@ -194,13 +194,13 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         self._validate_params()
         return vocabulary_guarantee(self._calibration(), self.n_words)
 
-    @_fit_context(prefer_skip_nested_validation=True)
     def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False  # raw documents (strings), as CountVectorizer declares
         tags.input_tags.string = True
         return tags
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, raw_documents: Iterable[str], y: object = None) -> PrivateCountVectorizer:
         """Release the vocabulary under DP (charged first), from an iterable of strings.
 
