@@ -114,15 +114,16 @@ def test_a_guarantee_that_does_not_hold_pickles_as_it_was():
     assert restored.nominal_epsilon == model.guarantee_.nominal_epsilon == 1.0
 
 
+class _CountingLedger:
+    def __init__(self):
+        self.charges = []
+
+    def charge(self, guarantee, *, description=""):
+        self.charges.append(guarantee)
+
+
 def test_a_vectorizer_refuses_non_strings_before_the_charge():
-    class Ledger:
-        def __init__(self):
-            self.charges = []
-
-        def charge(self, guarantee, *, description=""):
-            self.charges.append(guarantee)
-
-    ledger = Ledger()
+    ledger = _CountingLedger()
     vectorizer = PrivateCountVectorizer(5, epsilon=1.0, delta=1e-6, ledger=ledger)
     with pytest.raises(TypeError, match="strings"):
         vectorizer.fit(["a tensor", None, "the power method"])
@@ -159,14 +160,7 @@ def test_a_refit_keeps_nothing_of_the_earlier_fit(tmp_path):
 def test_a_vectorizer_refuses_invalid_parameters_before_the_charge(bad):
     from sklearn.utils._param_validation import InvalidParameterError
 
-    class Ledger:
-        def __init__(self):
-            self.charges = []
-
-        def charge(self, guarantee, *, description=""):
-            self.charges.append(guarantee)
-
-    ledger = Ledger()
+    ledger = _CountingLedger()
     vectorizer = PrivateCountVectorizer(5, epsilon=1.0, delta=1e-6, ledger=ledger).set_params(**bad)
     with pytest.raises(InvalidParameterError):
         vectorizer.fit(["a tensor", "the power method"] * 500)
