@@ -724,7 +724,6 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         excluded = None
         if exclude is not None:
             excluded = check_indices(exclude, self.shape_, "exclude", allow_empty=True)[:, :2]
-
         return top_items(self._completed, users, n_items, n, excluded=excluded, day=day,
                          value_range=self.prediction_range_)
 
