@@ -556,8 +556,8 @@ def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     if args.movielens and test is not None and train.shape != test.shape:
         raise ValueError("train and test MovieLens files give different shapes; pass --shape")
     check_memory(train.shape, None if args.no_factors else args.rank, args.model)
-    if args.top is not None:  # before the fit, with the sizes read from the files (not private then)
-        check_top_n(args.top, train.shape[1], "--top")
+    if args.top is not None and args.shape is None:  # a declared --shape was checked in check_options
+        check_top_n(args.top, train.shape[1], "--top")  # before the fit, with the files' sizes (not private)
     model = build_model(args, ledger)
     start = time.perf_counter()
     with enable_features(*(("unproven",) if args.allow_unproven else ())):

@@ -778,7 +778,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         return DEFAULT_MAX_DOC_LENGTH if self._is_private else None
 
     def _check_counts(self, X: object) -> sp.csr_matrix:
-        """Read the counts (after the release has begun), truncating to the declared maximum length."""
+        """The counts, checked and truncated to the declared maximum length (no noise: before or after
+        the charge alike)."""
         matrix = check_count_matrix(X, allow_no_tokens=True)
         length = self._max_doc_length()
         return matrix if length is None else bound_document_lengths(matrix, length)
@@ -887,6 +888,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         # a partial_fit continuing a model: its guarantee composes with the model's so far
         continuing = what == "partial_fit" and hasattr(self, "components_")
         earlier = getattr(self, "guarantee_", None) if continuing else None
+        matrix: sp.csr_matrix | None = None
         if self._is_private:
             self._require_opt_in()
             if continuing and earlier is None:
@@ -898,7 +900,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             if lam is None:
                 check_clipped_counts(X)  # the moments' input checks, before any charge
             else:
-                X = check_count_matrix(X, allow_no_tokens=True)  # the input checks, before any charge
+                matrix = self._check_counts(X)  # the input checks, before any charge
             start = "the moment releases, then " if lam is None else ""
             source = self._begin_release(
                 guarantee, f"DPVariationalLDA.{what}: {start}{n_steps} noisy sufficient-statistics releases",
@@ -909,7 +911,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 self.guarantee_ = compose(earlier, call, delta=earlier.delta + call.delta)
         if lam is None:
             lam = self._moment_start(X, n_docs, eta, rng)
-        matrix = self._check_counts(X)  # the private data is read only from here on
+        if matrix is None:  # not checked above (a non-private fit, or the moment start's own checks)
+            matrix = self._check_counts(X)
         exp_elog_beta = np.exp(_dirichlet_expectation(lam))
         order = np.arange(0)
         per_pass = math.ceil(n_docs / S)
