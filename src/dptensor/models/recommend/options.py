@@ -1,0 +1,93 @@
+"""Tuning of the top-N models, apart from what a user chooses: one option object, shared.
+
+:class:`~dptensor.models.recommend.Recommender` and
+:class:`~dptensor.models.recommend.PrivateRecommender` take what a user chooses in their
+constructors (the method, the number of factors, the budget); the solver settings live in a
+:class:`RecommenderOptions`, which scikit-learn reaches as nested parameters
+(``Recommender(options=RecommenderOptions()).set_params(options__ridge_scale=2.0)``,
+``GridSearchCV(..., {"options__ridge_scale": [1, 4, 16]})``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+__all__ = ["RecommenderOptions"]
+
+
+@dataclass
+class RecommenderOptions:
+    """Solver settings of the top-N models (every field has a measured default).
+
+    Parameters
+    ----------
+    ridge : float, optional
+        EASE's ``lambda`` (Steck 2019, eq. 1); ``None``: ``ridge_scale`` times the Gram's mean
+        diagonal (:func:`~dptensor.models.recommend.ease.ease_ridge`).
+    ridge_scale : float, default 8.0
+        The rule's constant.
+    dense_items : int, default 20000
+        The largest catalogue whose ``I x I`` EASE matrix is formed; above it, the low-rank form.
+    low_rank : int, default 256
+        Eigenpairs of the low-rank EASE.
+    regularization : float, default 0.1
+        Implicit ALS's ``lambda`` (:mod:`~dptensor.models.recommend.ials`).
+    alpha : float, default 10.0
+        Implicit ALS's confidence ``c = 1 + alpha x``.
+    iterations : int, default 15
+        Implicit ALS sweeps.
+    private_ridge_scale : float, default 1.0
+        A private EASE's extra ridge, in units of the noise's spectral norm ``2 sigma sqrt(I)``.
+    counts_share : float, default 0.2
+        The share of a private EASE's budget (in noise multiplier terms) spent on the item counts
+        that rank items for users with no signal; the rest goes to the Gram.
+    """
+
+    ridge: float | None = None
+    ridge_scale: float = 8.0
+    dense_items: int = 20000
+    low_rank: int = 256
+    regularization: float = 0.1
+    alpha: float = 10.0
+    iterations: int = 15
+    private_ridge_scale: float = 1.0
+    counts_share: float = 0.2
+
+    @property
+    def _names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self))
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The options as a dict (scikit-learn's nested-parameter protocol)."""
+        return {name: getattr(self, name) for name in self._names}
+
+    def set_params(self, **params: object) -> RecommenderOptions:
+        """Set options by name (``options__ridge_scale=2`` through an estimator)."""
+        for name, value in params.items():
+            if name not in self._names:
+                raise ValueError(f"RecommenderOptions has no option {name!r}; options: "
+                                 f"{', '.join(self._names)}")
+            setattr(self, name, value)
+        return self
+
+    def checked(self) -> RecommenderOptions:
+        """The options after checking every value (called at fit, before any data is read)."""
+        def positive(name: str, integer: bool = False) -> None:
+            value = getattr(self, name)
+            kind = Integral if integer else Real
+            if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+                raise ValueError(f"options.{name} must be a positive {'integer' if integer else 'number'}, "
+                                 f"got {value!r}")
+
+        if self.ridge is not None:
+            positive("ridge")
+        for name in ("ridge_scale", "regularization", "alpha", "private_ridge_scale"):
+            positive(name)
+        for name in ("dense_items", "low_rank", "iterations"):
+            positive(name, integer=True)
+        share = self.counts_share
+        if isinstance(share, bool) or not isinstance(share, Real) or not 0 < share < 1:
+            raise ValueError(f"options.counts_share must lie strictly between 0 and 1, got {share!r}")
+        return self
