@@ -1,4 +1,7 @@
-"""Evaluating topic models on real text (perplexity, the unigram baseline, NPMI) and completion models.
+"""Evaluating topic models (perplexity, the unigram baseline, NPMI), completion models and top-N recommenders.
+
+The top-N metrics (Recall@k, NDCG@k, precision@k, coverage) and their splits live in
+:mod:`dptensor.evaluation.topn` and are re-exported here.
 
 Three measures a user applies to any fitted topic model (``SpectralLDA``, ``PrivateSpectralLDA``,
 ``DPVariationalLDA`` or scikit-learn's ``LatentDirichletAllocation``):
@@ -56,6 +59,18 @@ from dptensor._validation import (
     check_positive_int,
     check_random_state,
     check_real,
+)
+from dptensor.evaluation.topn import (
+    DEFAULT_KS,
+    HeldOutUsers,
+    coverage,
+    evaluate_top_n,
+    held_out_users_split,
+    ndcg_at_k,
+    per_user_split,
+    precision_at_k,
+    recall_at_k,
+    relevant_from_ratings,
 )
 from dptensor.models.completion.fold_in import fold_in_users, predict_folded
 from dptensor.models.topics._fitted import mixture_log_likelihood
@@ -381,10 +396,20 @@ def held_out_user_rmse(model: object, observed: object, held_out: object) -> flo
 
 
 __all__ = [
+    "DEFAULT_KS",
     "NPMI_EPSILON",
     "CompletionSplit",
+    "HeldOutUsers",
     "completion_perplexity",
+    "coverage",
+    "evaluate_top_n",
     "held_out_user_rmse",
+    "held_out_users_split",
+    "ndcg_at_k",
+    "per_user_split",
+    "precision_at_k",
+    "recall_at_k",
+    "relevant_from_ratings",
     "split_documents",
     "top_word_indices",
     "topic_npmi",
