@@ -80,6 +80,7 @@ __all__ = [
     "private_vocabulary",
     "select_vocabulary",
     "vocabulary_guarantee",
+    "vocabulary_threshold",
     "vocabulary_weights",
     "word_weights",
 ]
@@ -229,18 +230,36 @@ def calibrate_vocabulary(
         raise ValueError(f"epsilon={epsilon!r} is too small for the threshold's share of delta")
     sensitivity = math.sqrt(2.0)
     sigma = gaussian_sigma_analytic(float(epsilon) - epsilon_t, float(delta) - delta_t, sensitivity)
-    cutoff = None
-    if mechanism == "weighted-gaussian":
-        threshold = 1.0 + sigma * float(stats.norm.isf(delta_t / m))
-    else:
-        t = np.arange(1, m + 1, dtype=np.float64)
-        threshold = float(np.max(1.0 / np.sqrt(t) + sigma * stats.norm.isf(delta_t / t)))
-        cutoff = threshold + alpha * sigma
+    threshold = vocabulary_threshold(sigma, delta_t, m, mechanism)
+    cutoff = None if mechanism == "weighted-gaussian" else threshold + alpha * sigma
     return VocabularyCalibration(
         epsilon=float(epsilon), delta=float(delta), max_words_per_document=m, sigma=sigma,
         threshold=threshold, threshold_delta=delta_t, threshold_epsilon=epsilon_t,
         sensitivity=sensitivity, mechanism=mechanism, cutoff=cutoff,
     )  # fmt: skip
+
+
+def vocabulary_threshold(
+    sigma: float, threshold_delta: float, max_words_per_document: int, mechanism: str = DEFAULT_MECHANISM
+) -> float:
+    """The threshold ``tau`` of :func:`calibrate_vocabulary` for a given noise ``sigma`` and ``delta_t``.
+
+    ``"weighted-gaussian"``: ``tau = 1 + sigma Phi_bar^{-1}(delta_t / m)``; ``"policy-gaussian"``:
+    ``tau = max_{1 <= t <= m} (1/sqrt(t) + sigma Phi_bar^{-1}(delta_t / t))`` (see
+    :func:`calibrate_vocabulary`). For callers that calibrate ``sigma`` themselves, e.g. by composing
+    the selection's Gaussian exactly with other releases (:mod:`dptensor.models.recommend.release_plan`).
+    """
+    sigma = check_real(sigma, "sigma")
+    m = check_positive_int(max_words_per_document, "max_words_per_document")
+    delta_t = check_real(threshold_delta, "threshold_delta")
+    if not delta_t < 1:
+        raise ValueError(f"threshold_delta must lie strictly between 0 and 1, got {threshold_delta!r}")
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    if mechanism == "weighted-gaussian":
+        return 1.0 + sigma * float(stats.norm.isf(delta_t / m))
+    t = np.arange(1, m + 1, dtype=np.float64)
+    return float(np.max(1.0 / np.sqrt(t) + sigma * stats.norm.isf(delta_t / t)))
 
 
 def predicted_vocabulary_size(
