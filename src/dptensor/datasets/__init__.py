@@ -26,6 +26,7 @@ from dptensor.datasets.entries import (
     train_test_split_entries,
     write_entries,
 )
+from dptensor.datasets.interactions import Interactions, read_interactions, write_interactions
 from dptensor.datasets.lda import LDACorpus, make_lda_corpus
 from dptensor.datasets.moment_stream import OrthogonalMomentStream, make_orthogonal_moment_stream
 from dptensor.datasets.orthogonal import NOISE_MODELS, OrthogonalTensor, make_orthogonal_tensor
@@ -59,6 +60,9 @@ __all__ = [
     "RatingsModel",
     "ratings_day_origin",
     "entry_columns",
+    "Interactions",
+    "read_interactions",
+    "write_interactions",
     "read_entries",
     "read_movielens",
     "read_ratings",
