@@ -87,7 +87,8 @@ class Interactions:
 
     def __repr__(self) -> str:
         users, items = self.shape
-        return (f"Interactions({users} users x {items} items, {self.n_interactions} interactions; "
+        count = self.n_interactions
+        return (f"Interactions({users} users x {items} items, {count} interaction{'' if count == 1 else 's'}; "
                 f"{self.binarisation})")
 
 
