@@ -88,8 +88,8 @@ class Interactions:
     def __repr__(self) -> str:
         users, items = self.shape
         count = self.n_interactions
-        return (f"Interactions({users} users x {items} items, {count} interaction{'' if count == 1 else 's'}; "
-                f"{self.binarisation})")
+        noun = "interaction" if count == 1 else "interactions"
+        return f"Interactions({users} users x {items} items, {count} {noun}; {self.binarisation})"
 
 
 def read_interactions(
