@@ -96,8 +96,10 @@ def test_value_column_by_name_and_position(tmp_path):
     assert read_interactions(path, value_column=3, threshold=1).n_interactions == 1
     with pytest.raises(ValueError, match="'count' is not a column"):
         read_interactions(path, value_column="count")
-    with pytest.raises(ValueError, match="value_column"):
+    with pytest.raises(ValueError, match="the user or the item column"):
         read_interactions(path, value_column=1)
+    with pytest.raises(ValueError, match="0-based position"):
+        read_interactions(path, value_column=-1)
 
 
 def test_recbole_inter(tmp_path):
@@ -142,6 +144,8 @@ def test_one_based_positions_and_shape(tmp_path):
         read_interactions(write(tmp_path, "a,1\n", "s.csv"), one_based=True)
     with pytest.raises(ValueError, match="shape applies"):
         read_interactions(path, shape=(3, 3))
+    with pytest.raises(ValueError, match="two positive integers"):
+        read_interactions(path, one_based=True, shape=(3, 0))
 
 
 @pytest.mark.parametrize(

@@ -158,17 +158,22 @@ def read_interactions(
         threshold = float(threshold)
     if one_based is not None and not isinstance(one_based, bool):
         raise TypeError(f"one_based must be True, False or None, got {type(one_based).__name__}")
-    if shape is not None and one_based is None:
-        raise ValueError("shape applies to ids read as positions: pass one_based=True or False with it")
+    if shape is not None:
+        if one_based is None:
+            raise ValueError("shape applies to ids read as positions: pass one_based=True or False with it")
+        sizes = list(shape) if isinstance(shape, tuple | list) else []
+        if len(sizes) != 2 or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+                                      for n in sizes):
+            raise ValueError(f"shape must be two positive integers (n_users, n_items), got {shape!r}")
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     if format == "auto":
         format = "recbole" if path.suffix == ".inter" or _recbole_header(path) is not None else "delimited"
     if format == "movielens":
         if header or (value_column not in (None, 2, "rating")):
-            raise ValueError("a MovieLens file has no header and its value is the rating (column 2)")
-        users, items, ratings, _ = _udata_columns(path, private)
-        users, items, values, name = users, items, ratings, "rating"
+            raise ValueError("a MovieLens file has no header and its value is the rating (the third column)")
+        users, items, values, _ = _udata_columns(path, private)
+        name = "rating"
     else:
         users, items, values, name = _columns(path, format, value_column, header, private)
     if threshold is not None and values is None:
@@ -181,20 +186,20 @@ def read_interactions(
 
 def _recbole_header(path: Path) -> list[str] | None:
     """The field names of a RecBole header (``user_id:token<TAB>item_id:token...``), else ``None``."""
-    line = _first_line(path)
-    fields = line.rstrip("\r\n").split("\t") if line is not None else []
+    first = _first_line(path)
+    fields = first[1].rstrip("\r\n").split("\t") if first is not None else []
     if not fields or not all(":" in field for field in fields):
         return None
     names = [field.split(":")[0].strip() for field in fields]
     return names if "user_id" in names and "item_id" in names else None
 
 
-def _first_line(path: Path) -> str | None:
-    """The first line that is neither blank nor a ``#`` comment."""
+def _first_line(path: Path) -> tuple[int, str] | None:
+    """The 1-based number and the text of the first line that is neither blank nor a ``#`` comment."""
     with open(path, errors="replace") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             if line.strip() and not line.lstrip().startswith("#"):
-                return line
+                return number, line
     return None
 
 
@@ -219,13 +224,13 @@ def _columns(
         first = _first_line(path)
         if first is None:
             raise ValueError(f"{path}: no interactions")
-        names, rows = _header(rows, first, delimiter, header, path)
+        names, rows = _header(rows, first, delimiter, header)
         positions = (0, 1)
         if value_column is None and rows and len(rows[0][1]) >= 3:
             value_column = 2
     if not rows:
         raise ValueError(f"{path}: no interactions")
-    value_at = _value_position(value_column, names, path)
+    value_at = _value_position(value_column, names, positions, path)
     needed = max(*positions, -1 if value_at is None else value_at) + 1
     for line, row in rows:
         if len(row) < needed:
@@ -246,19 +251,19 @@ def _columns(
 
 
 def _header(
-    rows: list[tuple[int, list[str]]], first: str, delimiter: str | None, header: bool | None, path: Path
+    rows: list[tuple[int, list[str]]], first: tuple[int, str], delimiter: str | None, header: bool | None
 ) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """The header's names and the data rows, the header decided as :func:`read_interactions` says.
 
     :func:`dptensor.datasets.entries._numbered_rows` has left out a first row without a number;
     it is put back where it is data.
     """
-    dropped = not rows or rows[0][0] != _first_number(path)
-    if dropped:
-        sep = delimiter if delimiter is not None else next((d for d in DELIMITERS if d in first), None)
-        cells = ([cell.strip() for cell in next(csv.reader([first.rstrip("\r\n")], delimiter=sep))]
-                 if sep is not None else first.split())
-        candidate = (_first_number(path), cells)
+    number, text = first
+    if not rows or rows[0][0] != number:
+        sep = delimiter if delimiter is not None else next((d for d in DELIMITERS if d in text), None)
+        cells = ([cell.strip() for cell in next(csv.reader([text.rstrip("\r\n")], delimiter=sep))]
+                 if sep is not None else text.split())
+        candidate = (number, cells)
     else:
         candidate = rows[0]
         rows = rows[1:]
@@ -272,31 +277,28 @@ def _header(
     return None, [candidate, *rows]
 
 
-def _first_number(path: Path) -> int:
-    """The 1-based number of the first line that is neither blank nor a comment."""
-    with open(path, errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip() and not line.lstrip().startswith("#"):
-                return number
-    return 0
-
-
 def _column(position: int, names: list[str] | None) -> str:
     return f"column {position + 1}" + (f", {names[position]!r}" if names and position < len(names) else "")
 
 
-def _value_position(value_column: int | str | None, names: list[str] | None, path: Path) -> int | None:
+def _value_position(
+    value_column: int | str | None, names: list[str] | None, ids: tuple[int, int], path: Path
+) -> int | None:
+    """The 0-based position of the value column (``ids``: those of the user and item columns)."""
     if value_column is None:
         return None
     if isinstance(value_column, str):
         if not names or value_column not in names:
             known = f"the header has {', '.join(map(repr, names))}" if names else "the file has no header"
             raise ValueError(f"{path}: value_column={value_column!r} is not a column ({known})")
-        return names.index(value_column)
-    if isinstance(value_column, bool) or not isinstance(value_column, numbers.Integral) or value_column < 2:
-        raise ValueError(f"value_column must be a header name or a position >= 2 (0 and 1 are the user and "
-                         f"item), got {value_column!r}")
-    return int(value_column)
+        position = names.index(value_column)
+    elif isinstance(value_column, bool) or not isinstance(value_column, numbers.Integral) or value_column < 0:
+        raise ValueError(f"value_column must be a header name or a 0-based position, got {value_column!r}")
+    else:
+        position = int(value_column)
+    if position in ids:
+        raise ValueError(f"value_column={value_column!r} is the user or the item column (positions {ids})")
+    return position
 
 
 def _numbers(cells: list[str], rows: list[tuple[int, list[str]]], path: Path, column: str, private: bool
@@ -331,8 +333,6 @@ def _index(
     needed = int(positions.max()) + 1 if positions.size else 0
     if size is None:
         size = needed
-    elif isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
-        raise ValueError(f"shape must be two positive integers, got {size!r} for the {role}s")
     elif needed > size:
         more = "" if private else f" (the file needs {needed})"
         raise ValueError(f"{path}: a {role} id outside shape's {int(size)} {role}s{more}")
