@@ -6,13 +6,14 @@ interactions (their values -- ratings, counts -- are kept by the splits):
 * **Per-user random split** (:func:`per_user_split`): each user's interactions are split at
   random, a fraction held out as that user's test set; the model is trained on the rest and each
   training user's list (their training items excluded) is scored against their held-out items.
-  The protocol of the MovieLens benchmarks in RecBole ("RO" ordering with a per-user ratio split).
-* **Held-out users** ("strong generalisation", Marlin 2004; Liang, Krishnan, Hoffman & Jebara,
-  *Variational Autoencoders for Collaborative Filtering*, WWW 2018, Section 4.2; Steck, *Embarrassingly
-  Shallow Autoencoders for Sparse Data*, WWW 2019, Section 4) (:func:`held_out_users_split`): users
-  are split into training and test users; the model never sees a test user's row in training, is
-  given 80% of it at recommendation time (the *fold-in* part) and is scored on the other 20% (the
-  *target*). Under user-level DP this is the evaluation that reads no training user's list.
+  The protocol of RecBole's benchmark tables (a ratio split grouped by user, in random order).
+* **Held-out users** (:func:`held_out_users_split`; "strong generalisation", Marlin 2004; Liang,
+  Krishnan, Hoffman & Jebara, *Variational Autoencoders for Collaborative Filtering*, WWW 2018,
+  experimental setup; Steck, *Embarrassingly Shallow Autoencoders for Sparse Data*, WWW 2019,
+  experiments): users are split into training and test users; the model never sees a test user's
+  row in training, is given 80% of it at recommendation time (the *fold-in* part) and is scored on
+  the other 20% (the *target*). Under user-level DP this is the evaluation that reads no training
+  user's list.
 
 Metrics take the recommended lists as an integer array of item ids, shape ``(users, n)``, best
 first, ``-1`` in an empty slot (fewer than ``n`` items to recommend) -- the ``items`` of a
@@ -21,13 +22,13 @@ the relevant items (the held-out interactions, or :func:`relevant_from_ratings` 
 rating protocol: relevant = a held-out rating of at least 4). With ``hit_uj = 1`` when the ``j``-th
 item of user ``u``'s list is relevant (``j = 1..k``) and ``R_u`` the relevant set:
 
-* ``Recall@k = sum_j hit_uj / min(k, |R_u|)`` -- the normalisation of Liang et al. 2018 (Eq. 8),
-  also Steck 2019's, which reaches 1 when the list is as good as it can be;
+* ``Recall@k = sum_j hit_uj / min(k, |R_u|)`` -- the normalisation of Liang et al. 2018 (their
+  Recall@R), also Steck 2019's, which reaches 1 when the list is as good as it can be;
   ``denominator="relevant"`` gives the plain ``sum_j hit_uj / |R_u|``;
 * ``Precision@k = sum_j hit_uj / k`` (an empty slot counts as a miss);
 * ``NDCG@k = DCG@k / IDCG@k`` with ``DCG@k = sum_j hit_uj / log2(j + 1)`` and ``IDCG@k`` the DCG of
   a list holding ``min(k, |R_u|)`` relevant items first (binary relevance; Järvelin & Kekäläinen
-  2002; Liang et al. 2018, Eq. 9);
+  2002; as in Liang et al. 2018);
 * ``Coverage@k``: the share of the catalogue (``relevant``'s columns) that appears in the top ``k``
   of at least one list, over every list given.
 
@@ -166,7 +167,7 @@ def held_out_users_split(
 ) -> HeldOutUsers:
     """Split the users into training and test users, and each test user's row into fold-in and target.
 
-    The "strong generalisation" protocol (Liang et al. 2018, Section 4.2; Steck 2019, Section 4):
+    The "strong generalisation" protocol (Liang et al. 2018; Steck 2019):
     ``n_test_users`` users are drawn uniformly without replacement among those with at least
     ``min_interactions`` interactions; every other user is a training user. Each test user's row
     is split by :func:`per_user_split` with ``test_fraction = 1 - fold_in_fraction``: the fold-in
@@ -330,7 +331,7 @@ def _check_denominator(denominator: object) -> str:
 def recall_at_k(recommended: object, relevant: object, k: int, *, denominator: str = "min") -> float:
     """Mean Recall@k over the users with at least one relevant item.
 
-    ``hits in the top k / min(k, |relevant|)`` (Liang et al. 2018, Eq. 8) by default;
+    ``hits in the top k / min(k, |relevant|)`` (Liang et al. 2018) by default;
     ``denominator="relevant"`` divides by ``|relevant|`` instead. See the module documentation.
 
     Parameters
@@ -363,7 +364,7 @@ def ndcg_at_k(recommended: object, relevant: object, k: int) -> float:
     """Mean NDCG@k with binary relevance over the users with at least one relevant item.
 
     ``sum_j hit_j / log2(j + 1)`` over the top ``k`` slots, divided by the same sum for a list with
-    ``min(k, |relevant|)`` relevant items first (Liang et al. 2018, Eq. 9). Parameters as in
+    ``min(k, |relevant|)`` relevant items first (Liang et al. 2018). Parameters as in
     :func:`recall_at_k`.
     """
     k = _check_k(k)
