@@ -33,10 +33,13 @@ item of user ``u``'s list is relevant (``j = 1..k``) and ``R_u`` the relevant se
   of at least one list, over every list given.
 
 Each per-user metric is the mean over the users with at least one relevant item; a user without
-one is left out (and counted in neither the mean nor ``n_users``). The metrics are vectorised: the
-hits of the lists are read, a block of users at a time, from a boolean array in which that block's
-relevant items are marked, so ``10^5`` users with lists of 100 items are evaluated in well under a
-second.
+one is left out (and counted in neither the mean nor ``n_users``). NDCG@k is ``implicit``'s
+(``implicit.evaluation.ranking_metrics_at_k``: equal to six digits on MovieLens-100K); its
+"precision" is Recall@k pooled over users (``sum_u hits_u / sum_u min(k, |R_u|)``), not the mean.
+
+The metrics are vectorised: the hits of the lists are read, a block of users at a time, from a
+boolean array in which that block's relevant items are marked, so ``10^5`` users with lists of 100
+items are evaluated in about a second (0.6 s on an idle core).
 
 Privacy: these are evaluations, not releases (see :mod:`dptensor.evaluation`): they read the
 held-out interactions exactly.
