@@ -20,12 +20,12 @@ from pathlib import Path
 
 from dptensor._files import recording_run
 from dptensor._version import __version__
-from dptensor.cli import audit, budget, complete, decompose, experiment, lda, report, single_topic
+from dptensor.cli import audit, budget, complete, decompose, experiment, lda, recommend, report, single_topic
 from dptensor.cli._options import Parser, leaf_parsers, print_error, refuse_overwriting_inputs
 from dptensor.cli._report import command_line
 from dptensor.privacy.audit import Observation, observe_main
 
-COMMANDS = (decompose, lda, single_topic, complete, experiment, budget, audit, report)
+COMMANDS = (decompose, lda, single_topic, complete, recommend, experiment, budget, audit, report)
 
 #: Exit status of a command interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
