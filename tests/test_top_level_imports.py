@@ -11,7 +11,9 @@ from dptensor import models
 ESTIMATORS = [
     "DPVariationalLDA",
     "PrivateCountVectorizer",
+    "PrivateRecommender",
     "PrivateSpectralLDA",
+    "Recommender",
     "SpectralLDA",
     "TensorCompletion",
 ]

@@ -20,7 +20,9 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.models import (
     DPVariationalLDA,
+    PrivateRecommender,
     PrivateSpectralLDA,
+    Recommender,
     SingleTopicModel,
     SpectralLDA,
     TensorCompletion,
@@ -57,6 +59,8 @@ ESTIMATORS = {
     "SingleTopicModel": lambda: SingleTopicModel(1, input="counts", moments="all", random_state=0),
     "OnlineTensorPower": lambda: OnlineTensorPower(1, batch_size=5, n_iter=2, n_restarts=2, random_state=0),
     "TensorCompletion": lambda: TensorCompletion(2),
+    "Recommender": lambda: Recommender(),
+    "PrivateRecommender": lambda: PrivateRecommender(method="popularity"),
 }
 
 EXPECTED_FAILED_CHECKS = {
@@ -118,6 +122,18 @@ EXPECTED_FAILED_CHECKS = {
         "check_complex_data": MESSAGE,
         "check_estimators_empty_data_messages": MESSAGE,
         "check_fit2d_1sample": MESSAGE,
+    },
+    "Recommender": {
+        "check_complex_data": MESSAGE,
+        "check_dtype_object": MESSAGE,
+        "check_positive_only_tag_during_fit": MESSAGE,
+        "check_estimators_empty_data_messages": MESSAGE,
+    },
+    "PrivateRecommender": {
+        "check_complex_data": MESSAGE,
+        "check_dtype_object": MESSAGE,
+        "check_positive_only_tag_during_fit": MESSAGE,
+        "check_estimators_empty_data_messages": MESSAGE,
     },
     "TensorCompletion": {
         "check_complex_data": INDEX_INPUT,

@@ -2,9 +2,10 @@
 
 One folder per model family (docs/architecture.md): :mod:`dptensor.models.topics` (spectral LDA and
 its private configurations, DP variational LDA, the single-topic model, the planner and the private
-vectoriser) and :mod:`dptensor.models.completion` (CP and Tucker completion, ALS, DP-ALS, the
-offsets). ``_base`` (the private-estimator mixin), ``audit_canaries`` and ``pipeline_guarantee``
-serve both families.
+vectoriser), :mod:`dptensor.models.recommend` (top-N lists from implicit feedback: popularity, EASE,
+implicit ALS and their private releases) and :mod:`dptensor.models.completion` (CP and Tucker
+completion, ALS, DP-ALS, the offsets). ``_base`` (the private-estimator mixin), ``audit_canaries``
+and ``pipeline_guarantee`` serve every family.
 """
 
 import sys
@@ -12,6 +13,7 @@ import sys
 from dptensor.models import audit_canaries  # noqa: F401 - registers the canaries of every private estimator
 from dptensor.models.completion import TensorCompletion
 from dptensor.models.pipeline_guarantee import pipeline_guarantee
+from dptensor.models.recommend import PrivateRecommender, Recommender
 from dptensor.models.topics import dp_vi, private_spectral, single_topic, spectral
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
@@ -22,7 +24,9 @@ from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 __all__ = [
     "DPVariationalLDA",
     "PrivateCountVectorizer",
+    "PrivateRecommender",
     "PrivateSpectralLDA",
+    "Recommender",
     "SingleTopicModel",
     "SpectralLDA",
     "TensorCompletion",

@@ -38,7 +38,8 @@ def test_check_interactions_binarises_and_sums_duplicates() -> None:
     ([[1.0, np.inf]], ValueError, "NaN or infinite"),
     ([[1.0, -1.0]], ValueError, "negative"),
     ([1.0, 2.0], ValueError, "2-D"),
-    (np.zeros((3, 0)), ValueError, "at least one item"),
+    (np.zeros((3, 0)), ValueError, "at least one user"),
+    (sp.csr_array((0, 4)), ValueError, "one item"),
     ([["a", "b"]], TypeError, "numeric"),
     ([[1 + 1j, 0]], TypeError, "real"),
 ])

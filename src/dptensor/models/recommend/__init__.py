@@ -8,3 +8,17 @@ user's whole row replaced by any other) and lists each user's items from their o
 release (joint DP). See docs/recommend.md.
 """
 
+from dptensor.models.recommend.estimator import METHODS, ItemSide, Recommender, fit_recommender
+from dptensor.models.recommend.options import RecommenderOptions
+from dptensor.models.recommend.private_estimator import PrivateRecommender
+from dptensor.models.recommend.ranking import Recommendations
+
+__all__ = [
+    "METHODS",
+    "ItemSide",
+    "PrivateRecommender",
+    "Recommendations",
+    "Recommender",
+    "RecommenderOptions",
+    "fit_recommender",
+]

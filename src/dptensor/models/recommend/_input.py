@@ -48,7 +48,7 @@ def check_interactions(X: object, *, name: str = "X", n_items: int | None = None
     TypeError
         When ``X`` is not numeric.
     ValueError
-        When ``X`` is not 2-D, has no column, holds NaN, an infinite or a negative value, or does
+        When ``X`` is not 2-D, has no row or no column, holds NaN, an infinite or a negative value, or does
         not have ``n_items`` columns.
     """
     if sp.issparse(X):
@@ -66,8 +66,9 @@ def check_interactions(X: object, *, name: str = "X", n_items: int | None = None
         np.issubdtype(matrix.dtype, np.number) or matrix.dtype == bool
     ):
         raise TypeError(f"{name} must hold real numbers, got dtype {matrix.dtype}")
-    if matrix.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one item (column), got shape {matrix.shape}")
+    if matrix.shape[1] < 1 or matrix.shape[0] < 1:
+        raise ValueError(f"{name} must have at least one user (row) and one item (column), got shape "
+                         f"{matrix.shape}")
     if n_items is not None and matrix.shape[1] != n_items:
         raise ValueError(f"{name} must have {n_items} items (columns), as at fit, got {matrix.shape[1]}")
     values = matrix.data.astype(np.float64, copy=False)

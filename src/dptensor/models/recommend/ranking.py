@@ -85,7 +85,10 @@ def check_users(users: object, n_users: int, name: str = "users") -> np.ndarray:
     return array
 
 
-def top_n(score_rows: ScoreRows, X: sp.csr_array, n: int, users: np.ndarray | None = None) -> Recommendations:
+def top_n(
+    score_rows: ScoreRows, X: sp.csr_array, n: int, users: np.ndarray | None = None,
+    eligible: np.ndarray | None = None,
+) -> Recommendations:
     """Each requested user's ``n`` best items outside their row of ``X``.
 
     Parameters
@@ -99,6 +102,9 @@ def top_n(score_rows: ScoreRows, X: sp.csr_array, n: int, users: np.ndarray | No
         Slots per user (checked by the caller: :func:`check_top_n`).
     users : ndarray of int64, optional
         Rows of ``X`` to list (default: all, in order).
+    eligible : ndarray of int64, optional
+        The only columns that may be listed (default: every column), e.g. the items a private
+        model selected under DP; the others are never listed, whatever their score.
 
     Returns
     -------
@@ -108,6 +114,10 @@ def top_n(score_rows: ScoreRows, X: sp.csr_array, n: int, users: np.ndarray | No
     n_items = X.shape[1]
     items = np.full((users.size, n), -1, dtype=np.int64)
     scores = np.full((users.size, n), np.nan)
+    allowed = None
+    if eligible is not None:
+        allowed = np.zeros(n_items, dtype=bool)
+        allowed[eligible] = True
     step = max(1, CELLS_PER_BLOCK // n_items)
     for start in range(0, users.size, step):
         chosen = users[start:start + step]
@@ -115,18 +125,21 @@ def top_n(score_rows: ScoreRows, X: sp.csr_array, n: int, users: np.ndarray | No
         block = np.asarray(score_rows(rows), dtype=np.float64)
         if block.shape != (chosen.size, n_items):
             raise RuntimeError(f"score_rows returned shape {block.shape}, expected {(chosen.size, n_items)}")
-        best_items, best_scores = _best(block, rows, n)
+        best_items, best_scores = _best(block, rows, n, allowed)
         items[start:start + step] = best_items
         scores[start:start + step] = best_scores
     return Recommendations(users, items, scores)
 
 
-def _best(block: np.ndarray, rows: sp.csr_array, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _best(block: np.ndarray, rows: sp.csr_array, n: int, allowed: np.ndarray | None
+          ) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` best eligible items of each row of a score block (module docstring's order)."""
     n_rows, n_items = block.shape
     key = np.where(np.isfinite(block) | (block == np.inf), block, np.finfo(np.float64).min)
     excluded_rows = np.repeat(np.arange(n_rows), np.diff(rows.indptr))
     key[excluded_rows, rows.indices] = -np.inf
+    if allowed is not None:
+        key[:, ~allowed] = -np.inf
     # the n-th largest key of each row: every item at or above it is a candidate (ties included)
     kth = -np.partition(-key, n - 1, axis=1)[:, n - 1] if n < n_items else np.full(n_rows, -np.inf)
     candidate = (key >= kth[:, None]) & (key > -np.inf)

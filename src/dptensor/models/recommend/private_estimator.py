@@ -1,0 +1,243 @@
+"""``PrivateRecommender``: top-N lists whose item side is released under user-level DP (joint DP).
+
+The relation is ``"user"``: one user's whole row of interactions replaced by any other row (empty,
+one item, every item); the number of users is public, and so is the item list unless
+``catalogue="select"`` chooses it under DP. What is released is the item side only -- noisy item
+counts (private popularity) and, for EASE, a noisy item Gram
+(:mod:`~dptensor.models.recommend.releases`), composed exactly into one guarantee
+(:mod:`~dptensor.models.recommend.release_plan`) and charged to the ledger before the data is read.
+A user's list is then computed from that user's own row and the release, so it must be given to
+that user alone (joint DP in the billboard sense; Kearns, Pai, Roth & Ullman 2014; Hsu et al. 2014).
+
+A private EASE solves Steck's closed form on the noisy Gram with a ridge that adds the noise's
+spectral-norm scale to the non-private rule (a noisy Gram is indefinite; the ridge both makes the
+system positive definite and shrinks the noise directions), all post-processing of the release.
+Where the users are too few for the Gram's signal to rise above its noise, popularity wins:
+``method="auto"`` asks the planner (:func:`~dptensor.models.recommend.plan.plan_recommender`),
+from public sizes only, which of the two to release.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+
+from dptensor.models._base import PrivateEstimatorMixin, RealNotBool, forget_fitted_attributes
+from dptensor.models.recommend._input import check_interactions
+from dptensor.models.recommend.ease import ease_from_gram, ease_ridge
+from dptensor.models.recommend.estimator import ItemSide, TopNMixin
+from dptensor.models.recommend.options import RecommenderOptions
+from dptensor.models.recommend.plan import plan_recommender
+from dptensor.models.recommend.release_plan import recommender_guarantee
+from dptensor.models.recommend.releases import private_item_counts, private_item_gram, private_item_selection
+from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource
+from dptensor.privacy.errors import ReleaseUtilityWarning
+
+__all__ = ["PRIVATE_METHODS", "PrivateRecommender", "private_ease_ridge"]
+
+#: The methods of :class:`PrivateRecommender`.
+PRIVATE_METHODS = ("auto", "popularity", "ease")
+#: ``max_items_per_user`` of the item selection when none is given.
+DEFAULT_SELECTION_BOUND = 64
+#: Ridge growth when the noisy system is not positive definite (post-processing, rare).
+_RIDGE_GROWTH = 2.0
+
+
+def private_ease_ridge(noisy_diagonal: np.ndarray, sigma: float, n_items: int,
+                       options: RecommenderOptions) -> float:
+    """The ridge of a private EASE: the non-private rule on the noisy diagonal plus the noise edge.
+
+    ``lambda = ridge_scale * mean(diag G~) + private_ridge_scale * sqrt(2) sigma sqrt(I)``: the second
+    term is the spectral norm of the symmetric Gaussian noise (off-diagonal std ``sigma / sqrt(2)``,
+    a Wigner matrix of norm about ``2 (sigma / sqrt(2)) sqrt(I)``). Both are functions of the release
+    and public sizes (post-processing).
+    """
+    base = options.ridge if options.ridge is not None else ease_ridge(noisy_diagonal, options.ridge_scale)
+    return float(base + options.private_ridge_scale * math.sqrt(2.0) * sigma * math.sqrt(n_items))
+
+
+class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
+    """Top-N recommendations whose item side is ``(epsilon, delta)``-DP under the user relation.
+
+    Parameters
+    ----------
+    epsilon : float, default 1.0
+        The total budget of the fit (the releases' exact composition spends it).
+    delta : float, default 1e-6
+    method : {"auto", "popularity", "ease"}, default "auto"
+        ``"auto"``: the planner's choice from the public sizes (popularity below the crossover
+        number of users, EASE above).
+    max_items_per_user : int, optional
+        The public bound on one user's contribution to the item selection (default 64 there).
+    catalogue : {"public", "select"}, default "public"
+        ``"public"``: the columns of ``X`` are a public item list; ``"select"``: the items that may
+        appear are chosen under DP (Gaussian partition selection, in the same guarantee).
+    options : RecommenderOptions, optional
+        Solver settings, including the private ridge and the counts' share of the budget.
+    random_state : None, int or Generator
+        Public randomness (none is used by the releases, whose noise is secret).
+    n_jobs : int, optional
+        Threads for the passes over users.
+    noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
+        The noise's secret randomness.
+    ledger : object with ``charge``, optional
+        Charged with the guarantee before the data is read.
+    verbose : bool, default False
+
+    Attributes
+    ----------
+    guarantee_ : PrivacyGuarantee
+        Neighbouring ``"user"``, every release composed exactly.
+    plan_ : RecommenderPlan or None
+        The planner's verdict when ``method="auto"``.
+    method_ : str
+    item_side_ : ItemSide
+        The release (noisy counts; EASE's weights from the noisy Gram).
+    popularity_ : ndarray
+        The noisy item counts.
+    items_ : ndarray of int64
+        The columns the model may recommend (all, or those selected under DP).
+    n_users_, n_items_, n_features_in_ : int
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from dptensor.models.recommend import PrivateRecommender
+    >>> X = sp.random(2000, 30, density=0.1, format="csr", random_state=0)
+    >>> model = PrivateRecommender(epsilon=1.0, delta=1e-6).fit(X)
+    >>> model.guarantee_.neighbouring, model.recommend(5).items.shape
+    ('user', (2000, 5))
+    """
+
+    _parameter_constraints: dict = {
+        "epsilon": [RealNotBool(Real, 0, None, closed="neither")],
+        "delta": [RealNotBool(Real, 0, 1, closed="neither")],
+        "method": [StrOptions(set(PRIVATE_METHODS))],
+        "max_items_per_user": [Interval(Integral, 1, None, closed="left"), None],
+        "catalogue": [StrOptions({"public", "select"})],
+        "options": [None, HasMethods(["get_params", "checked"])],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        "noise": [None, StrOptions(set(NOISE_BACKENDS)), InsecureTestNoise, NoiseSource],
+        "ledger": [None, HasMethods(["charge"])],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, method: str = "auto",
+                 max_items_per_user: int | None = None, catalogue: str = "public",
+                 options: RecommenderOptions | None = None, random_state: object = None,
+                 n_jobs: int | None = None, noise: object = None, ledger: object = None,
+                 verbose: bool = False) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.method = method
+        self.max_items_per_user = max_items_per_user
+        self.catalogue = catalogue
+        self.options = options
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.noise = noise
+        self.ledger = ledger
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: object, y: object = None) -> PrivateRecommender:
+        """Release the item side of ``X`` under user-level DP and keep the rows for ``recommend``.
+
+        The guarantee is computed from the public sizes (users, items, the bound) and charged
+        before any interaction is read; the input is checked first (a refused input charges
+        nothing and its error names no value).
+
+        Parameters
+        ----------
+        X : scipy sparse matrix or array_like, shape (n_users, n_items)
+            Non-zero = an interaction; the number of users is public, and so is the item list
+            under ``catalogue="public"``.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        forget_fitted_attributes(self)
+        options = (self.options or RecommenderOptions()).checked()
+        train = check_interactions(X)
+        n_users, n_items = train.shape
+        plan = None
+        method = self.method
+        if method == "auto":
+            plan = plan_recommender(n_users, n_items, epsilon=self.epsilon, delta=self.delta,
+                                    max_items_per_user=self.max_items_per_user)
+            method = plan.method
+        if method == "ease" and n_items > options.dense_items:
+            raise ValueError(
+                f"a private EASE forms a dense {n_items} x {n_items} noisy Gram, above options.dense_items="
+                f"{options.dense_items}: raise it, or use method='popularity'"
+            )
+        selecting = self.catalogue == "select"
+        releases = (("selection",) if selecting else ()) + (("counts",) if method == "popularity"
+                                                            else ("counts", "gram"))
+        shares = None if method == "popularity" else {"counts": options.counts_share,
+                                                      "gram": 1.0 - options.counts_share}
+        if shares is not None and selecting:
+            shares = {"selection": 1.0, **shares}
+        bound = self.max_items_per_user or (DEFAULT_SELECTION_BOUND if selecting else None)
+        releases_plan = recommender_guarantee(
+            releases, self.epsilon, self.delta, shares=shares, max_items_per_user=bound,
+            n_users=n_users, n_items=n_items,
+        )
+        source = self._begin_release(releases_plan.guarantee, f"PrivateRecommender fit ({method})",
+                                     n_public=n_users, unit="users")
+        # -- the data is read from here on ------------------------------------------------------
+        columns = np.arange(n_items, dtype=np.int64)
+        if selecting:
+            columns = private_item_selection(train, source=source, calibration=releases_plan.selection,
+                                             n_jobs=self.n_jobs)
+        kept = train[:, columns]
+        if columns.size:
+            counts = private_item_counts(kept, sigma=releases_plan.sigma("counts"), source=source,
+                                         n_jobs=self.n_jobs)
+        else:  # nothing passed the selection's threshold: nothing to release, every list empty
+            counts = np.zeros(0)
+            warnings.warn(
+                "PrivateRecommender: no item passed the private selection's threshold, so every list is "
+                "empty; more users, a larger epsilon or a public item list (catalogue='public') keep items",
+                ReleaseUtilityWarning, stacklevel=3,
+            )
+        side = ItemSide("popularity", counts, columns=columns, n_columns=n_items)
+        if method == "ease" and columns.size:
+            weights = self._ease(kept, releases_plan.sigma("gram"), source, options)
+            side = ItemSide("ease", counts, weights=weights, columns=columns, n_columns=n_items)
+        self._train = train
+        self.plan_ = plan
+        self.method_ = side.method
+        self.item_side_ = side
+        self.popularity_ = counts
+        self.items_ = columns
+        self.n_items_ = n_items
+        self.n_features_in_ = n_items
+        self.n_users_ = n_users
+        return self
+
+    def _ease(self, kept: object, sigma: float, source: NoiseSource,
+              options: RecommenderOptions) -> np.ndarray:
+        """EASE's weights from the noisy Gram (post-processing of the release)."""
+        gram = private_item_gram(kept, sigma=sigma, source=source, n_jobs=self.n_jobs)
+        ridge = private_ease_ridge(np.diag(gram), sigma, gram.shape[0], options)
+        while True:
+            try:
+                return ease_from_gram(gram, ridge)
+            except ValueError:
+                ridge *= _RIDGE_GROWTH
+
+    def __sklearn_tags__(self):  # noqa: ANN204 - sklearn.utils.Tags
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.non_deterministic = True
+        return tags
