@@ -1,0 +1,130 @@
+"""Private implicit ALS: brute-force sensitivities of the released sums, the weighted item step, budget."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dptensor.models.recommend import private_ials
+from dptensor.models.recommend.ials import solve_user_factors
+from dptensor.models.recommend.private_ials import (
+    ials_sensitivities,
+    plan_private_ials,
+    private_implicit_als,
+    private_item_side_statistics,
+)
+from dptensor.privacy import BudgetExceededError, NoiseSource, compose
+from dptensor.privacy.ledger import composed_epsilon
+
+pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.PrivacyWarning")
+
+ALPHA = 3.0
+K = 2
+
+
+class ExactSource(NoiseSource):
+    """No noise (tests only)."""
+
+    def __init__(self) -> None:
+        super().__init__("numpy", np.random.default_rng(0), secure=False)
+
+    def add_gaussian(self, values, sigma):
+        return np.array(values, dtype=np.float64, copy=True)
+
+
+def _released(row, factor, others, other_factors):
+    X = sp.csr_array(np.vstack([row, others]))
+    factors = np.vstack([factor, other_factors])
+    sigmas = {"gram": 1.0, "grams": 1.0, "targets": 1.0}
+    stats = private_item_side_statistics(X, factors, alpha=ALPHA, sigmas=sigmas, source=ExactSource())
+    return {"gram": stats.user_gram, "grams": stats.grams, "targets": stats.targets}
+
+
+def test_released_sums_stay_within_their_sensitivities_and_reach_them():
+    rng = np.random.default_rng(0)
+    others = np.array([[1, 1, 0, 0], [0, 1, 1, 1], [1, 0, 0, 1], [1, 1, 1, 1]], dtype=np.float64)
+    other_factors = rng.normal(size=(4, K))
+    rows = [np.array(r, dtype=np.float64) for r in itertools.product((0, 1), repeat=4)]
+    # unit directions, their opposites, a factor of norm 5 (clipped) and zero
+    angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    factors = [np.array([math.cos(a), math.sin(a)]) for a in angles] + [np.array([3.0, 4.0]), np.zeros(K)]
+    cases = [_released(r, f, others, other_factors) for r in rows for f in factors]
+    bound = ials_sensitivities(ALPHA)
+    for name in ("gram", "grams", "targets"):
+        values = np.array([c[name].ravel() for c in cases])
+        # the largest pairwise distance, by the Gram trick on the flattened releases
+        squares = np.sum(values**2, axis=1)
+        distances = np.sqrt(np.maximum(squares[:, None] + squares[None, :] - 2 * values @ values.T, 0.0))
+        largest = distances.max()
+        assert largest <= bound[name] * (1 + 1e-9), name
+        assert largest >= bound[name] * (1 - 1e-6), name
+
+
+def test_one_private_sweep_is_the_weighted_item_step():
+    rng = np.random.default_rng(1)
+    X = sp.csr_array((rng.random((60, 9)) < 0.3).astype(float))
+    user_factors = rng.normal(size=(60, K))
+    sigmas = {"gram": 1, "grams": 1, "targets": 1}
+    stats = private_item_side_statistics(X, user_factors, alpha=ALPHA, sigmas=sigmas, source=ExactSource())
+    dense = X.toarray()
+    n = dense.sum(axis=1)
+    w = np.divide(1.0, np.sqrt(n), out=np.zeros_like(n), where=n > 0)
+    x = user_factors / np.maximum(np.linalg.norm(user_factors, axis=1, keepdims=True), 1.0)
+    gram = (x * w[:, None]).T @ x
+    np.testing.assert_allclose(stats.user_gram, gram, atol=1e-12)
+    for i in range(9):
+        users = dense[:, i] > 0
+        a = ALPHA * (x[users] * w[users, None]).T @ x[users]
+        b = (1 + ALPHA) * (w[users, None] * x[users]).sum(axis=0)
+        np.testing.assert_allclose(stats.grams[i], a, atol=1e-12)
+        np.testing.assert_allclose(stats.targets[i], b, atol=1e-12)
+
+
+@pytest.mark.parametrize(("epsilon", "iterations"), [(1.0, 3), (4.0, 1)])
+def test_plan_spends_the_asked_epsilon(epsilon, iterations):
+    plan = plan_private_ials(epsilon, 1e-6, iterations, alpha=ALPHA, n_factors=8)
+    g = plan.guarantee
+    assert g.n_releases == 3 * iterations and g.neighbouring == "user" and g.holds
+    ledger = composed_epsilon([g.dp_event], 1e-6, 1e-4)
+    for spent in (g.epsilon_exact, compose(g, delta=1e-6).epsilon, ledger):
+        assert epsilon - 1e-3 <= spent <= epsilon
+    sens = ials_sensitivities(ALPHA)
+    for name, z in plan.noise_multipliers.items():
+        assert plan.sigmas[name] == pytest.approx(z * sens[name])
+        assert g.details["sensitivities"][name] == sens[name]
+    assert plan.mu == pytest.approx(1 / g.noise_multiplier)
+
+
+def test_charge_before_reading_and_refusal(monkeypatch):
+    log = []
+
+    class Ledger:
+        def charge(self, guarantee, *, description=""):
+            log.append("charge")
+            raise BudgetExceededError("refused", path="", budget_epsilon=0.0, budget_delta=0.0, spent=0.0,
+                                      requested=1.0, total=1.0)
+
+    def watched(X, **kwargs):
+        log.append("read")
+        raise AssertionError("the data was read")
+
+    monkeypatch.setattr(private_ials, "check_interactions", watched)
+    with pytest.raises(BudgetExceededError):
+        private_implicit_als(sp.csr_array((3, 3)), 2, epsilon=1.0, delta=1e-6, ledger=Ledger())
+    assert log == ["charge"]
+
+
+def test_without_noise_the_fit_recommends_like_the_data():
+    # two groups of users with disjoint tastes: the private fit at a huge epsilon must keep them apart
+    rng = np.random.default_rng(2)
+    first = np.hstack([(rng.random((200, 5)) < 0.6), np.zeros((200, 5))])
+    second = np.hstack([np.zeros((200, 5)), (rng.random((200, 5)) < 0.6)])
+    X = sp.csr_array(np.vstack([first, second]).astype(float))
+    fit = private_implicit_als(X, 4, epsilon=1e6, delta=1e-6, iterations=4, regularization=0.1, alpha=ALPHA,
+                               random_state=0, noise="numpy")
+    scores = solve_user_factors(X, fit.factors.item_factors, regularization=0.1, alpha=ALPHA) @ \
+        fit.factors.item_factors.T
+    assert np.mean(scores[:200, :5].mean(axis=1) > scores[:200, 5:].mean(axis=1)) > 0.95
+    assert np.mean(scores[200:, 5:].mean(axis=1) > scores[200:, :5].mean(axis=1)) > 0.95
