@@ -331,6 +331,43 @@ def _texts_adversarial() -> dict[str, Callable]:
     }
 
 
+
+#: Users x items of the ``interactions`` kind (top-N recommenders; the user relation).
+INTERACTIONS = (30, 8)
+
+
+def _interaction_row(rng: np.random.Generator) -> np.ndarray:
+    """One user's listed values: 1 (an interaction) on a random set of items, 0 elsewhere."""
+    return (rng.random(INTERACTIONS[1]) < rng.uniform(0.1, 0.7)).astype(float)
+
+
+def _draw_interactions(rng: np.random.Generator) -> np.ndarray:
+    return np.array([_interaction_row(rng) for _ in range(INTERACTIONS[0])])
+
+
+def _interactions_neighbour(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return _replace_document(values, _interaction_row(rng), int(rng.integers(values.shape[0])))
+
+
+def _interactions_adversarial() -> dict[str, Callable]:
+    """One user's whole row replaced: empty, every item, one item, huge or tiny values, a lone user.
+
+    A value of at least 1 is an interaction (``--threshold 1``); below it the pair is listed but is no
+    interaction (so an empty row keeps its user, whose number is public)."""
+    def row(make: Callable[[int], np.ndarray]) -> Callable:
+        return lambda values: (values, _replace_document(values, make(values.shape[1])))
+
+    return {
+        "empty-row": row(np.zeros),
+        "every-item": row(np.ones),
+        "one-item": row(lambda d: _one_hot(d, 3, 1.0)),
+        "every-item-value-2**63-1": row(lambda d: np.full(d, float(MAX_COUNT))),
+        "every-item-value-float-max": row(lambda d: np.full(d, HUGE)),
+        "values-tiny": row(lambda d: np.full(d, TINY)),
+        "single-user": lambda values: (values[:1], np.ones((1, values.shape[1]))),
+    }
+
+
 KINDS = {
     "texts": Kind("texts", _draw_texts, _texts_neighbour, _texts_adversarial()),
     "counts": Kind("counts", _draw_counts, _counts_neighbour, _counts_adversarial()),
@@ -339,6 +376,8 @@ KINDS = {
     "records": Kind("records", _draw_records, _records_neighbour, _records_adversarial()),
     "entry-value": Kind("entry-value", _draw_ratings, _value_neighbour, _value_adversarial()),
     "user": Kind("user", _draw_ratings, _user_neighbour, _user_adversarial()),
+    "interactions": Kind("interactions", _draw_interactions, _interactions_neighbour,
+                         _interactions_adversarial()),
 }
 
 
@@ -423,6 +462,64 @@ def _counts_file(data: Any, path: Path, suffix: str = ".npz") -> str:
 
 def _ratings_file(data: Any, path: Path, suffix: str = ".csv") -> str:
     return _write_ratings(data, path.with_suffix(suffix))
+
+
+def _interactions_file(data: Any, path: Path) -> str:
+    """``user,item,value`` lines of the listed pairs (a user with none: one pair of value 0, listed), the
+    public item list ``items.txt`` and a public file of new users ``new.csv`` beside it."""
+    lines = ["user,item,value"]
+    for u, row in enumerate(data):
+        listed = np.flatnonzero(row)
+        lines += [f"u{u},i{j},{float(row[j])!r}" for j in listed] or [f"u{u},i0,0"]
+    target = path.with_suffix(".csv")
+    target.write_text("\n".join(lines) + "\n")
+    path.with_name("items.txt").write_text("".join(f"i{j}\n" for j in range(data.shape[1])))
+    path.with_name("new.csv").write_text("user,item\nann,i0\nann,i1\nbob,i5\nbob,unknown\n")
+    return target.name
+
+
+def _model_profile(path: Path) -> object:
+    """A top-N model file by structure: its JSON header (every entry public) and its arrays' shapes."""
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as archive:
+        return (json.loads(str(archive["header"])),
+                sorted((key, archive[key].shape, str(archive[key].dtype)) for key in archive.files))
+
+
+def _with_model(run: Callable[[Any, Path], Seen]) -> Callable[[Any, Path], Seen]:
+    """A command's observation with the model file it wrote (``out/model.npz``) compared too."""
+    def observed(data: Any, workdir: Path) -> Seen:
+        seen = run(data, workdir)
+        seen.extra = [seen.extra, _model_profile(workdir / "out" / "model.npz")]
+        return seen
+    return observed
+
+
+RECOMMEND_FIT = ["recommend", "fit", "--threshold", "1", "--epsilon", "1", "--delta", "1e-5", "--items",
+                 "items.txt", "--quiet", "--out", "out/model.npz"]
+
+
+def _recommend_fit(path: str, *extra: str) -> list[str]:
+    return [*RECOMMEND_FIT[:2], path, *RECOMMEND_FIT[2:], *extra]
+
+
+def _recommend_top(data: Any, workdir: Path) -> Seen:
+    """``recommend fit`` (private) on the data, then ``recommend top`` for the public new users (observed)."""
+    import os
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "out").mkdir(exist_ok=True)
+    here = os.getcwd()
+    os.chdir(workdir)
+    try:
+        source = _interactions_file(data, Path("data"))
+        fitted = observe_command(_recommend_fit(source, "--method", "ease"), workdir)
+        observation = observe_command(["recommend", "top", "out/model.npz", "--for", "new.csv", "--top", "3",
+                                       "--out", "out/top.csv"], workdir)
+        return Seen(observation, fitted.result)
+    finally:
+        os.chdir(here)
 
 
 #: The fuzzer's words as written to files: ``w<i>``. A command prints its topics' top words, which
@@ -625,6 +722,12 @@ ENTRY_POINTS = [
         "--test", "test.csv", "--seed", "0", "--quiet", "--out", "out/pred.csv", "--json", "out/fit.json",
         "--recommend", "out/top.csv", "--top", "3"]),
         joint=True),
+    EntryPoint("dptensor recommend fit --epsilon --items (ease)", "interactions", _with_model(_cli(
+        _interactions_file,
+        lambda path: _recommend_fit(path, "--method", "ease", "--report", "out/fit.json")))),
+    EntryPoint("dptensor recommend fit --epsilon --items (popularity)", "interactions", _with_model(_cli(
+        _interactions_file, lambda path: _recommend_fit(path, "--method", "popularity")))),
+    EntryPoint("dptensor recommend top (a private model)", "interactions", _recommend_top),
 ]
 # Not rows: ``dptensor budget create --epsilon`` reads no data (it only creates a ledger), and the
 # unproven modes (refused without an opt-in, identically for every input) release nothing.
@@ -754,6 +857,21 @@ def test_random_neighbours_are_indistinguishable_slow(entry: EntryPoint, seed: i
     assert_indistinguishable(entry, first, second, tmp_path / str(seed))
 
 
+@pytest.mark.parametrize("label", ["ordinary", *KINDS["interactions"].adversarial])
+def test_recommend_rows_run_on_every_input(label: str, tmp_path: Path) -> None:
+    """The ``recommend`` rows compare runs that succeed (two identical refusals would prove nothing)."""
+    kind = KINDS["interactions"]
+    data = kind.draw(np.random.default_rng(0))
+    inputs = [data] if label == "ordinary" else list(kind.adversarial[label](data))
+    rows = {entry.name.split(" (")[0]: entry for entry in ENTRY_POINTS if "recommend" in entry.name}
+    for n, values in enumerate(inputs):
+        fit = rows["dptensor recommend fit --epsilon --items"].run(values, tmp_path / f"fit{n}")
+        assert fit.observation.result == 0, fit.observation.printed
+        assert fit.extra[1] is not None  # the model file
+        top = rows["dptensor recommend top"].run(values, tmp_path / f"top{n}")
+        assert top.extra == 0 and top.observation.result == 0, top.observation.printed
+
+
 def test_every_private_entry_point_has_a_row() -> None:
     """Each estimator and function with epsilon, and each command with --epsilon, is in the table."""
     names = " ".join(entry.name for entry in ENTRY_POINTS)
@@ -761,7 +879,8 @@ def test_every_private_entry_point_has_a_row() -> None:
                  "PrivateCountVectorizer",
                  "DPVariationalLDA", "SingleTopicModel", "lda fit --epsilon", "lda fit --method vi",
                  "single-topic fit", "lda fit --private-vocab",
-                 "complete --neighbouring entry-value", "complete --neighbouring user"):
+                 "complete --neighbouring entry-value", "complete --neighbouring user",
+                 "recommend fit --epsilon", "recommend top"):
         assert path in names
     for kind in {entry.kind for entry in ENTRY_POINTS}:
         assert KINDS[kind].adversarial
