@@ -177,3 +177,9 @@ def test_recommendations_rows_and_checks() -> None:
         check_users([3], 3)
     with pytest.raises(ValueError, match="integers"):
         check_users([0.5], 3)
+
+
+def test_weighted_rows_count_a_pair_stored_twice_once() -> None:
+    coo = sp.coo_array((np.ones(3), (np.array([0, 0, 0]), np.array([1, 1, 2]))), shape=(1, 3))
+    rows = weighted_rows(sp.csr_matrix(coo), "unit")  # a raw block, duplicates not summed
+    np.testing.assert_allclose(rows.toarray(), [[0.0, 1 / np.sqrt(2), 1 / np.sqrt(2)]])

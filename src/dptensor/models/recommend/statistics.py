@@ -27,7 +27,9 @@ WEIGHTINGS = ("none", "unit")
 def weighted_rows(block: object, weighting: str) -> sp.csr_array:
     """A block's rows, binarised, each multiplied by its weight ``w_u`` (module docstring)."""
     rows = sp.csr_array(block, copy=True)
+    rows.sum_duplicates()  # a pair stored twice is one interaction
     rows.data = (rows.data != 0).astype(np.float64)
+    rows.eliminate_zeros()
     if weighting == "unit":
         lengths = np.diff(rows.indptr).astype(np.float64)
         scale = np.zeros_like(lengths)
