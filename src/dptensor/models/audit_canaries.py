@@ -52,6 +52,7 @@ import scipy.sparse as sp
 
 from dptensor.models.completion._plan import plan_completion
 from dptensor.models.completion.estimator import TensorCompletion
+from dptensor.models.recommend import audit  # noqa: F401 - registers PrivateRecommender's canaries
 from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import SingleTopicModel
