@@ -38,6 +38,7 @@ from dptensor import SingleTopicModel, TensorCompletion, input_perturbation, pri
 from dptensor.cli import observe_command
 from dptensor.models.dp_vi_lda import DPVariationalLDA
 from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+from dptensor.models.recommend import PrivateRecommender
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.privacy.audit import Observation, observable_differences, observe
 from dptensor.privacy.vocabulary import private_vocabulary
@@ -733,6 +734,46 @@ ENTRY_POINTS = [
 # unproven modes (refused without an opt-in, identically for every input) release nothing.
 
 
+# ----------------------------------------------------------------------------- PrivateRecommender (library)
+#: Public users who chose every item, added to both inputs (neighbours stay neighbours): each item's
+#: selection weight is then at least 60 / sqrt(8) = 21, far above the threshold (8.3, sigma 1.5 at
+#: epsilon 8), so a selected catalogue keeps every item in every run instead of one that follows the noise.
+PUBLIC_CROWD = np.ones((60, INTERACTIONS[1]))
+#: Public new users, listed from their own rows and the release alone (joint DP: what may be shown).
+NEW_USERS = sp.csr_array(np.eye(2, INTERACTIONS[1]))
+
+
+def _recommender(method: str, catalogue: str = "public", epsilon: float = 1.0,
+                 crowd: bool = False) -> Callable[[Any], dict]:
+    """Fit ``PrivateRecommender`` and return what it releases: the item side and lists for public users.
+
+    The fitted estimator also keeps the training rows (``_train``), each user's own data for their own
+    list (joint DP), never released: they are not observed, as ``recommend`` for training users is not."""
+    def fit(values: np.ndarray) -> dict:
+        rows = np.vstack([values, PUBLIC_CROWD]) if crowd else values
+        model = PrivateRecommender(epsilon=epsilon, delta=BUDGET["delta"], method=method, catalogue=catalogue,
+                                   max_items_per_user=INTERACTIONS[1] if catalogue == "select" else None)
+        model.fit(sp.csr_array(rows))
+        released = ("guarantee_", "plan_", "method_", "item_side_", "popularity_", "items_", "n_items_",
+                    "n_users_")
+        return {**{name: getattr(model, name) for name in released},
+                "new_users": model.recommend_for(NEW_USERS, n=3)}
+    return fit
+
+
+ENTRY_POINTS += [
+    EntryPoint("PrivateRecommender(popularity)", "interactions", _api(_recommender("popularity"))),
+    EntryPoint("PrivateRecommender(ease)", "interactions", _api(_recommender("ease"))),
+    EntryPoint("PrivateRecommender(popularity, select)", "interactions", _api(
+        _recommender("popularity", "select", epsilon=8.0, crowd=True))),
+    EntryPoint("PrivateRecommender(ease, select)", "interactions", _api(
+        _recommender("ease", "select", epsilon=8.0, crowd=True))),
+    # 30 users at epsilon 1: no item passes the threshold (47), for every neighbour: the empty model
+    EntryPoint("PrivateRecommender(ease, select, nothing passes)", "interactions", _api(
+        _recommender("ease", "select"))),
+]
+
+
 # ----------------------------------------------------------------------------- the comparison
 
 
@@ -880,7 +921,7 @@ def test_every_private_entry_point_has_a_row() -> None:
                  "DPVariationalLDA", "SingleTopicModel", "lda fit --epsilon", "lda fit --method vi",
                  "single-topic fit", "lda fit --private-vocab",
                  "complete --neighbouring entry-value", "complete --neighbouring user",
-                 "recommend fit --epsilon", "recommend top"):
+                 "recommend fit --epsilon", "recommend top", "PrivateRecommender("):
         assert path in names
     for kind in {entry.kind for entry in ENTRY_POINTS}:
         assert KINDS[kind].adversarial
