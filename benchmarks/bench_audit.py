@@ -1,7 +1,8 @@
 """Benchmark: end-to-end privacy audits of every private model (dptensor.privacy.audit.audit_estimator).
 
 For each private model -- PrivateSpectralLDA, DPVariationalLDA, SingleTopicModel (AGN), DP-ALS
-under "entry-value" and under "user" -- at epsilon 1 and 4, three variants:
+under "entry-value" and under "user", PrivateRecommender (popularity, EASE, and popularity with a
+selected catalogue) -- at epsilon 1 and 4, three variants:
 
 * ``honest``: the default configuration with fresh secret noise (its bound must stay <= the claim);
 * ``under-noised``: the same with every noise draw divided by 10
@@ -19,7 +20,9 @@ the audit configurations with power (the default-suite tests' ones; their fits a
 ``--runs``): PrivateSpectralLDA on 180 words with 80% of mu^2 on the word-frequency release
 (32 one-word canaries per fit, 40 fits), SingleTopicModel on 4 words (2 frequent-word canaries
 per fit, 600 fits) and DP-ALS under "user" with ``max_ratings=1`` and one sweep on a 60 x 48 x 2
-tensor (32 canary users per fit, 200 fits, a tenth of the canaries guessed).
+tensor (32 canary users per fit, 200 fits, a tenth of the canaries guessed). PrivateRecommender runs on
+200 random users x 64 items (16 canary users of two items each per fit; with a selected catalogue, 2000
+users choosing 2 of 32 items, 8 canaries per fit).
 
 Every release a model makes is scored (``audit_estimator``: one bound per release, Bonferroni over
 them, the largest reported with its release). Three more rows check that a release without noise is
@@ -43,10 +46,17 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from dptensor.datasets import make_single_topic_corpus
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
+from dptensor.models import (
+    DPVariationalLDA,
+    PrivateRecommender,
+    PrivateSpectralLDA,
+    SingleTopicModel,
+    TensorCompletion,
+)
 from dptensor.privacy import enable_features
 from dptensor.privacy.audit import audit_estimator
 from dptensor.privacy.noise import scaled_test_noise
@@ -56,6 +66,19 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
     rng = np.random.default_rng(seed)
     idx = np.unique(np.column_stack([rng.integers(0, s, 2 * n) for s in shape]), axis=0)[:n]
     return idx, np.clip(np.round(3 + rng.normal(size=len(idx))), 1, 5), shape
+
+
+def _interactions(n_users=200, n_items=64, density=0.08, seed=0):
+    rng = np.random.default_rng(seed)
+    return sp.csr_array((rng.random((n_users, n_items)) < density).astype(float))
+
+
+def _popular(n_users=2000, popular=32, unused=32, seed=0):
+    """Each user chooses 2 of ``popular`` items (far above the selection's threshold); nobody the rest."""
+    rng = np.random.default_rng(seed)
+    cols = np.concatenate([rng.choice(popular, 2, replace=False) for _ in range(n_users)])
+    rows = np.repeat(np.arange(n_users), 2)
+    return sp.csr_array((np.ones(2 * n_users), (rows, cols)), shape=(n_users, popular + unused))
 
 
 def _no_noise(values, *args, **kwargs):
@@ -114,6 +137,13 @@ def cases(eps: float):
             2, privacy="als", neighbouring="user", epsilon=eps, delta=delta, value_range=(1, 5),
             max_ratings=1, max_iter=1, budget_split=0.1, random_state=0, noise=n, **kw
         ), users, None),
+        "PrivateRecommender (popularity)": (lambda n, **kw: PrivateRecommender(
+            epsilon=eps, delta=delta, method="popularity", noise=n, **kw), _interactions(), None),
+        "PrivateRecommender (EASE)": (lambda n, **kw: PrivateRecommender(
+            epsilon=eps, delta=delta, method="ease", noise=n, **kw), _interactions(), None),
+        "PrivateRecommender (popularity, select)": (lambda n, **kw: PrivateRecommender(
+            epsilon=eps, delta=delta, method="popularity", catalogue="select", max_items_per_user=2, noise=n,
+            **kw), _popular(), None),
     }
     fixed = {"PrivateSpectralLDA, 180 words, m1 0.8": {"n_runs": 40},
              "SingleTopicModel (AGN), 4 words": {"n_runs": 600},
