@@ -12,6 +12,9 @@ over the users with at least one relevant held-out item, averaged over the split
   best of the same grid.)
 * ``--exponents``: dptensor's frequency-scaled ridge ``lambda (sum_i c_ui)^nu`` (Rendle et al.
   2021) at the best factors and alpha of the plain grid, over a wider ridge grid for each ``nu``.
+* ``--refine``: both libraries at equal *confidences* on an interaction ``c`` in {1, 2, 3}
+  (dptensor's ``alpha = c - 1``, ``implicit``'s ``alpha = c``), factors {32, 64} and
+  regularization {5, 10, 20, 30}: around the best of the grid, finer than it.
 * ``timing``: one fit of each library at 64 factors, 15 iterations, the same regularization and
   alpha, on 1 and on every core, repeated (interleaved) and the fastest kept; the ratio is
   dptensor's time over ``implicit``'s.
@@ -148,6 +151,7 @@ def main() -> None:
     parser.add_argument("--exponents", type=float, nargs="*", default=[],
                         help="frequency-scaled ridge exponents nu to try for dptensor")
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats (default 5)")
+    parser.add_argument("--refine", action="store_true", help="the finer grid at equal confidences")
     parser.add_argument("--skip-grid", action="store_true", help="timing only")
     parser.add_argument("--out", type=Path, help="write every row as JSON")
     args = parser.parse_args()
@@ -169,6 +173,13 @@ def main() -> None:
             found = grid(splits, [(k, reg, alpha) for reg in ridges], "dptensor", exponent)
             rows += found
             best[f"dptensor nu={exponent:g}"] = max(found, key=lambda row: row["ndcg@10"])
+    if args.refine:
+        for library, shift in (("dptensor", 1.0), ("implicit", 0.0)):
+            near = [(k, reg, c - shift) for k, reg, c in itertools.product((32, 64), (5.0, 10.0, 20.0, 30.0),
+                                                                          (1.0, 2.0, 3.0))]
+            found = grid(splits, near, library)
+            rows += found
+            best[f"{library} refined"] = max(found, key=lambda row: row["ndcg@10"])
     times = timing(splits[0][0], 0.1, 10.0, args.repeats)
     print("| model | factors | regularization | alpha | nu | NDCG@10 (3 splits) |")
     print("|---|---:|---:|---:|---:|---:|")

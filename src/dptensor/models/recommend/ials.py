@@ -40,9 +40,11 @@ one side, so ``L`` never increases. ``solver="cg"`` (the default) replaces each 
 ``cg_steps`` conjugate-gradient steps started at the current factors (Takacs, Pilaszy & Tikk,
 RecSys 2011), one compiled pass per user (or item) that applies ``V^T C_u V`` through the Gram
 trick in ``O(k^2 + n_u k)`` without forming it; each step still lowers the (convex) half-step
-objective, so ``L`` never increases either. Both end with an exact user half-step, so the returned
-user factors are exactly those :func:`solve_user_factors` folds in from the returned item factors:
-a training user's list equals the list of a new user with the same row.
+objective, so ``L`` never increases either (up to the rounding of the sweeps' type: float32 by
+default, which doubles the SIMD width and is what ``implicit`` computes in). Both end with an
+exact user half-step in float64, so the returned user factors are exactly those
+:func:`solve_user_factors` folds in from the returned item factors: a training user's list equals
+the list of a new user with the same row.
 """
 
 from __future__ import annotations
@@ -236,7 +238,7 @@ def _exact_rows(
 
 def _statistics_block(block: object, alpha: float, user_factors: np.ndarray) -> dict[str, np.ndarray]:
     """One user block's terms of :class:`ItemSideStatistics` (its rows of ``U`` come as ``user_factors``)."""
-    rows = sp.csr_array(block)
+    rows = sp.csr_array(block, copy=True)  # binarised here, the block itself left as it is
     rows.data = (rows.data != 0).astype(np.float64)
     rows.eliminate_zeros()
     items = sp.csr_array(rows.T)  # item x (block users), each item's users of this block
@@ -347,10 +349,12 @@ def _cg_rows(indptr, indices, factors, gram, ridge, alpha, start, steps):  # noq
     """
     n, k = start.shape
     out = np.empty_like(start)
-    x = np.empty(k)
-    r = np.empty(k)
-    p = np.empty(k)
-    ap = np.empty(k)
+    x = np.empty(k, dtype=start.dtype)  # the working type is the factors' (float32 or float64)
+    r = np.empty_like(x)
+    p = np.empty_like(x)
+    ap = np.empty_like(x)
+    zero = start.dtype.type(0.0)
+    one = start.dtype.type(1.0)
     for row in range(n):
         lam = ridge[row]
         for a in range(k):  # r = b - A x
@@ -362,13 +366,13 @@ def _cg_rows(indptr, indices, factors, gram, ridge, alpha, start, steps):  # noq
                 r[a] -= gram[b, a] * xb
         for e in range(indptr[row], indptr[row + 1]):
             y = factors[indices[e]]
-            dot = 0.0
+            dot = zero
             for a in range(k):
                 dot += y[a] * x[a]
-            weight = (1.0 + alpha) - alpha * dot
+            weight = (one + alpha) - alpha * dot
             for a in range(k):
                 r[a] += weight * y[a]
-        rs = 0.0
+        rs = zero
         for a in range(k):
             p[a] = r[a]
             rs += r[a] * r[a]
@@ -381,19 +385,19 @@ def _cg_rows(indptr, indices, factors, gram, ridge, alpha, start, steps):  # noq
                     ap[a] += gram[b, a] * pb
             for e in range(indptr[row], indptr[row + 1]):
                 y = factors[indices[e]]
-                dot = 0.0
+                dot = zero
                 for a in range(k):
                     dot += y[a] * p[a]
                 dot *= alpha
                 for a in range(k):
                     ap[a] += dot * y[a]
-            pap = 0.0
+            pap = zero
             for a in range(k):
                 pap += p[a] * ap[a]
             if not pap > 0.0:  # converged (p = 0)
                 break
             step = rs / pap
-            new = 0.0
+            new = zero
             for a in range(k):
                 x[a] += step * p[a]
                 r[a] -= step * ap[a]
@@ -434,13 +438,25 @@ class _Side:
     def __init__(self, matrix: sp.csr_array, ridge: np.ndarray, n_jobs: int) -> None:
         self.n_jobs = n_jobs
         self.ranges = split_rows(matrix.shape[0], 1 if n_jobs == 1 else 2 * n_jobs, matrix.indptr)
-        self.pieces = [matrix[a:b] for a, b in self.ranges]
+        # One index type for the compiled pass (int32 where it fits, as SciPy's own choice varies):
+        # one compilation, not one per type.
+        index = np.int32 if max(matrix.nnz, *matrix.shape) < np.iinfo(np.int32).max else np.int64
+        self.pieces = [
+            sp.csr_array((piece.data, piece.indices.astype(index), piece.indptr.astype(index)),
+                         shape=piece.shape)
+            for piece in (matrix[a:b] for a, b in self.ranges)
+        ]
         self.ridge = ridge
 
     def cg_step(self, start: np.ndarray, other: np.ndarray, alpha: float, steps: int) -> np.ndarray:
-        """``steps`` CG steps of this side's half-step from ``start``, block by block (threads)."""
+        """``steps`` CG steps of this side's half-step from ``start``, block by block (threads).
+
+        Computed in the type of ``start`` and ``other`` (the fit's ``dtype``).
+        """
+        dtype = start.dtype.type
+        ridge, alpha = self.ridge.astype(dtype), dtype(alpha)
         blocks = [
-            _RowRange(piece, start[a:b], self.ridge[a:b])
+            _RowRange(piece, start[a:b], ridge[a:b])
             for piece, (a, b) in zip(self.pieces, self.ranges, strict=True)
         ]
         mapped = LocalRowBlocks(blocks, start.shape[1], self.n_jobs).map(
@@ -478,6 +494,7 @@ def ials_objective(
 
 def _objective(rows: sp.csr_array, users: np.ndarray, items: np.ndarray, regularization: float,
                alpha: float, exponent: float) -> float:
+    users, items = users.astype(np.float64, copy=False), items.astype(np.float64, copy=False)
     user_of = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
     scores = np.einsum("ek,ek->e", users[user_of], items[rows.indices])
     fit = float(np.sum((users @ (items.T @ items)) * users))
@@ -499,6 +516,7 @@ def implicit_als(
     regularization_exponent: float = 0.0,
     solver: str = "cg",
     cg_steps: int = 3,
+    dtype: type = np.float32,
     random_state: object = None,
     n_jobs: int | None = 1,
     verbose: bool = False,
@@ -527,9 +545,13 @@ def implicit_als(
         ``"cholesky"``: exact half-steps, the item side through :func:`item_side_statistics`.
     cg_steps : int, default 3
         CG steps per half-step (``solver="cg"``).
+    dtype : {numpy.float32, numpy.float64}, default numpy.float32
+        The floating type of the CG sweeps (``solver="cg"``; twice the SIMD width in float32, as
+        ``implicit`` computes by default). The exact steps, and so the returned factors, are float64.
     random_state : None, int or numpy.random.Generator
-        Seeds the starting item factors, ``N(0, 0.01 / k)`` entries. Equal seeds give equal factors
-        (whatever ``n_jobs``: the rows are independent, the sums added in a fixed order).
+        Seeds the starting item factors, ``N(0, 0.01 / k)`` entries. Equal seeds (and ``n_jobs``)
+        give equal factors; with ``solver="cg"`` they do not depend on ``n_jobs`` either (every row
+        is solved on its own; the exact item step adds the blocks' sums, whose cut depends on it).
     n_jobs : int, optional
         Threads (row blocks run on a thread pool; ``-1``: every core).
     verbose : bool, default False
@@ -547,6 +569,8 @@ def implicit_als(
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if not isinstance(verbose, bool | np.bool_):
         raise TypeError(f"verbose must be a bool, got {type(verbose).__name__}")
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}")
     jobs = effective_n_jobs(n_jobs)
     rng = check_random_state(random_state)
     rows = check_interactions(X)
@@ -558,13 +582,14 @@ def implicit_als(
     ridges = [_ridge(regularization, exponent, size, alpha, np.diff(matrix.indptr))
               for size, matrix in ((n_items, rows), (n_users, columns))]
     user_side, item_side = _Side(rows, ridges[0], jobs), _Side(columns, ridges[1], jobs)
-    blocks = as_row_blocks(rows, n_jobs=jobs)
+    blocks = as_row_blocks(rows, n_jobs=jobs) if solver == "cholesky" else None
     history: list[float] = []
     with progress_bar(total=iterations, enabled=verbose, desc="implicit ALS", unit="sweep") as bar:
         for _ in range(iterations):
             if solver == "cg":
-                users = user_side.cg_step(users, items, alpha, steps)
-                items = item_side.cg_step(items, users, alpha, steps)
+                users = user_side.cg_step(users.astype(dtype, copy=False), items.astype(dtype, copy=False),
+                                          alpha, steps)
+                items = item_side.cg_step(items.astype(dtype, copy=False), users, alpha, steps)
             else:
                 users = _exact_rows(rows, items, regularization, alpha, exponent)
                 stats = item_side_statistics(blocks, users, alpha=alpha)
@@ -574,6 +599,7 @@ def implicit_als(
                 history.append(_objective(rows, users, items, regularization, alpha, exponent))
                 bar.set_postfix(objective=f"{history[-1]:.6g}")
             bar.update(1)
+    items = items.astype(np.float64)
     users = _exact_rows(rows, items, regularization, alpha, exponent)
     if verbose:
         history.append(_objective(rows, users, items, regularization, alpha, exponent))
