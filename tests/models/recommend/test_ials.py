@@ -167,6 +167,13 @@ def test_planted_low_rank_preferences_are_recovered() -> None:
     assert hit_rate > 0.6  # random lists hit 10 / ~187 = 0.05; the group's unseen items are 14
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vanishing_factors_stop_the_cg_steps_instead_of_dividing_by_zero(dtype: type) -> None:
+    X = sp.csr_array(sp.random(30, 20, density=0.2, random_state=0, format="csr"))
+    fit = implicit_als(X, 3, regularization=1e6, iterations=6, dtype=dtype, random_state=0)
+    assert np.all(np.isfinite(fit.item_factors)) and np.abs(fit.item_factors).max() < 1e-20
+
+
 def test_bad_input_is_refused_naming_the_argument() -> None:
     X = tiny()
     items = np.ones((7, 2))
