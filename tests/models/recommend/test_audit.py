@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from dptensor.models.recommend import PrivateRecommender, private_estimator, releases
 from dptensor.models.recommend.audit import ITEMS_PER_CANARY, RecommenderCanaries, release_scores
-from dptensor.privacy import NoiseSource, PrivacyWarning
+from dptensor.privacy import NoiseSource, PrivacyWarning, ReleaseUtilityWarning
 from dptensor.privacy.audit import AuditResult, audit_estimator, canary_adapter_for
 from dptensor.privacy.noise import scaled_test_noise
 
@@ -123,7 +123,8 @@ def test_scores_read_each_release_exactly() -> None:
     # that does not cover every item of a canary or its neighbour abstains (nan)
     model = PrivateRecommender(method="popularity", noise=ExactSource()).fit(X)
     assert set(adapter.features(model, plan)) == {"counts"}
-    model = PrivateRecommender(method="ease", catalogue="select", noise=ExactSource()).fit(X)
+    with pytest.warns(ReleaseUtilityWarning, match="no item passed"):
+        model = PrivateRecommender(method="ease", catalogue="select", noise=ExactSource()).fit(X)
     assert model.items_.size == 0  # 40 users: nothing passes the threshold
     features = adapter.features(model, plan)
     assert set(features) == {"selection", "counts", "gram"}
