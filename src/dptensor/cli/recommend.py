@@ -66,18 +66,19 @@ TABLE = (("ndcg@10", "NDCG@10"), ("recall@20", "Recall@20"), ("precision@10", "p
 
 FIT_EXAMPLES = """examples:
   python -c "from dptensor.datasets.interactions_model import planted_interactions as p
-  X = p().tocoo(); open('plays.csv', 'w').writelines(f'{u},{i}\\n' for u, i in zip(X.row, X.col))
-  open('items.txt', 'w').writelines(f'{i}\\n' for i in range(X.shape[1]))"
-  head -60 plays.csv > new_users.csv
+  X = p(random_state=0).tocoo(); rows = [f'u{u},m{i}\\n' for u, i in zip(X.row, X.col)]
+  open('plays.csv', 'w').writelines(['user,item\\n', *rows])
+  open('items.txt', 'w').writelines(f'm{i}\\n' for i in range(X.shape[1]))
+  open('new_users.csv', 'w').writelines(['user,item\\n', 'ann,m1\\n', 'ann,m7\\n', 'bob,m3\\n'])"
   dptensor recommend fit plays.csv --out model.npz                      # EASE (the default)
-  dptensor recommend top model.npz --for new_users.csv --top 10 --out top.csv
+  dptensor recommend top model.npz --for new_users.csv --top 5 --out top.csv
   dptensor recommend fit plays.csv --epsilon 1 --delta 1e-6 --items items.txt --out private.npz
   dptensor recommend fit plays.csv --method ials --set iterations=10 --out ials.npz
-  dptensor recommend evaluate plays.csv --seeds 3 --out results.json
+  dptensor recommend evaluate plays.csv --seeds 3 --epsilon 1 --out results.json
 """
 
 TOP_EXAMPLES = """examples:
-  dptensor recommend top model.npz --for new_users.csv --top 10 --out top.csv
+  dptensor recommend top model.npz --for new_users.csv --top 5 --out top.csv
 """
 
 PLAN_EXAMPLES = """examples:
