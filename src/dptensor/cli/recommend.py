@@ -363,6 +363,10 @@ def check_fit_options(args: argparse.Namespace) -> None:
         problems.append(f"--epsilon needs a public item catalogue: pass --items ITEMFILE (the public list "
                         f"of item ids, one a line) or --catalogue select (choose the items under DP); the "
                         f"item ids in {args.file} are not public (which items occur depends on the users)")
+    if args.catalogue == "select" and args.method == "auto":
+        problems.append(f"--catalogue select needs --method popularity or ease: --method auto asks the "
+                        f"planner, which reads the number of items, and here that is the number of distinct "
+                        f"items in {args.file} (private)")
     if args.catalogue == "public" and args.items is None:
         problems.append("--catalogue public needs the public list: pass --items ITEMFILE")
     refuse_problems(problems)
