@@ -159,7 +159,8 @@ def _privacy_arguments(parser: argparse.ArgumentParser, *, ledger: bool) -> argp
     group.add_argument("--max-items-per-user", type=positive_int, default=None, metavar="M",
                        help="bound on one user's contribution to the item selection (and rows capped where "
                             "a method needs it); default: the estimator's rule")
-    add_noise_argument(group, not_covered="every release of the top-N family")
+    add_noise_argument(group, not_covered="--catalogue select's secret choice of the items kept from a row "
+                       "longer than --max-items-per-user (PCG64)")
     return group
 
 
