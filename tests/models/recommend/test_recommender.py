@@ -191,7 +191,8 @@ def test_private_lists_are_joint_dp_and_leave_out_unselected_items() -> None:
 def test_an_empty_selection_gives_empty_lists_and_says_why() -> None:
     X, _ = _planted(20)
     with pytest.warns(ReleaseUtilityWarning, match="no item passed"):
-        model = PrivateRecommender(epsilon=0.1, catalogue="select", noise=insecure_test_noise(0)).fit(X)
+        model = PrivateRecommender(epsilon=0.1, method="popularity", catalogue="select",
+                                   noise=insecure_test_noise(0)).fit(X)
     assert model.items_.size == 0
     assert (model.recommend(3).items == -1).all()
 
@@ -207,6 +208,24 @@ def test_private_lists_never_name_an_unselected_item() -> None:
     kept = everything.items[everything.items >= 0]
     assert set(kept.tolist()) <= set(range(40))
     assert (everything.items[:, -10:] == -1).all()
+
+
+def test_a_selected_catalogue_records_no_number_of_items() -> None:
+    X, _ = _planted(3000)
+    wider = sp.csr_array(sp.hstack([X, sp.csr_array((3000, 7))]))  # 7 more columns nobody chose
+    fits = [PrivateRecommender(method="ease", catalogue="select", max_items_per_user=8,
+                               noise=insecure_test_noise(0)).fit(data) for data in (X, wider)]
+    assert "n_items" not in fits[0].guarantee_.details
+    assert fits[0].guarantee_ == fits[1].guarantee_
+    with pytest.raises(ValueError, match="catalogue='select' does not have"):
+        PrivateRecommender(catalogue="select").fit(X)
+    # a private EASE too wide for a dense Gram: refused on the selected items, never on the columns
+    small = RecommenderOptions(dense_items=3)
+    for data in (X, wider):
+        with pytest.raises(ValueError, match="was spent on the item selection") as refused:
+            PrivateRecommender(method="ease", catalogue="select", max_items_per_user=8, options=small,
+                               noise=insecure_test_noise(0)).fit(data)
+        assert f"{fits[0].items_.size} x {fits[0].items_.size}" in str(refused.value)
 
 
 def test_private_parameters_are_checked_before_the_charge() -> None:

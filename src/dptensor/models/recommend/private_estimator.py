@@ -71,7 +71,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
     delta : float, default 1e-6
     method : {"auto", "popularity", "ease"}, default "auto"
         ``"auto"``: the planner's choice from the public sizes (popularity below the crossover
-        number of users, EASE above).
+        number of users, EASE above); with ``catalogue="select"`` there is no public number of
+        items to plan from, so the method must be named.
     max_items_per_user : int, optional
         The public bound on one user's contribution to the item selection (default 64 there).
     catalogue : {"public", "select"}, default "public"
@@ -170,16 +171,19 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         n_users, n_items = train.shape
         plan = None
         method = self.method
+        selecting = self.catalogue == "select"
+        if method == "auto" and selecting:
+            raise ValueError(
+                "method='auto' plans from the public number of items, which catalogue='select' does not "
+                "have: pass method='popularity' or method='ease' (dptensor.models.recommend.plan_recommender "
+                "with the number of items you expect to be selected tells which)"
+            )
         if method == "auto":
             plan = plan_recommender(n_users, n_items, epsilon=self.epsilon, delta=self.delta,
                                     max_items_per_user=self.max_items_per_user)
             method = plan.method
-        if method == "ease" and n_items > options.dense_items:
-            raise ValueError(
-                f"a private EASE forms a dense {n_items} x {n_items} noisy Gram, above options.dense_items="
-                f"{options.dense_items}: raise it, or use method='popularity'"
-            )
-        selecting = self.catalogue == "select"
+        if method == "ease" and not selecting:
+            _check_dense(n_items, options)
         releases = (("selection",) if selecting else ()) + (("counts",) if method == "popularity"
                                                             else ("counts", "gram"))
         shares = None if method == "popularity" else {"counts": options.counts_share,
@@ -187,9 +191,11 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if shares is not None and selecting:
             shares = {"selection": 1.0, **shares}
         bound = self.max_items_per_user or (DEFAULT_SELECTION_BOUND if selecting else None)
+        # under "select" the columns are not a public catalogue (a reader maps the ids it found), so
+        # their number is not recorded: only the selection's outcome is released
         releases_plan = recommender_guarantee(
             releases, self.epsilon, self.delta, shares=shares, max_items_per_user=bound,
-            n_users=n_users, n_items=n_items,
+            n_users=n_users, n_items=None if selecting else n_items,
         )
         source = self._begin_release(releases_plan.guarantee, f"PrivateRecommender fit ({method})",
                                      n_public=n_users, unit="users")
@@ -198,6 +204,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if selecting:
             columns = private_item_selection(train, source=source, calibration=releases_plan.selection,
                                              n_jobs=self.n_jobs)
+        if method == "ease" and selecting:  # the released selection's size: post-processing
+            _check_dense(columns.size, options, spent=True)
         kept = train[:, columns]
         if columns.size:
             counts = private_item_counts(kept, sigma=releases_plan.sigma("counts"), source=source,
@@ -241,3 +249,17 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         tags.input_tags.positive_only = True
         tags.non_deterministic = True
         return tags
+
+
+def _check_dense(n_items: int, options: RecommenderOptions, spent: bool = False) -> None:
+    """Refuse a private EASE whose dense noisy Gram would exceed ``options.dense_items``.
+
+    Under ``catalogue="select"`` it runs on the selection's outcome (a release), never on the
+    input's columns, whose number a reader takes from the private data.
+    """
+    if n_items > options.dense_items:
+        when = (" (the budget was spent on the item selection, which chose them)" if spent else "")
+        raise ValueError(
+            f"a private EASE forms a dense {n_items} x {n_items} noisy Gram, above options.dense_items="
+            f"{options.dense_items}{when}: raise it, or use method='popularity'"
+        )
