@@ -107,9 +107,6 @@ def test_private_releases_on_dask_equal_the_local_ones(client, interactions, rel
                            local.counts[: min(other.counts.size, local.counts.size)])
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="PrivateRecommender.fit reads in-memory input only (patch proposed to the lead); "
-                          "remove this mark when it takes Dask input")
 @pytest.mark.parametrize("method", ["popularity", "ease"])
 def test_private_recommender_on_dask_equals_the_local_fit(client, interactions, method):
     kw = dict(epsilon=4.0, delta=1e-6, method=method)

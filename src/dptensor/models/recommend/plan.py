@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass
 
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
+from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.privacy.calibration import gaussian_sigma_analytic
 
 __all__ = ["CALIBRATION", "METHODS", "RecommenderPlan", "plan_recommender", "predicted_ratio"]
@@ -51,13 +52,14 @@ METHODS = ("auto", "popularity", "ease")
 #: Replace-one-user sensitivity of the unit-row releases (counts and Gram), in l2 / Frobenius norm.
 SENSITIVITY = math.sqrt(2.0)
 
-#: The constants of the prediction, fitted on the measured curve (module docstring).
+#: The constants of the prediction, fitted on the measured curve (module docstring): least squares
+#: in ``log ratio`` over the 14 private-EASE points of ``benchmarks/results/topn_curve.json``
+#: (10^3 .. 10^6 users, epsilon 1 and 4) gave ``s0 = 0.753``, ``p = 1.004``; ``p`` is rounded to 1.
 CALIBRATION: dict[str, float] = {
-    "s0": 2.0,  # the SNR at which the private EASE keeps half of the non-private Recall@20
+    "s0": 0.75,  # the SNR at which the private EASE keeps half of the non-private Recall@20
     "p": 1.0,  # the steepness of the logistic law in log s
-    "lift": 2.1,  # non-private EASE's Recall@20 over popularity's (MovieLens-100K-shaped users)
+    "lift": 2.14,  # non-private EASE's Recall@20 over popularity's (MovieLens-100K-shaped users)
     "popularity_ratio": 0.99,  # private popularity's Recall@20 over popularity's
-    "gram_share": 1.0,  # the Gram's share of mu^2 the prediction assumes (the rest: the counts)
 }
 
 #: The typical interactions per user assumed when none is given (MovieLens-100K's mean, 106).
@@ -132,6 +134,7 @@ def plan_recommender(
     max_items_per_user: int | None = None,
     typical_items_per_user: float | None = None,
     method: str = "auto",
+    counts_share: float | None = None,
 ) -> RecommenderPlan:
     """Predict a private top-N fit's Recall@20 against non-private EASE and popularity (no data read).
 
@@ -148,6 +151,11 @@ def plan_recommender(
         A public guess of the mean row length (default ``min(100, max_items_per_user, n_items)``).
     method : {"auto", "popularity", "ease"}, default "auto"
         ``"auto"`` chooses by the prediction; the others predict that method.
+    counts_share : float, optional
+        A private EASE's share of ``mu^2`` spent on the item counts (default
+        :class:`~dptensor.models.recommend.RecommenderOptions`'s, 0.05): the Gram's noise is
+        ``sqrt(2) z / sqrt(1 - counts_share)``, ``z`` the analytic Gaussian multiplier of the whole
+        budget.
 
     Returns
     -------
@@ -163,11 +171,15 @@ def plan_recommender(
         cap = min(cap, check_positive_int(max_items_per_user, "max_items_per_user"))
     typical = float(min(DEFAULT_TYPICAL_ITEMS, cap)) if typical_items_per_user is None else min(
         check_real(typical_items_per_user, "typical_items_per_user"), float(cap))
+    share = RecommenderOptions.counts_share if counts_share is None else check_real(
+        counts_share, "counts_share")
+    if share >= 1.0:
+        raise ValueError(f"counts_share must be below 1 (the Gram needs a share), got {share!r}")
     c = CALIBRATION
     z = gaussian_sigma_analytic(float(epsilon), float(delta))
-    share = c["gram_share"]
-    sigma_gram = SENSITIVITY * z / math.sqrt(share)
-    sigma_counts = SENSITIVITY * z / math.sqrt(1.0 - share) if share < 1.0 else SENSITIVITY * z
+    sigma_gram = SENSITIVITY * z / math.sqrt(1.0 - share)
+    # popularity spends the whole budget on the counts; a private EASE its share of it
+    sigma_counts = SENSITIVITY * z / math.sqrt(share)
     snr = _snr(n_users, n_items, typical, sigma_gram)
     ease_np = predicted_ratio(snr)
     ease_pop = ease_np * c["lift"]

@@ -34,7 +34,14 @@ from dptensor.models.recommend.estimator import ItemSide, TopNMixin
 from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.models.recommend.plan import plan_recommender
 from dptensor.models.recommend.release_plan import recommender_guarantee
-from dptensor.models.recommend.releases import private_item_counts, private_item_gram, private_item_selection
+from dptensor.models.recommend.releases import (
+    private_item_counts,
+    private_item_gram,
+    private_item_selection,
+    select_columns,
+    user_blocks,
+)
+from dptensor.parallel import is_distributed, public_shape
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource
 from dptensor.privacy.errors import ReleaseUtilityWarning
 
@@ -167,8 +174,9 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         """
         forget_fitted_attributes(self)
         options = (self.options or RecommenderOptions()).checked()
-        train = check_interactions(X)
-        n_users, n_items = train.shape
+        # Dask input stays where it is: its public shape here, binarised block by block in the releases
+        train = None if is_distributed(X) else check_interactions(X)
+        n_users, n_items = public_shape(X, layout="users x items") if train is None else train.shape
         plan = None
         method = self.method
         selecting = self.catalogue == "select"
@@ -180,7 +188,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
             )
         if method == "auto":
             plan = plan_recommender(n_users, n_items, epsilon=self.epsilon, delta=self.delta,
-                                    max_items_per_user=self.max_items_per_user)
+                                    max_items_per_user=self.max_items_per_user,
+                                    counts_share=options.counts_share)
             method = plan.method
         if method == "ease" and not selecting:
             _check_dense(n_items, options)
@@ -200,13 +209,14 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         source = self._begin_release(releases_plan.guarantee, f"PrivateRecommender fit ({method})",
                                      n_public=n_users, unit="users")
         # -- the data is read from here on ------------------------------------------------------
+        data = train if train is not None else user_blocks(X)
         columns = np.arange(n_items, dtype=np.int64)
         if selecting:
-            columns = private_item_selection(train, source=source, calibration=releases_plan.selection,
+            columns = private_item_selection(data, source=source, calibration=releases_plan.selection,
                                              n_jobs=self.n_jobs)
         if method == "ease" and selecting:  # the released selection's size: post-processing
             _check_dense(columns.size, options, spent=True)
-        kept = train[:, columns]
+        kept = select_columns(data, columns) if selecting else data
         if columns.size:
             counts = private_item_counts(kept, sigma=releases_plan.sigma("counts"), source=source,
                                          n_jobs=self.n_jobs)

@@ -98,6 +98,8 @@ __all__ = [
     "private_item_selection",
     "private_item_statistics",
     "release_rows",
+    "select_columns",
+    "user_blocks",
 ]
 
 #: Noise is drawn for at most this many entries of the Gram at a time.
@@ -190,6 +192,13 @@ def _gram_block(block: object, weighting: str, max_items: int | None, seeds: np.
 def _take_items(block: object, items: np.ndarray) -> sp.csr_array:
     """A block's rows restricted to the columns ``items`` (in that order)."""
     return sp.csr_array(block)[:, items]
+
+
+def select_columns(X: object, columns: np.ndarray) -> object:
+    """The users' rows restricted to ``columns``: a checked matrix sliced, blocks mapped where they are."""
+    if isinstance(X, RowBlocks):
+        return X.map(_take_items, columns, label="selected-items")
+    return X[:, columns]
 
 
 # ----------------------------------------------------------------------------- the sums
