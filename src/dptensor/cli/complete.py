@@ -362,6 +362,9 @@ def _write_recommendations(args: argparse.Namespace, model: TensorCompletion, tr
     day = "" if train.shape[2] == 1 else f", ranked at day {found.day + base[2]} (the last)"
     print(f"wrote the top {n} unrated items of each of the {train.shape[0]} users to {path}{day}"
           + (" (each user's rows for that user alone: joint DP)" if user else ""))
+    print("these lists rank by predicted rating; as top-N lists they lose to the most popular items "
+          "(MovieLens-100K NDCG@10 0.82x popularity, 0.20x at user-level epsilon 1): "
+          "'dptensor recommend fit' lists what users choose (2.08x, private 0.87x; docs/recommend.md)")
 
 
 def _days_do_not_fit(path: str, k: int, needed: int | None) -> str:

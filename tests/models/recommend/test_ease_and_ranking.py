@@ -183,3 +183,36 @@ def test_weighted_rows_count_a_pair_stored_twice_once() -> None:
     coo = sp.coo_array((np.ones(3), (np.array([0, 0, 0]), np.array([1, 1, 2]))), shape=(1, 3))
     rows = weighted_rows(sp.csr_matrix(coo), "unit")  # a raw block, duplicates not summed
     np.testing.assert_allclose(rows.toarray(), [[0.0, 1 / np.sqrt(2), 1 / np.sqrt(2)]])
+
+
+@pytest.mark.parametrize(("shape", "density"), [((300, 40), 0.5), ((50, 700), 0.01), ((2000, 530), 0.3)])
+def test_the_gram_is_the_same_by_either_route(shape, density, monkeypatch) -> None:
+    from dptensor.models.recommend import statistics
+
+    rows = sp.random(*shape, density=density, format="csr", random_state=0)
+    rows.data[:] = np.random.default_rng(0).random(rows.nnz)
+    reference = (rows.T @ rows).toarray()
+    for advantage in (0.0, 1e12):  # always sparse, always dense
+        monkeypatch.setattr(statistics, "DENSE_GRAM_ADVANTAGE", advantage)
+        monkeypatch.setattr(statistics, "DENSE_GRAM_CELLS", 3 * shape[1])  # several slices of rows
+        gram = statistics.rows_gram(sp.csr_array(rows))
+        np.testing.assert_allclose(gram, reference, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(gram, gram.T)
+
+
+def test_ease_inverts_through_the_cholesky_factor_and_holds_blas_to_one_thread_when_large() -> None:
+    from threadpoolctl import threadpool_info
+
+    from dptensor.models.recommend import ease
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 513, 1100):  # across the mirroring's 512-column blocks
+        factors = rng.random((n + 5, n))
+        gram = factors.T @ factors
+        precision = np.linalg.inv(gram + 0.7 * np.eye(n))
+        expected = np.eye(n) - precision / np.diag(precision)[None, :]
+        np.testing.assert_allclose(ease.ease_from_gram(gram, 0.7), expected, rtol=1e-9, atol=1e-10)
+    with ease._cholesky_threads(ease.SINGLE_THREAD_CHOLESKY_ITEMS):
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
+    with pytest.raises(ValueError, match="not positive definite"):
+        ease.ease_from_gram(-np.eye(3), 0.5)

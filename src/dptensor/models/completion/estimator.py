@@ -706,6 +706,12 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         Under ``neighbouring="user"`` (joint DP) user ``u``'s list comes from ``u``'s own row of the
         model and own rated items: give it to ``u`` alone, as ``u``'s predictions.
 
+        These lists rank by predicted *rating*, not by what a user is likely to choose: on
+        MovieLens-100K (20% of each user's ratings held out, relevant = rating >= 4) their NDCG@10
+        is 0.82x the most popular items' at rank 10, 0.20x under user-level DP at epsilon 1. For
+        top-N lists use :class:`dptensor.Recommender` / :class:`dptensor.PrivateRecommender`
+        (2.08x and 0.87x popularity there; docs/recommend.md).
+
         Examples
         --------
         >>> from dptensor.datasets import make_low_rank_completion

@@ -10,6 +10,8 @@ release (joint DP). See docs/recommend.md.
 
 from dptensor.models.recommend.estimator import METHODS, ItemSide, Recommender, fit_recommender
 from dptensor.models.recommend.options import RecommenderOptions
+from dptensor.models.recommend.persistence import load_recommender, read_recommender_file, save_recommender
+from dptensor.models.recommend.plan import RecommenderPlan, plan_recommender
 from dptensor.models.recommend.private_estimator import PrivateRecommender
 from dptensor.models.recommend.ranking import Recommendations
 
@@ -20,5 +22,10 @@ __all__ = [
     "Recommendations",
     "Recommender",
     "RecommenderOptions",
+    "RecommenderPlan",
     "fit_recommender",
+    "load_recommender",
+    "plan_recommender",
+    "read_recommender_file",
+    "save_recommender",
 ]

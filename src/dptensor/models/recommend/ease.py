@@ -27,11 +27,14 @@ measured on MovieLens-100K and on semi-synthetic users (docs/recommend.md).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+
+from dptensor.models.recommend.statistics import mirror_upper
 
 __all__ = [
     "DEFAULT_RIDGE_SCALE",
@@ -40,6 +43,12 @@ __all__ = [
     "ease_ridge",
     "fit_low_rank_ease",
     ]
+
+#: From this many items on, the Cholesky factorisation runs on one BLAS thread: OpenBLAS 0.3.31's
+#: threaded ``dpotrf`` (the one NumPy and SciPy wheels ship) crashes the process at n = 16000 on a
+#: 2-core x86-64 machine (fine at 12000 and 14000, and at 16000 on one thread: 29 s); the inverse
+#: (``dpotri``) keeps every thread.
+SINGLE_THREAD_CHOLESKY_ITEMS = 12000
 
 #: ``lambda = DEFAULT_RIDGE_SCALE * mean(diag(G))`` (:func:`ease_ridge`).
 DEFAULT_RIDGE_SCALE = 8.0
@@ -74,16 +83,21 @@ def ease_from_gram(gram: np.ndarray, ridge: float) -> np.ndarray:
     """
     if not ridge > 0:
         raise ValueError(f"ridge must be positive, got {ridge!r}")
-    system = np.array(gram, dtype=np.float64, copy=True)
+    # P from the Cholesky factor directly (LAPACK potrf + potri: a third of the work of solving
+    # against the identity, and no second n x n array); P is written to the upper triangle
+    system = np.array(gram, dtype=np.float64, order="F", copy=True)
     system[np.diag_indices_from(system)] += ridge
-    try:
-        factor = scipy.linalg.cho_factor(system, lower=False, overwrite_a=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        raise ValueError("gram + ridge * I is not positive definite: raise the ridge") from None
-    precision = scipy.linalg.cho_solve(factor, np.eye(system.shape[0]), overwrite_b=True, check_finite=False)
-    weights = precision / -np.diag(precision)[None, :]
-    np.fill_diagonal(weights, 0.0)
-    return weights
+    with _cholesky_threads(system.shape[0]):
+        factor, info = scipy.linalg.lapack.dpotrf(system, lower=False, overwrite_a=True, clean=False)
+    if info != 0:
+        raise ValueError("gram + ridge * I is not positive definite: raise the ridge")
+    precision, info = scipy.linalg.lapack.dpotri(factor, lower=False, overwrite_c=True)
+    if info != 0:  # pragma: no cover - potrf succeeded, so the factor is invertible
+        raise ValueError("gram + ridge * I could not be inverted: raise the ridge")
+    mirror_upper(precision)
+    precision /= -np.diag(precision)[None, :]  # B in place: I - P diagMat(1/diag P), off the diagonal
+    np.fill_diagonal(precision, 0.0)
+    return precision
 
 
 @dataclass(frozen=True)
@@ -139,3 +153,12 @@ def fit_low_rank_ease(
     if ridge is None:
         ridge = ease_ridge(np.asarray(X.sum(axis=0)).ravel(), ridge_scale)
     return LowRankEase(np.ascontiguousarray(vt.T), singular**2, float(ridge))
+
+
+def _cholesky_threads(n: int) -> contextlib.AbstractContextManager:
+    """One BLAS thread for a Cholesky factorisation of ``n >= SINGLE_THREAD_CHOLESKY_ITEMS`` rows."""
+    if n < SINGLE_THREAD_CHOLESKY_ITEMS:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")

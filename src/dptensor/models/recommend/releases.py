@@ -76,7 +76,7 @@ from dptensor.models.recommend.release_plan import (
     check_weighting,
     recommender_guarantee,
 )
-from dptensor.models.recommend.statistics import weighted_rows
+from dptensor.models.recommend.statistics import rows_gram, weighted_rows
 from dptensor.parallel import RowBlocks, as_row_blocks, is_distributed, public_shape
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.noise import NoiseLike, NoiseSource
@@ -186,7 +186,7 @@ def _gram_block(block: object, weighting: str, max_items: int | None, seeds: np.
                 ) -> np.ndarray:  # fmt: skip
     """``sum_u xhat_u xhat_u^T`` over one block's users (dense ``I x I``)."""
     rows = release_rows(block, weighting, max_items, seeds)
-    return np.asarray((rows.T @ rows).toarray(), dtype=np.float64)
+    return rows_gram(rows)
 
 
 def _take_items(block: object, items: np.ndarray) -> sp.csr_array:

@@ -14,14 +14,22 @@ has l2 norm 1 whatever its length, which bounds one user's contribution to both 
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
 from dptensor.parallel import RowBlocks
 
-__all__ = ["WEIGHTINGS", "item_counts", "item_gram", "weighted_rows"]
+__all__ = ["WEIGHTINGS", "item_counts", "item_gram", "mirror_upper", "rows_gram", "weighted_rows"]
 
 #: The row weightings of the item statistics.
 WEIGHTINGS = ("none", "unit")
+
+#: A dense product's multiply-adds per sparse one at which ``rows_gram`` still takes the dense
+#: route: BLAS's ``syrk`` runs about 185 times as many per second as SciPy's sparse product on
+#: MovieLens-100K's 943 x 1682 rows (6% dense; 0.036 s dense against 0.10 s sparse, 2 threads).
+DENSE_GRAM_ADVANTAGE = 128.0
+#: The largest dense copy of a block (entries) that the dense route makes at a time.
+DENSE_GRAM_CELLS = 1 << 23
 
 
 def weighted_rows(block: object, weighting: str) -> sp.csr_array:
@@ -38,10 +46,44 @@ def weighted_rows(block: object, weighting: str) -> sp.csr_array:
     return rows
 
 
+def rows_gram(rows: sp.csr_array) -> np.ndarray:
+    """``rows^T rows`` as a dense ``I x I`` array, by whichever of two routes costs less.
+
+    A sparse product costs about ``sum_u n_u^2`` multiply-adds, a dense ``syrk`` ``n I^2 / 2``
+    but each far faster (:data:`DENSE_GRAM_ADVANTAGE`); the dense route goes through the rows a
+    slice of at most :data:`DENSE_GRAM_CELLS` entries at a time. Both give the same sums (the
+    entries are sums of products of the same numbers; only the order of the additions differs).
+    """
+    n_rows, n_items = rows.shape
+    lengths = np.diff(rows.indptr).astype(np.float64)
+    if n_rows * n_items * n_items / 2.0 > DENSE_GRAM_ADVANTAGE * float(lengths @ lengths):
+        return np.asarray((rows.T @ rows).toarray(), dtype=np.float64)
+    gram = np.zeros((n_items, n_items), order="F")
+    step = max(1, DENSE_GRAM_CELLS // max(n_items, 1))
+    for start in range(0, n_rows, step):
+        dense = rows[start:start + step].toarray()
+        gram = scipy.linalg.blas.dsyrk(1.0, dense, beta=1.0, c=gram, trans=1, lower=False, overwrite_c=True)
+    return mirror_upper(gram)
+
+
+def mirror_upper(square: np.ndarray, block: int = 512) -> np.ndarray:
+    """Copy the upper triangle of ``square`` onto its lower one, in place (a symmetric result).
+
+    The copy goes ``block`` columns at a time through views, so no second ``n x n`` array is made.
+    """
+    n = square.shape[0]
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        square[stop:, start:stop] = square[start:stop, stop:].T
+        diagonal = square[start:stop, start:stop]
+        lower = np.tril_indices(stop - start, -1)
+        diagonal[lower] = diagonal.T[lower]
+    return square
+
+
 def _gram_block(block: object, weighting: str) -> np.ndarray:
     """``sum_u w_u^2 x_u x_u^T`` over one block's users (dense ``I x I``)."""
-    rows = weighted_rows(block, weighting)
-    return np.asarray((rows.T @ rows).toarray(), dtype=np.float64)
+    return rows_gram(weighted_rows(block, weighting))
 
 
 def _count_block(block: object, weighting: str) -> np.ndarray:
