@@ -27,6 +27,11 @@ from dptensor.datasets.entries import (
     write_entries,
 )
 from dptensor.datasets.interactions import Interactions, read_interactions, write_interactions
+from dptensor.datasets.interactions_model import (
+    ImplicitFeedbackModel,
+    make_implicit_feedback,
+    planted_interactions,
+)
 from dptensor.datasets.lda import LDACorpus, make_lda_corpus
 from dptensor.datasets.moment_stream import OrthogonalMomentStream, make_orthogonal_moment_stream
 from dptensor.datasets.orthogonal import NOISE_MODELS, OrthogonalTensor, make_orthogonal_tensor
@@ -60,7 +65,10 @@ __all__ = [
     "RatingsModel",
     "ratings_day_origin",
     "entry_columns",
+    "ImplicitFeedbackModel",
     "Interactions",
+    "make_implicit_feedback",
+    "planted_interactions",
     "read_interactions",
     "write_interactions",
     "read_entries",
