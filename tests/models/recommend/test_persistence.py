@@ -41,6 +41,7 @@ MODELS = {
                                 random_state=0),
     "private popularity": lambda: PrivateRecommender(epsilon=2.0, method="popularity"),
     "private ease": lambda: PrivateRecommender(epsilon=8.0, method="ease"),
+    "private ials": lambda: PrivateRecommender(epsilon=8.0, method="ials", n_factors=3, random_state=0),
 }
 
 
@@ -91,7 +92,7 @@ def test_options_are_restored(X, tmp_path):
     assert loaded.options == RecommenderOptions(ridge_scale=3.0)
 
 
-@pytest.mark.parametrize("name", ["private popularity", "private ease"])
+@pytest.mark.parametrize("name", ["private popularity", "private ease", "private ials"])
 def test_private_guarantee_is_rebuilt_exactly(name, X, tmp_path):
     model = _fit(name, X)
     loaded = load_recommender(save_recommender(model, tmp_path / "m.npz"))
@@ -104,7 +105,7 @@ def test_private_guarantee_is_rebuilt_exactly(name, X, tmp_path):
     # what a private file holds besides the release: parameters, public sizes, the guarantee
     header = read_recommender_file(tmp_path / "m.npz").header
     assert set(header["params"]) == {"epsilon", "delta", "method", "max_items_per_user", "catalogue",
-                                     "options"}
+                                     "n_factors", "options"}
 
 
 def test_selected_only_writes_the_selected_items_alone(X, tmp_path):

@@ -91,9 +91,10 @@ def test_plan_spends_the_asked_epsilon(epsilon, iterations):
     for spent in (g.epsilon_exact, compose(g, delta=1e-6).epsilon, ledger):
         assert epsilon - 1e-3 <= spent <= epsilon
     sens = ials_sensitivities(ALPHA)
-    for name, z in plan.noise_multipliers.items():
-        assert plan.sigmas[name] == pytest.approx(z * sens[name])
-        assert g.details["sensitivities"][name] == sens[name]
+    assert set(plan.sweep_multipliers) == {"gram", "grams", "targets"}
+    for name, z in plan.sweep_multipliers.items():
+        assert plan.sweep_sigmas[name] == pytest.approx(z * sens[name])
+        assert g.details["ials"]["sensitivities"][name] == sens[name]
     assert plan.mu == pytest.approx(1 / g.noise_multiplier)
 
 

@@ -31,6 +31,13 @@ released attributes only, the canary's minus its neighbour's:
     Steck's closed form solved from the noisy Gram; the noisy Gram itself is not kept). With the
     private ridge ``lambda`` far above the Gram's entries, ``B_ij ~ G~_ij / lambda``: the noisy
     Gram's off-diagonal entry between the canary's items, up to a public scale.
+``"ials"``
+    The private implicit ALS's released item factors of the canary's two items, their inner
+    product ``y_i . y_j`` (``item_side_.factors``, solved from the last sweep's noisy sums). On
+    items no other user chose, ``b_i`` and ``b_j`` both get the canary's ``(1 + alpha) x / sqrt(2)``
+    and the ``A``'s its ``alpha x x^T / sqrt(2)``, so the two factors point the same way when it is
+    in and are independent noise when it is out (the neighbour's items get that shared direction
+    instead): the score reads every sweep's ``b`` and ``A`` through the last one's solve.
 ``"selection"`` (``catalogue="select"``)
     How many of the canary's items were selected (``items_``).
 
@@ -81,7 +88,9 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
 
     ``"selection"``: how many of ``items`` are in ``items_``; ``"counts"``: their noisy counts summed
     (``popularity_``); ``"gram"``: the EASE weights among them, ``sum_{i != j} B_ij``
-    (``item_side_.weights``). ``nan`` where the release does not cover every one of ``items``.
+    (``item_side_.weights``); ``"ials"``: the inner products of their item factors,
+    ``sum_{i != j} y_i . y_j`` (``item_side_.factors``). ``nan`` where the release does not cover
+    every one of ``items``.
     The releases are the guarantee's (``guarantee_.details["releases"]``), which the public
     configuration fixes.
     """
@@ -90,6 +99,7 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
     position[released] = np.arange(released.size)
     counts = np.asarray(estimator.popularity_, dtype=float)
     weights = estimator.item_side_.weights
+    factors = estimator.item_side_.factors
 
     def covered(items: np.ndarray) -> np.ndarray | None:
         rows = position[items]
@@ -106,8 +116,16 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
         block = np.asarray(weights, dtype=float)[np.ix_(rows, rows)]
         return float(block.sum() - np.trace(block))
 
+    def factors_score(items: np.ndarray) -> float:
+        rows = covered(items)
+        if rows is None or factors is None:
+            return np.nan
+        chosen = np.asarray(factors, dtype=float)[rows]
+        products = chosen @ chosen.T
+        return float(products.sum() - np.trace(products))
+
     readers = {"selection": lambda items: float(np.count_nonzero(position[items] >= 0)),
-               "counts": counts_score, "gram": gram_score}
+               "counts": counts_score, "gram": gram_score, "ials": factors_score}
     made = estimator.guarantee_.details["releases"]
     unscored = [name for name in made if name not in readers]
     if unscored:  # every release is scored: a new one needs its canary score here
@@ -137,7 +155,8 @@ class RecommenderCanaries:
             f"replaced when left out by a user with {ITEMS_PER_CANARY} other such items; scores, one per "
             "release, the canary's minus its neighbour's: counts, the noisy item counts (popularity_) at "
             "its items; gram, the EASE weights between its items (item_side_.weights, solved from the noisy "
-            "Gram); selection, how many of its items were selected (items_)"
+            "Gram); ials, the inner product of its items' factors (item_side_.factors, solved from the last "
+            "sweep's noisy sums); selection, how many of its items were selected (items_)"
         )
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _RecommenderPlan:
@@ -165,13 +184,15 @@ class RecommenderCanaries:
     def features(self, estimator: Any, plan: _RecommenderPlan) -> dict[str, list[np.ndarray]]:
         """Per release: the canary's score minus its neighbour's, then (counts, selection) each item's.
 
-        The Gram's score has no per-item part (a single item has no off-diagonal weight).
+        The Gram's and the factors' scores have no per-item part (a single item has no off-diagonal
+        weight).
         """
         out = {}
         for name, score in release_scores(estimator).items():
             rows = []
             for mine, theirs in zip(plan.items, plan.others, strict=True):
-                each = [] if name == "gram" else [score(np.array([item])) for item in (*mine, *theirs)]
+                single = name not in ("gram", "ials")
+                each = [score(np.array([item])) for item in (*mine, *theirs)] if single else []
                 rows.append(np.array([score(mine) - score(theirs), *each]))
             out[name] = rows
         return out

@@ -47,7 +47,14 @@ class RecommenderOptions:
     counts_share : float, default 0.05
         The share of a private EASE's ``mu^2`` spent on the item counts that rank items for users
         with an empty row; the rest goes to the Gram (every share spent on the counts raises the
-        Gram's noise by ``1 / sqrt(1 - share)``).
+        Gram's noise by ``1 / sqrt(1 - share)``); a private implicit ALS gives its sweeps the rest.
+    private_ials_iterations : int, default 2
+        Sweeps of the private implicit ALS (each releases its noisy sums: more sweeps, more noise in
+        each).
+    private_ials_regularization : float, default 20.0
+        The private implicit ALS's ``lambda`` (it also damps the noise of the released sums).
+    private_ials_alpha : float, default 1.0
+        The private implicit ALS's confidence ``c = 1 + alpha x`` (the sums' sensitivities grow with it).
     """
 
     ridge: float | None = None
@@ -59,6 +66,9 @@ class RecommenderOptions:
     iterations: int = 15
     private_ridge_scale: float = 2.0
     counts_share: float = 0.05
+    private_ials_iterations: int = 2
+    private_ials_regularization: float = 20.0
+    private_ials_alpha: float = 1.0
 
     @property
     def _names(self) -> tuple[str, ...]:
@@ -88,9 +98,10 @@ class RecommenderOptions:
 
         if self.ridge is not None:
             positive("ridge")
-        for name in ("ridge_scale", "regularization", "alpha", "private_ridge_scale"):
+        for name in ("ridge_scale", "regularization", "alpha", "private_ridge_scale",
+                     "private_ials_regularization", "private_ials_alpha"):
             positive(name)
-        for name in ("dense_items", "low_rank", "iterations"):
+        for name in ("dense_items", "low_rank", "iterations", "private_ials_iterations"):
             positive(name, integer=True)
         share = self.counts_share
         if isinstance(share, bool) or not isinstance(share, Real) or not 0 < share < 1:

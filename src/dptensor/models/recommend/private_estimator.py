@@ -4,7 +4,8 @@ The relation is ``"user"``: one user's whole row of interactions replaced by any
 one item, every item); the number of users is public, and so is the item list unless
 ``catalogue="select"`` chooses it under DP. What is released is the item side only -- noisy item
 counts (private popularity) and, for EASE, a noisy item Gram
-(:mod:`~dptensor.models.recommend.releases`), composed exactly into one guarantee
+(:mod:`~dptensor.models.recommend.releases`), for implicit ALS the noisy item-side sums of each
+sweep (:mod:`~dptensor.models.recommend.private_ials`) -- composed exactly into one guarantee
 (:mod:`~dptensor.models.recommend.release_plan`) and charged to the ledger before the data is read.
 A user's list is then computed from that user's own row and the release, so it must be given to
 that user alone (joint DP in the billboard sense; Kearns, Pai, Roth & Ullman 2014; Hsu et al. 2014).
@@ -15,6 +16,14 @@ system positive definite and shrinks the noise directions), all post-processing 
 Where the users are too few for the Gram's signal to rise above its noise, popularity wins:
 ``method="auto"`` asks the planner (:func:`~dptensor.models.recommend.plan.plan_recommender`),
 from public sizes only, which of the two to release.
+
+A private implicit ALS (``method="ials"``; DPALS with the adaptive weights of AdaDPALS, Chien et al.
+2021, Krichene et al. 2023) releases, in each of ``options.private_ials_iterations`` sweeps, the
+noised sums ``G = sum_u w_u x_u x_u^T`` (the unobserved items' term), ``A_i`` and ``b_i`` of the item
+half-step, ``w_u = 1/sqrt(n_u)`` and ``x_u`` each user's clipped factors solved from their own row;
+the item factors solved from the last release are kept, and each user's list is folded in from
+their row and those factors. The counts get ``options.counts_share`` of the budget (they rank items
+for users with an empty row), the sweeps the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from dptensor.models.recommend.ease import ease_from_gram, ease_ridge
 from dptensor.models.recommend.estimator import ItemSide, TopNMixin
 from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.models.recommend.plan import plan_recommender
+from dptensor.models.recommend.private_ials import ials_sweeps, initial_item_factors, private_ials_sweeps
 from dptensor.models.recommend.release_plan import recommender_guarantee
 from dptensor.models.recommend.releases import (
     private_item_counts,
@@ -45,10 +55,12 @@ from dptensor.parallel import is_distributed, public_shape
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource
 from dptensor.privacy.errors import ReleaseUtilityWarning
 
-__all__ = ["PRIVATE_METHODS", "PrivateRecommender", "private_ease_ridge"]
+__all__ = ["DEFAULT_PRIVATE_FACTORS", "PRIVATE_METHODS", "PrivateRecommender", "private_ease_ridge"]
 
-#: The methods of :class:`PrivateRecommender`.
-PRIVATE_METHODS = ("auto", "popularity", "ease")
+#: The methods of :class:`PrivateRecommender` (``"auto"`` plans between popularity and EASE only).
+PRIVATE_METHODS = ("auto", "popularity", "ease", "ials")
+#: The private implicit ALS's factors when ``n_factors`` is not given (measured: docs/recommend.md).
+DEFAULT_PRIVATE_FACTORS = 16
 #: ``max_items_per_user`` of the item selection when none is given.
 DEFAULT_SELECTION_BOUND = 64
 #: Ridge growth when the noisy system is not positive definite (post-processing, rare).
@@ -76,19 +88,24 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
     epsilon : float, default 1.0
         The total budget of the fit (the releases' exact composition spends it).
     delta : float, default 1e-6
-    method : {"auto", "popularity", "ease"}, default "auto"
+    method : {"auto", "popularity", "ease", "ials"}, default "auto"
         ``"auto"``: the planner's choice from the public sizes (popularity below the crossover
         number of users, EASE above); with ``catalogue="select"`` there is no public number of
-        items to plan from, so the method must be named.
+        items to plan from, so the method must be named. ``"ials"``: the private implicit ALS
+        (module docstring); never chosen by ``"auto"``.
     max_items_per_user : int, optional
         The public bound on one user's contribution to the item selection (default 64 there).
     catalogue : {"public", "select"}, default "public"
         ``"public"``: the columns of ``X`` are a public item list; ``"select"``: the items that may
         appear are chosen under DP (Gaussian partition selection, in the same guarantee).
+    n_factors : int, optional
+        The private implicit ALS's factors (default :data:`DEFAULT_PRIVATE_FACTORS`); only
+        ``method="ials"`` uses it.
     options : RecommenderOptions, optional
         Solver settings, including the private ridge and the counts' share of the budget.
     random_state : None, int or Generator
-        Public randomness (none is used by the releases, whose noise is secret).
+        Public randomness: the private implicit ALS's initial item factors (the releases' noise is
+        secret).
     n_jobs : int, optional
         Threads for the passes over users.
     noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
@@ -105,7 +122,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         The planner's verdict when ``method="auto"``.
     method_ : str
     item_side_ : ItemSide
-        The release (noisy counts; EASE's weights from the noisy Gram).
+        The release (noisy counts; EASE's weights from the noisy Gram; implicit ALS's item factors
+        from the last sweep's noisy sums).
     popularity_ : ndarray
         The noisy item counts.
     items_ : ndarray of int64
@@ -128,6 +146,7 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         "method": [StrOptions(set(PRIVATE_METHODS))],
         "max_items_per_user": [Interval(Integral, 1, None, closed="left"), None],
         "catalogue": [StrOptions({"public", "select"})],
+        "n_factors": [Interval(Integral, 1, None, closed="left"), None],
         "options": [None, HasMethods(["get_params", "checked"])],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
@@ -138,7 +157,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-6, method: str = "auto",
                  max_items_per_user: int | None = None, catalogue: str = "public",
-                 options: RecommenderOptions | None = None, random_state: object = None,
+                 n_factors: int | None = None, options: RecommenderOptions | None = None,
+                 random_state: object = None,
                  n_jobs: int | None = None, noise: object = None, ledger: object = None,
                  verbose: bool = False) -> None:
         self.epsilon = epsilon
@@ -146,6 +166,7 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         self.method = method
         self.max_items_per_user = max_items_per_user
         self.catalogue = catalogue
+        self.n_factors = n_factors
         self.options = options
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -183,7 +204,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if method == "auto" and selecting:
             raise ValueError(
                 "method='auto' plans from the public number of items, which catalogue='select' does not "
-                "have: pass method='popularity' or method='ease' (dptensor.models.recommend.plan_recommender "
+                "have: pass method='popularity', 'ease' or 'ials' "
+                "(dptensor.models.recommend.plan_recommender "
                 "with the number of items you expect to be selected tells which)"
             )
         if method == "auto":
@@ -193,18 +215,22 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
             method = plan.method
         if method == "ease" and not selecting:
             _check_dense(n_items, options)
-        releases = (("selection",) if selecting else ()) + (("counts",) if method == "popularity"
-                                                            else ("counts", "gram"))
-        shares = None if method == "popularity" else {"counts": options.counts_share,
-                                                      "gram": 1.0 - options.counts_share}
+        model = {"popularity": (), "ease": ("gram",), "ials": ("ials",)}[method]
+        releases = (("selection",) if selecting else ()) + ("counts",) + model
+        shares = None if not model else {"counts": options.counts_share, model[0]: 1.0 - options.counts_share}
         if shares is not None and selecting:
             shares = {"selection": 1.0, **shares}
+        sweeps = None
+        if method == "ials":
+            sweeps = ials_sweeps(options.private_ials_iterations, alpha=options.private_ials_alpha,
+                                 n_factors=self.n_factors or DEFAULT_PRIVATE_FACTORS,
+                                 regularization=options.private_ials_regularization)
         bound = self.max_items_per_user or (DEFAULT_SELECTION_BOUND if selecting else None)
         # under "select" the columns are not a public catalogue (a reader maps the ids it found), so
         # their number is not recorded: only the selection's outcome is released
         releases_plan = recommender_guarantee(
             releases, self.epsilon, self.delta, shares=shares, max_items_per_user=bound,
-            n_users=n_users, n_items=None if selecting else n_items,
+            n_users=n_users, n_items=None if selecting else n_items, sweeps=sweeps,
         )
         source = self._begin_release(releases_plan.guarantee, f"PrivateRecommender fit ({method})",
                                      n_public=n_users, unit="users")
@@ -231,6 +257,12 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if method == "ease" and columns.size:
             weights = self._ease(kept, releases_plan.sigma("gram"), source, options)
             side = ItemSide("ease", counts, weights=weights, columns=columns, n_columns=n_items)
+        if method == "ials" and columns.size:
+            settings = releases_plan.sweeps.settings
+            start = initial_item_factors(columns.size, settings["n_factors"], self.random_state)
+            items = private_ials_sweeps(kept, start, plan=releases_plan, source=source, n_jobs=self.n_jobs)
+            side = ItemSide("ials", counts, factors=items, regularization=settings["regularization"],
+                            alpha=settings["alpha"], columns=columns, n_columns=n_items)
         self._train = train
         self.plan_ = plan
         self.method_ = side.method

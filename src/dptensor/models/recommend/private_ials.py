@@ -40,7 +40,18 @@ So a release of std ``sigma`` and sensitivity ``Delta`` has noise multiplier ``s
 the ``3 T`` Gaussian releases of ``T`` sweeps compose exactly into one ``mu``-GDP release
 (Dong, Roth & Su 2022, Corollary 3.3), ``mu^2 = sum 1/z^2``, split by ``shares`` across the three
 statistics (the same split in every sweep) and calibrated by the analytic Gaussian (Balle & Wang
-2018) so that the composition spends ``(epsilon, delta)``.
+2018) so that the composition spends ``(epsilon, delta)``: the ``"ials"`` release of
+:func:`~dptensor.models.recommend.release_plan.recommender_guarantee` (:func:`ials_sweeps` describes
+it), which composes it with the other releases of a fit (the item counts, the item selection) in
+one guarantee.
+
+Code. One sweep is one map over user blocks, then sum (:class:`dptensor.parallel.RowBlocks`: in
+this process, on threads or on a Dask cluster): each block solves its users' factors from the
+released ``V_{t-1}``, clips and weights them, and returns its part of ``G``, ``A`` and ``b``; the
+noise is added once, to the sums (:func:`private_ials_sweeps`, which takes the
+:class:`~dptensor.privacy.NoiseSource` of a release already begun, so that
+:class:`~dptensor.models.recommend.PrivateRecommender` charges its whole fit once).
+:func:`private_implicit_als` plans, charges and runs the sweeps on its own.
 """
 
 from __future__ import annotations
@@ -48,13 +59,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor._validation import check_epsilon_delta, check_positive_int, check_random_state, check_real
+from dptensor._validation import check_positive_int, check_random_state, check_real
 from dptensor.models.recommend._input import check_interactions
 from dptensor.models.recommend.ials import (
     IALSFactors,
@@ -63,22 +72,22 @@ from dptensor.models.recommend.ials import (
     solve_item_factors,
     solve_user_factors,
 )
-from dptensor.models.recommend.release_plan import NEIGHBOURING, PROTECTED
+from dptensor.models.recommend.release_plan import ReleasePlan, SweepReleases, recommender_guarantee
 from dptensor.models.recommend.releases import add_symmetric_frobenius_noise
-from dptensor.parallel import as_row_blocks
-from dptensor.privacy.calibration import gaussian_sigma_analytic
+from dptensor.parallel import RowBlocks, as_row_blocks, is_distributed, public_shape
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.ledger import composed_epsilon
 from dptensor.privacy.noise import NoiseLike, NoiseSource
 from dptensor.privacy.release import Ledger, begin_release
 
 __all__ = [
     "IALS_STATISTICS",
-    "IALSReleasePlan",
     "PrivateIALS",
     "clip_factors",
     "ials_sensitivities",
+    "ials_sweeps",
+    "initial_item_factors",
     "plan_private_ials",
+    "private_ials_sweeps",
     "private_implicit_als",
     "private_item_side_statistics",
 ]
@@ -99,17 +108,27 @@ def clip_factors(factors: np.ndarray) -> np.ndarray:
     return factors / np.maximum(norms, 1.0)
 
 
-@dataclass(frozen=True)
-class IALSReleasePlan:
-    """Noise of every sweep's statistics and the guarantee of ``iterations`` sweeps (public inputs only)."""
+def ials_sweeps(
+    iterations: int, *, alpha: float, n_factors: int, regularization: float,
+    shares: Mapping[str, float] | None = None,
+) -> SweepReleases:  # fmt: skip
+    """The ``"ials"`` release of ``iterations`` private sweeps, for :func:`recommender_guarantee`.
 
-    iterations: int
-    alpha: float
-    shares: Mapping[str, float]
-    noise_multipliers: Mapping[str, float]
-    sigmas: Mapping[str, float]
-    mu: float
-    guarantee: PrivacyGuarantee
+    ``shares`` (statistic to weight among ``"gram"``, ``"grams"``, ``"targets"``; default equal)
+    splits the sweeps' ``mu^2``; with ``alpha = 0`` the ``A_i`` are zero and not released. The
+    settings (all public) are recorded in the guarantee's ``details["ials"]``.
+    """
+    iterations = check_positive_int(iterations, "iterations")
+    n_factors = check_positive_int(n_factors, "n_factors")
+    regularization = check_real(regularization, "regularization")
+    sensitivity = {name: value for name, value in ials_sensitivities(alpha).items() if value > 0}
+    settings = {
+        "model": "private implicit ALS (DPALS with adaptive weights 1/sqrt(n_u))",
+        "alpha": float(alpha), "n_factors": n_factors, "regularization": regularization,
+        "user_factors": "solved by each user from their own row and the released item factors, clipped to "
+                        "norm 1; never released",
+    }
+    return SweepReleases(iterations, sensitivity, shares, settings)
 
 
 def plan_private_ials(
@@ -119,73 +138,54 @@ def plan_private_ials(
     *,
     alpha: float,
     n_factors: int,
+    regularization: float = 1.0,
     shares: Mapping[str, float] | None = None,
-) -> IALSReleasePlan:
-    """Calibrate the ``3 T`` Gaussian releases of ``T`` private sweeps to ``(epsilon, delta)`` exactly.
+) -> ReleasePlan:
+    """Calibrate the ``3 T`` Gaussian releases of ``T`` private sweeps alone to ``(epsilon, delta)`` exactly.
 
-    ``shares`` (release to weight among ``"gram"``, ``"grams"``, ``"targets"``; default equal) splits
-    each sweep's ``mu^2``; the sweeps get equal parts. With ``alpha = 0`` the ``A_i`` are zero and
-    not released.
+    :func:`~dptensor.models.recommend.release_plan.recommender_guarantee` of the ``"ials"`` release
+    (:func:`ials_sweeps`); its ``sweep_sigmas`` are the noise of each sweep's statistics.
     """
-    check_epsilon_delta(epsilon, delta)
-    epsilon, delta = float(epsilon), float(delta)
-    iterations = check_positive_int(iterations, "iterations")
-    n_factors = check_positive_int(n_factors, "n_factors")
-    sensitivity = ials_sensitivities(alpha)
-    names = tuple(n for n in IALS_STATISTICS if sensitivity[n] > 0)
-    if shares is None:
-        share = {n: 1.0 / len(names) for n in names}
-    else:
-        if not isinstance(shares, Mapping) or set(shares) != set(names):
-            raise ValueError(f"shares must map each of {names} to a weight > 0, got {shares!r}")
-        raw = {n: check_real(shares[n], f"shares[{n!r}]") for n in names}
-        share = {n: raw[n] / math.fsum(raw.values()) for n in names}
-    target = epsilon - 1e-5
-    for _ in range(8):
-        z_eff = gaussian_sigma_analytic(target, delta)  # of the one Gaussian all 3T releases compose into
-        multipliers = {n: z_eff * math.sqrt(iterations / share[n]) for n in names}
-        event = dp_accounting.ComposedDpEvent(
-            [dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), iterations)
-             for z in multipliers.values()]
-        )  # fmt: skip
-        spent = composed_epsilon([event], delta, 1e-4)
-        if spent <= epsilon:
-            break
-        target -= (spent - epsilon) + 1e-5
-    else:  # pragma: no cover - guard
-        raise RuntimeError(f"calibration failed for epsilon={epsilon}, delta={delta}")
-    mu = math.sqrt(iterations * math.fsum(1.0 / z**2 for z in multipliers.values()))
-    sigmas = {n: multipliers[n] * sensitivity[n] for n in names}
-    guarantee = PrivacyGuarantee(
-        epsilon=epsilon, delta=delta, neighbouring=NEIGHBOURING, accountant="exact (Gaussian DP)",
-        n_releases=len(names) * iterations, mechanism="gaussian", noise_multiplier=1.0 / mu,
-        epsilon_exact=float(spent),
-        details={
-            "model": "private implicit ALS (DPALS with adaptive weights 1/sqrt(n_u))",
-            "iterations": iterations, "alpha": float(alpha), "n_factors": n_factors,
-            "releases_per_sweep": list(names), "shares": dict(share),
-            "noise_multipliers": dict(multipliers), "sigmas": dict(sigmas),
-            "sensitivities": {n: sensitivity[n] for n in names}, "gdp_mu": mu,
-            "user_factors": "solved by each user from their own row and the released item factors, "
-                            "clipped to norm 1; never released",
-        },
-        protected=PROTECTED,
-        public=("the number of users, the item list (the columns), n_factors, iterations, alpha, the "
-                "regularization, the shares, the public random_state of the initial item factors, "
-                "epsilon and delta"),
-        dp_event=event,
-    )  # fmt: skip
-    return IALSReleasePlan(iterations, float(alpha), MappingProxyType(share), MappingProxyType(multipliers),
-                           MappingProxyType(sigmas), mu, guarantee)
+    sweeps = ials_sweeps(iterations, alpha=alpha, n_factors=n_factors, regularization=regularization,
+                         shares=shares)
+    return recommender_guarantee(("ials",), epsilon, delta, sweeps=sweeps)
 
 
-def _targets_block(block: object, alpha: float, weighted_factors: np.ndarray) -> np.ndarray:
-    """``(1 + alpha) sum_{u in block: x_ui = 1} w_u x_u`` per item."""
+def _binary(block: object) -> sp.csr_array:
+    """A block's rows as canonical binary CSR (duplicates summed, zeros dropped, indices sorted)."""
     rows = sp.csr_array(block, dtype=np.float64, copy=True)
     rows.sum_duplicates()
     rows.data = (rows.data != 0).astype(np.float64)
     rows.eliminate_zeros()
-    return (1.0 + alpha) * np.asarray(rows.T @ weighted_factors)
+    rows.sort_indices()
+    return rows
+
+
+def _weighted_terms(rows: sp.csr_array, user_factors: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+    """One block's part of ``G``, ``A``, ``b`` (module docstring): factors clipped, weighted ``1/sqrt(n_u)``.
+
+    ``A`` and ``G`` are :func:`~dptensor.models.recommend.ials.item_side_statistics` of the factors
+    ``sqrt(w_u) x_u``, ``b`` is ``(1 + alpha) sum_{u: x_ui = 1} w_u x_u``.
+    """
+    lengths = np.diff(rows.indptr).astype(np.float64)
+    weights = np.divide(1.0, np.sqrt(lengths), out=np.zeros_like(lengths), where=lengths > 0)
+    factors = clip_factors(np.asarray(user_factors, dtype=np.float64))
+    stats = item_side_statistics(rows, factors * np.sqrt(weights)[:, None], alpha=alpha, n_jobs=1)
+    targets = (1.0 + alpha) * np.asarray(rows.T @ (factors * weights[:, None]))
+    return {"gram": stats.user_gram, "grams": stats.grams, "targets": targets}
+
+
+def _factors_block(block: object, alpha: float, user_factors: np.ndarray) -> dict[str, np.ndarray]:
+    """A block's terms for the given user factors."""
+    return _weighted_terms(_binary(block), user_factors, alpha)
+
+
+def _sweep_block(block: object, item_factors: np.ndarray, regularization: float, alpha: float
+                 ) -> dict[str, np.ndarray]:  # fmt: skip
+    """A block's terms of one private sweep: its users solved from the released item factors first."""
+    rows = _binary(block)
+    users = solve_user_factors(rows, item_factors, regularization=regularization, alpha=alpha)
+    return _weighted_terms(rows, users, alpha)
 
 
 def _psd(matrices: np.ndarray) -> np.ndarray:
@@ -194,31 +194,92 @@ def _psd(matrices: np.ndarray) -> np.ndarray:
     return (vectors * np.maximum(values, 0.0)[..., None, :]) @ np.swapaxes(vectors, -1, -2)
 
 
-def private_item_side_statistics(
-    X: sp.csr_array, user_factors: np.ndarray, *, alpha: float, sigmas: Mapping[str, float],
-    source: NoiseSource, n_jobs: int | None = None,
-) -> ItemSideStatistics:  # fmt: skip
-    """One sweep's released statistics ``G``, ``A_i``, ``b_i`` (module docstring), noised.
-
-    ``user_factors`` are clipped here (:func:`clip_factors`) and weighted by ``w_u = 1/sqrt(n_u)``;
-    ``A`` and ``G`` come from :func:`~dptensor.models.recommend.ials.item_side_statistics` on the
-    factors ``sqrt(w_u) x_u``, ``b`` from the factors ``w_u x_u``. The item counts are not released
-    (``counts`` is zero: the frequency-scaled ridge is not available privately).
-    """
-    rows = check_interactions(X)
-    lengths = np.diff(rows.indptr).astype(np.float64)
-    weights = np.divide(1.0, np.sqrt(lengths), out=np.zeros_like(lengths), where=lengths > 0)
-    factors = clip_factors(np.asarray(user_factors, dtype=np.float64))
-    stats = item_side_statistics(rows, factors * np.sqrt(weights)[:, None], alpha=alpha, n_jobs=n_jobs)
-    blocks = as_row_blocks(rows, n_jobs=n_jobs)
-    targets = blocks.map_sum(_targets_block, alpha, row_args=[factors * weights[:, None]],
-                             label="private-ials-targets")
-    gram = _psd(add_symmetric_frobenius_noise(stats.user_gram, sigmas["gram"], source))
-    grams = stats.grams
+def _released(sums: Mapping[str, np.ndarray], sigmas: Mapping[str, float], source: NoiseSource,
+              n_users: int) -> ItemSideStatistics:  # fmt: skip
+    """The noised statistics of one sweep (``G`` and the ``A_i`` projected onto the PSD cone after)."""
+    if not isinstance(source, NoiseSource):
+        raise TypeError("source must be the NoiseSource returned by dptensor.privacy.begin_release (charge "
+                        f"first), got {type(source).__name__}")
+    gram = _psd(add_symmetric_frobenius_noise(sums["gram"], sigmas["gram"], source))
+    grams = sums["grams"]
     if "grams" in sigmas:
         grams = _psd(np.stack([add_symmetric_frobenius_noise(a, sigmas["grams"], source) for a in grams]))
-    targets = source.add_gaussian(targets, sigmas["targets"])
-    return ItemSideStatistics(grams, targets, np.zeros(rows.shape[1]), gram, rows.shape[0])
+    targets = source.add_gaussian(sums["targets"], sigmas["targets"])
+    return ItemSideStatistics(grams, targets, np.zeros(targets.shape[0]), gram, n_users)
+
+
+def _blocks(X: object, n_jobs: int | None) -> RowBlocks:
+    """Dask input and RowBlocks as they are; the rest checked and split for ``n_jobs`` threads."""
+    if isinstance(X, RowBlocks) or is_distributed(X):
+        return as_row_blocks(X)
+    return as_row_blocks(check_interactions(X), n_jobs=n_jobs)
+
+
+def private_item_side_statistics(
+    X: object, user_factors: np.ndarray, *, alpha: float, sigmas: Mapping[str, float],
+    source: NoiseSource, n_jobs: int | None = None,
+) -> ItemSideStatistics:  # fmt: skip
+    """One sweep's released statistics ``G``, ``A_i``, ``b_i`` (module docstring) for given factors, noised.
+
+    ``user_factors`` are clipped here (:func:`clip_factors`) and weighted by ``w_u = 1/sqrt(n_u)``.
+    The item counts are not released (``counts`` is zero: the frequency-scaled ridge is not
+    available privately).
+    """
+    blocks = _blocks(X, n_jobs)
+    sums = blocks.map_sum(_factors_block, alpha, row_args=[np.asarray(user_factors, dtype=np.float64)],
+                          label="private-ials-statistics")
+    return _released(sums, sigmas, source, blocks.n_rows)
+
+
+def initial_item_factors(n_items: int, n_factors: int, random_state: object = None) -> np.ndarray:
+    """``V_0``: ``N(0, 1/k)`` entries from the public ``random_state`` (independent of the data)."""
+    rng = check_random_state(random_state)
+    return rng.normal(scale=1.0 / math.sqrt(n_factors), size=(n_items, n_factors))
+
+
+def private_ials_sweeps(
+    X: object, item_factors: np.ndarray, *, plan: ReleasePlan, source: NoiseSource,
+    n_jobs: int | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The released item factors after the private sweeps of ``plan`` (charged already), from ``V_0``.
+
+    Each sweep is one map over the user blocks of ``X`` (a checked matrix, a ``dask.array`` or
+    :class:`~dptensor.parallel.RowBlocks`): the users solve their factors from the current item
+    factors, and the blocks return the weighted sums, which are noised once with ``plan``'s
+    ``sweep_sigmas`` from ``source`` -- the :class:`~dptensor.privacy.NoiseSource` that
+    :func:`~dptensor.privacy.begin_release` returned for a guarantee that includes ``plan``'s
+    ``"ials"`` release -- and solved for the next item factors (post-processing).
+
+    Parameters
+    ----------
+    X : scipy sparse matrix, array_like, dask.array or RowBlocks, shape (n_users, n_items)
+    item_factors : ndarray, shape (n_items, k)
+        ``V_0`` (public: :func:`initial_item_factors`).
+    plan : ReleasePlan
+        With the ``"ials"`` release (its ``sweeps`` hold the iterations and the settings).
+    source : NoiseSource
+    n_jobs : int, optional
+        Threads for in-memory input.
+
+    Returns
+    -------
+    ndarray, shape (n_items, k)
+    """
+    if not isinstance(plan, ReleasePlan) or plan.sweeps is None:
+        raise ValueError("plan must be a ReleasePlan with the 'ials' release (recommender_guarantee(..., "
+                         "sweeps=ials_sweeps(...)))")
+    settings = plan.sweeps.settings
+    regularization, alpha = float(settings["regularization"]), float(settings["alpha"])
+    blocks = _blocks(X, n_jobs)
+    items = np.ascontiguousarray(item_factors, dtype=np.float64)
+    if items.shape != (blocks.n_cols, settings["n_factors"]):
+        raise ValueError(f"item_factors must have shape {(blocks.n_cols, settings['n_factors'])}, got "
+                         f"{items.shape}")
+    for _ in range(plan.sweeps.iterations):
+        sums = blocks.map_sum(_sweep_block, items, regularization, alpha, label="private-ials-sweep")
+        stats = _released(sums, plan.sweep_sigmas, source, blocks.n_rows)
+        items = solve_item_factors(stats, regularization=regularization)
+    return items
 
 
 @dataclass(frozen=True)
@@ -226,12 +287,13 @@ class PrivateIALS:
     """A private implicit ALS fit: the released item factors and the guarantee.
 
     ``factors.user_factors`` are the training users' own solves from the final item factors (each
-    for that user alone, as in joint DP); ``factors.item_factors`` is the release.
+    for that user alone, as in joint DP; empty for Dask input); ``factors.item_factors`` is the
+    release.
     """
 
     factors: IALSFactors
     guarantee: PrivacyGuarantee
-    plan: IALSReleasePlan
+    plan: ReleasePlan
 
 
 def private_implicit_als(
@@ -251,25 +313,28 @@ def private_implicit_als(
 ) -> PrivateIALS:
     """Implicit ALS whose item factors are ``(epsilon, delta)``-DP under the ``"user"`` relation.
 
-    Plan (public inputs) -> charge (:func:`~dptensor.privacy.begin_release`) -> ``iterations``
-    private sweeps (module docstring) -> each user's factors from the final item factors. The
-    initial item factors are ``N(0, 1/k)`` from the public ``random_state``.
+    Plan (public inputs: :func:`plan_private_ials`) -> charge
+    (:func:`~dptensor.privacy.begin_release`) -> ``iterations`` private sweeps
+    (:func:`private_ials_sweeps`) -> each user's factors from the final item factors. The initial
+    item factors are :func:`initial_item_factors` of the public ``random_state``.
+    :class:`~dptensor.models.recommend.PrivateRecommender` (``method="ials"``) runs the same sweeps
+    within one guarantee with private popularity for the empty rows.
 
     Returns
     -------
     PrivateIALS
     """
-    n_factors = check_positive_int(n_factors, "n_factors")
-    regularization = check_real(regularization, "regularization")
-    plan = plan_private_ials(epsilon, delta, iterations, alpha=alpha, n_factors=n_factors, shares=shares)
+    plan = plan_private_ials(epsilon, delta, iterations, alpha=alpha, n_factors=n_factors,
+                             regularization=regularization, shares=shares)
+    n_users, n_items = public_shape(X, layout="users x items")
+    k = plan.sweeps.settings["n_factors"]
     guarantee, source = begin_release(plan.guarantee, noise, ledger=ledger, description="private iALS")
-    rows = check_interactions(X)
-    rng = check_random_state(random_state)
-    items = rng.normal(scale=1.0 / math.sqrt(n_factors), size=(rows.shape[1], n_factors))
-    for _ in range(plan.iterations):
-        users = solve_user_factors(rows, items, regularization=regularization, alpha=alpha)
-        stats = private_item_side_statistics(rows, users, alpha=alpha, sigmas=plan.sigmas, source=source,
-                                             n_jobs=n_jobs)
-        items = solve_item_factors(stats, regularization=regularization)
-    users = solve_user_factors(rows, items, regularization=regularization, alpha=alpha)
-    return PrivateIALS(IALSFactors(users, items, regularization, alpha), guarantee, plan)
+    rows = None if is_distributed(X) or isinstance(X, RowBlocks) else check_interactions(X)
+    data = X if rows is None else rows
+    items = private_ials_sweeps(data, initial_item_factors(n_items, k, random_state), plan=plan,
+                                source=source, n_jobs=n_jobs)
+    users = (np.zeros((0, k)) if rows is None
+             else solve_user_factors(rows, items, regularization=plan.sweeps.settings["regularization"],
+                                     alpha=plan.sweeps.settings["alpha"]))
+    return PrivateIALS(IALSFactors(users, items, plan.sweeps.settings["regularization"],
+                                   plan.sweeps.settings["alpha"]), guarantee, plan)

@@ -1,14 +1,20 @@
 """The budget of the top-N family's private releases: noise multipliers and one guarantee, from public inputs.
 
-A private top-N model releases some of three sums over users (:mod:`dptensor.models.recommend.releases`):
+A private top-N model releases some of four sums over users (:mod:`dptensor.models.recommend.releases`):
 ``"selection"`` (the items that may appear, Gaussian partition selection), ``"counts"`` (item
-popularity) and ``"gram"`` (the item Gram that EASE solves). Each Gaussian part has l2 sensitivity
-``sqrt(2)`` under the ``"user"`` relation (one user's whole row replaced by any other row), so with
-noise standard deviation ``sigma_r`` the release ``r`` is a Gaussian mechanism of noise multiplier
-``z_r = sigma_r / sqrt(2)``, i.e. ``(1 / z_r)``-GDP (Dong, Roth & Su 2022, Corollary 2.13).
+popularity), ``"gram"`` (the item Gram that EASE solves) and ``"ials"`` (the item-side statistics of
+the private implicit ALS, once per sweep: :mod:`dptensor.models.recommend.private_ials`). Each of the
+first three Gaussian parts has l2 sensitivity ``sqrt(2)`` under the ``"user"`` relation (one user's
+whole row replaced by any other row), so with noise standard deviation ``sigma_r`` the release ``r``
+is a Gaussian mechanism of noise multiplier ``z_r = sigma_r / sqrt(2)``, i.e. ``(1 / z_r)``-GDP (Dong,
+Roth & Su 2022, Corollary 2.13). ``"ials"`` is described by :class:`SweepReleases`: statistics
+``s`` of sensitivity ``Delta_s``, each released ``T`` times (once per sweep, adaptively), its share
+of ``mu^2`` split by the statistics' own shares and equally over the sweeps:
+``1 / z_s^2 = share_ials * share_s * mu^2 / T``, ``sigma_s = z_s Delta_s``.
 
 Exact composition. Gaussian releases compose, adaptively, into one ``mu``-GDP release with
-``mu^2 = sum_r 1 / z_r^2`` (Dong, Roth & Su 2022, Corollary 3.3). :func:`recommender_guarantee`
+``mu^2 = sum_r 1 / z_r^2`` (Dong, Roth & Su 2022, Corollary 3.3; a sweep statistic counts ``T``
+times). :func:`recommender_guarantee`
 splits ``mu^2`` by ``shares`` (``1 / z_r^2 = share_r mu^2``; equal shares, the default, give every
 release the same multiplier ``z = sqrt(K) / mu``). Item selection adds its threshold part, an
 ``(epsilon_t, delta_t)`` release with ``delta_t = threshold_delta_share * delta`` and
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import dp_accounting
@@ -57,6 +63,7 @@ __all__ = [
     "SENSITIVITY",
     "WEIGHTINGS",
     "ReleasePlan",
+    "SweepReleases",
     "check_weighting",
     "counts_guarantee",
     "gram_guarantee",
@@ -64,7 +71,7 @@ __all__ = [
 ]
 
 #: The releases, in the order they are made (selection first: the others are over its items).
-RELEASES = ("selection", "counts", "gram")
+RELEASES = ("selection", "counts", "gram", "ials")
 #: Row weightings of the counts and the Gram (:mod:`dptensor.models.recommend.releases`).
 WEIGHTINGS = ("unit", "capped")
 #: l2 (counts, selection) and Frobenius (Gram) sensitivity of every release under the "user" relation.
@@ -86,6 +93,8 @@ _DESCRIPTIONS = {
     "counts": "item counts sum_u xhat_u plus N(0, sigma^2) per item",
     "gram": "item Gram sum_u xhat_u xhat_u^T plus symmetric Gaussian noise (std sigma on the diagonal, "
     "sigma/sqrt(2) off it)",
+    "ials": "the private implicit ALS's item-side sums, once per sweep, each plus Gaussian noise "
+    "(details['ials'])",
 }
 
 
@@ -98,6 +107,39 @@ def check_weighting(weighting: object, max_items_per_user: object) -> int | None
             raise ValueError("weighting='capped' needs max_items_per_user (the public bound m)")
         return None
     return check_positive_int(max_items_per_user, "max_items_per_user")
+
+
+@dataclass(frozen=True)
+class SweepReleases:
+    """Statistics released once per sweep, ``iterations`` times: the ``"ials"`` release of a plan.
+
+    Attributes
+    ----------
+    iterations : int
+        ``T``, the sweeps (each statistic is released ``T`` times).
+    sensitivities : mapping
+        Statistic to its l2 (Frobenius) sensitivity under the ``"user"`` relation (``> 0``).
+    shares : mapping
+        Statistic to its share of the sweeps' ``mu^2`` (normalised here; default equal).
+    settings : mapping
+        Public settings recorded in the guarantee's details (factors, regularisation, ...).
+    """
+
+    iterations: int
+    sensitivities: Mapping[str, float]
+    shares: Mapping[str, float] | None = None
+    settings: Mapping[str, object] = field(default_factory=dict)
+
+    def checked(self) -> SweepReleases:
+        """The description with its sizes checked and its shares normalised."""
+        iterations = check_positive_int(self.iterations, "iterations")
+        names = tuple(self.sensitivities)
+        if not names:
+            raise ValueError("sweeps must release at least one statistic")
+        sensitivity = {n: check_real(self.sensitivities[n], f"sensitivities[{n!r}]") for n in names}
+        return SweepReleases(iterations, MappingProxyType(sensitivity),
+                             MappingProxyType(_check_shares(self.shares, names, what="statistic")),
+                             MappingProxyType(dict(self.settings)))
 
 
 @dataclass(frozen=True)
@@ -125,6 +167,11 @@ class ReleasePlan:
     max_items_per_user : int or None
         ``m``.
     guarantee : PrivacyGuarantee
+    sweeps : SweepReleases or None
+        The ``"ials"`` release's statistics (``None`` without it).
+    sweep_multipliers, sweep_sigmas : mapping
+        Each sweep statistic's noise multiplier ``z_s`` and standard deviation ``z_s Delta_s``
+        (every sweep the same).
     """
 
     releases: tuple[str, ...]
@@ -138,6 +185,9 @@ class ReleasePlan:
     weighting: str
     max_items_per_user: int | None
     guarantee: PrivacyGuarantee
+    sweeps: SweepReleases | None = None
+    sweep_multipliers: Mapping[str, float] = field(default_factory=dict)
+    sweep_sigmas: Mapping[str, float] = field(default_factory=dict)
 
     def sigma(self, release: str) -> float:
         """The noise standard deviation of ``release``."""
@@ -161,11 +211,12 @@ def _check_releases(releases: object) -> tuple[str, ...]:
     return tuple(name for name in RELEASES if name in names)
 
 
-def _check_shares(shares: Mapping[str, float] | None, releases: tuple[str, ...]) -> dict[str, float]:
+def _check_shares(shares: Mapping[str, float] | None, releases: tuple[str, ...],
+                  what: str = "planned release") -> dict[str, float]:
     if shares is None:
         return {name: 1.0 / len(releases) for name in releases}
     if not isinstance(shares, Mapping) or set(shares) != set(releases):
-        raise ValueError(f"shares must map each planned release {releases} to a weight > 0, got {shares!r}")
+        raise ValueError(f"shares must map each {what} {releases} to a weight > 0, got {shares!r}")
     values = {name: check_real(shares[name], f"shares[{name!r}]") for name in releases}
     total = math.fsum(values.values())
     return {name: values[name] / total for name in releases}
@@ -200,9 +251,12 @@ def _effective_multiplier(epsilon: float, delta: float, epsilon_t: float, delta_
 
 
 def _events(
-    multipliers: Mapping[str, float], selection: VocabularyCalibration | None
+    multipliers: Mapping[str, float], selection: VocabularyCalibration | None,
+    sweep_multipliers: Mapping[str, float], iterations: int,
 ) -> dp_accounting.DpEvent:
     events: list[dp_accounting.DpEvent] = [dp_accounting.GaussianDpEvent(z) for z in multipliers.values()]
+    events += [dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), iterations)
+               for z in sweep_multipliers.values()]
     if selection is not None:
         events.append(EpsilonDeltaDpEvent(selection.threshold_epsilon, selection.threshold_delta))
     return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
@@ -220,13 +274,15 @@ def recommender_guarantee(
     n_users: int | None = None,
     n_items: int | None = None,
     max_selected_items: int | None = None,
+    sweeps: SweepReleases | None = None,
 ) -> ReleasePlan:
     """Calibrate the planned releases' noise so that their exact composition spends ``(epsilon, delta)``.
 
     Parameters
     ----------
     releases : sequence of str
-        Among ``"selection"``, ``"counts"``, ``"gram"`` (each at most once; made in that order).
+        Among ``"selection"``, ``"counts"``, ``"gram"``, ``"ials"`` (each at most once; made in that
+        order).
     epsilon, delta : float
         The total budget under the ``"user"`` relation.
     shares : mapping, optional
@@ -241,6 +297,8 @@ def recommender_guarantee(
         The share of ``delta`` the selection's threshold spends.
     n_users, n_items, max_selected_items : int, optional
         Public sizes, recorded in the details when given.
+    sweeps : SweepReleases, optional
+        The statistics of the ``"ials"`` release (required by it, refused without it).
 
     Returns
     -------
@@ -274,6 +332,10 @@ def recommender_guarantee(
             raise ValueError(f"epsilon={epsilon!r} is too small for the threshold's share of delta")
     else:
         delta_t = epsilon_t = 0.0
+    if ("ials" in names) != (sweeps is not None):
+        raise ValueError("the 'ials' release and sweeps=SweepReleases(...) come together")
+    sweeps = sweeps.checked() if sweeps is not None else None
+    iterations = sweeps.iterations if sweeps is not None else 0
     sizes = {"n_users": n_users, "n_items": n_items, "max_selected_items": max_selected_items}
     sizes = {name: check_positive_int(size, name) for name, size in sizes.items() if size is not None}
 
@@ -282,7 +344,10 @@ def recommender_guarantee(
     target = epsilon - 1e-5
     for _ in range(8):
         z_eff = _effective_multiplier(target, delta, epsilon_t, delta_t)
-        multipliers = {name: z_eff / math.sqrt(share[name]) for name in names}
+        multipliers = {name: z_eff / math.sqrt(share[name]) for name in names if name != "ials"}
+        sweep_multipliers = {} if sweeps is None else {
+            stat: z_eff * math.sqrt(iterations / (share["ials"] * part))
+            for stat, part in sweeps.shares.items()}
         selection = None
         if "selection" in names:
             sigma_s = multipliers["selection"] * SENSITIVITY
@@ -291,7 +356,7 @@ def recommender_guarantee(
                 threshold=vocabulary_threshold(sigma_s, delta_t, m), threshold_delta=delta_t,
                 threshold_epsilon=epsilon_t, sensitivity=SENSITIVITY,
             )  # fmt: skip
-        event = _events(multipliers, selection)
+        event = _events(multipliers, selection, sweep_multipliers, iterations)
         spent = composed_epsilon([event], delta, VALUE_DISCRETIZATION)
         if spent <= epsilon:
             break
@@ -300,8 +365,11 @@ def recommender_guarantee(
         raise RuntimeError(f"calibration failed for epsilon={epsilon}, delta={delta}")
     if not epsilon - EPSILON_TOLERANCE <= spent <= epsilon:  # pragma: no cover - guard
         raise RuntimeError(f"calibration spends epsilon={spent} of {epsilon}")
-    mu = math.sqrt(math.fsum(1.0 / z**2 for z in multipliers.values()))
+    mu = math.sqrt(math.fsum([1.0 / z**2 for z in multipliers.values()]
+                             + [iterations / z**2 for z in sweep_multipliers.values()]))
     sigmas = {name: z * SENSITIVITY for name, z in multipliers.items()}
+    sweep_sigmas = {} if sweeps is None else {
+        stat: z * sweeps.sensitivities[stat] for stat, z in sweep_multipliers.items()}
 
     details: dict[str, object] = {
         "model": "private top-N item statistics",
@@ -312,9 +380,15 @@ def recommender_guarantee(
         "shares": dict(share),
         "noise_multipliers": dict(multipliers),
         "sigmas": dict(sigmas),
-        "sensitivities": dict.fromkeys(names, SENSITIVITY),
+        "sensitivities": dict.fromkeys(multipliers, SENSITIVITY),
         "gdp_mu": mu,
     }
+    if sweeps is not None:
+        details["ials"] = {
+            "iterations": iterations, "statistics": list(sweeps.sensitivities),
+            "shares": dict(sweeps.shares), "noise_multipliers": dict(sweep_multipliers),
+            "sigmas": dict(sweep_sigmas), "sensitivities": dict(sweeps.sensitivities), **sweeps.settings,
+        }
     if "gram" in names:
         details["gram_noise"] = "frobenius: std sigma on the diagonal, sigma/sqrt(2) off it, mirrored"
     if selection is not None:
@@ -333,7 +407,7 @@ def recommender_guarantee(
         delta=delta,
         neighbouring=NEIGHBOURING,
         accountant="exact (Gaussian DP)" if gaussian_only else "exact (PLD, dp-accounting)",
-        n_releases=len(names),
+        n_releases=len(multipliers) + len(sweep_multipliers) * iterations,
         mechanism="gaussian" if gaussian_only else "composition of gaussian, gaussian partition selection",
         noise_multiplier=1.0 / mu,
         epsilon_exact=float(spent),
@@ -345,7 +419,8 @@ def recommender_guarantee(
     return ReleasePlan(
         releases=names, epsilon=epsilon, delta=delta, shares=MappingProxyType(share),
         noise_multipliers=MappingProxyType(multipliers), sigmas=MappingProxyType(sigmas), mu=mu,
-        selection=selection, weighting=weighting, max_items_per_user=m, guarantee=guarantee,
+        selection=selection, weighting=weighting, max_items_per_user=m, guarantee=guarantee, sweeps=sweeps,
+        sweep_multipliers=MappingProxyType(sweep_multipliers), sweep_sigmas=MappingProxyType(sweep_sigmas),
     )  # fmt: skip
 
 
