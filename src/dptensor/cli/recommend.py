@@ -49,10 +49,14 @@ from dptensor.datasets.interactions import FORMATS, Interactions, read_interacti
 from dptensor.models.recommend.estimator import METHODS, Recommender
 from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.models.recommend.persistence import read_recommender_file, save_recommender
-from dptensor.models.recommend.private_estimator import PRIVATE_METHODS, PrivateRecommender
+from dptensor.models.recommend.private_estimator import PrivateRecommender
 from dptensor.models.recommend.ranking import check_top_n
 from dptensor.privacy import BudgetLedger
 from dptensor.report import ReportPage, add_guarantee
+
+#: The private methods the command offers (the private implicit ALS has no canary audit that catches an
+#: under-noised fit yet, so it stays a library method; issue 51's note)
+PRIVATE_METHODS = ("auto", "popularity", "ease")
 
 #: ``fit``'s options of a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "catalogue", "max_items_per_user", "noise")
