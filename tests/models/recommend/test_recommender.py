@@ -238,16 +238,3 @@ def test_private_parameters_are_checked_before_the_charge() -> None:
         PrivateRecommender(ledger=ledger).fit(-X)
     assert ledger.calls == []
 
-
-def test_save_writes_the_model_file_that_load_reads(tmp_path) -> None:
-    from dptensor.models.recommend import load_recommender, read_recommender_file
-
-    X, _ = _planted(300)
-    model = Recommender().fit(X)
-    path = model.save(tmp_path / "model.npz", source="planted")
-    assert path == tmp_path / "model.npz" and read_recommender_file(path).header["source"] == "planted"
-    loaded = load_recommender(path)
-    np.testing.assert_array_equal(loaded.recommend_for(X[:20], 4).items, model.recommend_for(X[:20], 4).items)
-    with pytest.raises(NotFittedError):
-        Recommender().save(tmp_path / "unfitted.npz")
-    assert not (tmp_path / "unfitted.npz").exists()

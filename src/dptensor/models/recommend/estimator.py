@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -237,21 +235,6 @@ class TopNMixin:
         chosen = check_users(users, train.shape[0])
         return top_n(lambda rows: item_side_scores(self.item_side_, rows), train, n, chosen,
                      self.item_side_.columns)
-
-    def save(self, path: str | Path, **kwargs: Any) -> Path:
-        """Write the fitted item side to one ``.npz`` model file (never the training rows).
-
-        The same as :func:`~dptensor.models.recommend.persistence.save_recommender` ``(self, path,
-        **kwargs)`` (``item_ids``, ``binarisation``, ``source``, ``selected_only``); read it back
-        with :func:`~dptensor.models.recommend.persistence.load_recommender`.
-
-        Returns
-        -------
-        Path
-        """
-        from dptensor.models.recommend.persistence import save_recommender
-
-        return save_recommender(self, path, **kwargs)
 
     def recommend_for(self, X_new: object, n: int | None = 10) -> Recommendations:
         """The ``n`` best items of new users, from their own rows and the fitted item side only.
