@@ -29,6 +29,9 @@ def test_the_planner_prices_the_noise_as_the_fit_does(epsilon: float, share: flo
     assert plan.sigma_gram == pytest.approx(fit.sigma("gram"), rel=2e-3)
     assert plan.sigma_counts == pytest.approx(fit.sigma("counts"), rel=2e-3)
     assert plan.snr == pytest.approx(20000 * 100 / (plan.sigma_gram * 1500**1.5))
+    alone = plan_recommender(20000, 1500, epsilon=epsilon, delta=1e-6, method="popularity")
+    assert alone.sigma_counts == pytest.approx(
+        recommender_guarantee(("counts",), epsilon, 1e-6).sigma("counts"), rel=2e-3)
 
 
 def test_the_choice_changes_at_the_crossover_and_grows_with_users_and_epsilon() -> None:

@@ -178,8 +178,6 @@ def plan_recommender(
     c = CALIBRATION
     z = gaussian_sigma_analytic(float(epsilon), float(delta))
     sigma_gram = SENSITIVITY * z / math.sqrt(1.0 - share)
-    # popularity spends the whole budget on the counts; a private EASE its share of it
-    sigma_counts = SENSITIVITY * z / math.sqrt(share)
     snr = _snr(n_users, n_items, typical, sigma_gram)
     ease_np = predicted_ratio(snr)
     ease_pop = ease_np * c["lift"]
@@ -192,6 +190,8 @@ def plan_recommender(
     chosen = method
     if method == "auto":
         chosen = "ease" if ease_pop > pop_pop else "popularity"
+    # popularity spends the whole budget on the counts; a private EASE its share of it
+    sigma_counts = SENSITIVITY * z / math.sqrt(share) if chosen == "ease" else SENSITIVITY * z
     if chosen == "ease":
         to_np, to_pop = ease_np, ease_pop
     else:
