@@ -80,7 +80,8 @@ def unit_row_gram(X: sp.sparray | sp.spmatrix) -> np.ndarray:
     X = sp.csr_array(X, dtype=np.float64)
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    Xhat = sp.csr_array(sp.diags_array(scale) @ X)
+    Xhat = X.copy()
+    Xhat.data *= np.repeat(scale, np.diff(X.indptr))
     return np.asarray((Xhat.T @ Xhat).toarray())
 
 
@@ -267,7 +268,8 @@ class ImplicitFeedbackModel(BaseEstimator):
         rng = check_random_state(self.random_state)
         lengths = np.diff(X.indptr)
         donors = np.flatnonzero(lengths > 0)
-        Xd = sp.csr_array(sp.diags_array(1.0 / np.sqrt(lengths[donors])) @ X[donors])
+        Xd = sp.csr_array(X[donors], dtype=np.float64)
+        Xd.data *= np.repeat(1.0 / np.sqrt(lengths[donors]), lengths[donors])
         rank = min(n_factors, min(Xd.shape) - 1) if min(Xd.shape) > 1 else 1
         _, _, vt = randomized_svd(Xd, rank, n_iter=7, random_state=int(rng.integers(2**31)))
         self.n_items_ = X.shape[1]
