@@ -54,6 +54,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval
 
+from dptensor._errors import PicklableFieldsError
 from dptensor._files import ZIP_MAGIC
 from dptensor._validation import (
     NotFittedError,
@@ -86,7 +87,7 @@ _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 _ARRAY_CHUNK_ELEMENTS = 1 << 21
 
 
-class StreamTooShortError(ValueError):
+class StreamTooShortError(PicklableFieldsError, ValueError):
     """A stream holds fewer than the ``k*R*n`` points Algorithm 2 reads (and ``cycle`` is off).
 
     Attributes

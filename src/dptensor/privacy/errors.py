@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dptensor._errors import PicklableFieldsError
+
 
 class PrivacyWarning(UserWarning):
     """Something about a private call weakens or voids its guarantee.
@@ -51,12 +53,13 @@ class UnprovenPrivacyError(ValueError):
     """
 
 
-class BudgetExceededError(ValueError):
+class BudgetExceededError(PicklableFieldsError, ValueError):
     """A :class:`~dptensor.privacy.BudgetLedger` refused a charge: the release was not made.
 
     Raised before any private data is read, so nothing was computed. The decision depends on
     the ledger's budget, its earlier charges and the new release's guarantee only -- never on
-    the data.
+    the data. It pickles with its fields, so a refusal in a joblib worker (``GridSearchCV(...,
+    n_jobs=2)``) reaches the caller as this error.
 
     Attributes
     ----------
