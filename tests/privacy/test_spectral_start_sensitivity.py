@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 from dptensor.models.completion import _dp_als as dpals
 from dptensor.models.completion._als import initial_parameters
@@ -65,8 +67,41 @@ def test_brute_force_replace_one_user_sensitivity():
     squared = np.einsum("ij,ij->i", covariances, covariances)
     gaps = squared[:, None] + squared[None, :] - 2.0 * covariances @ covariances.T
     largest = math.sqrt(max(float(gaps.max()), 0.0))
-    assert largest <= math.sqrt(2.0) * bound**2 * (1 + 1e-9)
+    assert largest <= math.sqrt(2.0) * bound**2  # the rows' rounding margin leaves room for the sums'
     assert largest > 1.2 * bound**2  # a claim of C_s^2 (the one-term norm) would fail
+
+
+def _exact_squared_norms(rows) -> list[Fraction]:
+    rows = rows.tocsr()
+    return [sum((Fraction(float(v)) ** 2 for v in rows.data[a:b]), Fraction(0))
+            for a, b in zip(rows.indptr[:-1], rows.indptr[1:], strict=True)]
+
+
+def test_bounded_rows_never_exceed_the_bound_by_an_ulp():
+    """Adversarial rows (issue 53): norms a few ulps above ``C_s``, at ``C_s`` exactly and below, of
+    1 to 3000 entries and of very different magnitudes. Scaling to a computed norm of ``C_s`` leaves
+    some of them above it in exact arithmetic; :func:`bounded_rows` leaves none."""
+    rng = np.random.default_rng(53)
+    bound = math.sqrt(MAX_RATINGS) * (HIGH - LOW) / 4.0
+    rows = []
+    for length in [1, 2, 3, 7, 50, 400, 3000]:
+        for _ in range(40):
+            v = rng.standard_normal(length) * rng.choice([1e-3, 1.0, 1e3], size=length)
+            v *= bound / np.linalg.norm(v)
+            rows.append(v * (1.0 + rng.integers(-2, 6) * 2.0**-52))
+    width = max(len(v) for v in rows)
+    matrix = scipy.sparse.csr_matrix(
+        (np.concatenate(rows), np.concatenate([np.arange(len(v)) for v in rows]),
+         np.concatenate([[0], np.cumsum([len(v) for v in rows])])), shape=(len(rows), width))
+    limit = Fraction(bound) ** 2
+    naive_norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    naive = scipy.sparse.diags(np.minimum(1.0, bound / naive_norms)) @ matrix
+    assert max(_exact_squared_norms(naive)) > limit  # the set is adversarial: the plain scaling fails
+    bounded = dpals.bounded_rows(matrix, bound)
+    assert all(norm <= limit for norm in _exact_squared_norms(bounded))
+    # rows already inside the margin are left as they are, the others lose at most a 1e-6 of their norm
+    norms = np.sqrt(np.asarray(bounded.multiply(bounded).sum(axis=1)).ravel())
+    np.testing.assert_allclose(norms, np.minimum(naive_norms, bound), rtol=1e-6)
 
 
 def test_each_user_vector_is_bounded_and_centred():

@@ -127,6 +127,8 @@ SPECTRAL_MAX_ITEMS = 4096
 #: and ``sqrt(lambda_k / lambda_1)`` (so a typical row has about the size of a fitted one; at 7e4
 #: users, epsilon 1, means of 2 fits: 0.1 gave 0.9883, 0.2 0.9890, 0.4 1.0001).
 SPECTRAL_SCALE = 0.2
+#: ``2^-53``, the unit roundoff of float64 (the rounding margin of :func:`bounded_rows`).
+_UNIT_ROUNDOFF = 2.0**-53
 
 
 @dataclass(frozen=True)
@@ -731,7 +733,8 @@ def user_item_covariance(fit: DpAlsFit, bound: float) -> np.ndarray:
 
     ``x_u`` holds, for each item, the sum of user ``u``'s residuals ``clip(x_e - mu, +-(hi - lo) / 2)``
     on it (over days), less the mean of those residuals over the user's ratings (so that a user's
-    own offset does not enter), scaled by ``min(1, C_s / ||x_u||)``. Replacing one user's ratings
+    own offset does not enter), scaled to norm at most ``C_s`` (:func:`bounded_rows`, with a rounding
+    margin). Replacing one user's ratings
     changes one term ``a a^T`` into ``b b^T``, and ``||a a^T - b b^T||_F^2 = ||a||^4 + ||b||^4 -
     2 (a^T b)^2 <= 2 C_s^4``. Chunks of whole users (:meth:`DpAlsFit.user_chunks`).
     """
@@ -750,13 +753,28 @@ def user_item_covariance(fit: DpAlsFit, bound: float) -> np.ndarray:
             (residual - own[users], (users, fit.indices[entries, 1])), shape=(n_users, n_items)
         )  # duplicates (one item on several days) are summed
         rows.sum_duplicates()
-        norms = np.sqrt(np.asarray(rows.multiply(rows).sum(axis=1)).ravel())
-        scale = np.ones(n_users)
-        over = norms > bound
-        scale[over] = bound / norms[over]
-        rows = scipy.sparse.diags(scale) @ rows
+        rows = bounded_rows(rows, bound)
         covariance += (rows.T @ rows).toarray()
     return covariance
+
+
+def bounded_rows(rows: scipy.sparse.csr_matrix, bound: float) -> scipy.sparse.csr_matrix:
+    """``rows`` with each row scaled to norm at most ``bound (1 - margin)``, so at most ``bound``.
+
+    The computed norm of a row of ``m`` entries may err by about ``m`` units of rounding, so a row
+    scaled to a computed norm of exactly ``bound`` could exceed it by an ulp (and ``sqrt(2)
+    bound^2`` with it, issue 53): the target is ``bound (1 - margin)``, ``margin = max(1e-9, 4 m
+    2^-53)``, as in the refinement kernel (:mod:`dptensor.models.topics.refinement`).
+    """
+    rows = scipy.sparse.csr_matrix(rows, dtype=np.float64, copy=True)
+    norms = np.sqrt(np.asarray(rows.multiply(rows).sum(axis=1)).ravel())
+    margin = np.maximum(1e-9, 4.0 * np.diff(rows.indptr) * _UNIT_ROUNDOFF)
+    target = bound * (1.0 - margin)
+    over = norms > target
+    scale = np.ones(rows.shape[0])
+    scale[over] = target[over] / norms[over]
+    rows.data *= np.repeat(scale, np.diff(rows.indptr))
+    return rows
 
 
 def covariance_release(fit: DpAlsFit, z: float) -> np.ndarray:
