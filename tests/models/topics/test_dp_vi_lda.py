@@ -796,6 +796,30 @@ def test_moment_start_beats_the_random_start_and_charges_once():
     assert clean.guarantee_ is None and _topic_error(small.topics, clean) < 0.1
 
 
+@pytest.mark.filterwarnings("ignore::dptensor.privacy.UtilityWarning")  # a small corpus's weak start
+def test_a_continuing_partial_fit_spends_its_whole_budget():
+    """Issue 53: only the first ``partial_fit`` of a moments-started model releases the moments; a
+    continuing call at epsilon = 0.5 was charged 0.413 (the moments' share kept aside for nothing).
+    It is now charged 0.5, as dp-accounting's PLD accountant reads its event on its own, with the
+    noise of a plain DP-VI call at 0.5."""
+    from dptensor.privacy.accounting import event_epsilon
+
+    X = make_lda_corpus(400, 30, 3, alpha=0.3, doc_length=30, random_state=1).counts
+    ledger = _Ledger()
+    model = DPVariationalLDA(3, epsilon=0.5, delta=1e-6, init="moments", random_state=0, ledger=ledger)
+    model.partial_fit(X).partial_fit(X)
+    (first, first_text), (call, text) = ledger.charges
+    assert "moment releases" in first_text and "moment releases" not in text
+    assert first.epsilon == call.epsilon == 0.5
+    for charged in (first, call):
+        assert charged.epsilon_exact == pytest.approx(0.5, rel=1e-6) and charged.epsilon_exact <= 0.5
+        assert event_epsilon(charged.dp_event, 1e-6) == pytest.approx(0.5, rel=2e-3)
+    assert "moments" in first.details and "moments" not in call.details
+    plain = DPVariationalLDA(3, epsilon=0.5, delta=1e-6, n_passes=1).planned_guarantee(400)  # one pass
+    assert call.details["noise_std"] == plain.details["noise_std"] and call.n_releases == plain.n_releases
+    assert model.guarantee_ == compose(first, call, delta=2e-6)
+
+
 def test_moment_start_refuses_before_any_charge():
     small = make_lda_corpus(200, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts.toarray()
     small = small.astype(float)

@@ -469,6 +469,11 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         Standard deviation of the noise each entry of ``lambda`` carries after the online
         average (public; 0 when not private). A private fit (exact accountant) returns
         ``max(lambda - lambda_noise_std_, eta)`` (:func:`shrink_noise`, post-processing).
+    moment_model_ : PrivateSpectralLDA, SpectralLDA or None
+        ``init="moments"``: the fitted moment estimator the start came from (``refine=None``;
+        private, its attributes are its releases ``m1``, ``m2`` and, with the tensor recovery,
+        ``e3``, covered by ``guarantee_``), which :func:`~dptensor.privacy.audit.audit_estimator`
+        scores; ``None`` with a random start.
     n_batch_iter_ : int
         Steps taken so far (public: fixed by ``N``, ``S`` and ``n_passes``).
     n_iter_ : int
@@ -663,15 +668,16 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             )
 
     def _plan_guarantee(
-        self, n_documents: int, n_steps: int, n_words: int | None = None
+        self, n_documents: int, n_steps: int, n_words: int | None = None, *, start: bool = True
     ) -> tuple[PrivacyGuarantee, float]:
         """The guarantee and the noise standard deviation, from parameters and ``(N, V)`` only.
 
         ``init="moments"``: the VI releases on their share, composed with the moments' plan
         (:func:`~dptensor.models.topics._dp_vi_start.composed_start_guarantee`; without ``n_words``
-        only the VI part is planned, as a check).
+        only the VI part is planned, as a check). ``start=False`` (a ``partial_fit`` continuing a
+        model: no moments are released): the VI releases on the whole budget.
         """
-        if self.init != "moments":
+        if self.init != "moments" or not start:
             return self._plan_passes(n_documents, n_steps, float(self.epsilon))
         if self.accountant != "exact" or self._batch_size(n_documents) < n_documents:
             raise ValueError(
@@ -829,7 +835,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         call is its own release, charged to the ledger on its own; ``guarantee_`` then states the
         whole model's, the exact composition of every call (:func:`dptensor.privacy.compose`; an
         upper bound when the calls' documents are disjoint). A private call cannot continue a
-        model fitted without privacy.
+        model fitted without privacy. Under ``init="moments"`` only the first call releases the
+        moments (on ``init_share`` of its budget); a continuing call spends its whole ``epsilon`` on
+        its VI releases.
         """
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
@@ -848,13 +856,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         """The initial ``lambda`` (``None``: from the moments, computed in :meth:`_run` after the charge)."""
         return None if self.init == "moments" else self._initial_topics(n_words, rng)
 
-    def _moment_start(self, X: object, n_docs: int, eta: float, rng: np.random.Generator) -> np.ndarray:
-        """``eta + START_SCALE N phi`` from the moment estimate (private on its share of the budget)."""
+    def _moment_start(self, X: object, n_docs: int, eta: float, rng: np.random.Generator) -> tuple:
+        """``(eta + START_SCALE N phi, the fitted moment estimator)`` (private on its share of the budget)."""
         eps = None
         if self._is_private:
             eps = split_epsilons(float(self.epsilon), float(self.delta), float(self.init_share))[0]
         moments = self._moment_estimator(eps, int(rng.integers(2**31 - 1))).fit(X)
-        return eta + START_SCALE * n_docs * np.asarray(moments.topic_word_distribution(), dtype=np.float64)
+        lam = eta + START_SCALE * n_docs * np.asarray(moments.topic_word_distribution(), dtype=np.float64)
+        return lam, moments
 
     def _run(
         self,
@@ -896,7 +905,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                     "a private partial_fit cannot continue a model fitted without privacy: its topics "
                     "already read documents without noise; start a private model with fit or partial_fit"
                 )
-            guarantee, sigma = self._plan_guarantee(n_docs, n_steps, n_words)
+            guarantee, sigma = self._plan_guarantee(n_docs, n_steps, n_words, start=lam is None)
             if lam is None:
                 check_clipped_counts(X)  # the moments' input checks, before any charge
             else:
@@ -909,8 +918,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             if earlier is not None:  # the model is the output of every call: their exact composition
                 call = self.guarantee_
                 self.guarantee_ = compose(earlier, call, delta=earlier.delta + call.delta)
+        moment_model = None
         if lam is None:
-            lam = self._moment_start(X, n_docs, eta, rng)
+            lam, moment_model = self._moment_start(X, n_docs, eta, rng)
         if matrix is None:  # not checked above (a non-private fit, or the moment start's own checks)
             matrix = self._check_counts(X)
         exp_elog_beta = np.exp(_dirichlet_expectation(lam))
@@ -968,6 +978,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             lam = shrink_noise(lam, math.sqrt(noise_var), eta)
             exp_elog_beta = np.exp(_dirichlet_expectation(lam))
         self.clip_, self.noise_std_, self.random_state_ = clip, sigma, rng
+        if not continuing:  # a continuing call releases no moments: the first call's start stays
+            self.moment_model_ = moment_model
         self.lambda_noise_std_ = math.sqrt(noise_var)
 
     @classmethod
