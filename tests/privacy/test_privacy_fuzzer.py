@@ -756,7 +756,7 @@ def _recommender(method: str, catalogue: str = "public", epsilon: float = 1.0,
                                    max_items_per_user=INTERACTIONS[1] if catalogue == "select" else None)
         model.fit(sp.csr_array(rows))
         released = ("guarantee_", "plan_", "method_", "item_side_", "popularity_", "items_", "n_items_",
-                    "n_users_")
+                    "n_users_", "sweeps_")
         return {**{name: getattr(model, name) for name in released},
                 "new_users": model.recommend_for(NEW_USERS, n=3)}
     return fit
@@ -765,6 +765,7 @@ def _recommender(method: str, catalogue: str = "public", epsilon: float = 1.0,
 ENTRY_POINTS += [
     EntryPoint("PrivateRecommender(popularity)", "interactions", _api(_recommender("popularity"))),
     EntryPoint("PrivateRecommender(ease)", "interactions", _api(_recommender("ease"))),
+    EntryPoint("PrivateRecommender(ials)", "interactions", _api(_recommender("ials"))),
     EntryPoint("PrivateRecommender(popularity, select)", "interactions", _api(
         _recommender("popularity", "select", epsilon=8.0, crowd=True))),
     EntryPoint("PrivateRecommender(ease, select)", "interactions", _api(

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dptensor.models.recommend import PrivateRecommender, private_estimator, releases
+from dptensor.models.recommend import PrivateRecommender, private_estimator, private_ials, releases
 from dptensor.models.recommend.audit import ITEMS_PER_CANARY, RecommenderCanaries, release_scores
+from dptensor.models.recommend.ials import solve_item_factors, solve_user_factors
 from dptensor.privacy import NoiseSource, PrivacyWarning, ReleaseUtilityWarning
 from dptensor.privacy.audit import AuditResult, audit_estimator, canary_adapter_for
 from dptensor.privacy.noise import scaled_test_noise
@@ -137,16 +138,22 @@ def test_scores_read_each_release_exactly() -> None:
 
 
 # --------------------------------------------------------------------------- audits of whole fits
-@pytest.mark.parametrize("method", ["popularity", "ease"])
+@pytest.mark.parametrize("method", ["popularity", "ease", "ials"])
 @pytest.mark.parametrize("scale", [1.0, 0.05])
 def test_audit_catches_under_noised_fits_in_every_release(method: str, scale: float) -> None:
     # 200 users, 64 items: 16 canaries per fit, 10 fits (~0.1 s). Measured (seed 3): honest 0.00 in every
     # release; noise / 20: popularity counts 2.32; EASE counts 2.10 and gram 2.10 (32 of 32 guesses right)
-    # -- against the claim 1 (20 fits: 3.04; 2.11 and 2.82)
+    # -- against the claim 1 (20 fits: 3.04; 2.11 and 2.82). The implicit ALS gives its counts 0.05 of
+    # mu^2 and its 6 sweep releases the rest: 40 fits (~1 s), honest 0.00 in both; noise / 20: counts 1.11,
+    # ials 2.84 (30 fits: 0.83 and 2.81). Its V_0 comes from the public seed, the same in every fit, so the
+    # other users' part of each sweep stays put and the centred scores read the canaries (with a fresh
+    # V_0 per fit, ials reads between 0.89 and 1.60)
     source = scaled_test_noise(scale, seed=3)
-    result = _audit(lambda: PrivateRecommender(method=method, noise=source), _interactions(), n_runs=10)
+    runs = 40 if method == "ials" else 10
+    result = _audit(lambda: PrivateRecommender(method=method, noise=source, random_state=0), _interactions(),
+                    n_runs=runs)
     per_release = _per_release(result)
-    assert set(per_release) == ({"counts"} if method == "popularity" else {"counts", "gram"})
+    assert set(per_release) == {"counts", *{"popularity": (), "ease": ("gram",), "ials": ("ials",)}[method]}
     assert result.n_canaries == 16 and result.neighbouring == "user" and result.epsilon_claimed == 1.0
     assert "canary users" in result.attack
     if scale == 1.0:
@@ -181,6 +188,49 @@ def test_each_release_is_caught_by_its_own_score(release: str, monkeypatch) -> N
     assert all(bound <= 1.0 for name, bound in per_release.items() if name != release)
     assert result.details["release_confidence"] == pytest.approx(1 - 0.05 / 2)
     assert f"the {release} release's" in result.describe()
+
+
+def test_ials_score_reads_every_sweep_as_the_fit_released_it(monkeypatch) -> None:
+    # Without noise, the first sweep's b at the canary's items (nobody else chose them) is exactly the
+    # canary's (1 + alpha) x / sqrt(2), x solved from its row against the public start and clipped: the
+    # auditor's solve is the fit's. Every sweep is kept and scored; the ials release un-noised (the
+    # counts keep their noise) is caught by its own score only.
+    X = _interactions(40, 12, density=0.4, unused=(8, 9, 10, 11))
+    adapter = RecommenderCanaries()
+    plan = adapter.plan(PrivateRecommender(), X, 1, np.random.default_rng(0))
+    (data,) = adapter.fit_args(plan, np.array([True]))
+    model = PrivateRecommender(method="ials", noise=ExactSource(), random_state=0).fit(data)
+    details = model.guarantee_.details["ials"]
+    assert len(model.sweeps_) == details["iterations"] == 2 and details["clip"] == 0.1
+    items = np.sort(plan.items[0])
+    row = sp.csr_array((np.ones(2), items, [0, 2]), shape=(1, 12))
+    for t, sweep in enumerate(model.sweeps_):
+        solved = solve_user_factors(row, sweep.start, regularization=details["regularization"],
+                                    alpha=details["alpha"])
+        x = private_ials.clip_factors(solved, details["clip"])[0]
+        assert np.linalg.norm(x) <= details["clip"]
+        if t == 0:  # from V_0 the clip binds
+            assert np.linalg.norm(solved) > details["clip"] == pytest.approx(np.linalg.norm(x), rel=1e-8)
+        expected = (1 + details["alpha"]) * x / math.sqrt(2)
+        np.testing.assert_allclose(sweep.statistics.targets[items], [expected, expected], rtol=1e-10)
+    # the starts: V_0 from the public seed, then each sweep's solve of the previous release
+    np.testing.assert_array_equal(model.sweeps_[0].start, private_ials.initial_item_factors(12, 16, 0))
+    np.testing.assert_allclose(model.sweeps_[1].start, solve_item_factors(
+        model.sweeps_[0].statistics, regularization=details["regularization"]), rtol=1e-10)
+    np.testing.assert_allclose(model.item_side_.factors, solve_item_factors(
+        model.sweeps_[1].statistics, regularization=details["regularization"]), rtol=1e-10)
+    scores = {inc: adapter.features(PrivateRecommender(method="ials", noise=ExactSource()).fit(
+        *adapter.fit_args(plan, np.array([inc]))), plan)["ials"][0][0] for inc in (True, False)}
+    assert scores[True] > 0 > scores[False]
+    # the sweeps un-noised at their release point, the counts noised: ials refutes the claim, counts not
+    released = private_ials._released
+    monkeypatch.setattr(private_ials, "_released",
+                        lambda sums, sigmas, source, n: released(sums, sigmas, ExactSource(), n))
+    source = scaled_test_noise(1.0, seed=3)
+    result = _audit(lambda: PrivateRecommender(method="ials", noise=source, random_state=0), _interactions(),
+                    n_runs=10)
+    per_release = _per_release(result)
+    assert per_release["ials"] > 1.0 >= per_release["counts"] and result.details["release"] == "ials"
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.05])

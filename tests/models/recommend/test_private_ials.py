@@ -34,24 +34,29 @@ class ExactSource(NoiseSource):
         return np.array(values, dtype=np.float64, copy=True)
 
 
-def _released(row, factor, others, other_factors):
+def _released(row, factor, others, other_factors, clip=1.0):
     X = sp.csr_array(np.vstack([row, others]))
     factors = np.vstack([factor, other_factors])
     sigmas = {"gram": 1.0, "grams": 1.0, "targets": 1.0}
-    stats = private_item_side_statistics(X, factors, alpha=ALPHA, sigmas=sigmas, source=ExactSource())
+    stats = private_item_side_statistics(X, factors, alpha=ALPHA, sigmas=sigmas, source=ExactSource(),
+                                         clip=clip)
     return {"gram": stats.user_gram, "grams": stats.grams, "targets": stats.targets}
 
 
-def test_released_sums_stay_within_their_sensitivities_and_reach_them():
+@pytest.mark.parametrize("clip", [1.0, 0.07])
+def test_released_sums_stay_within_their_sensitivities_and_reach_them(clip):
     rng = np.random.default_rng(0)
     others = np.array([[1, 1, 0, 0], [0, 1, 1, 1], [1, 0, 0, 1], [1, 1, 1, 1]], dtype=np.float64)
     other_factors = rng.normal(size=(4, K))
     rows = [np.array(r, dtype=np.float64) for r in itertools.product((0, 1), repeat=4)]
-    # unit directions, their opposites, a factor of norm 5 (clipped) and zero
+    # directions on the clip sphere, their opposites, factors of norm 5 and 1e6 (clipped), a tiny one, zero
     angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
-    factors = [np.array([math.cos(a), math.sin(a)]) for a in angles] + [np.array([3.0, 4.0]), np.zeros(K)]
-    cases = [_released(r, f, others, other_factors) for r in rows for f in factors]
-    bound = ials_sensitivities(ALPHA)
+    factors = [clip * np.array([math.cos(a), math.sin(a)]) for a in angles]
+    factors += [np.array([3.0, 4.0]), np.array([-6e5, 8e5]), np.array([1e-12, 0.0]), np.zeros(K)]
+    cases = [_released(r, f, others, other_factors, clip) for r in rows for f in factors]
+    bound = ials_sensitivities(ALPHA, clip)
+    assert bound == pytest.approx({"gram": math.sqrt(2) * clip**2, "grams": math.sqrt(2) * ALPHA * clip**2,
+                                   "targets": 2 * (1 + ALPHA) * clip})
     for name in ("gram", "grams", "targets"):
         values = np.array([c[name].ravel() for c in cases])
         # the largest pairwise distance, by the Gram trick on the flattened releases
@@ -60,6 +65,23 @@ def test_released_sums_stay_within_their_sensitivities_and_reach_them():
         largest = distances.max()
         assert largest <= bound[name] * (1 + 1e-9), name
         assert largest >= bound[name] * (1 - 1e-6), name
+
+
+def test_clipped_factors_never_exceed_the_radius():
+    rng = np.random.default_rng(5)
+    for clip in (1.0, 0.1, 0.3, 1e-3, 7.0):
+        # adversarial rows: on the sphere by rounding, just outside, far outside, huge, inside
+        rows = rng.normal(size=(4000, 16))
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        rows = np.vstack([rows * clip, rows * clip * (1 + 1e-15), rows * clip * 3, rows * 1e8,
+                          rows * clip * 0.5])
+        clipped = private_ials.clip_factors(rows, clip)
+        assert np.linalg.norm(clipped, axis=1).max() <= clip
+        inside = slice(4 * 4000, None)
+        np.testing.assert_array_equal(clipped[inside], rows[inside])
+        # directions are kept
+        cos = np.sum(clipped * rows, axis=1) / np.linalg.norm(clipped, axis=1) / np.linalg.norm(rows, axis=1)
+        assert cos.min() > 1 - 1e-12
 
 
 def test_one_private_sweep_is_the_weighted_item_step():

@@ -32,12 +32,15 @@ released attributes only, the canary's minus its neighbour's:
     private ridge ``lambda`` far above the Gram's entries, ``B_ij ~ G~_ij / lambda``: the noisy
     Gram's off-diagonal entry between the canary's items, up to a public scale.
 ``"ials"``
-    The private implicit ALS's released item factors of the canary's two items, their inner
-    product ``y_i . y_j`` (``item_side_.factors``, solved from the last sweep's noisy sums). On
-    items no other user chose, ``b_i`` and ``b_j`` both get the canary's ``(1 + alpha) x / sqrt(2)``
-    and the ``A``'s its ``alpha x x^T / sqrt(2)``, so the two factors point the same way when it is
-    in and are independent noise when it is out (the neighbour's items get that shared direction
-    instead): the score reads every sweep's ``b`` and ``A`` through the last one's solve.
+    The private implicit ALS's released sums, every sweep (``sweeps_``): the auditor solves the
+    canary's factor ``x`` from its own row and the sweep's public start ``V_{t-1}``, clips it as the
+    fit does, and scores the matched filter of each statistic, weighted by its signal over its
+    noise variance: ``(1 + alpha) w / sigma_b^2 sum_{i in items} b~_i . x``,
+    ``alpha w / sigma_A^2 sum_{i in items} x^T A~_i x`` and ``w / sigma_G^2 x^T G~ x``
+    (``w = 1/sqrt(2)``), summed over the sweeps. In, the canary adds ``(1 + alpha) w x`` to its
+    items' ``b`` and ``alpha w x x^T`` to their ``A``, and ``w x x^T`` to ``G``; out, its neighbour
+    adds its own to its items (the score minus the neighbour's reads both). The ``A_i`` of a fit
+    too large to keep them (``sweeps_``) are left out of the score.
 ``"selection"`` (``catalogue="select"``)
     How many of the canary's items were selected (``items_``).
 
@@ -47,6 +50,7 @@ on it (``nan``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +59,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor.models.recommend._input import check_interactions
+from dptensor.models.recommend.ials import solve_user_factors
 from dptensor.models.recommend.private_estimator import PrivateRecommender
+from dptensor.models.recommend.private_ials import clip_factors
 from dptensor.privacy.end_to_end_audit import register_canaries
 
 __all__ = ["ITEMS_PER_CANARY", "RecommenderCanaries", "release_scores"]
@@ -88,9 +94,9 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
 
     ``"selection"``: how many of ``items`` are in ``items_``; ``"counts"``: their noisy counts summed
     (``popularity_``); ``"gram"``: the EASE weights among them, ``sum_{i != j} B_ij``
-    (``item_side_.weights``); ``"ials"``: the inner products of their item factors,
-    ``sum_{i != j} y_i . y_j`` (``item_side_.factors``). ``nan`` where the release does not cover
-    every one of ``items``.
+    (``item_side_.weights``); ``"ials"``: every sweep's matched filter for a user of exactly those
+    items (``sweeps_``, module docstring). ``nan`` where the release does not cover every one of
+    ``items``.
     The releases are the guarantee's (``guarantee_.details["releases"]``), which the public
     configuration fixes.
     """
@@ -116,21 +122,40 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
         block = np.asarray(weights, dtype=float)[np.ix_(rows, rows)]
         return float(block.sum() - np.trace(block))
 
-    def factors_score(items: np.ndarray) -> float:
+    def sweeps_score(items: np.ndarray) -> float:
         rows = covered(items)
         if rows is None or factors is None:
             return np.nan
-        chosen = np.asarray(factors, dtype=float)[rows]
-        products = chosen @ chosen.T
-        return float(products.sum() - np.trace(products))
+        return _sweeps_filter(estimator, rows)
 
     readers = {"selection": lambda items: float(np.count_nonzero(position[items] >= 0)),
-               "counts": counts_score, "gram": gram_score, "ials": factors_score}
+               "counts": counts_score, "gram": gram_score, "ials": sweeps_score}
     made = estimator.guarantee_.details["releases"]
     unscored = [name for name in made if name not in readers]
     if unscored:  # every release is scored: a new one needs its canary score here
         raise ValueError(f"no canary score for the release(s) {unscored} of {type(estimator).__name__}")
     return {name: readers[name] for name in made}
+
+
+def _sweeps_filter(estimator: PrivateRecommender, rows: np.ndarray) -> float:
+    """The ``"ials"`` score of a user whose row is exactly the item-side positions ``rows``."""
+    details = estimator.guarantee_.details["ials"]
+    sigmas, alpha, clip = details["sigmas"], float(details["alpha"]), float(details["clip"])
+    weight = 1.0 / math.sqrt(rows.size)
+    score = 0.0
+    for sweep in estimator.sweeps_:
+        start = np.asarray(sweep.start, dtype=float)
+        row = sp.csr_array((np.ones(rows.size), np.sort(rows), [0, rows.size]), shape=(1, start.shape[0]))
+        user = clip_factors(solve_user_factors(row, start, regularization=float(details["regularization"]),
+                                               alpha=alpha), clip)[0]
+        stats, outer = sweep.statistics, np.outer(user, user)
+        targets = float(stats.targets[rows].sum(axis=0) @ user)
+        score += (1.0 + alpha) * weight / sigmas["targets"] ** 2 * targets
+        score += weight / sigmas["gram"] ** 2 * float(np.sum(stats.user_gram * outer))
+        if "grams" in sigmas and stats.grams is not None:
+            grams = float(np.sum(stats.grams[rows].sum(axis=0) * outer))
+            score += alpha * weight / sigmas["grams"] ** 2 * grams
+    return score
 
 
 class RecommenderCanaries:
@@ -155,8 +180,9 @@ class RecommenderCanaries:
             f"replaced when left out by a user with {ITEMS_PER_CANARY} other such items; scores, one per "
             "release, the canary's minus its neighbour's: counts, the noisy item counts (popularity_) at "
             "its items; gram, the EASE weights between its items (item_side_.weights, solved from the noisy "
-            "Gram); ials, the inner product of its items' factors (item_side_.factors, solved from the last "
-            "sweep's noisy sums); selection, how many of its items were selected (items_)"
+            "Gram); ials, every sweep's matched filter for its factor solved from the sweep's public start "
+            "(sweeps_: the noisy b and A at its items and G); selection, how many of its items were selected "
+            "(items_)"
         )
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _RecommenderPlan:

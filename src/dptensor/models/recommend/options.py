@@ -55,6 +55,10 @@ class RecommenderOptions:
         The private implicit ALS's ``lambda`` (it also damps the noise of the released sums).
     private_ials_alpha : float, default 1.0
         The private implicit ALS's confidence ``c = 1 + alpha x`` (the sums' sensitivities grow with it).
+    private_ials_clip : float, default 0.1
+        The public radius ``C`` that each user's solved factor is clipped to before it enters the
+        released sums (:mod:`~dptensor.models.recommend.private_ials`; the sums' sensitivities are
+        ``sqrt(2) C^2``, ``sqrt(2) alpha C^2`` and ``2 (1 + alpha) C``).
     """
 
     ridge: float | None = None
@@ -69,6 +73,7 @@ class RecommenderOptions:
     private_ials_iterations: int = 2
     private_ials_regularization: float = 20.0
     private_ials_alpha: float = 1.0
+    private_ials_clip: float = 0.1
 
     @property
     def _names(self) -> tuple[str, ...]:
@@ -99,7 +104,7 @@ class RecommenderOptions:
         if self.ridge is not None:
             positive("ridge")
         for name in ("ridge_scale", "regularization", "alpha", "private_ridge_scale",
-                     "private_ials_regularization", "private_ials_alpha"):
+                     "private_ials_regularization", "private_ials_alpha", "private_ials_clip"):
             positive(name)
         for name in ("dense_items", "low_rank", "iterations", "private_ials_iterations"):
             positive(name, integer=True)

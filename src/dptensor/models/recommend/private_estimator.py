@@ -28,6 +28,7 @@ for users with an empty row), the sweeps the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from numbers import Integral, Real
@@ -42,7 +43,12 @@ from dptensor.models.recommend.ease import ease_from_gram, ease_ridge
 from dptensor.models.recommend.estimator import ItemSide, TopNMixin
 from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.models.recommend.plan import plan_recommender
-from dptensor.models.recommend.private_ials import ials_sweeps, initial_item_factors, private_ials_sweeps
+from dptensor.models.recommend.private_ials import (
+    SweepRelease,
+    ials_sweeps,
+    initial_item_factors,
+    private_ials_sweeps,
+)
 from dptensor.models.recommend.release_plan import recommender_guarantee
 from dptensor.models.recommend.releases import (
     private_item_counts,
@@ -55,7 +61,11 @@ from dptensor.parallel import is_distributed, public_shape
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource
 from dptensor.privacy.errors import ReleaseUtilityWarning
 
-__all__ = ["DEFAULT_PRIVATE_FACTORS", "PRIVATE_METHODS", "PrivateRecommender", "private_ease_ridge"]
+__all__ = ["DEFAULT_PRIVATE_FACTORS", "KEPT_GRAMS", "PRIVATE_METHODS", "PrivateRecommender",
+           "private_ease_ridge"]
+
+#: The most numbers of released ``A_i`` stacks a private implicit ALS keeps in ``sweeps_`` (64 MB).
+KEPT_GRAMS = 2**23
 
 #: The methods of :class:`PrivateRecommender` (``"auto"`` plans between popularity and EASE only).
 PRIVATE_METHODS = ("auto", "popularity", "ease", "ials")
@@ -128,6 +138,12 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         The noisy item counts.
     items_ : ndarray of int64
         The columns the model may recommend (all, or those selected under DP).
+    sweeps_ : list of SweepRelease
+        ``method="ials"``: per sweep, the item factors the users solved against and the released
+        statistics (:class:`~dptensor.models.recommend.private_ials.SweepRelease`; what an audit
+        scores). The ``A_i`` stacks are kept only where ``n_items k^2 iterations`` is at most
+        ``KEPT_GRAMS`` numbers (public sizes), ``None`` above. Empty for the other methods; not
+        saved in model files.
     n_users_, n_items_, n_features_in_ : int
 
     Examples
@@ -224,7 +240,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if method == "ials":
             sweeps = ials_sweeps(options.private_ials_iterations, alpha=options.private_ials_alpha,
                                  n_factors=self.n_factors or DEFAULT_PRIVATE_FACTORS,
-                                 regularization=options.private_ials_regularization)
+                                 regularization=options.private_ials_regularization,
+                                 clip=options.private_ials_clip)
         bound = self.max_items_per_user or (DEFAULT_SELECTION_BOUND if selecting else None)
         # under "select" the columns are not a public catalogue (a reader maps the ids it found), so
         # their number is not recorded: only the selection's outcome is released
@@ -254,13 +271,18 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
                 ReleaseUtilityWarning, stacklevel=3,
             )
         side = ItemSide("popularity", counts, columns=columns, n_columns=n_items)
+        history: list[SweepRelease] = []
         if method == "ease" and columns.size:
             weights = self._ease(kept, releases_plan.sigma("gram"), source, options)
             side = ItemSide("ease", counts, weights=weights, columns=columns, n_columns=n_items)
         if method == "ials" and columns.size:
             settings = releases_plan.sweeps.settings
             start = initial_item_factors(columns.size, settings["n_factors"], self.random_state)
-            items = private_ials_sweeps(kept, start, plan=releases_plan, source=source, n_jobs=self.n_jobs)
+            items = private_ials_sweeps(kept, start, plan=releases_plan, source=source, n_jobs=self.n_jobs,
+                                        history=history)
+            if columns.size * settings["n_factors"] ** 2 * len(history) > KEPT_GRAMS:
+                history = [SweepRelease(h.start, dataclasses.replace(h.statistics, grams=None))
+                           for h in history]
             side = ItemSide("ials", counts, factors=items, regularization=settings["regularization"],
                             alpha=settings["alpha"], columns=columns, n_columns=n_items)
         self._train = train
@@ -269,6 +291,7 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         self.item_side_ = side
         self.popularity_ = counts
         self.items_ = columns
+        self.sweeps_ = history
         self.n_items_ = n_items
         self.n_features_in_ = n_items
         self.n_users_ = n_users

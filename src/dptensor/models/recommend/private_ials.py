@@ -9,8 +9,8 @@ from their own row and the released item factors only (joint DP; never released)
 Sweep ``t`` (``V_0`` random from the public ``random_state``, independent of the data):
 
 1. every user solves ``x_u`` exactly from their row and ``V_{t-1}``
-   (:func:`~dptensor.models.recommend.ials.solve_user_factors`), then clips it to the unit ball,
-   ``x_u <- x_u / max(1, ||x_u||)``;
+   (:func:`~dptensor.models.recommend.ials.solve_user_factors`), then clips it to the ball of the
+   public radius ``C`` (``clip``), ``x_u <- x_u min(1, C / ||x_u||)`` (:func:`clip_factors`);
 2. the weighted statistics of the item half-step (:mod:`~dptensor.models.recommend.ials`, eq. 5,
    for the objective whose user ``u`` terms carry the weight ``w_u = 1/sqrt(n_u)``, ``0`` for an
    empty row) are released with Gaussian noise:
@@ -22,16 +22,25 @@ Sweep ``t`` (``V_0`` random from the public ``random_state``, independent of the
 
 Sensitivities (``"user"`` relation: one user's row ``r`` replaced by ``r'``, and with it their
 clipped factor ``x`` by ``x'``; every other user's factor is a function of their own row and the
-released ``V_{t-1}``, the same in both worlds). With ``||x|| <= 1``, ``w = 1/sqrt(n)``:
+released ``V_{t-1}``, the same in both worlds). With ``||x|| <= C``, ``w = 1/sqrt(n)``:
 
-* ``G``: the change is ``w x x^T - w' x' x'^T``; both terms are PSD of Frobenius norm ``<= 1``, and
-  ``<P, Q>_F >= 0`` for PSD ``P, Q``, so ``||P - Q||_F^2 <= ||P||^2 + ||Q||^2 <= 2``: ``sqrt(2)``.
+* ``G``: the change is ``w x x^T - w' x' x'^T``; both terms are PSD of Frobenius norm ``<= C^2``,
+  and ``<P, Q>_F >= 0`` for PSD ``P, Q``, so ``||P - Q||_F^2 <= ||P||^2 + ||Q||^2 <= 2 C^4``:
+  ``sqrt(2) C^2``.
 * ``A = (A_i)_i`` (the stacked ``I x k x k`` array, Frobenius norm): the user adds the PSD
   ``alpha w x x^T`` at each of their ``n`` items, of total squared norm
-  ``n alpha^2 w^2 ||x||^4 <= alpha^2``; the same inner-product argument gives ``sqrt(2) alpha``.
+  ``n alpha^2 w^2 ||x||^4 <= alpha^2 C^4``; the same inner-product argument gives
+  ``sqrt(2) alpha C^2``.
 * ``b = (b_i)_i`` (``I x k``): the user adds ``(1 + alpha) w x`` at each item, total norm
-  ``<= (1 + alpha)``; the factors may point anywhere (``x' = -x`` on the same items), so the
-  change is at most ``||.|| + ||.|| = 2 (1 + alpha)``, attained.
+  ``<= (1 + alpha) C``; the factors may point anywhere (``x' = -x`` on the same items), so the
+  change is at most ``||.|| + ||.|| = 2 (1 + alpha) C``, attained.
+
+The radius matters: the solved factors of MovieLens-100K's users have norms near 0.1 (``lambda`` 20,
+16 factors), so noise calibrated to ``C = 1`` drowns sums that never use a tenth of it, while a
+``C`` below the typical norm keeps each user's direction and bounds their weight
+(:class:`~dptensor.models.recommend.RecommenderOptions`'s ``private_ials_clip``, measured in
+docs/recommend.md). Clipping scales by ``C (1 - 1e-9) / ||x||``, a margin against rounding, so the
+bound holds to the last bit.
 
 The symmetric ``G`` and ``A_i`` take the ``"frobenius"`` noise of
 :func:`~dptensor.models.recommend.releases.add_symmetric_frobenius_noise` (std ``sigma`` on the
@@ -82,6 +91,7 @@ from dptensor.privacy.release import Ledger, begin_release
 __all__ = [
     "IALS_STATISTICS",
     "PrivateIALS",
+    "SweepRelease",
     "clip_factors",
     "ials_sensitivities",
     "ials_sweeps",
@@ -96,37 +106,52 @@ __all__ = [
 IALS_STATISTICS = ("gram", "grams", "targets")
 
 
-def ials_sensitivities(alpha: float) -> dict[str, float]:
-    """Replace-one-user sensitivities of ``G``, ``A`` and ``b`` (module docstring)."""
+#: Clipped rows are scaled to this fraction of the radius, a margin against rounding.
+_CLIP_MARGIN = 1.0 - 1e-9
+
+
+def ials_sensitivities(alpha: float, clip: float = 1.0) -> dict[str, float]:
+    """Replace-one-user sensitivities of ``G``, ``A``, ``b`` for factors of norm ``<= clip`` (module doc)."""
     alpha = check_real(alpha, "alpha", strict=False)
-    return {"gram": math.sqrt(2.0), "grams": math.sqrt(2.0) * alpha, "targets": 2.0 * (1.0 + alpha)}
+    clip = check_real(clip, "clip")
+    return {"gram": math.sqrt(2.0) * clip**2, "grams": math.sqrt(2.0) * alpha * clip**2,
+            "targets": 2.0 * (1.0 + alpha) * clip}
 
 
-def clip_factors(factors: np.ndarray) -> np.ndarray:
-    """Rows scaled into the unit ball: ``x / max(1, ||x||)``."""
+def clip_factors(factors: np.ndarray, clip: float = 1.0) -> np.ndarray:
+    """Rows scaled into the ball of radius ``clip``: ``x min(1, clip (1 - 1e-9) / ||x||)``.
+
+    Rows inside the ball are unchanged; the others are scaled to just inside it (the margin keeps
+    ``||x|| <= clip`` after rounding).
+    """
+    factors = np.asarray(factors, dtype=np.float64)
     norms = np.linalg.norm(factors, axis=1, keepdims=True)
-    return factors / np.maximum(norms, 1.0)
+    limit = clip * _CLIP_MARGIN
+    scale = np.divide(limit, norms, out=np.ones_like(norms), where=norms > limit)
+    return factors * scale
 
 
 def ials_sweeps(
     iterations: int, *, alpha: float, n_factors: int, regularization: float,
-    shares: Mapping[str, float] | None = None,
+    shares: Mapping[str, float] | None = None, clip: float = 1.0,
 ) -> SweepReleases:  # fmt: skip
     """The ``"ials"`` release of ``iterations`` private sweeps, for :func:`recommender_guarantee`.
 
     ``shares`` (statistic to weight among ``"gram"``, ``"grams"``, ``"targets"``; default equal)
-    splits the sweeps' ``mu^2``; with ``alpha = 0`` the ``A_i`` are zero and not released. The
-    settings (all public) are recorded in the guarantee's ``details["ials"]``.
+    splits the sweeps' ``mu^2``; with ``alpha = 0`` the ``A_i`` are zero and not released.
+    ``clip`` is the public radius ``C`` of the users' factors. The settings (all public) are
+    recorded in the guarantee's ``details["ials"]``.
     """
     iterations = check_positive_int(iterations, "iterations")
     n_factors = check_positive_int(n_factors, "n_factors")
     regularization = check_real(regularization, "regularization")
-    sensitivity = {name: value for name, value in ials_sensitivities(alpha).items() if value > 0}
+    clip = check_real(clip, "clip")
+    sensitivity = {name: value for name, value in ials_sensitivities(alpha, clip).items() if value > 0}
     settings = {
         "model": "private implicit ALS (DPALS with adaptive weights 1/sqrt(n_u))",
-        "alpha": float(alpha), "n_factors": n_factors, "regularization": regularization,
+        "alpha": float(alpha), "n_factors": n_factors, "regularization": regularization, "clip": clip,
         "user_factors": "solved by each user from their own row and the released item factors, clipped to "
-                        "norm 1; never released",
+                        f"norm {clip:g}; never released",
     }
     return SweepReleases(iterations, sensitivity, shares, settings)
 
@@ -140,6 +165,7 @@ def plan_private_ials(
     n_factors: int,
     regularization: float = 1.0,
     shares: Mapping[str, float] | None = None,
+    clip: float = 1.0,
 ) -> ReleasePlan:
     """Calibrate the ``3 T`` Gaussian releases of ``T`` private sweeps alone to ``(epsilon, delta)`` exactly.
 
@@ -147,7 +173,7 @@ def plan_private_ials(
     (:func:`ials_sweeps`); its ``sweep_sigmas`` are the noise of each sweep's statistics.
     """
     sweeps = ials_sweeps(iterations, alpha=alpha, n_factors=n_factors, regularization=regularization,
-                         shares=shares)
+                         shares=shares, clip=clip)
     return recommender_guarantee(("ials",), epsilon, delta, sweeps=sweeps)
 
 
@@ -161,7 +187,8 @@ def _binary(block: object) -> sp.csr_array:
     return rows
 
 
-def _weighted_terms(rows: sp.csr_array, user_factors: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+def _weighted_terms(rows: sp.csr_array, user_factors: np.ndarray, alpha: float, clip: float
+                    ) -> dict[str, np.ndarray]:  # fmt: skip
     """One block's part of ``G``, ``A``, ``b`` (module docstring): factors clipped, weighted ``1/sqrt(n_u)``.
 
     ``A`` and ``G`` are :func:`~dptensor.models.recommend.ials.item_side_statistics` of the factors
@@ -169,23 +196,24 @@ def _weighted_terms(rows: sp.csr_array, user_factors: np.ndarray, alpha: float) 
     """
     lengths = np.diff(rows.indptr).astype(np.float64)
     weights = np.divide(1.0, np.sqrt(lengths), out=np.zeros_like(lengths), where=lengths > 0)
-    factors = clip_factors(np.asarray(user_factors, dtype=np.float64))
+    factors = clip_factors(user_factors, clip)
     stats = item_side_statistics(rows, factors * np.sqrt(weights)[:, None], alpha=alpha, n_jobs=1)
     targets = (1.0 + alpha) * np.asarray(rows.T @ (factors * weights[:, None]))
     return {"gram": stats.user_gram, "grams": stats.grams, "targets": targets}
 
 
-def _factors_block(block: object, alpha: float, user_factors: np.ndarray) -> dict[str, np.ndarray]:
+def _factors_block(block: object, alpha: float, clip: float, user_factors: np.ndarray
+                   ) -> dict[str, np.ndarray]:  # fmt: skip
     """A block's terms for the given user factors."""
-    return _weighted_terms(_binary(block), user_factors, alpha)
+    return _weighted_terms(_binary(block), user_factors, alpha, clip)
 
 
-def _sweep_block(block: object, item_factors: np.ndarray, regularization: float, alpha: float
+def _sweep_block(block: object, item_factors: np.ndarray, regularization: float, alpha: float, clip: float
                  ) -> dict[str, np.ndarray]:  # fmt: skip
     """A block's terms of one private sweep: its users solved from the released item factors first."""
     rows = _binary(block)
     users = solve_user_factors(rows, item_factors, regularization=regularization, alpha=alpha)
-    return _weighted_terms(rows, users, alpha)
+    return _weighted_terms(rows, users, alpha, clip)
 
 
 def _psd(matrices: np.ndarray) -> np.ndarray:
@@ -217,16 +245,18 @@ def _blocks(X: object, n_jobs: int | None) -> RowBlocks:
 
 def private_item_side_statistics(
     X: object, user_factors: np.ndarray, *, alpha: float, sigmas: Mapping[str, float],
-    source: NoiseSource, n_jobs: int | None = None,
+    source: NoiseSource, n_jobs: int | None = None, clip: float = 1.0,
 ) -> ItemSideStatistics:  # fmt: skip
     """One sweep's released statistics ``G``, ``A_i``, ``b_i`` (module docstring) for given factors, noised.
 
-    ``user_factors`` are clipped here (:func:`clip_factors`) and weighted by ``w_u = 1/sqrt(n_u)``.
+    ``user_factors`` are clipped here to norm ``clip`` (:func:`clip_factors`) and weighted by
+    ``w_u = 1/sqrt(n_u)``; ``sigmas`` must be calibrated to :func:`ials_sensitivities` of the same
+    ``alpha`` and ``clip``.
     The item counts are not released (``counts`` is zero: the frequency-scaled ridge is not
     available privately).
     """
     blocks = _blocks(X, n_jobs)
-    sums = blocks.map_sum(_factors_block, alpha, row_args=[np.asarray(user_factors, dtype=np.float64)],
+    sums = blocks.map_sum(_factors_block, alpha, clip, row_args=[np.asarray(user_factors, dtype=np.float64)],
                           label="private-ials-statistics")
     return _released(sums, sigmas, source, blocks.n_rows)
 
@@ -239,7 +269,7 @@ def initial_item_factors(n_items: int, n_factors: int, random_state: object = No
 
 def private_ials_sweeps(
     X: object, item_factors: np.ndarray, *, plan: ReleasePlan, source: NoiseSource,
-    n_jobs: int | None = None,
+    n_jobs: int | None = None, history: list | None = None,
 ) -> np.ndarray:  # fmt: skip
     """The released item factors after the private sweeps of ``plan`` (charged already), from ``V_0``.
 
@@ -260,6 +290,11 @@ def private_ials_sweeps(
     source : NoiseSource
     n_jobs : int, optional
         Threads for in-memory input.
+    history : list, optional
+        If given, one :class:`SweepRelease` is appended per sweep: the item factors the users solved
+        against (public: ``V_0`` or an earlier release) and the sweep's released statistics, for
+        audits (:func:`~dptensor.models.recommend.audit.recommender_scores`); everything in it is
+        public or released.
 
     Returns
     -------
@@ -270,16 +305,35 @@ def private_ials_sweeps(
                          "sweeps=ials_sweeps(...)))")
     settings = plan.sweeps.settings
     regularization, alpha = float(settings["regularization"]), float(settings["alpha"])
+    clip = float(settings["clip"])
     blocks = _blocks(X, n_jobs)
     items = np.ascontiguousarray(item_factors, dtype=np.float64)
     if items.shape != (blocks.n_cols, settings["n_factors"]):
         raise ValueError(f"item_factors must have shape {(blocks.n_cols, settings['n_factors'])}, got "
                          f"{items.shape}")
     for _ in range(plan.sweeps.iterations):
-        sums = blocks.map_sum(_sweep_block, items, regularization, alpha, label="private-ials-sweep")
+        sums = blocks.map_sum(_sweep_block, items, regularization, alpha, clip, label="private-ials-sweep")
         stats = _released(sums, plan.sweep_sigmas, source, blocks.n_rows)
+        if history is not None:
+            history.append(SweepRelease(items, stats))
         items = solve_item_factors(stats, regularization=regularization)
     return items
+
+
+@dataclass(frozen=True)
+class SweepRelease:
+    """One private sweep as an observer sees it: the public start and the released statistics.
+
+    Attributes
+    ----------
+    start : ndarray, shape (n_items, k)
+        The item factors the users solved against (``V_{t-1}``: public or released).
+    statistics : ItemSideStatistics
+        The sweep's noised ``G`` (``user_gram``), ``A_i`` (``grams``) and ``b_i`` (``targets``).
+    """
+
+    start: np.ndarray
+    statistics: ItemSideStatistics
 
 
 @dataclass(frozen=True)
@@ -306,6 +360,7 @@ def private_implicit_als(
     regularization: float = 1.0,
     alpha: float = 10.0,
     shares: Mapping[str, float] | None = None,
+    clip: float = 1.0,
     random_state: object = None,
     noise: NoiseLike | NoiseSource = None,
     ledger: Ledger | None = None,
@@ -325,7 +380,7 @@ def private_implicit_als(
     PrivateIALS
     """
     plan = plan_private_ials(epsilon, delta, iterations, alpha=alpha, n_factors=n_factors,
-                             regularization=regularization, shares=shares)
+                             regularization=regularization, shares=shares, clip=clip)
     n_users, n_items = public_shape(X, layout="users x items")
     k = plan.sweeps.settings["n_factors"]
     guarantee, source = begin_release(plan.guarantee, noise, ledger=ledger, description="private iALS")
