@@ -30,7 +30,13 @@ caught by its own score, the fit's plan and claim unchanged (the noise of one re
 zero, as the default-suite tests do): PrivateSpectralLDA's defaults on 180 words (``m2`` without
 noise; 20 fits), PrivateSpectralLDA with ``topic_recovery="tensor"`` and ``k = d = 8`` (``m2`` and
 ``e3`` without noise; 40 fits) and SingleTopicModel with ``K = d = 4`` (``M3`` without noise; 300
-fits).
+fits). Three more (issue 53) where a public rule makes a release the small rows never make:
+PrivateSpectralLDA's defaults on 3300 documents of 128 words (64 of them used by no document, rare
+words for the canaries), where ``refine_passes="auto"`` refines (16 private CVB0 passes on 0.6 of
+``mu^2``; ``rf``, the passes' releases, without noise; 20 fits), DPVariationalLDA with
+``init="moments"`` on 40 documents of 84 words (the moment start without noise; 20 fits) and
+user-level DP-ALS on 3000 users x 16 items with ``max_ratings=2``, where ``start="auto"`` makes the
+spectral start (its covariance release without noise; 40 fits).
 
 Usage::
 
@@ -85,24 +91,54 @@ def _no_noise(values, *args, **kwargs):
     return np.array(values, dtype=float)
 
 
-@contextlib.contextmanager
-def _without_noise(*releases: str):
-    """The noise of the named release points set to zero (``m2``, ``e3``, single-topic ``M3``)."""
+def _patches() -> dict:
+    """``release -> (owner, attribute, replacement)``: that release point without noise, all else kept."""
     import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.completion._dp_als as dp_als
+    import dptensor.models.topics.private_refinement as pr
     import dptensor.models.topics.private_spectral as ps
     import dptensor.models.topics.single_topic as st
 
-    noisy = st.add_symmetric_gaussian
-    patches = {"m2": (pw, _no_noise), "e3": (ps, _no_noise),
-               "M3": (st, lambda v, *a, **k: v.copy() if v.ndim == 3 else noisy(v, *a, **k))}
-    saved = [(patches[r][0], patches[r][0].add_symmetric_gaussian) for r in releases]
+    noisy, passes = st.add_symmetric_gaussian, pr.release_expected_counts
+
+    def quiet_passes(*args, noise_multiplier, **kwargs):  # the CVB0 passes' releases
+        return passes(*args, noise_multiplier=noise_multiplier * 1e-9, **kwargs)
+
+    def quiet_start(self, epsilon, seed):  # DP-VI's moment start, noise / 1e9
+        return PrivateSpectralLDA(int(self.n_components), epsilon=epsilon, delta=float(self.delta),
+                                  refine=None, random_state=seed, noise=scaled_test_noise(1e-9, seed=1))
+
+    def m3_only(values, *args, **kwargs):  # single-topic M2 and M3 share the release point
+        return values.copy() if values.ndim == 3 else noisy(values, *args, **kwargs)
+
+    return {"m2": (pw, "add_symmetric_gaussian", _no_noise), "e3": (ps, "add_symmetric_gaussian", _no_noise),
+            "M3": (st, "add_symmetric_gaussian", m3_only),
+            "rf": (pr, "release_expected_counts", quiet_passes),
+            "moment start": (DPVariationalLDA, "_moment_estimator", quiet_start),
+            "spectral start": (dp_als, "add_symmetric_gaussian", _no_noise)}
+
+
+@contextlib.contextmanager
+def _without_noise(*releases: str):
+    """The noise of the named release points set to zero (:func:`_patches`)."""
+    patches = _patches()
+    saved = [(patches[r][0], patches[r][1], getattr(patches[r][0], patches[r][1])) for r in releases]
     try:
         for r in releases:
-            patches[r][0].add_symmetric_gaussian = patches[r][1]
+            setattr(*patches[r])
         yield
     finally:
-        for module, original in reversed(saved):
-            module.add_symmetric_gaussian = original
+        for owner, name, original in reversed(saved):
+            setattr(owner, name, original)
+
+
+def refining_corpus(n_documents: int = 3300, n_topic_words: int = 64, n_unused: int = 64) -> sp.csr_matrix:
+    """An LDA corpus in a vocabulary with ``n_unused`` words no document uses (rare words for the canaries).
+
+    3300 documents of 128 words: ``refine_passes="auto"`` refines at epsilon = 1 (it needs 3250).
+    """
+    X = make_lda_corpus(n_documents, n_topic_words, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    return sp.hstack([X, sp.csr_matrix((n_documents, n_unused), dtype=X.dtype)], format="csr")
 
 
 def cases(eps: float):
@@ -158,6 +194,8 @@ def cases(eps: float):
             yield (name, f"paper {paper}", (lambda make=make, paper=paper: make(None, **paper)), data, True,
                    options)
     narrow = make_lda_corpus(40, 8, 2, alpha=0.3, doc_length=20, random_state=0).counts
+    refining, moments_corpus = refining_corpus(), refining_corpus(40, 20, 64)
+    spectral_users = _ratings(shape=(3000, 16, 1), n=9000)
     square = [np.asarray(t) for t in make_single_topic_corpus(40, 4, 2, random_state=0).tokens]
     releases = {
         "PrivateSpectralLDA, 180 words, default split": (
@@ -169,6 +207,16 @@ def cases(eps: float):
         "SingleTopicModel (AGN), 4 words, K = 4": (
             lambda: SingleTopicModel(4, mechanism="agn", n_words=4, epsilon=eps, delta=delta, random_state=0),
             square, {"n_runs": 300}, ("M3",)),
+        "PrivateSpectralLDA, 3300 docs, 128 words (refines)": (
+            lambda: PrivateSpectralLDA(2, alpha0=0.6, epsilon=eps, delta=delta, random_state=0), refining,
+            {"n_runs": 20}, ("rf",)),
+        "DPVariationalLDA, init=moments, 84 words": (
+            lambda: DPVariationalLDA(2, init="moments", n_passes=1, epsilon=eps, delta=delta, random_state=0),
+            moments_corpus, {"n_runs": 20}, ("moment start",)),
+        "DP-ALS user, 3000 x 16 x 1, max_ratings=2 (spectral start)": (
+            lambda: TensorCompletion(2, privacy="als", neighbouring="user", epsilon=eps, delta=delta,
+                                     value_range=(1, 5), max_ratings=2, random_state=0), spectral_users,
+            {"n_runs": 40}, ("spectral start",)),
     }
     for name, (make, data, options, unnoised) in releases.items():
         yield name, "honest", make, data, False, options

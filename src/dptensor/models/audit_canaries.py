@@ -21,7 +21,10 @@ relation allows, and reads only the fitted estimator's released attributes (``co
   ``min(v, C / ||P||)``; its canaries spread over the fewest words that move both releases by
   their whole bound (:func:`clipped_words_per_document`: one word at the default ``C1 = 3 C``),
   scored by their words' weight in the released word frequencies (``word_frequencies_``, the
-  ``m1`` release behind ``unigram_``) minus the neighbour's. :class:`SingleTopicModel`
+  ``m1`` release behind ``unigram_``) minus the neighbour's, and by every other release of the fit
+  (:func:`release_scores`: ``m2``, ``e3`` and, where the private CVB0 refinement ran, ``rf``, the
+  average of its passes' releases). :class:`DPVariationalLDA` with ``init="moments"`` is scored on
+  its topics and on each release of its moment start (``moment_model_``). :class:`SingleTopicModel`
   reads the most **frequent** words, whose directions lie in the top-``K`` eigenspace that its
   whitening keeps (a rare word's is projected away), scored by the released rank-``K`` second
   moment ``U diag(s) U^T`` (``whitening_``: the top eigenpairs of the noisy ``M2``) at the canary
@@ -37,7 +40,11 @@ relation allows, and reads only the fitted estimator's released attributes (``co
   disjoint items. Score: the mean released item bias (``biases_[1]``, part of the jointly private
   model) at the canary's items; without biases, the mean prediction at those cells for a *probe
   user* whose ratings are removed (a user's own row is computed from their own ratings, so only
-  the released model is read). Extras: the per-item values.
+  the released model is read). Extras: the per-item values. Where the plan makes a **spectral
+  start** (the users' covariance of their residuals less their own mean, a release that a user
+  rating all items alike does not move), half of a canary's items stay at the bottom when it is
+  in, and a second score reads the released start ``S`` (``spectral_start_``): ``||S^T a||^2`` at
+  the canary's residual direction ``a`` (its neighbour's residuals are all zero).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from dptensor.models.completion._plan import plan_completion
 from dptensor.models.completion.estimator import TensorCompletion
 from dptensor.models.recommend import audit  # noqa: F401 - registers PrivateRecommender's canaries
 from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
+from dptensor.models.topics.private_refinement import release_word_weights
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
@@ -63,7 +71,7 @@ __all__ = ["CompletionCanaries", "DocumentCanaries", "clipped_words_per_document
 
 #: ``DocumentCanaries(score=...)``: one release's score, or one per release of the fit.
 SCORES: tuple[str, ...] = ("topic-weight", "second-moment", "unigram", "spectral-releases",
-                           "single-topic-releases")
+                           "single-topic-releases", "dp-vi-releases")
 
 
 def _topic_word_features(
@@ -137,7 +145,8 @@ class DocumentCanaries:
         keeps).
     min_length : int
         Canary documents are at least this long (otherwise as long as the longest document).
-    score : {"topic-weight", "second-moment", "unigram", "spectral-releases", "single-topic-releases"}
+    score : {"topic-weight", "second-moment", "unigram", "spectral-releases", "single-topic-releases", \
+            "dp-vi-releases"}
         ``"topic-weight"``: the canary's words' released weight in ``components_`` minus its
         neighbour's. ``"second-moment"``: the released rank-``K`` second moment
         ``U diag(s) U^T`` (the estimator's ``whitening_``) at the canary words' diagonal entries
@@ -146,7 +155,10 @@ class DocumentCanaries:
         clipped releases; ``"topic-weight"`` when the fit released none). ``"spectral-releases"``
         (:class:`PrivateSpectralLDA`'s default) and ``"single-topic-releases"``
         (:class:`SingleTopicModel`'s): one score per release of the fit (:func:`release_scores`),
-        each bounded separately by the audit.
+        each bounded separately by the audit. ``"dp-vi-releases"`` (:class:`DPVariationalLDA` with
+        ``init="moments"``): ``"topic-weight"`` for the VI releases (``"topics"``) and one score per
+        release of the moment start (``"start m1"``, ...: :func:`release_scores` of
+        ``moment_model_``).
     words_per_document : int or "clip"
         Distinct words per canary document; ``"clip"``: enough to reach both clipping bounds of
         a clipped :class:`PrivateSpectralLDA` (:func:`clipped_words_per_document`), one otherwise.
@@ -188,12 +200,18 @@ class DocumentCanaries:
                 "released word frequencies (word_frequencies_); m2, the released M2 plus a E1 E1^T (S2/S0) "
                 "on the canary's words (second_moment_ with topic_recovery='nmf', else its rank-k "
                 "eigenpairs in whitening_); e3 (tensor recovery), the released projected third moment "
-                "(projected_third_moment_) at the canary's projection"),
+                "(projected_third_moment_) at the canary's projection; rf (where the private CVB0 "
+                "refinement ran), the average of its passes' releases (refinement_.released_counts) at the "
+                "canary's words, summed over topics and weighted by the public word weights"),
             "single-topic-releases": (
                 "one per release, its inner product with the canary's term minus its neighbour's: M2, the "
                 "released rank-K second moment U diag(s) U^T (whitening_) on the canary's words; M3, the "
                 "released whitened third moment (whitened_tensor_, or the decomposition_ of DP-TPM) "
                 "un-whitened onto the canary's words"),
+            "dp-vi-releases": (
+                "one per release: topics, the canary words' released topic weight (components_) minus "
+                "its neighbour's; start m1, start m2 (and start e3), the moment start's releases "
+                "(moment_model_), each its inner product with the canary's term minus its neighbour's"),
         }[score]
         self.description = (f"canary documents made of {spread}, as long as the longest document, replaced "
                             f"when left out by a document of other such words; score: {read}")
@@ -251,14 +269,22 @@ class DocumentCanaries:
     def features(self, estimator: Any, plan: _DocumentPlan) -> list[np.ndarray] | dict[str, list[np.ndarray]]:
         """The score (``score``), then every word's released weight (``components_``).
 
-        ``score="spectral-releases"`` or ``"single-topic-releases"``: one such list per release of the
-        fit (:func:`release_scores`).
+        ``score="spectral-releases"``, ``"single-topic-releases"`` or ``"dp-vi-releases"``: one such
+        list per release of the fit (:func:`release_scores`).
         """
         features = _topic_word_features(estimator.components_, plan.words, plan.others)
         if self.score.endswith("-releases"):
-            return {name: [np.concatenate(([score(w) - score(o)], row)) for w, o, row in
-                           zip(plan.words, plan.others, features, strict=True)]
-                    for name, score in release_scores(estimator).items()}
+            scored = estimator
+            out: dict[str, list[np.ndarray]] = {}
+            if self.score == "dp-vi-releases":  # the VI releases' topics, then the moment start's releases
+                out["topics"] = features
+                scored = estimator.moment_model_
+            for name, score in release_scores(scored).items():
+                out[name if scored is estimator else f"start {name}"] = [
+                    np.concatenate(([score(w) - score(o)], row))
+                    for w, o, row in zip(plan.words, plan.others, features, strict=True)
+                ]
+            return out
         if self.score == "second-moment":
             whitening = estimator.whitening_
             U, s = whitening.eigenvectors, whitening.eigenvalues
@@ -303,7 +329,16 @@ def release_scores(estimator: Any) -> dict[str, Callable[[np.ndarray], float]]:
       the tensor recovery); ``a = alpha_0 / (alpha_0 + 1)`` and the released ``E1`` add back the
       correction, whose ``m1`` noise would swamp the canary;
     * ``e3``: ``S3(U, U, U)(U^T c, U^T c, U^T c)``, the released projected third moment
-      (``projected_third_moment_``) at the canary's projection.
+      (``projected_third_moment_``) at the canary's projection;
+    * ``rf`` (where the private CVB0 refinement ran): the weighted average of the passes' releases
+      of the expected topic-word counts (``refinement_.released_counts``, :mod:`.private_refinement`)
+      at the canary's words, summed over the topics and weighted by the public word weights ``g_w``
+      (:func:`~dptensor.models.topics.private_refinement.release_word_weights` of ``unigram_``):
+      a document's clipped term puts its words' rows ``g_w c_w gamma_w`` (norm at most ``L``) into
+      every pass's release, whose noise is the same on every weighted row, so this is the
+      release's inner product with the canary's term, up to its split over the topics (unknown to
+      the attacker, whose sum over topics is between ``L`` and ``sqrt(k) L``). The topics
+      themselves hide it: each word's row is rescaled to the released unigram frequency.
 
     :class:`SingleTopicModel` (Imtiaz & Sarwate 2018):
 
@@ -354,6 +389,12 @@ def release_scores(estimator: Any) -> dict[str, Callable[[np.ndarray], float]]:
                 s @ U[words].sum(axis=0) ** 2 + a * correction[words].sum() ** 2
             )
         scores["e3"] = _projected_cube(estimator.projected_third_moment_, U)
+    refinement = getattr(estimator, "refinement_", None)
+    counts = None if refinement is None else getattr(refinement, "released_counts", None)
+    if counts is not None:  # the private CVB0 passes: their releases' weighted average
+        weights = release_word_weights(np.asarray(estimator.unigram_, dtype=float))
+        weighted = np.asarray(counts, dtype=float).sum(axis=1) * weights
+        scores["rf"] = lambda words: float(weighted[words].sum())
     return scores
 
 
@@ -362,10 +403,11 @@ class _CompletionPlan:
     indices: np.ndarray
     values: np.ndarray
     shape: tuple
-    canary_rows: list  # observed entries each canary sets
+    canary_rows: list  # observed entries each canary sets (top when in, bottom when out)
     probes: list  # entries whose predictions score each canary
     low: float
     high: float
+    patterns: list | None = None  # spectral start: each canary's residual direction on its items
 
     @property
     def n_canaries(self) -> int:
@@ -384,9 +426,12 @@ class CompletionCanaries:
                                 "left out); score: the predicted rating at the entry")
         else:
             self.description = ("canary users: a user rating max_ratings items of their own, one day each, "
-                                "at the top of value_range (its bottom when left out); score: the released "
-                                "item biases at those items (without biases, the predicted rating there of a "
-                                "user without ratings: the released model alone)")
+                                "at the top of value_range (its bottom when left out; with a spectral start, "
+                                "half of them stay at the bottom when in); score: the released item biases "
+                                "at the items that move (without biases, the predicted rating there of a "
+                                "user without ratings: the released model alone); with a spectral start also "
+                                "||S^T a||^2 of the released start S (spectral_start_) at the canary's "
+                                "residual direction a")
 
     def plan(self, estimator: Any, X: Any, n_canaries: int, rng: np.random.Generator) -> _CompletionPlan:
         """Pick canaries in distinct users; the pattern of observed entries is kept."""
@@ -401,7 +446,7 @@ class CompletionCanaries:
         low, high = (float(v) for v in estimator.value_range)
         extra = 1 if self.relation == "user" else 0  # the probe user
         users = rng.permutation(np.unique(indices[:, 0]))[: int(n_canaries) + extra]
-        rows, probes = [], []
+        rows, probes, patterns = [], [], None
         if self.relation == "user":
             # one user's ratings are removed: the predictions for that "probe" user come from the
             # released model alone (a user's own row is computed from their own ratings). Each canary
@@ -411,9 +456,14 @@ class CompletionCanaries:
             probe_user, users = users[0], users[1:]
             if users.size == 0:
                 raise ValueError("the user relation's audit needs at least two users")
-            bound = plan_completion(estimator.get_params(), shape).max_ratings  # "auto" resolved
-            per_user = max(1, min(int(bound), shape[1]))
+            planned = plan_completion(estimator.get_params(), shape)  # "auto" resolved; public sizes
+            per_user = max(1, min(int(planned.max_ratings), shape[1]))
             users = users[: max(1, shape[1] // per_user)]
+            # a spectral start releases the users' covariance of their residuals less their own mean:
+            # a canary rating all its items alike is zero there, so half of them stay at the bottom
+            spectral = planned.dp_als is not None and "spectrum" in planned.dp_als.steps
+            changed = max(1, per_user // 2) if spectral else per_user
+            patterns = [] if spectral else None
             items = rng.permutation(shape[1])
             keep = ~np.isin(indices[:, 0], np.append(users, probe_user))
             blocks, start = [indices[keep]], int(keep.sum())
@@ -421,8 +471,13 @@ class CompletionCanaries:
                 mine = items[c * per_user:(c + 1) * per_user]
                 cells = np.column_stack([mine, rng.integers(0, shape[2], mine.size)])
                 blocks.append(np.column_stack([np.full(len(cells), u), cells]))
-                rows.append(np.arange(start, start + len(cells)))
-                probes.append(np.column_stack([np.full(len(cells), probe_user), cells]))
+                rows.append(np.arange(start, start + changed))
+                probes.append(np.column_stack([np.full(changed, probe_user), cells[:changed]]))
+                if patterns is not None:
+                    pattern = np.zeros(shape[1])
+                    pattern[mine] = np.where(np.arange(mine.size) < changed, 1.0, -1.0)
+                    pattern[mine] -= pattern[mine].mean()
+                    patterns.append(pattern)
                 start += len(cells)
             indices = np.vstack(blocks)
             values = np.concatenate([values[keep], np.full(start - int(keep.sum()), low)])
@@ -433,7 +488,7 @@ class CompletionCanaries:
             near = np.flatnonzero((indices[:, 0] == i) | (indices[:, 1] == j))
             rows.append(np.array([entry]))
             probes.append(np.vstack([indices[entry], indices[near[near != entry]]]))
-        return _CompletionPlan(indices, values, shape, rows, probes, low, high)
+        return _CompletionPlan(indices, values, shape, rows, probes, low, high, patterns)
 
     def fit_args(self, plan: _CompletionPlan, included: np.ndarray) -> tuple:
         """The observed entries with each canary's ratings at the top (in) or bottom (out) of the range."""
@@ -442,8 +497,28 @@ class CompletionCanaries:
             values[rows] = plan.high if inc else plan.low
         return plan.indices, values, plan.shape
 
-    def features(self, estimator: Any, plan: _CompletionPlan) -> list[np.ndarray]:
-        """Per canary, first its score (module docstring), then the released values it averages."""
+    def features(
+        self, estimator: Any, plan: _CompletionPlan
+    ) -> list[np.ndarray] | dict[str, list[np.ndarray]]:
+        """Per canary, first its score (module docstring), then the released values it averages.
+
+        With a spectral start (``spectral_start_``), two releases: ``"items"`` (this score) and
+        ``"spectrum"``, ``||S^T a||^2`` for the released start ``S`` and the canary's residual
+        direction ``a`` (its neighbour's residuals are all zero): the start's inner product with the
+        canary's term ``a a^T`` of the covariance, as far as its rank keeps it.
+        """
+        items = self._item_features(estimator, plan)
+        start = getattr(estimator, "spectral_start_", None)
+        if start is None:
+            return items
+        start = np.asarray(start, dtype=float)
+        if plan.patterns is None:  # one rating per user: its residual less its mean is zero
+            spectrum = [np.array([math.nan]) for _ in items]
+        else:
+            spectrum = [np.array([float(np.sum((start.T @ a) ** 2))]) for a in plan.patterns]
+        return {"items": items, "spectrum": spectrum}
+
+    def _item_features(self, estimator: Any, plan: _CompletionPlan) -> list[np.ndarray]:
         out = []
         biases = getattr(estimator, "biases_", None)
         for probe in plan.probes:
@@ -463,8 +538,10 @@ def _completion_canaries(estimator: TensorCompletion) -> CompletionCanaries:
 
 def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
     # a document may be as long as the declared maximum (the public default when none is declared):
-    # long enough for its statistics to reach the clipping norm
-    return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH)
+    # long enough for its statistics to reach the clipping norm. Started from the moments, the moment
+    # releases are scored too (one word: both clipping bounds of the clipped moments reached)
+    score = "dp-vi-releases" if estimator.init == "moments" else "topic-weight"
+    return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH, score=score)
 
 
 # clipped releases: canaries spread over enough words to reach both clipping bounds, every release scored

@@ -28,9 +28,11 @@ Two attacks (``method``):
     Algorithm 2). Several fits pool their canaries (each canary lives in one fit, so the pooled
     mechanism is as private per canary as one fit).
 
-**Every release is scored.** A fit makes several releases (``PrivateSpectralLDA``: ``m1``, ``m2`` and,
-with the tensor recovery, ``e3``; ``SingleTopicModel``: ``M2`` and ``M3``), and a claim can fail in
-any one of them: an attack that reads one release only is blind to the others (a spectral model
+**Every release is scored.** A fit makes several releases (``PrivateSpectralLDA``: ``m1``, ``m2``,
+with the tensor recovery ``e3``, and where its private CVB0 refinement runs ``rf``, the passes'
+releases; ``DPVariationalLDA(init="moments")``: its moment start's releases and the VI releases;
+``SingleTopicModel``: ``M2`` and ``M3``; user-level DP-ALS with a spectral start: the covariance
+release and the item releases), and a claim can fail in any one of them: an attack that reads one release only is blind to the others (a spectral model
 with an un-noised ``m2`` passes an audit of its ``m1``). So an adapter's ``features`` may return
 one score per release (a mapping from the release's name to one feature vector per canary), each a
 function of released attributes only. Both bounds hold for any score that is a fixed function of

@@ -341,6 +341,10 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         ``reg="auto"``: validation RMSE of each ``lambda`` tried.
     noise_stds_ : list of float
         ``"als"``: the noise standard deviation of each release.
+    spectral_start_ : ndarray ``(n_items, rank)`` or None
+        ``"als"`` under ``"user"`` with a spectral start: the item factors' start, the noisy
+        covariance release's top eigenvectors scaled by their eigenvalues (post-processing of that
+        release; what the end-to-end audit scores it by). ``None`` otherwise.
     perturbed_values_, input_noise_scale_, value_range_ : ndarray, float, (float, float)
         ``"input"`` / ``"output_clipped"``: the Laplace-perturbed training values (private: they
         are the mechanism's output), the Laplace scale ``Delta / epsilon`` and the range used.
@@ -499,6 +503,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         self.reg_path_: list[dict] = []
         self.noise_stds_: list[float] = []
         self.biscaling_: BiScaling | None = None
+        self.spectral_start_: np.ndarray | None = None
         self.reg_ = plan.reg
         # compute and release (DP-ALS's releases are its sweeps; Algorithm 1's come first)
         if plan.privacy == "als":
@@ -584,6 +589,8 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
                                  plan.context_modes, plan.offsets, plan.max_ratings, plan.clip)
         with self._progress("DP-ALS releases") as progress:
             self.noise_stds_ = dp_als(params, indices, values, shape, plan.dp_als, settings, source, progress)
+        if "spectrum" in plan.dp_als.steps:  # the anchor the item rows shrink to: the spectral start
+            self.spectral_start_ = params.anchors[1].copy()
         self.n_iter_ = plan.max_iter
         arrays = ([] if params.factors is None else params.factors) + (params.biases or [])
         if params.core is not None:

@@ -261,8 +261,9 @@ def refine_topics_privately(
     Returns
     -------
     Refinement
-        With an empty ``log_likelihood`` (none is computed on the private path) and
-        ``converged=False``.
+        With an empty ``log_likelihood`` (none is computed on the private path),
+        ``converged=False`` and ``released_counts`` the weighted average of the releases (``d x k``,
+        word weights divided out), which the end-to-end audit scores.
     """
     alpha = np.ascontiguousarray(doc_topic_prior, dtype=np.float64)
     unigram = np.asarray(unigram, dtype=np.float64)
@@ -270,6 +271,7 @@ def refine_topics_privately(
     noise_std = float(noise_multiplier) * refinement_sensitivity(clip)
     word_weights = release_word_weights(unigram)
     average = ReleaseAverage(noise_std)
+    counts = np.zeros_like(topics_t)
     for pass_number in range(1, int(passes) + 1):
         released = release_expected_counts(
             blocks, topics_t, alpha, clip=clip, noise_multiplier=noise_multiplier, source=source,
@@ -288,4 +290,5 @@ def refine_topics_privately(
         log_likelihood=np.empty(0),
         n_passes=int(passes),
         converged=False,
+        released_counts=counts,
     )

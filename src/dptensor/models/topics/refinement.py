@@ -255,6 +255,11 @@ class Refinement:
     n_passes : int
     converged : bool
         Whether the stopping rule ended refinement before ``max_passes``.
+    released_counts : ndarray of shape (d, k) or None
+        Private refinement: the weighted average of the passes' releases of the expected
+        topic-word counts (word weights divided out) that the topics are post-processed from
+        (:class:`~dptensor.models.topics.private_refinement.ReleaseAverage`; a function of the
+        releases only, so covered by the fit's guarantee); ``None`` otherwise.
     """
 
     topics: np.ndarray
@@ -263,6 +268,7 @@ class Refinement:
     log_likelihood: np.ndarray
     n_passes: int
     converged: bool
+    released_counts: np.ndarray | None = None
 
 
 def refine_topics(
