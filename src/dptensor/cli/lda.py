@@ -50,6 +50,7 @@ from dptensor.datasets.corpus import (
     read_text_documents,
 )
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
+from dptensor.models.pipeline_plan import check_pipeline_budget, model_guarantees
 from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.inference import TopicModelInference
@@ -60,7 +61,6 @@ from dptensor.models.topics.spectral import SpectralLDA
 from dptensor.models.topics.vectorizer import EmptyVocabularyError, PrivateCountVectorizer
 from dptensor.parallel import public_shape
 from dptensor.privacy import (
-    BudgetExceededError,
     BudgetLedger,
     PrivacyGuarantee,
     ReleaseUtilityWarning,
@@ -622,9 +622,10 @@ def _private_vocabulary_corpus(
     (:class:`PrivateCountVectorizer`, Gaussian partition selection); the model gets the rest.
     The model's own checks of its configuration (public: the options and the number of documents)
     run before the vocabulary is charged, so that no budget is spent on a fit that would be
-    refused; so does the ledger's (:func:`check_pipeline_budget`: the vocabulary and the model
-    together). A released vocabulary too small for the model (fewer than ``k`` words for the spectral
-    fit, none for DP-VI) stops the run after the vocabulary's charge, in one line saying what was
+    refused; so does the ledger's (:func:`~dptensor.models.pipeline_plan.check_pipeline_budget`:
+    the vocabulary and the model together). A released vocabulary too small for the model (fewer
+    than ``k`` words for the spectral fit, none for DP-VI) stops the run after the vocabulary's
+    charge, in one line saying what was
     charged. A worst-case spectral release (not clipped) refuses documents of fewer than three
     tokens, so those are padded one by one (:func:`pad_short_documents`). ``documents``: the
     corpus's documents when the caller has read them already.
@@ -644,8 +645,8 @@ def _private_vocabulary_corpus(
             model.check_configuration(len(documents))
             pad = False
         if ledger is not None:
-            check_pipeline_budget(ledger, vectorizer.planned_guarantee(),
-                                  model_guarantees(model, len(documents), args.private_vocab))
+            check_pipeline_budget(ledger, [[vectorizer.planned_guarantee()],
+                                           model_guarantees(model, len(documents), args.private_vocab)])
     # public: the planner's prediction (N, V, the budget, m; no document is read for it)
     predicted = predicted_vocabulary_size(len(documents), args.private_vocab, vectorizer.epsilon,
                                           vectorizer.delta, args.max_doc_words)
@@ -680,62 +681,6 @@ def _private_vocabulary_corpus(
                       "(pad_short_documents)", args.quiet)
         counts = pad_short_documents(counts)
     return Corpus(counts, words, str(path), args.token_pattern), vectorizer.guarantee_
-
-
-def model_guarantees(
-    model: PrivateSpectralLDA | DPVariationalLDA, n_documents: int, max_words: int
-) -> list[PrivacyGuarantee]:
-    """What the model after a private vocabulary may charge: its guarantee at each vocabulary size.
-
-    The released vocabulary has between ``k`` and ``max_words`` words, which only its release
-    tells. :class:`DPVariationalLDA`'s guarantee depends on ``N`` alone. That of
-    :class:`PrivateSpectralLDA` depends on the size through the plan's regimes (clipped or not,
-    Analyze Gauss or the noisy power method for ``M2``, the tensor step or the non-negative
-    factor), each an interval of sizes; with the analytic calibration the composed spend is the
-    same in every regime. The sizes ``k, 2k, 4k, ...`` and ``max_words`` sample every regime's
-    interval that is as wide as a factor of two; a size the fit would refuse is left out.
-    """
-    if isinstance(model, DPVariationalLDA):  # with the moments' start: the same spend at any size
-        return [model.planned_guarantee(n_documents, max_words)]
-    k = int(model.n_components)
-    sizes = {max_words}
-    size = k
-    while size < max_words:
-        sizes.add(size)
-        size *= 2
-    plans = []
-    for n_words in sorted(sizes):
-        try:
-            plans.append(model.planned_guarantee(n_documents, n_words))
-        except ValueError:  # a vocabulary of this size would be refused by the fit itself
-            continue
-    return plans
-
-
-def check_pipeline_budget(
-    ledger: BudgetLedger, first: PrivacyGuarantee, later: list[PrivacyGuarantee]
-) -> None:
-    """Refuse, before the first release of a run, a run whose later release the ledger could not pay.
-
-    ``first`` is charged first (the private vocabulary), then one of ``later`` (the model, whose
-    guarantee depends on what ``first`` releases). Each pair is composed exactly with the ledger's
-    earlier charges (:meth:`BudgetLedger.would_spend`); if one would exceed the budget, nothing is
-    charged and :class:`~dptensor.privacy.BudgetExceededError` says so. A concurrent run charging
-    the same ledger in between can still leave the second charge refused (docs/privacy.md).
-    """
-    for guarantee in later:
-        pair = compose(first, guarantee, delta=ledger.delta)
-        total = ledger.would_spend(pair)
-        if not total <= ledger.epsilon:
-            spent = ledger.spent()
-            raise BudgetExceededError(
-                f"privacy budget exceeded: the ledger {ledger.path} has spent epsilon={spent:.6g} of "
-                f"{ledger.epsilon:g} (delta={ledger.delta:g}); the vocabulary and the model of this run "
-                f"together would bring it to epsilon={total:.6g}. Nothing was charged and nothing computed "
-                "(the vocabulary is not released when the model after it could not be paid for).",
-                path=str(ledger.path), budget_epsilon=ledger.epsilon, budget_delta=ledger.delta, spent=spent,
-                requested=pair.epsilon, total=total,
-            )
 
 
 def _opt_in(args: argparse.Namespace) -> AbstractContextManager:

@@ -4,8 +4,8 @@ One folder per model family (docs/architecture.md): :mod:`dptensor.models.topics
 its private configurations, DP variational LDA, the single-topic model, the planner and the private
 vectoriser), :mod:`dptensor.models.recommend` (top-N lists from implicit feedback: popularity, EASE,
 implicit ALS and their private releases) and :mod:`dptensor.models.completion` (CP and Tucker
-completion, ALS, DP-ALS, the offsets). ``_base`` (the private-estimator mixin), ``audit_canaries``
-and ``pipeline_guarantee`` serve every family.
+completion, ALS, DP-ALS, the offsets). ``_base`` (the private-estimator mixin), ``audit_canaries``,
+``pipeline_guarantee`` and ``pipeline_plan`` serve every family.
 """
 
 import sys
@@ -13,6 +13,7 @@ import sys
 from dptensor.models import audit_canaries  # noqa: F401 - registers the canaries of every private estimator
 from dptensor.models.completion import TensorCompletion
 from dptensor.models.pipeline_guarantee import pipeline_guarantee
+from dptensor.models.pipeline_plan import PrivatePipeline, check_private_pipeline, make_private_pipeline
 from dptensor.models.recommend import PrivateRecommender, Recommender
 from dptensor.models.topics import dp_vi, private_spectral, single_topic, spectral
 from dptensor.models.topics.dp_vi import DPVariationalLDA
@@ -24,12 +25,15 @@ from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 __all__ = [
     "DPVariationalLDA",
     "PrivateCountVectorizer",
+    "PrivatePipeline",
     "PrivateRecommender",
     "PrivateSpectralLDA",
     "Recommender",
     "SingleTopicModel",
     "SpectralLDA",
     "TensorCompletion",
+    "check_private_pipeline",
+    "make_private_pipeline",
     "pipeline_guarantee",
 ]
 
