@@ -140,8 +140,8 @@ def test_concurrent_creation_gives_one_ledger(tmp_path):
 
 
 # ----------------------------------------------------------------------------- charges
-def test_charge_records_the_release_and_its_caller(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=5.0, delta=DELTA, dataset="d")
+def test_charge_records_the_release_and_its_caller(ledger_at):
+    ledger = BudgetLedger(ledger_at("d"), epsilon=5.0, delta=DELTA, dataset="d")
     g = gaussian_guarantee(20.0, delta=1e-6)
     charge = ledger.charge(g, description="first release")
     (stored,) = ledger.charges()
@@ -172,8 +172,8 @@ def test_charge_records_the_release_and_its_caller(tmp_path):
     assert decode_event(row["event"]) == stored.event and json.loads(row["guarantee"])["delta"] == 1e-6
 
 
-def test_spent_is_exact_composition_not_a_sum(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=10.0, delta=DELTA)
+def test_spent_is_exact_composition_not_a_sum(ledger_at):
+    ledger = BudgetLedger(ledger_at("b.ledger"), epsilon=10.0, delta=DELTA)
     sigmas = [8.0, 12.0, 12.0, 30.0, 5.0]
     for s in sigmas:
         ledger.charge(gaussian_guarantee(s))
@@ -185,7 +185,7 @@ def test_spent_is_exact_composition_not_a_sum(tmp_path):
     assert ledger.remaining() == pytest.approx(10.0 - ledger.spent())
 
 
-def test_ledger_total_matches_dp_accounting_directly(tmp_path):
+def test_ledger_total_matches_dp_accounting_directly(ledger_at):
     """The ledger's total equals dp-accounting's own PLD accountant fed the same events one by one."""
     events = [
         dp_accounting.GaussianDpEvent(6.0),
@@ -196,7 +196,7 @@ def test_ledger_total_matches_dp_accounting_directly(tmp_path):
         ),
         dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(10.0), 3),
     ]
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=50.0, delta=DELTA)
+    ledger = BudgetLedger(ledger_at("b.ledger"), epsilon=50.0, delta=DELTA)
     for e in events:
         ledger.charge(event_guarantee(e))
     direct = pld.PLDAccountant(
@@ -208,7 +208,7 @@ def test_ledger_total_matches_dp_accounting_directly(tmp_path):
     assert ledger.spent() == pytest.approx(reference, rel=2e-3)
     # and the pure (epsilon, delta) events dptensor adds, against its accountant fed one by one
     mixed = [EpsilonDeltaDpEvent(0.3), dp_accounting.GaussianDpEvent(10.0), EpsilonDeltaDpEvent(0.3, 1e-7)]
-    ledger2 = BudgetLedger(tmp_path / "c.ledger", epsilon=50.0, delta=DELTA)
+    ledger2 = BudgetLedger(ledger_at("c.ledger"), epsilon=50.0, delta=DELTA)
     acc = make_accountant()
     for e in mixed:
         ledger2.charge(event_guarantee(e))
@@ -253,10 +253,22 @@ def test_reduce_event_is_the_same_composition_in_any_order():
     assert composed_epsilon([], DELTA, 1e-4) == 0.0
 
 
-def test_refusal_names_the_numbers_and_changes_nothing(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=1.0, delta=DELTA, dataset="clinic")
+def _stored(where: Path | str) -> object:
+    """Everything a ledger stores: the file's bytes, or every column of a server ledger's tables."""
+    if isinstance(where, Path):
+        return where.read_bytes()
+    import psycopg
+
+    with psycopg.connect(where.split("?")[0]) as conn:
+        return [conn.execute(f"SELECT * FROM dptensor.{table} ORDER BY 1, 2").fetchall()
+                for table in ("ledgers", "charges", "budget_changes")]  # fmt: skip
+
+
+def test_refusal_names_the_numbers_and_changes_nothing(ledger_at):
+    where = ledger_at("clinic")
+    ledger = BudgetLedger(where, epsilon=1.0, delta=DELTA, dataset="clinic")
     ledger.charge(gaussian_guarantee(6.0))
-    before = (tmp_path / "b.ledger").read_bytes(), ledger.charges()
+    before = _stored(where), ledger.charges()
     big = gaussian_guarantee(4.0)
     assert ledger.would_spend(big) > 1.0
     with pytest.raises(BudgetExceededError) as info:
@@ -269,7 +281,7 @@ def test_refusal_names_the_numbers_and_changes_nothing(tmp_path):
     text = str(exc)
     assert "\n" not in text and "'clinic'" in text and "nothing was computed" in text
     assert f"{exc.spent:.6g}" in text and f"{exc.total:.6g}" in text
-    assert ledger.charges() == before[1] and (tmp_path / "b.ledger").read_bytes() == before[0]
+    assert ledger.charges() == before[1] and _stored(where) == before[0]
     # a release that fits still can be charged after a refusal
     small = gaussian_guarantee(60.0)
     assert ledger.would_spend(small) <= 1.0
@@ -277,8 +289,8 @@ def test_refusal_names_the_numbers_and_changes_nothing(tmp_path):
     assert len(ledger.charges()) == 2
 
 
-def test_a_guarantee_that_does_not_hold_is_refused(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=100.0, delta=DELTA)
+def test_a_guarantee_that_does_not_hold_is_refused(ledger_at):
+    ledger = BudgetLedger(ledger_at("b.ledger"), epsilon=100.0, delta=DELTA)
     voided = event_guarantee(None, holds=False, claim="paper", reason="the proof has a gap")
     with pytest.raises(BudgetExceededError, match="not private.*the proof has a gap.*no budget can pay"):
         ledger.charge(voided)
@@ -293,28 +305,28 @@ def test_a_guarantee_that_does_not_hold_is_refused(tmp_path):
     assert ledger.charges() == []
 
 
-def test_one_relation_per_ledger_unless_declared(tmp_path):
-    ledger = BudgetLedger(tmp_path / "a.ledger", epsilon=10.0, delta=DELTA)
+def test_one_relation_per_ledger_unless_declared(ledger_at):
+    ledger = BudgetLedger(ledger_at("a.ledger"), epsilon=10.0, delta=DELTA)
     ledger.charge(gaussian_guarantee(10.0, neighbouring="record"))
     assert ledger.relations == ["record"]
     with pytest.raises(ValueError, match="accepts releases under 'record'.*protects the 'entry' relation"):
         ledger.charge(gaussian_guarantee(10.0, neighbouring="entry"))
     assert len(ledger.charges()) == 1
     with pytest.raises(ValueError, match="accepts releases under 'record', not 'entry'"):
-        BudgetLedger(tmp_path / "a.ledger", neighbouring="entry")
+        BudgetLedger(ledger_at("a.ledger"), neighbouring="entry")
     # fixed up front, or several relations declared by the creator
-    fixed = BudgetLedger(tmp_path / "b.ledger", epsilon=10.0, delta=DELTA, neighbouring="entry-value")
+    fixed = BudgetLedger(ledger_at("b.ledger"), epsilon=10.0, delta=DELTA, neighbouring="entry-value")
     with pytest.raises(ValueError, match="accepts releases under 'entry-value'"):
         fixed.charge(gaussian_guarantee(10.0, neighbouring="record"))
     both = BudgetLedger(
-        tmp_path / "c.ledger", epsilon=10.0, delta=DELTA, neighbouring=["record", "entry-value"]
+        ledger_at("c.ledger"), epsilon=10.0, delta=DELTA, neighbouring=["record", "entry-value"]
     )
     both.charge(gaussian_guarantee(10.0, neighbouring="record"))
     both.charge(gaussian_guarantee(10.0, neighbouring="entry-value"))
     assert both.relations == ["entry-value", "record"] and len(both.charges()) == 2
     # a ledger whose relation is not fixed yet can be fixed when it is opened
-    BudgetLedger(tmp_path / "d.ledger", epsilon=10.0, delta=DELTA)
-    assert BudgetLedger(tmp_path / "d.ledger", neighbouring="entry").relations == ["entry"]
+    BudgetLedger(ledger_at("d.ledger"), epsilon=10.0, delta=DELTA)
+    assert BudgetLedger(ledger_at("d.ledger"), neighbouring="entry").relations == ["entry"]
 
 
 def test_event_codec_round_trips_and_refuses_foreign_classes():
@@ -373,22 +385,22 @@ def test_deleted_or_replaced_file_is_an_error_not_a_new_budget(tmp_path):
     assert BudgetLedger(path).epsilon == 1.0
 
 
-def test_ledger_pickles_and_clones_to_the_same_file(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=5.0, delta=DELTA)
+def test_ledger_pickles_and_clones_to_the_same_file(ledger_at):
+    ledger = BudgetLedger(ledger_at("b.ledger"), epsilon=5.0, delta=DELTA)
     for other in (pickle.loads(pickle.dumps(ledger)), copy.deepcopy(ledger)):
         other.charge(gaussian_guarantee(30.0))
     assert len(ledger.charges()) == 2
 
 
 # ----------------------------------------------------------------------------- entry points
-def _full_ledger(tmp_path, name: str = "full.ledger") -> BudgetLedger:
-    ledger = BudgetLedger(tmp_path / name, epsilon=0.5, delta=DELTA)
+def _full_ledger(ledger_at, name: str = "full.ledger") -> BudgetLedger:  # noqa: ANN001
+    ledger = BudgetLedger(ledger_at(name), epsilon=0.5, delta=DELTA)
     ledger.charge(gaussian_guarantee(9.0, neighbouring="entry"))
     return ledger
 
 
-def test_power_method_and_input_perturbation_refused_before_reading_data(tmp_path):
-    ledger = _full_ledger(tmp_path)
+def test_power_method_and_input_perturbation_refused_before_reading_data(ledger_at):
+    ledger = _full_ledger(ledger_at)
     for fit in (private_power_method, input_perturbation):
         with pytest.raises(BudgetExceededError):
             fit(Untouchable(6), 1, epsilon=0.5, delta=1e-6, ledger=ledger)
@@ -398,7 +410,7 @@ def test_power_method_and_input_perturbation_refused_before_reading_data(tmp_pat
             fit(Untouchable(6), 1, epsilon=0.5, delta=1e-6)
     assert len(ledger.charges()) == 1
     # and a charge that fits is recorded once per call, before the result exists
-    roomy = BudgetLedger(tmp_path / "roomy.ledger", epsilon=3.0, delta=DELTA)
+    roomy = BudgetLedger(ledger_at("roomy.ledger"), epsilon=3.0, delta=DELTA)
     T = LowRankTensor(np.array([500.0]), np.eye(6)[:, :1])
     res = private_power_method(T, 1, epsilon=0.5, delta=1e-6, n_restarts=2, n_iter=2, ledger=roomy)
     inp = input_perturbation(T, 1, epsilon=0.5, delta=1e-6, ledger=roomy)
@@ -407,8 +419,8 @@ def test_power_method_and_input_perturbation_refused_before_reading_data(tmp_pat
     assert "private_power_method" in charges[0].description and "input_perturbation" in charges[1].description
 
 
-def test_completion_refused_leaves_the_model_unfitted(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=0.5, delta=DELTA)
+def test_completion_refused_leaves_the_model_unfitted(ledger_at):
+    ledger = BudgetLedger(ledger_at("b.ledger"), epsilon=0.5, delta=DELTA)
     ledger.charge(gaussian_guarantee(9.0, neighbouring="entry-value"))
     rng = np.random.default_rng(0)
     indices = np.stack([rng.integers(0, 5, 60) for _ in range(3)], axis=1)
@@ -422,7 +434,7 @@ def test_completion_refused_leaves_the_model_unfitted(tmp_path):
     assert len(ledger.charges()) == 1
     with pytest.raises(ValueError, match="ledger given without privacy"):
         TensorCompletion(2, ledger=ledger).fit(indices, values, (5, 5, 5))
-    roomy = BudgetLedger(tmp_path / "roomy.ledger", epsilon=5.0, delta=DELTA)
+    roomy = BudgetLedger(ledger_at("roomy.ledger"), epsilon=5.0, delta=DELTA)
     model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value",
                              epsilon=0.5, delta=1e-6, n_epochs=3, ledger=roomy)
     model.fit(indices, values, (5, 5, 5))
@@ -473,8 +485,8 @@ class _MeanEstimator(PrivateEstimatorMixin, BaseEstimator):
         return self
 
 
-def test_private_estimator_mixin_charges_before_reading(tmp_path):
-    ledger = BudgetLedger(tmp_path / "b.ledger", epsilon=0.05, delta=DELTA)
+def test_private_estimator_mixin_charges_before_reading(ledger_at):
+    ledger = BudgetLedger(ledger_at("b.ledger"), epsilon=0.05, delta=DELTA)
     est = _MeanEstimator(10, epsilon=1.0, delta=DELTA, ledger=ledger)
     ledger.charge(event_guarantee(EpsilonDeltaDpEvent(0.049), epsilon=0.049, neighbouring="record"))
     with pytest.raises(BudgetExceededError):

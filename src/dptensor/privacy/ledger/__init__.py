@@ -94,6 +94,9 @@ from dptensor.privacy.ledger._storage import (
 )
 from dptensor.privacy.relations import implies_any
 
+#: URL schemes of a ledger on a PostgreSQL server (:mod:`dptensor.privacy.ledger._postgres`).
+SERVER_SCHEMES = ("postgresql://", "postgres://")
+
 __all__ = [
     "APPLICATION_ID",
     "MAX_PLD_POINTS",
@@ -105,8 +108,14 @@ __all__ = [
     "decode_event",
     "default_state_dir",
     "encode_event",
+    "is_server_url",
     "pld_discretization",
 ]
+
+
+def is_server_url(path: object) -> bool:
+    """Whether ``path`` names a ledger on a database server (``postgresql://`` or ``postgres://``)."""
+    return isinstance(path, str) and path.lower().startswith(SERVER_SCHEMES)
 
 
 def _check_relations(neighbouring: str | Sequence[str] | None) -> list[str]:
@@ -116,6 +125,33 @@ def _check_relations(neighbouring: str | Sequence[str] | None) -> list[str]:
     if not names or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f"neighbouring must be a relation name or a list of them, got {neighbouring!r}")
     return sorted(set(names))
+
+
+def _check_options(
+    epsilon: object,
+    delta: object,
+    dataset: object,
+    neighbouring: str | Sequence[str] | None,
+    value_discretization_interval: object,
+    timeout: object,
+) -> tuple[float | None, float | None, list[str], float]:
+    """Check a ledger's parameters before anything is created: ``(epsilon, delta, relations, timeout)``."""
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+    if dataset is not None and not isinstance(dataset, str):
+        raise TypeError(f"dataset must be a string, got {type(dataset).__name__}")
+    relations = _check_relations(neighbouring)
+    if value_discretization_interval is not None and not (
+        isinstance(value_discretization_interval, numbers.Real) and 0 < value_discretization_interval <= 0.1
+    ):
+        raise ValueError(
+            f"value_discretization_interval must lie in (0, 0.1], got {value_discretization_interval!r}"
+        )
+    if (epsilon is None) != (delta is None):
+        raise ValueError("pass both epsilon and delta (the budget), or neither to open an existing ledger")
+    if epsilon is not None:
+        epsilon, delta = _check_budget(epsilon, delta)
+    return epsilon, delta, relations, float(timeout)
 
 
 class BudgetLedger(LedgerFile):
@@ -209,6 +245,14 @@ class BudgetLedger(LedgerFile):
     refused: 0.92 spent, 1.66 > 1.5
     """
 
+    def __new__(cls, path: object = None, *args: object, **kwargs: object) -> BudgetLedger:  # noqa: D102
+        # BudgetLedger("postgresql://...") is a ledger on a PostgreSQL server (ledger._postgres)
+        if cls is BudgetLedger and is_server_url(path):
+            from dptensor.privacy.ledger._postgres import ServerLedger
+
+            return super().__new__(ServerLedger)
+        return super().__new__(cls)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -232,25 +276,9 @@ class BudgetLedger(LedgerFile):
         self._seen_ledgers = SeenLedgers(state_dir)  # the latest state seen of each ledger, outside it
         self._accept_rollback = bool(accept_rollback)  # for the state found when opening only
         self._accepted_restore: dict[str, Any] | None = None
-        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        self._timeout = float(timeout)
-        if dataset is not None and not isinstance(dataset, str):
-            raise TypeError(f"dataset must be a string, got {type(dataset).__name__}")
-        relations = _check_relations(neighbouring)
-        if value_discretization_interval is not None and not (
-            isinstance(value_discretization_interval, numbers.Real)
-            and 0 < value_discretization_interval <= 0.1
-        ):
-            raise ValueError(
-                f"value_discretization_interval must lie in (0, 0.1], got {value_discretization_interval!r}"
-            )
-        if (epsilon is None) != (delta is None):
-            raise ValueError(
-                "pass both epsilon and delta (the budget), or neither to open an existing ledger"
-            )
-        if epsilon is not None:
-            epsilon, delta = _check_budget(epsilon, delta)
+        epsilon, delta, relations, self._timeout = _check_options(
+            epsilon, delta, dataset, neighbouring, value_discretization_interval, timeout
+        )
         if not self._path.exists():
             if epsilon is None:
                 raise LedgerError(
@@ -515,43 +543,16 @@ class BudgetLedger(LedgerFile):
         """
         event = self._event_of(guarantee)
         assert event is not None
-        row = {
-            "token": uuid.uuid4().hex,
-            "time": _now(),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "user": _user(),
-            "argv": shlex.join(sys.argv) if sys.argv else "",
-            "caller": _caller(),
-            "description": str(description),
-            "neighbouring": guarantee.neighbouring,
-            "epsilon": float(guarantee.epsilon),
-            "delta": float(guarantee.delta),
-            "mechanism": guarantee.mechanism,
-            "n_releases": int(guarantee.n_releases),
-            "event": encode_event(event),
-            "guarantee": json_text(guarantee.to_dict(), indent=None),
-        }
+        row = self._new_row(guarantee, event, description)
         committing = False
         try:
             with self._connection("the charge was not recorded and nothing was computed") as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     meta, records, checksum = self._verified(conn)
+                    self._refuse_moved(meta)
                     relations = meta["relations"]
-                    if relations and not implies_any(guarantee.neighbouring, relations):
-                        raise ValueError(
-                            f"the budget ledger {self._path} accepts releases under "
-                            f"{_names(relations)}; this "
-                            f"release protects the {guarantee.neighbouring!r} relation. Releases under "
-                            "different relations do not compose into one guarantee: use a ledger per "
-                            "relation, or create one with neighbouring=[...] listing both if one change of "
-                            "the unit you protect is a neighbouring change under each. Nothing was computed."
-                        )
-                    events = [record["event"] for record in records]
-                    total = self._compose([*events, event])
-                    if not total <= self.epsilon:
-                        raise self._exceeded(guarantee, self._compose(events), total)
+                    total = self._admit(guarantee, event, relations, [record["event"] for record in records])
                     row["id"] = records[-1]["id"] + 1 if records else 1
                     row["spent_after"] = float(total)
                     conn.execute(
@@ -573,6 +574,62 @@ class BudgetLedger(LedgerFile):
         # committed: the latest state seen of the ledger moves to it
         self._seen_ledgers.advance(self._meta["id"], n_after, checksum, str(self._path))
         return self._charge_from_row(row)
+
+    def _new_row(
+        self,
+        guarantee: PrivacyGuarantee,
+        event: dp_accounting.DpEvent,
+        description: str,
+        token: str | None = None,
+    ) -> dict[str, Any]:
+        """A charge's row, without its ``id`` and ``spent_after`` (known inside the transaction)."""
+        return {
+            "token": token or uuid.uuid4().hex,
+            "time": _now(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "user": _user(),
+            "argv": shlex.join(sys.argv) if sys.argv else "",
+            "caller": _caller(),
+            "description": str(description),
+            "neighbouring": guarantee.neighbouring,
+            "epsilon": float(guarantee.epsilon),
+            "delta": float(guarantee.delta),
+            "mechanism": guarantee.mechanism,
+            "n_releases": int(guarantee.n_releases),
+            "event": encode_event(event),
+            "guarantee": json_text(guarantee.to_dict(), indent=None),
+        }
+
+    def _refuse_moved(self, meta: dict[str, Any]) -> None:
+        """Refuse to charge a file ledger whose history was moved to a server (``budget migrate``)."""
+        if meta.get("moved_to"):
+            raise LedgerError(
+                f"the budget ledger {self._path} was moved to {meta['moved_to']} (dptensor budget migrate): "
+                "charge that ledger instead. Nothing was computed."
+            )
+
+    def _admit(
+        self,
+        guarantee: PrivacyGuarantee,
+        event: dp_accounting.DpEvent,
+        relations: Sequence[str],
+        events: Sequence[dp_accounting.DpEvent],
+    ) -> float:
+        """The composed total with ``event`` added to ``events``, or the refusal (relation, budget)."""
+        if relations and not implies_any(guarantee.neighbouring, relations):
+            raise ValueError(
+                f"the budget ledger {self._path} accepts releases under "
+                f"{_names(relations)}; this "
+                f"release protects the {guarantee.neighbouring!r} relation. Releases under "
+                "different relations do not compose into one guarantee: use a ledger per "
+                "relation, or create one with neighbouring=[...] listing both if one change of "
+                "the unit you protect is a neighbouring change under each. Nothing was computed."
+            )
+        total = self._compose([*events, event])
+        if not total <= self.epsilon:
+            raise self._exceeded(guarantee, self._compose(events), total)
+        return total
 
     def _recorded(self, token: str) -> bool:
         try:

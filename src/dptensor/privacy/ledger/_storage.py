@@ -444,6 +444,8 @@ class LedgerFile:
         try:
             rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             meta = {key: json.loads(rows[key]) for key in _META_KEYS + (_STATE_KEYS if with_state else ())}
+            if "moved_to" in rows:  # the history was moved to a server (`dptensor budget migrate`)
+                meta["moved_to"] = json.loads(rows["moved_to"])
             _check_budget(meta["epsilon"], meta["delta"])
             if not isinstance(meta["relations"], list):
                 raise ValueError("relations is not a list")
@@ -592,3 +594,26 @@ class LedgerFile:
                 (json.dumps(list(relations)), "relations"),
             ],
         )
+
+    def _mark_moved(self, url: str, n_charges: int, checksum: str) -> None:
+        """Record that the history moved to ``url``: the file refuses every later charge.
+
+        Only if the file still holds exactly the ``n_charges`` charges sealed by ``checksum``
+        (those copied); otherwise a :class:`LedgerError` and nothing is marked.
+        """
+        with self._connection("could not mark the ledger as moved") as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                meta = self._read_meta(conn)
+                if (meta["n_charges"], meta["checksum"]) != (n_charges, checksum):
+                    raise LedgerError(
+                        f"the budget ledger {self._path} was charged while it was being moved: run the "
+                        "migration again"
+                    )
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", ("moved_to", json.dumps(url))
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
