@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dptensor.cli import main, observe_command
+from dptensor.models.recommend.estimator import METHODS
 from dptensor.models.recommend.persistence import read_recommender_file
 from dptensor.privacy.audit import observable_differences
 
@@ -104,10 +105,10 @@ def test_top_fills_every_slot_and_refuses_a_too_large_top(files, capsys):
     (["--epsilon", "1"], "--epsilon needs a public item catalogue: pass --items ITEMFILE"),
     (["--epsilon", "1", "--items", "items.txt", "--catalogue", "select"], "exclude each other"),
     (["--epsilon", "1", "--catalogue", "public"], "--catalogue public needs the public list"),
-    (["--epsilon", "1", "--catalogue", "select"], "--catalogue select needs --method popularity or ease"),
+    (["--epsilon", "1", "--catalogue", "select"],
+     "--catalogue select needs --method popularity, ease or ials"),
     (["--delta", "1e-6"], "--delta: privacy options need --epsilon"),
     (["--ledger", "b.ledger"], "releases nothing private"),
-    (["--epsilon", "1", "--items", "items.txt", "--method", "ials"], "--method ials has no private version"),
     (["--factors", "3"], "--factors sets the implicit ALS factors"),
     (["--set", "nope=1"], "RecommenderOptions has no option 'nope'"),
     (["--set", "ridge_scale=abc"], "--set ridge_scale: expected a number"),
@@ -166,6 +167,31 @@ def test_private_fit_prints_the_release_only_and_drops_unlisted_items_silently(f
     assert code == 0
     assert out_more.replace("q.npz", "p.npz") == out and err_more == err
     assert read_recommender_file(tmp / "q.npz").header["guarantee"] == saved.header["guarantee"]
+
+
+def test_private_ials_fit_saves_a_model_that_lists_new_users(files, capsys, monkeypatch):
+    # every model method has a private version: the private implicit ALS fits, saves its released item
+    # factors and the guarantee, and lists new users from their own file
+    from dptensor.models.recommend.private_estimator import PRIVATE_METHODS
+
+    assert set(PRIVATE_METHODS) == set(METHODS)
+    tmp, plays = files
+    monkeypatch.chdir(tmp)
+    args = _private(plays, "i.npz")
+    args[args.index("--method") + 1] = "ials"
+    code, out, _ = _run(capsys, *args, "--factors", "3", "--seed", "0")
+    assert code == 0 and "private ials model" in out and "'user' relation" in out
+    saved = read_recommender_file(tmp / "i.npz").model
+    assert saved.method_ == "ials" and saved.item_side_.factors.shape == (N_ITEMS, 3)
+    assert saved.guarantee_.details["ials"]["clip"] == 0.1
+    Path("new.csv").write_text("user,item\nann,m0\nann,m1\n")
+    code, _, err = _run(capsys, "recommend", "top", "i.npz", "--for", "new.csv", "--top", "2", "--out",
+                        "t.csv")
+    assert code == 0, err
+    rows = list(csv.reader(open("t.csv", newline="")))
+    listed = [r[2] for r in rows[1:]]
+    assert [r[0] for r in rows[1:]] == ["ann"] * 2 and set(listed) <= set(ITEMS)
+    assert not {"m0", "m1"} & set(listed)  # their own items are left out
 
 
 @contextmanager
@@ -298,7 +324,6 @@ def test_evaluate_prints_the_table_and_writes_json(files, capsys):
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--test-users", "5"], "--test-users sets the held-out-users protocol"),
-    (["--epsilon", "1", "--method", "ials"], "--method ials has no private version"),
     (["--protocol", "held-out-users", "--test-users", "40"], "--test-users"),
 ])
 def test_evaluate_refusals(files, capsys, extra, message):

@@ -54,10 +54,6 @@ from dptensor.models.recommend.ranking import check_top_n
 from dptensor.privacy import BudgetLedger
 from dptensor.report import ReportPage, add_guarantee
 
-#: The private methods the command offers (the private implicit ALS has no canary audit that catches an
-#: under-noised fit yet, so it stays a library method; issue 51's note)
-PRIVATE_METHODS = ("auto", "popularity", "ease")
-
 #: ``fit``'s options of a private fit (refused without --epsilon).
 PRIVATE_OPTIONS = ("delta", "catalogue", "max_items_per_user", "noise")
 #: A private fit's delta when --delta is not given.
@@ -358,9 +354,6 @@ def check_fit_options(args: argparse.Namespace) -> None:
                       "privacy options need --epsilon; without it the fit is not private")
         return
     problems = []
-    if args.method not in PRIVATE_METHODS:
-        problems.append(f"--method {args.method} has no private version: with --epsilon use "
-                        f"{', '.join(PRIVATE_METHODS)}")
     if args.catalogue == "select" and args.items is not None:
         problems.append("--items and --catalogue select exclude each other: the catalogue is either the "
                         "public list or chosen under DP")
@@ -369,9 +362,9 @@ def check_fit_options(args: argparse.Namespace) -> None:
                         f"of item ids, one a line) or --catalogue select (choose the items under DP); the "
                         f"item ids in {args.file} are not public (which items occur depends on the users)")
     if args.catalogue == "select" and args.method == "auto":
-        problems.append(f"--catalogue select needs --method popularity or ease: --method auto asks the "
-                        f"planner, which reads the number of items, and here that is the number of distinct "
-                        f"items in {args.file} (private)")
+        problems.append(f"--catalogue select needs --method popularity, ease or ials: --method auto asks "
+                        f"the planner, which reads the number of items, and here that is the number of "
+                        f"distinct items in {args.file} (private)")
     if args.catalogue == "public" and args.items is None:
         problems.append("--catalogue public needs the public list: pass --items ITEMFILE")
     refuse_problems(problems)
@@ -386,7 +379,8 @@ def build_model(args: argparse.Namespace, ledger: BudgetLedger | None = None, no
                            random_state=args.seed, n_jobs=n_jobs, verbose=not args.quiet)
     return PrivateRecommender(
         epsilon=args.epsilon, delta=DEFAULT_DELTA if args.delta is None else args.delta, method=args.method,
-        max_items_per_user=args.max_items_per_user, catalogue=args.catalogue or "public", options=options,
+        n_factors=args.factors, max_items_per_user=args.max_items_per_user,
+        catalogue=args.catalogue or "public", options=options,
         random_state=args.seed, n_jobs=n_jobs, noise=noise or args.noise, ledger=ledger,
         verbose=not args.quiet,
     )
@@ -566,9 +560,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from dptensor.evaluation.topn import evaluate_top_n, held_out_users_split, per_user_split
 
     output_path(args.out, "--out", suffixes=(".json",))
-    if args.epsilon is not None and args.method not in PRIVATE_METHODS:
-        raise ValueError(f"--method {args.method} has no private version: with --epsilon use "
-                         f"{', '.join(PRIVATE_METHODS)}")
     if args.protocol != "held-out-users":
         refuse_unused(args, ["test_users"], "--test-users sets the held-out-users protocol's test users")
     options = parse_options(args.options)
