@@ -14,6 +14,9 @@ from dptensor._files import atomic_path
 from dptensor.cli._io import write_json
 from dptensor.cli._options import add_quiet_argument, output_path, positive_float, probability
 from dptensor.privacy import BudgetLedger, Charge, LedgerError, PrivacyWarning
+from dptensor.privacy.ledger import is_server_url
+
+_WHERE = "the ledger: a file (SQLite), or a server URL postgresql://USER@HOST/DB?dataset=NAME"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,23 +27,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "A budget ledger holds one (epsilon, delta) budget for a data set. Every private dptensor run "
             "given --ledger FILE is charged to it before it reads the data and is refused (exit code 2, "
             "nothing written) if the exact composition (PLD, dp-accounting) of all charges would exceed "
-            "the budget. Safe for many processes at once on one machine's disk."
+            "the budget. A file ledger is safe for many processes at once on one machine's disk; a ledger "
+            "on a PostgreSQL server (--ledger postgresql://USER@HOST/DB?dataset=NAME, pip install "
+            "'dptensor[server]') is shared by a team's analysts on several machines."
         ),
         epilog="examples:\n"
         "  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n"
         "  dptensor complete train.csv --rank 3 --privacy gradient_dpsgd --neighbouring entry-value \\\n"
-        "      --epsilon 0.8 --ledger ratings.ledger\n  dptensor budget show ratings.ledger\n",
+        "      --epsilon 0.8 --ledger ratings.ledger\n  dptensor budget show ratings.ledger\n"
+        "  dptensor budget create 'postgresql://curator@db/budgets?dataset=ratings' --epsilon 2 "
+        "--delta 1e-5 --analyst-role ratings_analysts\n"
+        "  dptensor budget migrate ratings.ledger 'postgresql://curator@db/budgets?dataset=ratings'\n",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser(
         "create",
-        help="create a new ledger file with a budget",
-        description="Create a new budget ledger; an existing file is never replaced.",
+        help="create a new ledger (a file, or a data set's ledger on a server) with a budget",
+        description="Create a new budget ledger; an existing one is never replaced.",
         epilog="example:\n"
         "  dptensor budget create ratings.ledger --epsilon 2 --delta 1e-5 --dataset ratings\n",
     )
-    create.add_argument("file", help="the ledger file to create (SQLite)")
+    create.add_argument("file", metavar="LEDGER", help=f"{_WHERE}; created")
     create.add_argument("--epsilon", type=positive_float, required=True, help="total epsilon budget")
     create.add_argument("--delta", type=probability, required=True, help="total delta budget")
     create.add_argument("--dataset", metavar="NAME", help="name of the data set the budget protects")
@@ -52,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "accept several (you assert that one change of the protected unit is a "
         "neighbouring change under each); default: fixed by the first charge",
     )
+    create.add_argument(
+        "--analyst-role",
+        metavar="ROLE",
+        help="server ledgers: the database role whose members (the analysts) may read and charge it; "
+        "they can never change or delete a charge or the budget (default: dptensor_analyst)",
+    )
     add_quiet_argument(create)
     create.set_defaults(func=run_create)
 
@@ -59,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "show", help="the budget, what is spent and left, and a table of charges",
         epilog="example:\n  dptensor budget show ratings.ledger --json budget.json --plot budget.png\n",
     )  # fmt: skip
-    show.add_argument("file", help="the ledger file")
+    show.add_argument("file", metavar="LEDGER", help=_WHERE)
     show.add_argument("--json", metavar="FILE", help="also write the summary and every charge as JSON")
     show.add_argument(
         "--plot", metavar="FILE.png", help="also draw the epsilon spent over time, by caller (PNG)",
@@ -72,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "guarantee)",
         epilog="example:\n  dptensor budget history ratings.ledger --csv charges.csv\n",
     )  # fmt: skip
-    history.add_argument("file", help="the ledger file")
+    history.add_argument("file", metavar="LEDGER", help=_WHERE)
     history.add_argument(
         "--csv",
         metavar="OUT",
@@ -100,29 +114,63 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_quiet_argument(accept)
     accept.set_defaults(func=run_accept_restore)
 
+    migrate = actions.add_parser(
+        "migrate",
+        help="move a ledger file's history to a ledger on a PostgreSQL server",
+        description=(
+            "Copy every charge of a ledger file, with its budget and relations, into a new ledger on a "
+            "PostgreSQL server (one transaction), check that the server's chained checksum equals the "
+            "file's, then mark the file as moved: it stays readable and refuses every further charge."
+        ),
+        epilog="example:\n  dptensor budget migrate ratings.ledger "
+        "'postgresql://curator@db/budgets?dataset=ratings' --analyst-role ratings_analysts\n",
+    )
+    migrate.add_argument("file", help="the ledger file")
+    migrate.add_argument("url", help="the server ledger to create: postgresql://USER@HOST/DB[?dataset=NAME] "
+                         "(default name: the file's data set)")  # fmt: skip
+    migrate.add_argument("--analyst-role", metavar="ROLE", help="the analysts' database role (default: "
+                         "dptensor_analyst)")  # fmt: skip
+    add_quiet_argument(migrate)
+    migrate.set_defaults(func=run_migrate)
+
 
 def _open(path: str) -> BudgetLedger:
     return BudgetLedger(path)
 
 
 def run_create(args: argparse.Namespace) -> int:
-    output_path(args.file, "FILE")
-    if Path(args.file).exists():
-        raise LedgerError(
-            f"{args.file} already exists; a ledger is never replaced (delete it to start a new budget)"
-        )
+    server = is_server_url(args.file)
+    if server:
+        try:
+            existing = BudgetLedger(args.file, dataset=args.dataset)
+        except LedgerError as exc:
+            if "no budget ledger" not in str(exc):
+                raise
+        else:
+            existing.close()
+            raise LedgerError(f"{existing.path} already exists; a ledger is never replaced")
+    else:
+        if args.analyst_role is not None:
+            raise ValueError("--analyst-role is for a ledger on a server (a postgresql:// URL)")
+        output_path(args.file, "LEDGER")
+        if Path(args.file).exists():
+            raise LedgerError(
+                f"{args.file} already exists; a ledger is never replaced (delete it to start a new budget)"
+            )
     ledger = BudgetLedger(
         args.file,
         epsilon=args.epsilon,
         delta=args.delta,
         dataset=args.dataset,
         neighbouring=args.neighbouring,
+        **({"analyst_role": args.analyst_role} if server and args.analyst_role else {}),
     )
     _say(
         args,
         f"created {ledger.path}: budget epsilon={ledger.epsilon:g}, delta={ledger.delta:g}"
         + (f", data set {ledger.dataset!r}" if ledger.dataset is not None else "")
         + (f", relation(s) {', '.join(ledger.relations)}" if ledger.relations else "")
+        + (f"; analysts: members of the database role {ledger.analyst_role!r}" if server else "")
     )
     return 0
 
@@ -226,3 +274,18 @@ def _write_rows(handle, fields: list[str], charges: Sequence[Charge]) -> None:  
     writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(c.to_row() for c in charges)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from dptensor.privacy.ledger._postgres import migrate_to_server
+
+    if not is_server_url(args.url):
+        raise ValueError(f"URL must be a postgresql:// URL, got {args.url!r}")
+    ledger = migrate_to_server(args.file, args.url, analyst_role=args.analyst_role)
+    with ledger:
+        _say(
+            args,
+            f"moved {len(ledger.charges())} charge(s) of {args.file} to {ledger.path} (checksum "
+            f"{ledger.history_checksum()[:16]}... verified); {args.file} now refuses every charge",
+        )
+    return 0
