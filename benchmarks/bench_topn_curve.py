@@ -29,6 +29,8 @@ Usage::
     python benchmarks/bench_topn_curve.py --inter /work/data/ml-100k.inter
     python benchmarks/bench_topn_curve.py --inter /work/data/ml-100k.inter \\
         --users 1000 3000 10000 30000 100000 300000 --out benchmarks/results/topn_curve.json
+    python benchmarks/bench_topn_curve.py --inter ml-100k.inter --users 1000 10000 100000 \\
+        --epsilons 1 --repeats 1 --ials --out benchmarks/results/topn_curve_ials.json
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import scipy.sparse as sp
 
 from dptensor.datasets import ImplicitFeedbackModel
 from dptensor.evaluation.topn import evaluate_top_n, per_user_split
-from dptensor.models.recommend import PrivateRecommender
+from dptensor.models.recommend import PrivateRecommender, Recommender
 from dptensor.models.recommend.ease import ease_from_gram, ease_ridge
 from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.models.recommend.private_estimator import private_ease_ridge
@@ -170,6 +172,9 @@ def run_point(stats: Statistics, given, target, args) -> dict:
             if best is None or point["recall@20"] > best["recall@20"]:
                 best = point
         methods["ease best"] = best
+    if args.ials and stats.rows is not None:
+        model = Recommender(method="ials", random_state=0).fit(stats.rows)
+        methods["ials"] = score(given, target, model.score_rows)
     repeats = args.repeats if stats.n_users <= args.repeat_below else 1
     for epsilon in args.epsilons:
         sigma = noise_sigma(epsilon, args.delta)
@@ -194,6 +199,12 @@ def run_point(stats: Statistics, given, target, args) -> dict:
                 runs.setdefault("PrivateRecommender", []).append(
                     {"recall@20": metrics["recall@20"], "ndcg@10": metrics["ndcg@10"],
                      "coverage@20": metrics["coverage@20"], "method": model.method_})
+                if args.ials:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        model = PrivateRecommender(epsilon, args.delta, method="ials", random_state=seed,
+                                                   noise=insecure_test_noise(seed + 2)).fit(stats.rows)
+                    runs.setdefault("private ials", []).append(score(given, target, model.score_rows))
         for name, values in runs.items():
             summary = {key: float(np.mean([v[key] for v in values])) for key in ("recall@20", "ndcg@10",
                                                                                   "coverage@20")}
@@ -219,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="noise repeats only up to this many users (one above)")
     parser.add_argument("--estimator-below", type=int, default=100000,
                         help="fit PrivateRecommender itself up to this many users (it needs the rows)")
+    parser.add_argument("--ials", action="store_true",
+                        help="also the implicit ALS, non-private and private "
+                             "(PrivateRecommender(method='ials')), where the rows are kept")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--figure", type=Path, default=None)
     args = parser.parse_args(argv)
