@@ -213,7 +213,7 @@ def cases(eps: float):
         "DPVariationalLDA, init=moments, 84 words": (
             lambda: DPVariationalLDA(2, init="moments", n_passes=1, epsilon=eps, delta=delta, random_state=0),
             moments_corpus, {"n_runs": 20}, ("moment start",)),
-        "DP-ALS user, 3000 x 16 x 1, max_ratings=2 (spectral start)": (
+        "DP-ALS user, 3000 x 16 x 1, max_ratings=2, spectral start": (
             lambda: TensorCompletion(2, privacy="als", neighbouring="user", epsilon=eps, delta=delta,
                                      value_range=(1, 5), max_ratings=2, random_state=0), spectral_users,
             {"n_runs": 40}, ("spectral start",)),
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write the rows as JSON")
     args = parser.parse_args()
     rows = []
-    print(f"{'model':<38} {'variant':<36} {'claim':>6} {'lower':>7} {'fits':>5} {'s':>6}  verdict")
+    print(f"{'model':<60} {'variant':<36} {'claim':>6} {'lower':>7} {'fits':>5} {'s':>6}  verdict")
     for eps in args.epsilons:
         for name, variant, make, data, unproven, options in cases(eps):
             start = time.perf_counter()
@@ -249,11 +249,11 @@ def main() -> None:
                         result = audit_estimator(make, data, method="one-run", random_state=0,
                                                  **{"n_runs": args.runs, **options})
             except Exception as exc:  # noqa: BLE001 - a configuration that cannot run is reported, not fatal
-                print(f"{name:<38} {variant:<36} {eps:>6g}   error: {type(exc).__name__}: {exc}")
+                print(f"{name:<60} {variant:<36} {eps:>6g}   error: {type(exc).__name__}: {exc}")
                 continue
             seconds = time.perf_counter() - start
             verdict = "REFUTED" if result.violated else ("no power" if result.epsilon_lower == 0 else "ok")
-            print(f"{name:<38} {variant:<36} {result.epsilon_claimed:>6g} {result.epsilon_lower:>7.3f} "
+            print(f"{name:<60} {variant:<36} {result.epsilon_claimed:>6g} {result.epsilon_lower:>7.3f} "
                   f"{result.n_runs:>5} {seconds:>6.1f}  {verdict} ({result.details['release']})", flush=True)
             rows.append({"model": name, "variant": variant, **result.to_dict(), "seconds": seconds})
     if args.out:
