@@ -16,17 +16,41 @@ from collections.abc import Iterator
 
 from dptensor.privacy import BudgetLedger
 
-__all__ = ["add_ledger_argument", "open_ledger", "opened_ledger"]
+__all__ = [
+    "ASKED_BEFORE_PARSING",
+    "CHARGED_AFTER_INPUT_CHECKS",
+    "add_ledger_argument",
+    "open_ledger",
+    "opened_ledger",
+]
 
 
-def add_ledger_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """Add ``--ledger FILE``: the privacy budget (``dptensor budget create``) charged before any release."""
+#: When a command's ledger is asked and charged, as its ``--ledger`` help says it.
+CHARGED_AFTER_INPUT_CHECKS = (
+    "the release is charged to it before anything is computed from the data (the input is read and "
+    "checked first, so that an invalid file costs no budget)"
+)
+ASKED_BEFORE_PARSING = (
+    "the ledger is asked for the whole run from the input's public sizes before the input is parsed, "
+    "and each release is charged before anything is computed from the data (after the input checks, so "
+    "that an invalid file costs no budget)"
+)
+
+
+def add_ledger_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, when: str = CHARGED_AFTER_INPUT_CHECKS
+) -> None:
+    """Add ``--ledger FILE``: the privacy budget (``dptensor budget create``) charged before any release.
+
+    ``when`` says when the command asks and charges the ledger: :data:`ASKED_BEFORE_PARSING` for a
+    command that plans its run from public sizes before it parses the input (``lda fit``),
+    :data:`CHARGED_AFTER_INPUT_CHECKS` otherwise.
+    """
     parser.add_argument(
         "--ledger",
         metavar="FILE",
-        help="privacy budget ledger (create it with `dptensor budget create`): the release is charged to it "
-        "before the data is read, and refused (exit code 2, nothing written) if it would exceed the "
-        "budget",
+        help=f"privacy budget ledger (create it with `dptensor budget create`): {when}; refused (exit code "
+        "2, nothing written) if it would exceed the budget",
     )
 
 

@@ -37,7 +37,7 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
-from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._privacy import ASKED_BEFORE_PARSING, add_ledger_argument, opened_ledger
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
     LETTER_TOKEN_PATTERN,
@@ -47,6 +47,7 @@ from dptensor.datasets.corpus import (
     load_corpus,
     load_text_corpus,
     load_vocabulary,
+    public_corpus_shape,
     read_text_documents,
 )
 from dptensor.decomposition.private_whitening import whitening_subspace_rule
@@ -287,7 +288,7 @@ def _private_arguments(parser: argparse.ArgumentParser) -> None:
                             "chosen by the planner from public sizes, the largest share from 0.1 to 0.5 that "
                             "keeps its verdict on the topics (0.2 where it does not apply: --method vi, "
                             "--no-clip)")
-    add_ledger_argument(group)
+    add_ledger_argument(group, when=ASKED_BEFORE_PARSING)
 
 
 def _research_arguments(parser: argparse.ArgumentParser) -> None:
@@ -633,11 +634,7 @@ def _private_vocabulary_corpus(
     path = Path(args.corpus)
     if documents is None:
         documents = read_text_documents(path, encoding=args.encoding, private=True)
-    vectorizer = PrivateCountVectorizer(
-        args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
-        max_words_per_document=args.max_doc_words, stop_words=args.stop_words,
-        token_pattern=args.token_pattern, noise=args.noise, ledger=ledger,
-    )  # fmt: skip
+    vectorizer = _vocabulary_vectorizer(args, ledger)
     with _opt_in(args):
         if isinstance(model, PrivateSpectralLDA):
             pad = not model.check_configuration(len(documents), args.private_vocab)
@@ -681,6 +678,54 @@ def _private_vocabulary_corpus(
                       "(pad_short_documents)", args.quiet)
         counts = pad_short_documents(counts)
     return Corpus(counts, words, str(path), args.token_pattern), vectorizer.guarantee_
+
+
+def _vocabulary_vectorizer(args: argparse.Namespace, ledger: BudgetLedger | None) -> PrivateCountVectorizer:
+    """``--private-vocab V``'s vectoriser: ``--vocab-share`` of ``--epsilon`` and ``--delta``."""
+    return PrivateCountVectorizer(
+        args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
+        max_words_per_document=args.max_doc_words, stop_words=args.stop_words,
+        token_pattern=args.token_pattern, noise=args.noise, ledger=ledger,
+    )  # fmt: skip
+
+
+def check_ledger_before_parsing(
+    args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA,
+    shape: tuple[int, int | None] | None,
+) -> None:
+    """Ask the ledger for the whole run from the corpus's public sizes, before the corpus is parsed.
+
+    ``shape`` is :func:`~dptensor.datasets.corpus.public_corpus_shape`'s ``(N, V)`` (``V`` is
+    ``--private-vocab``'s most words with a private vocabulary). A ledger that cannot pay for the
+    vocabulary and the model together (:func:`~dptensor.models.pipeline_plan.check_pipeline_budget`)
+    refuses here, before a byte of a document is interpreted: the refusal depends on the ledger and
+    public sizes only. The charges themselves come later, each after the input checks, so that an
+    invalid corpus costs no budget; a plan the model refuses is left to those checks, which say so
+    in their own words.
+    """
+    if ledger is None or shape is None or shape[0] < 1:
+        return
+    n_documents, n_words = shape[0], args.private_vocab if args.private_vocab is not None else shape[1]
+    if n_words is None:
+        return
+    with _opt_in(args), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the plan's warnings come again, in order, from the run itself
+        try:
+            steps = [] if args.private_vocab is None else [[_vocabulary_vectorizer(args, ledger)
+                                                            .planned_guarantee()]]
+            steps.append(model_guarantees(model, n_documents, n_words))
+        except ValueError:
+            return
+    if steps[-1]:
+        check_pipeline_budget(ledger, steps, what="the model of this run" if len(steps) == 1 else
+                              "the vocabulary and the model of this run together")
+
+
+def _public_shape_of(args: argparse.Namespace) -> tuple[int, int | None] | None:
+    """The corpus's ``(N, V)`` before it is parsed (the vocabulary file names ``V`` of plain text only)."""
+    path = Path(args.corpus)
+    return public_corpus_shape(path, vocabulary=args.vocab if _is_plain_text(path) else None,
+                               encoding=args.encoding)
 
 
 def _opt_in(args: argparse.Namespace) -> AbstractContextManager:
@@ -836,13 +881,18 @@ def run_private_fit(
     """
     session = session or ParallelSession(None)
     documents = None
-    if args.private_vocab is not None and _corpus_parts(args, session) is None:  # (parts: refused)
-        # the share and the prediction come before the vocabulary is charged: N (public) is the
-        # number of documents
-        documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
-        choose_vocab_share(args, len(documents))
-    model = build_private_model(args, ledger, n_jobs=session.n_jobs)
     parts = _corpus_parts(args, session)
+    shape = None if parts is not None else _public_shape_of(args)
+    if args.private_vocab is not None and parts is None:  # (parts: refused)
+        # the share and the prediction come before the vocabulary is charged: N (public) is the
+        # number of documents, counted before they are parsed where it can be
+        if shape is None:
+            documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
+        choose_vocab_share(args, len(documents) if shape is None else shape[0])
+    model = build_private_model(args, ledger, n_jobs=session.n_jobs)
+    check_ledger_before_parsing(args, ledger, model, shape)
+    if args.private_vocab is not None and parts is None and documents is None:
+        documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
     vocabulary_guarantee = None
     predicted = False
     if parts is not None:
@@ -950,6 +1000,8 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
     if private and args.private_vocab is not None:
         choose_vocab_share(args, None)
     model = build_vi_model(args, ledger)
+    if private:
+        check_ledger_before_parsing(args, ledger, model, _public_shape_of(args))
     if private and args.private_vocab is not None:
         corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)
     else:

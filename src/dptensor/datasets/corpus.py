@@ -511,3 +511,43 @@ def most_frequent_words(corpus: Corpus, max_features: int) -> Corpus:
     keep = np.sort(np.argsort(-totals, kind="stable")[:max_features])
     vocab = [corpus.vocabulary[j] for j in keep] if corpus.vocabulary is not None else None
     return Corpus(corpus.counts[:, keep].tocsr(), vocab, corpus.source, corpus.token_pattern)
+
+
+def public_corpus_shape(
+    path: str | Path, *, vocabulary: str | Path | None = None, encoding: str = DEFAULT_ENCODING
+) -> tuple[int, int | None] | None:
+    """``(N, V)`` of a corpus from its public facts, without parsing a document.
+
+    ``N`` is the number of documents (lines of a plain-text file, counted with undecodable bytes
+    escaped, so that no byte of a document is interpreted; ``.txt`` files of a folder; the header of
+    a count matrix) and ``V`` the number of words (a count matrix's columns, the lines of the public
+    ``vocabulary`` file; ``None`` for plain text without one). A private command asks its ledger
+    with them before it parses the corpus, so that a ledger that cannot pay refuses first.
+
+    Returns
+    -------
+    tuple of (int, int or None), or None
+        ``None`` when the sizes cannot be told without parsing (a missing or damaged file, an
+        encoding whose line ends are not ASCII bytes): the parse then reports the problem.
+    """
+    path = Path(path)
+    try:
+        words = len(load_vocabulary(vocabulary, encoding=encoding)) if vocabulary is not None else None
+        if path.is_dir():
+            return sum(1 for p in path.iterdir() if p.suffix == ".txt" and p.is_file()), words
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                rows, columns = (int(size) for size in archive["shape"])
+            return rows, columns
+        if path.suffix == ".mtx":
+            rows, columns = scipy.io.mminfo(str(path))[:2]
+            return int(rows), int(columns)
+        if is_count_file(path):  # UCI docword: the header's D and W
+            with _open_text(path, encoding) as f:
+                rows, columns = int(f.readline()), int(f.readline())
+            return rows, columns
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding=encoding, errors="surrogateescape") as f:
+            return sum(1 for _ in f), words
+    except (OSError, EOFError, ValueError, KeyError, LookupError):  # UnicodeError is a ValueError
+        return None

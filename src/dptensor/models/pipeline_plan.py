@@ -87,7 +87,8 @@ def model_guarantees(
 
 
 def check_pipeline_budget(
-    ledger: object, steps: Sequence[Sequence[PrivacyGuarantee]], *, what: str = "the vocabulary and the model"
+    ledger: object, steps: Sequence[Sequence[PrivacyGuarantee]], *,
+    what: str = "the vocabulary and the model of this run together",
 ) -> None:
     """Refuse, before the first release of a run, a run whose later releases the ledger could not pay.
 
@@ -99,7 +100,7 @@ def check_pipeline_budget(
         In the order they are charged, each step's possible charges (a model after a private
         vocabulary: its guarantee at each size the vocabulary may have, :func:`model_guarantees`).
     what : str
-        The steps, for the message.
+        The steps, for the message ("... has spent ...; {what} would bring it to ...").
 
     Raises
     ------
@@ -115,9 +116,9 @@ def check_pipeline_budget(
             spent = ledger.spent()
             raise BudgetExceededError(
                 f"privacy budget exceeded: the ledger {ledger.path} has spent epsilon={spent:.6g} of "
-                f"{ledger.epsilon:g} (delta={ledger.delta:g}); {what} of this run together would bring "
-                f"it to epsilon={total:.6g}. Nothing was charged and nothing computed (no step is "
-                "released when a step after it could not be paid for).",
+                f"{ledger.epsilon:g} (delta={ledger.delta:g}); {what} would bring it to "
+                f"epsilon={total:.6g}. Nothing was charged and nothing computed (no step is released "
+                "when a step after it could not be paid for).",
                 path=str(ledger.path), budget_epsilon=ledger.epsilon, budget_delta=ledger.delta, spent=spent,
                 requested=together.epsilon, total=total,
             )
@@ -198,7 +199,7 @@ def check_private_pipeline(pipeline: Pipeline, n_documents: int) -> None:
         group[1].append(name)
         group[2].append(charges)
     for ledger, names, steps in groups.values():
-        check_pipeline_budget(ledger, steps, what=f"the steps {', '.join(names)}")
+        check_pipeline_budget(ledger, steps, what=f"the steps {', '.join(names)} of this run together")
 
 
 def _n_documents(X: object) -> int:

@@ -374,8 +374,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
     moment_components_ : ndarray of shape (k, d)
         The moment estimate (equal to ``components_`` without refinement).
     refinement_ : Refinement or None
-        The private refinement's record (passes, prior; no likelihood is computed on the private
-        path), ``None`` without refinement.
+        The private refinement's record (passes, prior, and ``released_counts``, the weighted
+        average of the passes' releases that the topics are post-processed from; no likelihood is
+        computed on the private path), ``None`` without refinement.
     shrinkage_ : float
         The ``lambda`` used by inference (``shrinkage``).
     budget_split_ : dict
