@@ -863,6 +863,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             eps = split_epsilons(float(self.epsilon), float(self.delta), float(self.init_share))[0]
         moments = self._moment_estimator(eps, int(rng.integers(2**31 - 1))).fit(X)
         lam = eta + START_SCALE * n_docs * np.asarray(moments.topic_word_distribution(), dtype=np.float64)
+        moments.timings_ = {}  # kept as moment_model_: its releases, not its wall times (DP-VI keeps none)
         return lam, moments
 
     def _run(
