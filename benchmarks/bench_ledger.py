@@ -22,21 +22,36 @@ Two parts, one JSON file (``benchmarks/results/ledger.json`` by default):
 2. **Stress test**: 8 processes x 50 charges racing against a budget that allows exactly 100
    (the default test suite's ``test_racing_processes_never_overspend``, run here once more):
    attempted, accepted, refused, final epsilon, seconds.
+3. **Server ledger** (``--server``; a ledger on PostgreSQL, ``BudgetLedger("postgresql://...")``):
+   the same stress test against the server; the throughput of 8 client processes charging one
+   ledger (``--server-charges`` charges in all, default 10 000, each a private power method run:
+   the Gaussian workload) and, for comparison, of 8 processes on a file ledger
+   (``--file-charges``, default 2000); then the time of ``dptensor budget show URL`` at that many
+   charges -- in a new process (every charge read, its checksum checked, the composition
+   computed) and, in-process, a second ``summary()`` of an open ledger (only new charges read,
+   the composition memoised). The server is ``--server-url URL`` or, by default, a throwaway
+   cluster started like the tests' (``tests/privacy/ledger/_postgres_server.py``, Debian's
+   ``postgresql`` package). Results in ``benchmarks/results/ledger_server.json``.
 
 Usage::
 
     python benchmarks/bench_ledger.py [--out benchmarks/results/ledger.json] [--sizes 0 100 1000]
         [--repeats 15] [--quick]
+    python benchmarks/bench_ledger.py --server [--server-charges 10000] [--file-charges 2000]
+        [--server-url postgresql://USER@HOST/DB] [--server-out benchmarks/results/ledger_server.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import dp_accounting
@@ -48,9 +63,10 @@ from dptensor.privacy import BudgetLedger, PrivacyGuarantee, composed_noise_mult
 from dptensor.privacy import ledger as ledger_module
 
 ROOT = Path(__file__).resolve().parent.parent
-# the test suite's guarantee helper and stress test, reused as they are
+# the test suite's guarantee helper, stress test and throwaway PostgreSQL server, reused as they are
 sys.path.insert(0, str(ROOT / "tests"))
-from test_privacy_ledger import event_guarantee  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "privacy" / "ledger"))
+from _helpers import event_guarantee  # noqa: E402
 from test_privacy_ledger_reliability import run_stress  # noqa: E402
 
 DELTA = 1e-5
@@ -153,6 +169,104 @@ def stress(workdir: Path) -> dict:
     return run_stress(workdir / "stress.ledger")
 
 
+def _client(where: str, n: int, guarantee: PrivacyGuarantee, barrier, queue) -> None:  # noqa: ANN001
+    """One benchmark client: open the ledger, wait for the others, charge ``n`` times."""
+    try:
+        ledger = BudgetLedger(where)
+        barrier.wait()
+        start = time.perf_counter()
+        for i in range(n):
+            ledger.charge(guarantee, description=f"bench {i}")
+        queue.put((start, time.perf_counter(), ""))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        queue.put((0.0, 0.0, repr(exc)))
+
+
+def throughput(where: str, n_charges: int, n_clients: int = 8) -> dict:
+    """Charges per second of ``n_clients`` processes charging ``n_charges`` in all to ``where``."""
+    guarantee = workloads()["gaussian"][0]
+    ledger = BudgetLedger(where, epsilon=1e9, delta=DELTA, **({} if where.startswith("postgres") else
+                                                               {"dataset": "bench"}))  # fmt: skip
+    ctx = mp.get_context("fork")
+    barrier, queue = ctx.Barrier(n_clients), ctx.Queue()
+    shares = [n_charges // n_clients + (k < n_charges % n_clients) for k in range(n_clients)]
+    procs = [ctx.Process(target=_client, args=(where, n, guarantee, barrier, queue)) for n in shares]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=3600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    errors = [r[2] for r in results if r[2]]
+    seconds = max(r[1] for r in results) - min(r[0] for r in results)
+    n = len(ledger.charges())
+    return {"where": "server" if where.startswith("postgres") else "file", "clients": n_clients,
+            "charges": n, "errors": errors, "seconds": seconds, "charges_per_second": n / seconds,
+            "workload": "gaussian (a private power method run per charge)"}  # fmt: skip
+
+
+def show_time(url: str) -> dict:
+    """``dptensor budget show URL`` in a new process, and a second summary() of an open ledger."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "dptensor", "budget", "show", url], check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    cli = time.perf_counter() - start
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import dptensor.cli"], check=True)
+    imports = time.perf_counter() - start
+    ledger_module._EPSILON_CACHE.clear()
+    start = time.perf_counter()
+    ledger = BudgetLedger(url)
+    summary = ledger.summary()
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    again = ledger.summary()
+    warm = time.perf_counter() - start
+    assert again["spent_epsilon"] == summary["spent_epsilon"]
+    return {"n_charges": summary["n_charges"], "cli_show_seconds": cli, "python_import_seconds": imports,
+            "summary_new_process_like_seconds": cold, "summary_again_seconds": warm,
+            "spent_epsilon": summary["spent_epsilon"]}  # fmt: skip
+
+
+def server_benchmark(url: str | None, n_server: int, n_file: int) -> dict:
+    cluster = None
+    if url is None:
+        from _postgres_server import start_cluster
+
+        cluster = start_cluster()
+        url = cluster.url()
+    else:  # a database of its own, so that the data set names `stress` and `bench` are new
+        import psycopg
+
+        database = f"dptensor_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {database}")  # (a generated name)
+        parts = url.split("?")[0].rsplit("/", 1)
+        url = f"{parts[0]}/{database}"
+    try:
+        base = url.split("?")[0]
+        stress_stats = run_stress(f"{base}?dataset=stress")  # (a new database for every run: see below)
+        print(f"server stress: {stress_stats['attempted']} attempted, {stress_stats['accepted']} accepted, "
+              f"{stress_stats['refused']} refused, {stress_stats['seconds']:.2f} s")  # fmt: skip
+        with tempfile.TemporaryDirectory() as tmp:
+            file_stats = throughput(str(Path(tmp) / "bench.ledger"), n_file)
+        print(f"file ledger: {file_stats['charges']} charges from 8 processes, "
+              f"{file_stats['charges_per_second']:.1f} charges/s")  # fmt: skip
+        target = f"{base}?dataset=bench"
+        server_stats = throughput(target, n_server)
+        print(f"server ledger: {server_stats['charges']} charges from 8 processes, "
+              f"{server_stats['charges_per_second']:.1f} charges/s")  # fmt: skip
+        shown = show_time(target)
+        print(f"budget show at {shown['n_charges']} charges: {shown['cli_show_seconds']:.2f} s (new process; "
+              f"{shown['python_import_seconds']:.2f} s of it importing), summary() "
+              f"{shown['summary_new_process_like_seconds']:.2f} s fresh, "
+              f"{shown['summary_again_seconds']:.3f} s again")  # fmt: skip
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return {"stress": stress_stats, "file_throughput": file_stats, "server_throughput": server_stats,
+            "show": shown, "server": "throwaway cluster" if cluster is not None else "given URL"}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ledger.json"))
@@ -160,7 +274,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--workloads", nargs="+", default=["gaussian", "laplace", "mixed"])
     parser.add_argument("--quick", action="store_true", help="sizes 0 and 100, 5 repeats")
+    parser.add_argument("--server", action="store_true", help="benchmark the ledger on a PostgreSQL server")
+    parser.add_argument("--server-url", help="the server (default: a throwaway cluster)")
+    parser.add_argument("--server-charges", type=int, default=10_000)
+    parser.add_argument("--file-charges", type=int, default=2000)
+    parser.add_argument("--server-out", default=str(ROOT / "benchmarks" / "results" / "ledger_server.json"))
     args = parser.parse_args()
+    if args.server:
+        payload = {
+            "command": " ".join(["python benchmarks/bench_ledger.py", *sys.argv[1:]]),
+            "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                        "processor": platform.processor()},  # fmt: skip
+            **server_benchmark(args.server_url, args.server_charges, args.file_charges),
+        }
+        print(f"wrote {write_json(args.server_out, payload)}")
+        return
     if args.quick:
         args.sizes, args.repeats = [0, 100], 5
     rows = []

@@ -170,6 +170,7 @@ def test_charge_records_the_release_and_its_caller(ledger_at):
     assert ledger.relations == ["entry"]
     row = stored.to_row()
     assert decode_event(row["event"]) == stored.event and json.loads(row["guarantee"])["delta"] == 1e-6
+    assert ledger.summary()["charges"] == [row]  # (from the stored texts)
 
 
 def test_spent_is_exact_composition_not_a_sum(ledger_at):

@@ -457,21 +457,31 @@ class BudgetLedger(LedgerFile):
         """Every recorded charge, oldest first."""
         with self._connection("could not read the ledger") as conn:
             records = self._verified(conn)[1]
-        out = []
-        for stored in records:
-            record = {name: stored[name] for name in _CHARGE_COLUMNS}
-            try:
-                record["guarantee"] = json.loads(record["guarantee"])
-            except ValueError as exc:
-                raise LedgerError(
-                    f"the budget ledger {self._path} is damaged: charge {record['id']}: {exc}"
-                ) from exc
-            out.append(Charge(**record))
-        return out
+        return [self._charge_of(stored) for stored in records]
+
+    def _charge_of(self, stored: dict[str, Any]) -> Charge:
+        """The :class:`Charge` of a checked record (a new one each time: its ``guarantee`` is mutable)."""
+        record = {name: stored[name] for name in _CHARGE_COLUMNS}
+        try:
+            record["guarantee"] = json.loads(record["guarantee"])
+        except ValueError as exc:
+            raise LedgerError(
+                f"the budget ledger {self._path} is damaged: charge {record['id']}: {exc}"
+            ) from exc
+        return Charge(**record)
+
+    @staticmethod
+    def _row_of(stored: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`Charge.to_row` of a checked record, from its stored texts (no re-encoding)."""
+        row = {name: stored[name] for name in _CHARGE_COLUMNS}
+        row["event"] = stored["event_text"]
+        return row
 
     def summary(self) -> dict[str, Any]:
         """The budget, what is spent and left, and every charge, as plain data (e.g. for JSON)."""
-        charges = self.charges()
+        with self._connection("could not read the ledger") as conn:
+            records = self._verified(conn)[1]
+        charges = [self._charge_of(stored) for stored in records]
         spent = self._compose([c.event for c in charges])
         return {
             "path": str(self._path),
@@ -485,7 +495,7 @@ class BudgetLedger(LedgerFile):
             "n_charges": len(charges),
             "spent_epsilon": spent,
             "left_epsilon": max(0.0, self.epsilon - spent),
-            "charges": [c.to_row() for c in charges],
+            "charges": [self._row_of(stored) for stored in records],
         }
 
     # ------------------------------------------------------------------ charging

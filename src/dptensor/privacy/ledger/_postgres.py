@@ -50,7 +50,7 @@ import dp_accounting
 from dptensor.privacy.errors import LedgerError
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger import BudgetLedger, _check_options
-from dptensor.privacy.ledger._events import _decode_cached, encode_event
+from dptensor.privacy.ledger._events import _decode_cached
 from dptensor.privacy.ledger._postgres_schema import GRANTS, INSTALL, INSTALL_LOCK, SERVER_FORMAT
 from dptensor.privacy.ledger._records import Charge, _now, _user
 from dptensor.privacy.ledger._seen import SeenLedgers
@@ -407,7 +407,7 @@ class ServerLedger(BudgetLedger):
         """Insert a migrated file's charges, each with its chain value (in ``conn``'s transaction)."""
         checksum = _chain_start(fixed)
         for record in records:
-            values = [encode_event(record[n]) if n == "event" else record[n] for n in _STORED_COLUMNS]
+            values = [record["event_text"] if n == "event" else record[n] for n in _STORED_COLUMNS]
             checksum = _chain_next(checksum, values)
             conn.execute(
                 f"INSERT INTO dptensor.charges (ledger, {_COLUMNS_SQL}, chain) "
@@ -475,6 +475,7 @@ class ServerLedger(BudgetLedger):
             if chain != checksum:
                 raise LedgerError(f"{damaged}: charge {record['id']} does not match its checksum")
             try:
+                record["event_text"] = record["event"]
                 record["event"] = _decode_cached(record["event"])
             except (ValueError, TypeError) as exc:
                 raise LedgerError(f"{damaged}: charge {record['id']}: {exc}") from exc

@@ -510,6 +510,7 @@ class LedgerFile:
         for row in rows:
             record = dict(zip(_STORED_COLUMNS, row, strict=True))
             try:
+                record["event_text"] = record["event"]
                 record["event"] = _decode_cached(record["event"])
                 checksum = _chain_next(checksum, row)
             except (ValueError, TypeError) as exc:
