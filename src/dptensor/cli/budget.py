@@ -213,6 +213,8 @@ def run_show(args: argparse.Namespace) -> int:
         f"at delta={ledger.delta:g})"
     )
     print(f"left:   epsilon={summary['left_epsilon']:.6g}")
+    if is_server_url(args.file):
+        print(f"analysts: members of the database role {ledger.analyst_role!r}; curator {ledger.curator!r}")
     if any(c.delta < ledger.delta for c in charges):  # why "spent" can be below the charges' epsilons
         print("        (each charge is listed at its own delta; the total is the charges composed exactly "
               f"and stated at the ledger's larger delta={ledger.delta:g}, where the same releases cost less "

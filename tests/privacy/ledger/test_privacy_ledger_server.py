@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 
 import psycopg
 import pytest
-from _helpers import gaussian_guarantee
+from _helpers import gaussian_guarantee, in_child
 
 from dptensor.privacy import BudgetExceededError, BudgetLedger, LedgerError
 from dptensor.privacy.ledger._postgres import ServerLedger, migrate_to_server, parse_url
@@ -203,6 +204,35 @@ def test_sql_metacharacters_are_stored_verbatim(postgres_cluster, server_url):
     assert postgres_cluster.sql("SELECT 1 FROM pg_roles WHERE rolname = %s", role) == [(1,)]
     counted = postgres_cluster.sql("SELECT count(*) FROM dptensor.charges", database=server_url.database)
     assert counted == [(1,)]
+
+
+def test_a_revoked_analyst_or_an_unknown_user_gets_a_ledger_error(team, postgres_cluster):
+    alice = BudgetLedger(team["url"]("alice"))
+    alice.charge(gaussian_guarantee(20.0))
+    postgres_cluster.sql(f"REVOKE {team['analysts']} FROM {team['alice']}")
+    with pytest.raises(LedgerError, match=r"permission denied.*nothing was computed \[postgresql: [^\n]*\]$"):
+        alice.charge(gaussian_guarantee(20.0))
+    start = time.monotonic()
+    with pytest.raises(LedgerError, match="server of the budget ledger .* refused the connection.*not exist"):
+        BudgetLedger(team["url"]("alice").replace(team["alice"], "nobody_at_all"))
+    assert time.monotonic() - start < 10  # not retried for the whole timeout
+    assert len(team["curator_ledger"].charges()) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_charges_through_its_own_connection(server_url):
+    ledger = BudgetLedger(server_url(), epsilon=2.0, delta=DELTA)
+    ledger.charge(gaussian_guarantee(20.0), description="parent before")
+    parent_conn = ledger._conn
+
+    def child() -> int:
+        ledger.charge(gaussian_guarantee(20.0), description="child")
+        return len(ledger.charges())
+
+    assert in_child(child) == 2
+    assert ledger._conn is parent_conn and not parent_conn.closed  # the child neither used nor closed it
+    ledger.charge(gaussian_guarantee(20.0), description="parent after")
+    assert [c.description for c in ledger.charges()] == ["parent before", "child", "parent after"]
 
 
 # ----------------------------------------------------------------------------- retries

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -71,6 +72,8 @@ DEFAULT_ANALYST_ROLE = "dptensor_analyst"
 #: Query parameters of a ledger URL that dptensor reads (and does not pass to the server).
 _OWN_PARAMETERS = ("dataset",)
 _COLUMNS_SQL = ", ".join(f'"{name}"' for name in _STORED_COLUMNS)  # constant names, never user input
+# connection errors that a retry cannot mend (the others -- refused, reset, the server starting -- may pass)
+_PERMANENT = re.compile(r"authentication failed|does not exist|no pg_hba\.conf entry|permission denied", re.I)
 # connections a forked child inherited: kept referenced so that the child never closes them
 _INHERITED: list[object] = []
 
@@ -234,11 +237,14 @@ class ServerLedger(BudgetLedger):
             what = f"the database refused it (permission denied) on the {where}"
         elif isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
             what = f"the {where} stayed locked by another charge for {self._timeout:g} s"
+        elif isinstance(exc, psycopg.OperationalError) and _PERMANENT.search(str(exc)):
+            what = f"the server of the {where} refused the connection"
         elif isinstance(exc, psycopg.OperationalError):
             what = f"could not reach the server of the {where}"
         else:
             what = f"the {where} failed"
-        return LedgerError(f"{what}: {action} [postgresql: {str(exc).strip()}]")
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # (one line: the CLI's error line)
+        return LedgerError(f"{what}: {action} [postgresql: {first}]")
 
     def close(self) -> None:
         """Close this process's connection to the server (the ledger reconnects when used again)."""
@@ -561,6 +567,7 @@ class ServerLedger(BudgetLedger):
                    psycopg.errors.UniqueViolation)  # fmt: skip
         deadline = time.monotonic() + self._timeout
         pause = 0.01
+        what = "the charge was not recorded and nothing was computed"
         while True:
             try:
                 with self._lock:
@@ -568,10 +575,14 @@ class ServerLedger(BudgetLedger):
             except (psycopg.OperationalError, *retried) as exc:
                 if isinstance(exc, psycopg.OperationalError):
                     self.close()  # reconnect: the server may be restarting
+                    if _PERMANENT.search(str(exc)):  # a wrong password or name: retrying cannot help
+                        raise self._error(exc, what) from exc
                 if time.monotonic() + pause > deadline:
-                    raise self._error(exc, "the charge was not recorded and nothing was computed") from exc
+                    raise self._error(exc, what) from exc
                 time.sleep(pause)
                 pause = min(1.0, pause * 2)
+            except psycopg.Error as exc:  # refused by the server (permissions, a damaged schema)
+                raise self._error(exc, what) from exc
 
     def _charge_once(
         self, guarantee: PrivacyGuarantee, event: dp_accounting.DpEvent, row: dict[str, Any]
