@@ -756,7 +756,7 @@ def _recommender(method: str, catalogue: str = "public", epsilon: float = 1.0,
                                    max_items_per_user=INTERACTIONS[1] if catalogue == "select" else None)
         model.fit(sp.csr_array(rows))
         released = ("guarantee_", "plan_", "method_", "item_side_", "popularity_", "items_", "n_items_",
-                    "n_users_", "sweeps_")
+                    "n_users_", "sweeps_", "candidates_", "recounts_")
         return {**{name: getattr(model, name) for name in released},
                 "new_users": model.recommend_for(NEW_USERS, n=3)}
     return fit

@@ -101,6 +101,9 @@ def test_private_guarantee_is_rebuilt_exactly(name, X, tmp_path):
     assert loaded.guarantee_.describe() == model.guarantee_.describe()
     assert loaded.guarantee_.to_dp_event() == model.guarantee_.to_dp_event()
     np.testing.assert_array_equal(loaded.items_, model.items_)
+    # the released counts and (private popularity) the recounts of the candidates come back as fitted
+    for attribute in ("popularity_", "candidates_", "recounts_"):
+        np.testing.assert_array_equal(getattr(loaded, attribute), getattr(model, attribute))
     assert loaded.plan_ is None
     # what a private file holds besides the release: parameters, public sizes, the guarantee
     header = read_recommender_file(tmp_path / "m.npz").header
@@ -129,6 +132,17 @@ def test_selected_only_writes_the_selected_items_alone(X, tmp_path):
     as_small = np.where(full.items >= 0, np.searchsorted(kept, full.items), -1)
     np.testing.assert_array_equal(as_small, small.items)
     np.testing.assert_array_equal(full.scores, small.scores)
+    # a selected popularity model: its candidates among the selected items, in the file's own positions
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        popular = PrivateRecommender(epsilon=4.0, method="popularity", catalogue="select",
+                                     max_items_per_user=N_ITEMS, options=RecommenderOptions(recount_items=2),
+                                     noise=insecure_test_noise(0)).fit(X)
+    assert popular.candidates_.size == 2 and set(popular.candidates_) <= set(popular.items_)
+    small = load_recommender(save_recommender(popular, tmp_path / "p.npz", selected_only=True,
+                                              item_ids=np.arange(popular.items_.size)))
+    np.testing.assert_array_equal(popular.items_[small.candidates_], popular.candidates_)
+    np.testing.assert_array_equal(small.recounts_, popular.recounts_)
     # without selected_only every column is kept, and the columns are restored
     loaded = load_recommender(save_recommender(model, tmp_path / "all.npz"))
     assert loaded.n_items_ == N_ITEMS

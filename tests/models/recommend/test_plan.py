@@ -29,9 +29,23 @@ def test_the_planner_prices_the_noise_as_the_fit_does(epsilon: float, share: flo
     assert plan.sigma_gram == pytest.approx(fit.sigma("gram"), rel=2e-3)
     assert plan.sigma_counts == pytest.approx(fit.sigma("counts"), rel=2e-3)
     assert plan.snr == pytest.approx(20000 * 100 / (plan.sigma_gram * 1500**1.5))
-    alone = plan_recommender(20000, 1500, epsilon=epsilon, delta=1e-6, method="popularity")
-    assert alone.sigma_counts == pytest.approx(
-        recommender_guarantee(("counts",), epsilon, 1e-6).sigma("counts"), rel=2e-3)
+    assert math.isnan(plan.sigma_recount)
+    alone = plan_recommender(20000, 1500, epsilon=epsilon, delta=1e-6, method="popularity",
+                             recount_share=1.0 - share)
+    popularity = recommender_guarantee(("counts", "recount"), epsilon, 1e-6,
+                                       shares={"counts": share, "recount": 1.0 - share})
+    assert alone.sigma_counts == pytest.approx(popularity.sigma("counts"), rel=2e-3)
+    assert alone.sigma_recount == pytest.approx(popularity.sigma("recount"), rel=2e-3)
+    assert math.isnan(alone.sigma_gram)
+    # the fit's own plan: PrivateRecommender(method="popularity") with its options' recount share
+    options = RecommenderOptions(recount_share=1.0 - share)
+    X = sp.csr_array(np.eye(4, 6))
+    with pytest.warns(UserWarning):
+        model = PrivateRecommender(epsilon=epsilon, method="popularity", options=options,
+                                   noise=insecure_test_noise(0)).fit(X)
+    sigmas = model.guarantee_.details["sigmas"]
+    assert sigmas["counts"] == pytest.approx(popularity.sigma("counts"))
+    assert sigmas["recount"] == pytest.approx(popularity.sigma("recount"))
 
 
 def test_the_choice_changes_at_the_crossover_and_grows_with_users_and_epsilon() -> None:

@@ -132,7 +132,7 @@ class _OrderLedger:
 
 
 @pytest.mark.parametrize(("method", "catalogue", "releases"), [
-    ("popularity", "public", 1), ("ease", "public", 2), ("ease", "select", 3),
+    ("popularity", "public", 2), ("popularity", "select", 3), ("ease", "public", 2), ("ease", "select", 3),
 ])
 def test_private_guarantee_spends_the_budget_asked_for(method: str, catalogue: str, releases: int) -> None:
     X, _ = _planted(3000)

@@ -26,6 +26,10 @@ released attributes only, the canary's minus its neighbour's:
 ``"counts"``
     The noisy item counts (``popularity_``) summed over the canary's items: for Gaussian noise
     the matched filter of the release, ``(a - b) . c~``.
+``"recount"``
+    Private popularity's recounts (``recounts_``) summed over the canary's items, the same matched
+    filter, where both are candidates (``candidates_``); no guess otherwise. On catalogues of at
+    most ``options.recount_items`` items every item is a candidate, rare ones included.
 ``"gram"``
     The EASE weights between the canary's two items, ``B_ij + B_ji`` (``item_side_.weights``,
     Steck's closed form solved from the noisy Gram; the noisy Gram itself is not kept). With the
@@ -93,10 +97,10 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
     """Per release of a fitted :class:`PrivateRecommender`, ``items -> score`` from released attributes.
 
     ``"selection"``: how many of ``items`` are in ``items_``; ``"counts"``: their noisy counts summed
-    (``popularity_``); ``"gram"``: the EASE weights among them, ``sum_{i != j} B_ij``
-    (``item_side_.weights``); ``"ials"``: every sweep's matched filter for a user of exactly those
-    items (``sweeps_``, module docstring). ``nan`` where the release does not cover every one of
-    ``items``.
+    (``popularity_``); ``"recount"``: their recounts summed (``recounts_``, if all are candidates);
+    ``"gram"``: the EASE weights among them, ``sum_{i != j} B_ij`` (``item_side_.weights``);
+    ``"ials"``: every sweep's matched filter for a user of exactly those items (``sweeps_``, module
+    docstring). ``nan`` where the release does not cover every one of ``items``.
     The releases are the guarantee's (``guarantee_.details["releases"]``), which the public
     configuration fixes.
     """
@@ -115,6 +119,14 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
         rows = covered(items)
         return np.nan if rows is None else float(counts[rows].sum())
 
+    recounted = np.full(int(estimator.n_items_), -1, dtype=np.int64)
+    recounted[estimator.candidates_] = np.arange(estimator.candidates_.size)
+    recounts = np.asarray(estimator.recounts_, dtype=float)
+
+    def recount_score(items: np.ndarray) -> float:
+        rows = recounted[items]
+        return float(recounts[rows].sum()) if np.all(rows >= 0) else np.nan
+
     def gram_score(items: np.ndarray) -> float:
         rows = covered(items)
         if rows is None or weights is None:
@@ -129,7 +141,7 @@ def release_scores(estimator: PrivateRecommender) -> dict[str, Callable[[np.ndar
         return _sweeps_filter(estimator, rows)
 
     readers = {"selection": lambda items: float(np.count_nonzero(position[items] >= 0)),
-               "counts": counts_score, "gram": gram_score, "ials": sweeps_score}
+               "counts": counts_score, "recount": recount_score, "gram": gram_score, "ials": sweeps_score}
     made = estimator.guarantee_.details["releases"]
     unscored = [name for name in made if name not in readers]
     if unscored:  # every release is scored: a new one needs its canary score here
@@ -179,8 +191,9 @@ class RecommenderCanaries:
             f"canary users, each with {ITEMS_PER_CANARY} of the corpus's {which} items of their own, "
             f"replaced when left out by a user with {ITEMS_PER_CANARY} other such items; scores, one per "
             "release, the canary's minus its neighbour's: counts, the noisy item counts (popularity_) at "
-            "its items; gram, the EASE weights between its items (item_side_.weights, solved from the noisy "
-            "Gram); ials, every sweep's matched filter for its factor solved from the sweep's public start "
+            "its items; recount, their recounts (recounts_) where they are candidates; gram, the EASE "
+            "weights between its items (item_side_.weights, solved from the noisy Gram); ials, every "
+            "sweep's matched filter for its factor solved from the sweep's public start "
             "(sweeps_: the noisy b and A at its items and G); selection, how many of its items were selected "
             "(items_)"
         )
@@ -217,7 +230,7 @@ class RecommenderCanaries:
         for name, score in release_scores(estimator).items():
             rows = []
             for mine, theirs in zip(plan.items, plan.others, strict=True):
-                single = name not in ("gram", "ials")
+                single = name not in ("gram", "ials")  # counts, recount, selection: per item too
                 each = [score(np.array([item])) for item in (*mine, *theirs)] if single else []
                 rows.append(np.array([score(mine) - score(theirs), *each]))
             out[name] = rows

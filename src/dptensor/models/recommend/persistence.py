@@ -177,6 +177,11 @@ def save_recommender(
         arrays["factors"] = np.asarray(side.factors, dtype=np.float64)
     if side.columns is not None:
         arrays["columns"] = np.asarray(side.columns, dtype=np.int64)
+    recounts = getattr(model, "recounts_", None)
+    if recounts is not None and len(recounts):  # private popularity's two releases, beside its ranking
+        arrays["counts"] = np.asarray(model.popularity_, dtype=np.float64)
+        arrays["recounted"] = np.searchsorted(model.items_, model.candidates_).astype(np.int64)
+        arrays["recounts"] = np.asarray(recounts, dtype=np.float64)
     id_kind = None
     if item_ids is not None:
         ids = _check_item_ids(item_ids, n_items)
@@ -434,9 +439,17 @@ def _rebuild(path: Path, header: dict, arrays: Mapping[str, np.ndarray]) -> Any:
             raise ValueError(f"{path}: its guarantee cannot be read ({exc}): the file was altered") from None
         model.plan_ = None  # the planner's verdict is not kept; the guarantee is
         model.items_ = side.columns if side.columns is not None else np.arange(side.n_items, dtype=np.int64)
+        model.candidates_, model.recounts_, model.sweeps_ = np.zeros(0, dtype=np.int64), np.zeros(0), []
     model.item_side_ = side
     model.method_ = side.method
     model.popularity_ = side.popularity
+    if name == "PrivateRecommender" and "recounts" in arrays:
+        counts, where, recounts = (np.asarray(arrays[key]) for key in ("counts", "recounted", "recounts"))
+        if (counts.shape != (side.n_items,) or where.shape != recounts.shape or where.dtype.kind != "i"
+                or where.size and (where.min() < 0 or where.max() >= side.n_items)):
+            raise ValueError(f"{path}: its counts and recounts do not fit its item side: the file was "
+                             "altered")
+        model.popularity_, model.candidates_, model.recounts_ = counts, model.items_[where], recounts
     model.n_items_ = side.width
     model.n_users_ = n_users
     return model

@@ -78,9 +78,11 @@ class RecommenderPlan:
     epsilon, delta : float
     typical_items_per_user : float
         The ``m`` of the prediction.
-    sigma_counts, sigma_gram : float
-        The noise standard deviations of the count and Gram releases the prediction assumes
-        (``sigma_gram`` is ``nan`` for popularity).
+    sigma_counts, sigma_recount, sigma_gram : float
+        The noise standard deviations of the count, recount and Gram releases the prediction
+        assumes (``sigma_recount`` is ``nan`` for EASE, ``sigma_gram`` for popularity; private
+        popularity counts, then recounts its candidates:
+        :mod:`~dptensor.models.recommend.private_popularity`).
     snr : float
         ``s`` of the module docstring.
     ratio_to_nonprivate : float
@@ -102,6 +104,7 @@ class RecommenderPlan:
     delta: float
     typical_items_per_user: float
     sigma_counts: float
+    sigma_recount: float
     sigma_gram: float
     snr: float
     ratio_to_nonprivate: float
@@ -135,6 +138,7 @@ def plan_recommender(
     typical_items_per_user: float | None = None,
     method: str = "auto",
     counts_share: float | None = None,
+    recount_share: float | None = None,
 ) -> RecommenderPlan:
     """Predict a private top-N fit's Recall@20 against non-private EASE and popularity (no data read).
 
@@ -156,6 +160,9 @@ def plan_recommender(
         :class:`~dptensor.models.recommend.RecommenderOptions`'s, 0.05): the Gram's noise is
         ``sqrt(2) z / sqrt(1 - counts_share)``, ``z`` the analytic Gaussian multiplier of the whole
         budget.
+    recount_share : float, optional
+        Private popularity's share of ``mu^2`` spent on the recount of its candidates (default
+        :class:`~dptensor.models.recommend.RecommenderOptions`'s, 0.75); the first counts get the rest.
 
     Returns
     -------
@@ -175,6 +182,10 @@ def plan_recommender(
         counts_share, "counts_share")
     if share >= 1.0:
         raise ValueError(f"counts_share must be below 1 (the Gram needs a share), got {share!r}")
+    recount = RecommenderOptions.recount_share if recount_share is None else check_real(
+        recount_share, "recount_share")
+    if recount >= 1.0:
+        raise ValueError(f"recount_share must be below 1 (the first counts need a share), got {recount!r}")
     c = CALIBRATION
     z = gaussian_sigma_analytic(float(epsilon), float(delta))
     sigma_gram = SENSITIVITY * z / math.sqrt(1.0 - share)
@@ -190,8 +201,9 @@ def plan_recommender(
     chosen = method
     if method == "auto":
         chosen = "ease" if ease_pop > pop_pop else "popularity"
-    # popularity spends the whole budget on the counts; a private EASE its share of it
-    sigma_counts = SENSITIVITY * z / math.sqrt(share) if chosen == "ease" else SENSITIVITY * z
+    # popularity spends the whole budget on its counts and recount; a private EASE its counts share
+    sigma_counts = SENSITIVITY * z / math.sqrt(share if chosen == "ease" else 1.0 - recount)
+    sigma_recount = math.nan if chosen == "ease" else SENSITIVITY * z / math.sqrt(recount)
     if chosen == "ease":
         to_np, to_pop = ease_np, ease_pop
     else:
@@ -202,7 +214,7 @@ def plan_recommender(
     )
     return RecommenderPlan(
         method=chosen, n_users=n_users, n_items=n_items, epsilon=float(epsilon), delta=float(delta),
-        typical_items_per_user=typical, sigma_counts=sigma_counts,
+        typical_items_per_user=typical, sigma_counts=sigma_counts, sigma_recount=sigma_recount,
         sigma_gram=sigma_gram if chosen == "ease" or method == "auto" else math.nan, snr=snr,
         ratio_to_nonprivate=to_np, ratio_to_popularity=to_pop, ease_ratio_to_nonprivate=ease_np,
         ease_ratio_to_popularity=ease_pop, crossover_users=crossover_users, verdict=verdict,

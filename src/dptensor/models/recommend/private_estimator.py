@@ -3,7 +3,8 @@
 The relation is ``"user"``: one user's whole row of interactions replaced by any other row (empty,
 one item, every item); the number of users is public, and so is the item list unless
 ``catalogue="select"`` chooses it under DP. What is released is the item side only -- noisy item
-counts (private popularity) and, for EASE, a noisy item Gram
+counts (private popularity, recounted over the candidates they choose:
+:mod:`~dptensor.models.recommend.private_popularity`) and, for EASE, a noisy item Gram
 (:mod:`~dptensor.models.recommend.releases`), for implicit ALS the noisy item-side sums of each
 sweep (:mod:`~dptensor.models.recommend.private_ials`) -- composed exactly into one guarantee
 (:mod:`~dptensor.models.recommend.release_plan`) and charged to the ledger before the data is read.
@@ -49,6 +50,7 @@ from dptensor.models.recommend.private_ials import (
     initial_item_factors,
     private_ials_sweeps,
 )
+from dptensor.models.recommend.private_popularity import candidate_items, popularity_ranking, private_recounts
 from dptensor.models.recommend.release_plan import recommender_guarantee
 from dptensor.models.recommend.releases import (
     private_item_counts,
@@ -135,7 +137,14 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         The release (noisy counts; EASE's weights from the noisy Gram; implicit ALS's item factors
         from the last sweep's noisy sums).
     popularity_ : ndarray
-        The noisy item counts.
+        The noisy item counts (the first round of private popularity).
+    candidates_ : ndarray of int64
+        ``method="popularity"``: the columns recounted, the ``options.recount_items`` largest noisy
+        counts (:mod:`~dptensor.models.recommend.private_popularity`); empty for the other methods.
+    recounts_ : ndarray
+        Their noisy recounts (each user's row cut to the candidates, weighted anew to norm 1); a
+        popularity list ranks the candidates by them, then the rest by ``popularity_``
+        (``item_side_.popularity`` holds that ranking).
     items_ : ndarray of int64
         The columns the model may recommend (all, or those selected under DP).
     sweeps_ : list of SweepRelease
@@ -227,14 +236,15 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if method == "auto":
             plan = plan_recommender(n_users, n_items, epsilon=self.epsilon, delta=self.delta,
                                     max_items_per_user=self.max_items_per_user,
-                                    counts_share=options.counts_share)
+                                    counts_share=options.counts_share, recount_share=options.recount_share)
             method = plan.method
         if method == "ease" and not selecting:
             _check_dense(n_items, options)
-        model = {"popularity": (), "ease": ("gram",), "ials": ("ials",)}[method]
+        model = {"popularity": ("recount",), "ease": ("gram",), "ials": ("ials",)}[method]
         releases = (("selection",) if selecting else ()) + ("counts",) + model
-        shares = None if not model else {"counts": options.counts_share, model[0]: 1.0 - options.counts_share}
-        if shares is not None and selecting:
+        counts_share = 1.0 - options.recount_share if method == "popularity" else options.counts_share
+        shares = {"counts": counts_share, model[0]: 1.0 - counts_share}
+        if selecting:  # the selection as much of mu^2 as the rest
             shares = {"selection": 1.0, **shares}
         sweeps = None
         if method == "ials":
@@ -270,7 +280,15 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
                 "empty; more users, a larger epsilon or a public item list (catalogue='public') keep items",
                 ReleaseUtilityWarning, stacklevel=3,
             )
-        side = ItemSide("popularity", counts, columns=columns, n_columns=n_items)
+        ranking, candidates, recounts = counts, np.zeros(0, dtype=np.int64), np.zeros(0)
+        if method == "popularity" and columns.size:
+            candidates = candidate_items(counts, options.recount_items)
+            sigmas = {"sigma_counts": releases_plan.sigma("counts"),
+                      "sigma_recount": releases_plan.sigma("recount")}
+            recounts = private_recounts(kept, candidates, sigma=sigmas["sigma_recount"], source=source,
+                                        n_jobs=self.n_jobs)
+            ranking = popularity_ranking(counts, candidates, recounts, **sigmas)
+        side = ItemSide("popularity", ranking, columns=columns, n_columns=n_items)
         history: list[SweepRelease] = []
         if method == "ease" and columns.size:
             weights = self._ease(kept, releases_plan.sigma("gram"), source, options)
@@ -291,6 +309,8 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         self.item_side_ = side
         self.popularity_ = counts
         self.items_ = columns
+        self.candidates_ = columns[candidates]
+        self.recounts_ = recounts
         self.sweeps_ = history
         self.n_items_ = n_items
         self.n_features_in_ = n_items

@@ -1,10 +1,12 @@
 """The budget of the top-N family's private releases: noise multipliers and one guarantee, from public inputs.
 
-A private top-N model releases some of four sums over users (:mod:`dptensor.models.recommend.releases`):
+A private top-N model releases some of five sums over users (:mod:`dptensor.models.recommend.releases`):
 ``"selection"`` (the items that may appear, Gaussian partition selection), ``"counts"`` (item
-popularity), ``"gram"`` (the item Gram that EASE solves) and ``"ials"`` (the item-side statistics of
-the private implicit ALS, once per sweep: :mod:`dptensor.models.recommend.private_ials`). Each of the
-first three Gaussian parts has l2 sensitivity ``sqrt(2)`` under the ``"user"`` relation (one user's
+popularity), ``"recount"`` (the counts again over the candidates the counts chose:
+:mod:`dptensor.models.recommend.private_popularity`), ``"gram"`` (the item Gram that EASE solves) and
+``"ials"`` (the item-side statistics of the private implicit ALS, once per sweep:
+:mod:`dptensor.models.recommend.private_ials`). Each of the first four Gaussian parts has l2
+sensitivity ``sqrt(2)`` under the ``"user"`` relation (one user's
 whole row replaced by any other row), so with noise standard deviation ``sigma_r`` the release ``r``
 is a Gaussian mechanism of noise multiplier ``z_r = sigma_r / sqrt(2)``, i.e. ``(1 / z_r)``-GDP (Dong,
 Roth & Su 2022, Corollary 2.13). ``"ials"`` is described by :class:`SweepReleases`: statistics
@@ -71,7 +73,7 @@ __all__ = [
 ]
 
 #: The releases, in the order they are made (selection first: the others are over its items).
-RELEASES = ("selection", "counts", "gram", "ials")
+RELEASES = ("selection", "counts", "recount", "gram", "ials")
 #: Row weightings of the counts and the Gram (:mod:`dptensor.models.recommend.releases`).
 WEIGHTINGS = ("unit", "capped")
 #: l2 (counts, selection) and Frobenius (Gram) sensitivity of every release under the "user" relation.
@@ -91,6 +93,8 @@ _SELECTED_ITEMS = (
 _DESCRIPTIONS = {
     "selection": "the items whose noisy unit-weighted count passes the threshold (partition selection)",
     "counts": "item counts sum_u xhat_u plus N(0, sigma^2) per item",
+    "recount": "item counts again over the candidates (the largest noisy counts): each row cut to them and "
+    "weighted anew to norm 1, plus N(0, sigma^2) per candidate",
     "gram": "item Gram sum_u xhat_u xhat_u^T plus symmetric Gaussian noise (std sigma on the diagonal, "
     "sigma/sqrt(2) off it)",
     "ials": "the private implicit ALS's item-side sums, once per sweep, each plus Gaussian noise "
@@ -208,6 +212,9 @@ def _check_releases(releases: object) -> tuple[str, ...]:
             raise ValueError(f"releases must be among {RELEASES}, got {name!r}")
     if not names or len(set(names)) != len(names):
         raise ValueError(f"releases must name each release at most once and at least one, got {names!r}")
+    if "recount" in names and "counts" not in names:
+        raise ValueError("the 'recount' release recounts the candidates that the 'counts' release chose: "
+                         "plan both")
     return tuple(name for name in RELEASES if name in names)
 
 
@@ -281,8 +288,8 @@ def recommender_guarantee(
     Parameters
     ----------
     releases : sequence of str
-        Among ``"selection"``, ``"counts"``, ``"gram"``, ``"ials"`` (each at most once; made in that
-        order).
+        Among ``"selection"``, ``"counts"``, ``"recount"`` (with ``"counts"``), ``"gram"``,
+        ``"ials"`` (each at most once; made in that order).
     epsilon, delta : float
         The total budget under the ``"user"`` relation.
     shares : mapping, optional
@@ -319,6 +326,9 @@ def recommender_guarantee(
     epsilon, delta = float(epsilon), float(delta)
     share = _check_shares(shares, names)
     m = check_weighting(weighting, max_items_per_user) if {"counts", "gram"} & set(names) else None
+    if "recount" in names and weighting != "unit":
+        raise ValueError(f"the 'recount' release weighs rows 'unit' (norm 1 on the candidates), got "
+                         f"weighting={weighting!r}")
     if "selection" in names:
         if max_items_per_user is None:
             raise ValueError("item selection needs max_items_per_user (the public bound m on a user's items)")
