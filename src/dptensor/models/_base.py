@@ -40,21 +40,34 @@ apply listed in ``EXPECTED_FAILED_CHECKS`` with its reason):
 
 from __future__ import annotations
 
+import sys
+import warnings
+import weakref
 from collections.abc import Mapping
 from numbers import Real
 
 import numpy as np
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource, PrivacyGuarantee, begin_release
+from dptensor._callers import outside_frame
+from dptensor.privacy import (
+    NOISE_BACKENDS,
+    InsecureTestNoise,
+    NoiseSource,
+    PrivacyGuarantee,
+    PrivacyWarning,
+    begin_release,
+)
 from dptensor.privacy.warnings import check_privacy_parameters
 
 __all__ = [
+    "PLAIN_SEARCH_WARNING",
     "PrivateEstimatorMixin",
     "RealNotBool",
     "declare_count_input",
     "forget_fitted_attributes",
     "refuse_stray_privacy_parameters",
+    "warn_if_in_plain_search",
 ]
 
 
@@ -120,6 +133,53 @@ def refuse_stray_privacy_parameters(
         )
 
 
+#: Searches already warned about (:func:`warn_if_in_plain_search`): once per search object.
+_WARNED_SEARCHES: weakref.WeakSet = weakref.WeakSet()
+
+#: Said once per scikit-learn search whose candidates are private fits.
+PLAIN_SEARCH_WARNING = (
+    "{who} fitted by scikit-learn's {search}: each fit is charged and carries its own guarantee_, but "
+    "the choice of the best candidate, made from held-out scores of the private documents without "
+    "noise, is covered by no guarantee, and best_estimator_.guarantee_ is one fit's, not the "
+    "search's; dptensor.model_selection.PrivateGridSearchCV composes every fit, a noisy choice and "
+    "the refit into one guarantee charged once"
+)
+
+
+def _plain_search() -> object | None:
+    """The scikit-learn search this fit runs in: its object (in the search's process), ``True`` (a
+    candidate's fit in a joblib worker) or ``None``; read from the call stack (public)."""
+    from sklearn.model_selection._search import BaseSearchCV
+
+    frame, candidate = sys._getframe(2), False
+    while frame is not None:
+        name = frame.f_code.co_name
+        if name == "fit" and isinstance(frame.f_locals.get("self"), BaseSearchCV):
+            return frame.f_locals["self"]
+        module = frame.f_globals.get("__name__")
+        if (name == "_fit_and_score" and module == "sklearn.model_selection._validation"
+                and frame.f_locals.get("parameters") is not None):
+            candidate = True  # a search's candidate (cross_validate passes no parameters)
+        frame = frame.f_back
+    return True if candidate else None
+
+
+def warn_if_in_plain_search(who: str) -> None:
+    """A :class:`~dptensor.privacy.PrivacyWarning`, once per search, for a private fit inside a
+    scikit-learn hyperparameter search (``GridSearchCV``, ``RandomizedSearchCV``, ...): its choice is
+    covered by no guarantee (:data:`PLAIN_SEARCH_WARNING`). Depends on the call stack only."""
+    search = _plain_search()
+    if search is None:
+        return
+    if search is not True:
+        if search in _WARNED_SEARCHES:
+            return
+        _WARNED_SEARCHES.add(search)
+    name = "search" if search is True else type(search).__name__
+    warnings.warn(PLAIN_SEARCH_WARNING.format(who=who, search=name), PrivacyWarning,
+                  stacklevel=outside_frame()[1])
+
+
 class PrivateEstimatorMixin:
     """Privacy parameters and the start of a release, shared by dptensor's private estimators.
 
@@ -174,6 +234,7 @@ class PrivateEstimatorMixin:
             getattr(self, "epsilon", None), getattr(self, "delta", None), n_public=n_public, unit=unit,
             who=type(self).__name__, stacklevel=4,
         )
+        warn_if_in_plain_search(type(self).__name__)
         self.guarantee_, source = begin_release(
             guarantee, getattr(self, "noise", None), ledger=getattr(self, "ledger", None),
             description=description,

@@ -39,6 +39,7 @@ __all__ = [
     "check_private_pipeline",
     "make_private_pipeline",
     "model_guarantees",
+    "planned_charges",
 ]
 
 
@@ -134,7 +135,7 @@ def _ledger_key(ledger: object) -> object:
     return ("path", str(path)) if path is not None else ("object", id(ledger))
 
 
-def _planned_steps(pipeline: Pipeline, n_documents: int) -> list[tuple[str, object, list[PrivacyGuarantee]]]:
+def planned_charges(pipeline: Pipeline, n_documents: int) -> list[tuple[str, object, list[PrivacyGuarantee]]]:
     """``(name, ledger, possible charges)`` of each private step, in order, after each step's own checks.
 
     The width of each step's input is followed from public parameters: a
@@ -142,6 +143,18 @@ def _planned_steps(pipeline: Pipeline, n_documents: int) -> list[tuple[str, obje
     fixed ``vocabulary`` has its length, a ``HashingVectorizer`` ``n_features`` columns. A topic
     model whose input width is not known so (after any other step) is not planned; it is checked
     when it is fitted.
+
+    Parameters
+    ----------
+    pipeline : sklearn.pipeline.Pipeline
+        Not yet fitted.
+    n_documents : int
+        The public number of documents it will be fitted on.
+
+    Returns
+    -------
+    list of (str, ledger or None, list of PrivacyGuarantee)
+        The planned steps; a private step missing from it is not planned.
     """
     width: int | None = None
     planned = []
@@ -192,7 +205,7 @@ def check_private_pipeline(pipeline: Pipeline, n_documents: int) -> None:
     if not isinstance(pipeline, Pipeline):
         raise TypeError(f"pipeline must be a sklearn.pipeline.Pipeline, got {type(pipeline).__name__}")
     groups: dict[object, tuple[object, list[str], list[list[PrivacyGuarantee]]]] = {}
-    for name, ledger, charges in _planned_steps(pipeline, int(n_documents)):
+    for name, ledger, charges in planned_charges(pipeline, int(n_documents)):
         if ledger is None or not hasattr(ledger, "would_spend"):
             continue  # no ledger (or one that cannot be asked): the steps' own checks only
         group = groups.setdefault(_ledger_key(ledger), (ledger, [], []))
