@@ -107,14 +107,22 @@ def test_private_releases_on_dask_equal_the_local_ones(client, interactions, rel
                            local.counts[: min(other.counts.size, local.counts.size)])
 
 
-@pytest.mark.parametrize("method", ["popularity", "ease"])
+@pytest.mark.parametrize("method", ["popularity", "ease", "ials"])
 def test_private_recommender_on_dask_equals_the_local_fit(client, interactions, method):
-    kw = dict(epsilon=4.0, delta=1e-6, method=method)
+    kw = dict(epsilon=4.0, delta=1e-6, method=method, random_state=0,
+              options=RecommenderOptions(recount_items=10))  # popularity: 10 of the 30 items recounted
     local = PrivateRecommender(noise=insecure_test_noise(0), **kw).fit(interactions)
     cluster = PrivateRecommender(noise=insecure_test_noise(0), **kw).fit(_chunked(interactions))
     assert (cluster.n_users_, cluster.n_items_, cluster.method_) == (400, 30, method)
     assert cluster.guarantee_.epsilon == local.guarantee_.epsilon
     np.testing.assert_allclose(cluster.popularity_, local.popularity_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(cluster.candidates_, local.candidates_)
+    np.testing.assert_allclose(cluster.recounts_, local.recounts_, rtol=1e-12, atol=1e-12)
+    assert (cluster.candidates_.size, len(cluster.sweeps_)) == {"popularity": (10, 0), "ease": (0, 0),
+                                                                 "ials": (0, 2)}[method]
+    if method == "ials":  # each sweep's sums reduced in another order: equal up to rounding
+        np.testing.assert_allclose(cluster.item_side_.factors, local.item_side_.factors, rtol=1e-8,
+                                   atol=1e-10)
     if method == "ease":
         np.testing.assert_allclose(cluster.item_side_.weights, local.item_side_.weights, rtol=1e-9,
                                    atol=1e-12)
