@@ -97,8 +97,10 @@ def test_auto_fits_the_method_the_planner_chose() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"counts_share": 1.0}, "below 1"),
+    ({"counts_share": 1.0}, "counts_share must lie strictly between 0 and 1, got 1.0"),
     ({"counts_share": 0.0}, "counts_share"),
+    ({"recount_share": 1.0}, "recount_share must lie strictly between 0 and 1, got 1.0"),
+    ({"recount_share": True}, "recount_share"),
     ({"method": "als"}, "method must be"),
     ({"epsilon": 0.0}, "epsilon"),
 ])

@@ -14,7 +14,14 @@ import dataclasses
 from dataclasses import dataclass
 from numbers import Integral, Real
 
-__all__ = ["RecommenderOptions"]
+__all__ = ["RecommenderOptions", "check_share"]
+
+
+def check_share(value: object, name: str) -> float:
+    """A share of a budget's ``mu^2``: a number strictly between 0 and 1 (``name`` in the error)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+    return float(value)
 
 
 @dataclass
@@ -117,7 +124,5 @@ class RecommenderOptions:
         for name in ("dense_items", "low_rank", "iterations", "private_ials_iterations", "recount_items"):
             positive(name, integer=True)
         for name in ("counts_share", "recount_share"):
-            share = getattr(self, name)
-            if isinstance(share, bool) or not isinstance(share, Real) or not 0 < share < 1:
-                raise ValueError(f"options.{name} must lie strictly between 0 and 1, got {share!r}")
+            check_share(getattr(self, name), f"options.{name}")
         return self

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
-from dptensor.models.recommend.options import RecommenderOptions
+from dptensor.models.recommend.options import RecommenderOptions, check_share
 from dptensor.privacy.calibration import gaussian_sigma_analytic
 
 __all__ = ["CALIBRATION", "METHODS", "RecommenderPlan", "plan_recommender", "predicted_ratio"]
@@ -178,14 +178,10 @@ def plan_recommender(
         cap = min(cap, check_positive_int(max_items_per_user, "max_items_per_user"))
     typical = float(min(DEFAULT_TYPICAL_ITEMS, cap)) if typical_items_per_user is None else min(
         check_real(typical_items_per_user, "typical_items_per_user"), float(cap))
-    share = RecommenderOptions.counts_share if counts_share is None else check_real(
-        counts_share, "counts_share")
-    if share >= 1.0:
-        raise ValueError(f"counts_share must be below 1 (the Gram needs a share), got {share!r}")
-    recount = RecommenderOptions.recount_share if recount_share is None else check_real(
-        recount_share, "recount_share")
-    if recount >= 1.0:
-        raise ValueError(f"recount_share must be below 1 (the first counts need a share), got {recount!r}")
+    share = check_share(RecommenderOptions.counts_share if counts_share is None else counts_share,
+                        "counts_share")
+    recount = check_share(RecommenderOptions.recount_share if recount_share is None else recount_share,
+                          "recount_share")
     c = CALIBRATION
     z = gaussian_sigma_analytic(float(epsilon), float(delta))
     sigma_gram = SENSITIVITY * z / math.sqrt(1.0 - share)
