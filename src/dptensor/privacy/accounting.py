@@ -112,42 +112,77 @@ def reduce_event(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
     ...                                   dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(3.0), 3)]))
     GaussianDpEvent(noise_multiplier=1.5)
     """
-    gaussian_counts: Counter[float] = Counter()
-    atom_counts: Counter[str] = Counter()
-    atoms: dict[str, dp_accounting.DpEvent] = {}
-    stack: list[tuple[dp_accounting.DpEvent, int]] = [(event, 1)]
-    while stack:
-        part, count = stack.pop()
-        if not isinstance(part, dp_accounting.DpEvent):
-            raise TypeError(f"expected a dp_accounting.DpEvent, got {type(part).__name__}")
-        if isinstance(part, dp_accounting.ComposedDpEvent):
-            stack.extend((inner, count) for inner in part.events)
-        elif isinstance(part, dp_accounting.SelfComposedDpEvent):
-            if part.count > 0:
-                stack.append((part.event, count * int(part.count)))
-        elif isinstance(part, dp_accounting.NonPrivateDpEvent):
+    counts = EventCounts()
+    counts.add(event)
+    return counts.reduced()
+
+
+class EventCounts:
+    """The multiset of atomic events that :func:`reduce_event` regroups, kept so that it can grow.
+
+    ``counts.add(event)`` flattens one more event into it; ``counts.reduced()`` is then exactly
+    ``reduce_event(ComposedDpEvent(all events added))``, to the last bit (the counts are integers
+    and the Gaussian multipliers are merged from them in sorted order), so a ledger composes
+    its ``n + 1``-th charge without flattening the first ``n`` again.
+    """
+
+    __slots__ = ("atom_counts", "atoms", "gaussian_counts", "non_private")
+
+    def __init__(self) -> None:
+        self.gaussian_counts: Counter[float] = Counter()
+        self.atom_counts: Counter[str] = Counter()
+        self.atoms: dict[str, dp_accounting.DpEvent] = {}
+        self.non_private = False
+
+    def copy(self) -> EventCounts:
+        """An independent copy (adding to it leaves this one as it is)."""
+        other = EventCounts()
+        other.gaussian_counts, other.atom_counts = Counter(self.gaussian_counts), Counter(self.atom_counts)
+        other.atoms, other.non_private = dict(self.atoms), self.non_private
+        return other
+
+    def add(self, event: dp_accounting.DpEvent) -> None:
+        """Flatten ``event`` into the multiset (see :func:`reduce_event`)."""
+        gaussian_counts, atom_counts, atoms = self.gaussian_counts, self.atom_counts, self.atoms
+        stack: list[tuple[dp_accounting.DpEvent, int]] = [(event, 1)]
+        while stack:
+            part, count = stack.pop()
+            if not isinstance(part, dp_accounting.DpEvent):
+                raise TypeError(f"expected a dp_accounting.DpEvent, got {type(part).__name__}")
+            if isinstance(part, dp_accounting.ComposedDpEvent):
+                stack.extend((inner, count) for inner in part.events)
+            elif isinstance(part, dp_accounting.SelfComposedDpEvent):
+                if part.count > 0:
+                    stack.append((part.event, count * int(part.count)))
+            elif isinstance(part, dp_accounting.NonPrivateDpEvent):
+                self.non_private = True
+            elif isinstance(part, dp_accounting.NoOpDpEvent):
+                continue
+            elif isinstance(part, dp_accounting.GaussianDpEvent):
+                if not part.noise_multiplier > 0:
+                    self.non_private = True
+                else:
+                    gaussian_counts[float(part.noise_multiplier)] += count
+            else:
+                key = f"{type(part).__module__}.{part!r}"
+                atoms.setdefault(key, part)
+                atom_counts[key] += count
+
+    def reduced(self) -> dp_accounting.DpEvent:
+        """The regrouped composition of every event added (:func:`reduce_event`'s result)."""
+        if self.non_private:
             return dp_accounting.NonPrivateDpEvent()
-        elif isinstance(part, dp_accounting.NoOpDpEvent):
-            continue
-        elif isinstance(part, dp_accounting.GaussianDpEvent):
-            if not part.noise_multiplier > 0:
-                return dp_accounting.NonPrivateDpEvent()
-            gaussian_counts[float(part.noise_multiplier)] += count
-        else:
-            key = f"{type(part).__module__}.{part!r}"
-            atoms.setdefault(key, part)
-            atom_counts[key] += count
-    parts: list[dp_accounting.DpEvent] = []
-    if gaussian_counts:
-        # summed in sorted order with fsum: the same multiset always gives the same float
-        mu2 = math.fsum(n / z**2 for z, n in sorted(gaussian_counts.items()))
-        parts.append(dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2)))
-    for key in sorted(atoms):
-        n = atom_counts[key]
-        parts.append(atoms[key] if n == 1 else dp_accounting.SelfComposedDpEvent(atoms[key], n))
-    if not parts:
-        return dp_accounting.NoOpDpEvent()
-    return parts[0] if len(parts) == 1 else dp_accounting.ComposedDpEvent(parts)
+        parts: list[dp_accounting.DpEvent] = []
+        if self.gaussian_counts:
+            # summed in sorted order with fsum: the same multiset always gives the same float
+            mu2 = math.fsum(n / z**2 for z, n in sorted(self.gaussian_counts.items()))
+            parts.append(dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2)))
+        for key in sorted(self.atoms):
+            n = self.atom_counts[key]
+            parts.append(self.atoms[key] if n == 1 else dp_accounting.SelfComposedDpEvent(self.atoms[key], n))
+        if not parts:
+            return dp_accounting.NoOpDpEvent()
+        return parts[0] if len(parts) == 1 else dp_accounting.ComposedDpEvent(parts)
 
 
 def event_epsilon(

@@ -281,7 +281,7 @@ def test_sigkill_during_fit_keeps_the_charge(tmp_path):
 
 
 def _charge_and_hang(path: str, ready) -> None:  # noqa: ANN001 - pragma: no cover - killed in the child
-    original = ledger_module.composed_epsilon
+    original = BudgetLedger._total  # the composition, inside the charge's write transaction
 
     def hang(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - holds the write transaction open
         value = original(*args, **kwargs)
@@ -289,7 +289,7 @@ def _charge_and_hang(path: str, ready) -> None:  # noqa: ANN001 - pragma: no cov
         time.sleep(600)
         return value
 
-    ledger_module.composed_epsilon = hang
+    BudgetLedger._total = hang
     BudgetLedger(path).charge(gaussian_guarantee(40.0), description="never committed")
 
 

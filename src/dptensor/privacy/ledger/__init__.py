@@ -75,6 +75,7 @@ from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger._accounting import (
     _EPSILON_CACHE,  # noqa: F401 - the per-process cache, cleared by tests and the benchmark
     MAX_PLD_POINTS,
+    RecordCounts,
     composed_epsilon,
     pld_discretization,
 )
@@ -422,16 +423,19 @@ class BudgetLedger(LedgerFile):
                     raise
             self._meta = dict(meta, relations=relations)
 
-    def _events(self, conn: sqlite3.Connection) -> list[dp_accounting.DpEvent]:
-        return [record["event"] for record in self._verified(conn)[1]]
-
-    def _compose(self, events: Sequence[dp_accounting.DpEvent]) -> float:
-        return composed_epsilon(events, self.delta, self.value_discretization_interval)
+    def _total(self, records: Sequence[dict[str, Any]], extra: dp_accounting.DpEvent | None = None) -> float:
+        """Composed epsilon of the checked ``records`` (and ``extra``): :func:`composed_epsilon`, with
+        the events of the records counted before reused (:class:`RecordCounts`)."""
+        with self._lock:
+            counts = self.__dict__.get("_record_counts")
+            if counts is None:
+                counts = self._record_counts = RecordCounts()
+            return counts.epsilon(records, self.delta, self.value_discretization_interval, extra)
 
     def spent(self) -> float:
         """Composed epsilon (at the ledger's delta) of every recorded charge: the budget used."""
         with self._connection("could not read the ledger") as conn:
-            return self._compose(self._events(conn))
+            return self._total(self._verified(conn)[1])
 
     def remaining(self) -> float:
         """``epsilon - spent()``, floored at 0.
@@ -451,7 +455,7 @@ class BudgetLedger(LedgerFile):
         if event is None:
             return math.inf
         with self._connection("could not read the ledger") as conn:
-            return self._compose([*self._events(conn), event])
+            return self._total(self._verified(conn)[1], event)
 
     def charges(self) -> list[Charge]:
         """Every recorded charge, oldest first."""
@@ -482,7 +486,7 @@ class BudgetLedger(LedgerFile):
         with self._connection("could not read the ledger") as conn:
             records = self._verified(conn)[1]
         charges = [self._charge_of(stored) for stored in records]
-        spent = self._compose([c.event for c in charges])
+        spent = self._total(records)
         return {
             "path": str(self._path),
             "dataset": self.dataset,
@@ -562,7 +566,7 @@ class BudgetLedger(LedgerFile):
                     meta, records, checksum = self._verified(conn)
                     self._refuse_moved(meta)
                     relations = meta["relations"]
-                    total = self._admit(guarantee, event, relations, [record["event"] for record in records])
+                    total = self._admit(guarantee, event, relations, records)
                     row["id"] = records[-1]["id"] + 1 if records else 1
                     row["spent_after"] = float(total)
                     conn.execute(
@@ -624,9 +628,10 @@ class BudgetLedger(LedgerFile):
         guarantee: PrivacyGuarantee,
         event: dp_accounting.DpEvent,
         relations: Sequence[str],
-        events: Sequence[dp_accounting.DpEvent],
+        records: Sequence[dict[str, Any]],
     ) -> float:
-        """The composed total with ``event`` added to ``events``, or the refusal (relation, budget)."""
+        """The composed total with ``event`` added to the checked ``records``, or the refusal
+        (relation, budget)."""
         if relations and not implies_any(guarantee.neighbouring, relations):
             raise ValueError(
                 f"the budget ledger {self._path} accepts releases under "
@@ -636,9 +641,9 @@ class BudgetLedger(LedgerFile):
                 "relation, or create one with neighbouring=[...] listing both if one change of "
                 "the unit you protect is a neighbouring change under each. Nothing was computed."
             )
-        total = self._compose([*events, event])
+        total = self._total(records, event)
         if not total <= self.epsilon:
-            raise self._exceeded(guarantee, self._compose(events), total)
+            raise self._exceeded(guarantee, self._total(records), total)
         return total
 
     def _recorded(self, token: str) -> bool:

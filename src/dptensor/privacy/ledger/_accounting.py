@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import dp_accounting
 
-from dptensor.privacy.accounting import EpsilonDeltaDpEvent, event_epsilon, reduce_event
+from dptensor.privacy.accounting import EpsilonDeltaDpEvent, EventCounts, event_epsilon, reduce_event
 from dptensor.privacy.calibration import gaussian_epsilon
 
 _EPSILON_CACHE: dict[tuple[str, float, float], float] = {}
@@ -82,7 +82,14 @@ def composed_epsilon(
     """
     if not events:
         return 0.0
-    reduced = reduce_event(dp_accounting.ComposedDpEvent(list(events)))
+    return reduced_epsilon(reduce_event(dp_accounting.ComposedDpEvent(list(events))), delta,
+                           value_discretization_interval)  # fmt: skip
+
+
+def reduced_epsilon(
+    reduced: dp_accounting.DpEvent, delta: float, value_discretization_interval: float
+) -> float:
+    """:func:`composed_epsilon` of events already regrouped by :func:`reduce_event` (memoised)."""
     if isinstance(reduced, dp_accounting.NoOpDpEvent):
         return 0.0
     if isinstance(reduced, dp_accounting.NonPrivateDpEvent):
@@ -106,3 +113,40 @@ def composed_epsilon(
                 epsilon = math.inf  # too large for floating point: no finite budget pays for it
         _EPSILON_CACHE[key] = epsilon
     return epsilon
+
+
+class RecordCounts:
+    """The :class:`~dptensor.privacy.accounting.EventCounts` of a ledger's checked charges, grown as
+    charges are added: composing ``n`` charges and a new one flattens only the charges not counted
+    yet, and gives exactly :func:`composed_epsilon` of them all (the same multiset, the same float).
+
+    The charges are the records a ledger has checked (dicts with ``"event"``), oldest first; the
+    counts are those of the first :attr:`n` of them, and are recounted from scratch if the records
+    given are not a continuation of those counted (another object at position ``n``).
+    """
+
+    __slots__ = ("counts", "last", "n")
+
+    def __init__(self) -> None:
+        self.counts, self.n, self.last = EventCounts(), 0, None
+
+    def of(self, records: Sequence[dict]) -> EventCounts:
+        """The counts of all ``records`` (those of the first :attr:`n` reused when they are the same)."""
+        if self.n > len(records) or (self.n and records[self.n - 1] is not self.last):
+            self.counts, self.n, self.last = EventCounts(), 0, None
+        for record in records[self.n:]:
+            self.counts.add(record["event"])
+        if records:
+            self.n, self.last = len(records), records[-1]
+        return self.counts
+
+    def epsilon(self, records: Sequence[dict], delta: float, value_discretization_interval: float,
+                extra: dp_accounting.DpEvent | None = None) -> float:  # fmt: skip
+        """Composed epsilon of every record's event (and ``extra``), as :func:`composed_epsilon`."""
+        counts = self.of(records)
+        if extra is not None:
+            counts = counts.copy()
+            counts.add(extra)
+        elif not records:
+            return 0.0
+        return reduced_epsilon(counts.reduced(), delta, value_discretization_interval)

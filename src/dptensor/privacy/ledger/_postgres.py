@@ -597,7 +597,7 @@ class ServerLedger(BudgetLedger):
                 conn.rollback()
                 return self._recognised(dict(zip(_STORED_COLUMNS, found, strict=True)), row)
             meta, records, checksum = self._verified(conn)
-            total = self._admit(guarantee, event, meta["relations"], [record["event"] for record in records])
+            total = self._admit(guarantee, event, meta["relations"], records)
             row = dict(row, id=len(records) + 1, spent_after=float(total))
             chain = _chain_next(checksum, [row[name] for name in _STORED_COLUMNS])
             conn.execute(

@@ -354,6 +354,7 @@ class LedgerFile:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.update(_conn=None, _conn_pid=None, _file_id=None, _seen=None)
+        state.pop("_record_counts", None)
         del state["_lock"]
         return state
 
