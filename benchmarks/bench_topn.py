@@ -245,6 +245,8 @@ def main() -> None:
                       lambda seed: PrivateRecommender(**private), splits),
         estimator_row(f"dptensor PrivateRecommender eps={EPSILON:g} method=ease",
                       lambda seed: PrivateRecommender(method="ease", **private), splits),
+        estimator_row(f"dptensor PrivateRecommender eps={EPSILON:g} method=ials",
+                      lambda seed: PrivateRecommender(method="ials", random_state=seed, **private), splits),
         estimator_row("dptensor Recommender (defaults)", lambda seed: Recommender(random_state=seed), splits),
         estimator_row("dptensor Recommender method=ials",
                       lambda seed: Recommender(method="ials", random_state=seed), splits),
