@@ -112,4 +112,63 @@ def test_the_help_says_when_the_ledger_is_asked(capsys):
     assert "asked for the whole run from the input's public sizes before the input is parsed" in help_text
     assert main(["single-topic", "fit", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
+    assert "asked for the whole run from the input's public sizes before the input is parsed" in help_text
+    assert main(["complete", "--help"]) == 0  # reads and checks its input first, and says so
+    help_text = " ".join(capsys.readouterr().out.split())
     assert "before anything is computed from the data (the input is read and checked first" in help_text
+
+
+@pytest.mark.parametrize("form", ["text", "ids"])
+def test_single_topic_fit_asks_the_ledger_before_parsing(tmp_path, monkeypatch, capsys, form):
+    monkeypatch.chdir(tmp_path)
+    if form == "text":
+        _corpus(tmp_path)
+        corpus = ["notes.txt", "--vocab", "vocab.txt"]
+    else:  # word ids whose last row holds an id outside the vocabulary
+        ids = np.random.default_rng(0).integers(0, 8, (600, 5))
+        ids[-1, 0] = 99
+        np.save(tmp_path / "tokens.npy", ids)
+        assert public_corpus_shape(tmp_path / "tokens.npy") == (600, None)
+        corpus = ["tokens.npy", "--n-words", "8"]
+    empty, full = _ledgers(tmp_path)
+    capsys.readouterr()
+    argv = ["single-topic", "fit", *corpus, "-k", "2", "--mechanism", "agn", "--epsilon", "1",
+            "--delta", "1e-7", "--quiet"]
+    assert main([*argv, "--ledger", empty]) == 2
+    err = capsys.readouterr().err
+    assert "privacy budget exceeded" in err and "the model of this run would bring" in err
+    assert main([*argv, "--ledger", full]) == 2  # the bad input, before any charge
+    assert "privacy budget exceeded" not in capsys.readouterr().err
+    assert BudgetLedger(empty).charges() == [] and BudgetLedger(full).charges() == []
+
+
+def test_complete_under_the_user_relation_asks_before_opening_a_file(tmp_path, monkeypatch, capsys):
+    """The public sizes come from --shape: the ledger refuses before the ratings file is opened (it
+    does not even exist here); one that can pay is charged what it was asked for."""
+    monkeypatch.chdir(tmp_path)
+    empty, full = _ledgers(tmp_path)
+    capsys.readouterr()
+    argv = ["complete", "missing.csv", "--shape", "30", "12", "2", "--rank", "2", "--privacy", "als",
+            "--neighbouring", "user", "--epsilon", "1", "--delta", "1e-7", "--value-range", "1", "5",
+            "--max-iter", "1", "--quiet"]
+    assert main([*argv, "--ledger", empty]) == 2
+    err = capsys.readouterr().err
+    assert "privacy budget exceeded" in err and "the model of this run would bring" in err
+    assert main([*argv, "--ledger", full]) == 2  # the missing file, before any charge
+    assert "privacy budget exceeded" not in capsys.readouterr().err
+    assert BudgetLedger(empty).charges() == [] and BudgetLedger(full).charges() == []
+    rng = np.random.default_rng(0)
+    rows = [f"{u},{i},{d},{v}" for u, i, d, v in zip(rng.integers(0, 30, 200), rng.integers(0, 12, 200),
+                                                     rng.integers(0, 2, 200), rng.integers(1, 6, 200),
+                                                     strict=True)]
+    (tmp_path / "ratings.csv").write_text("\n".join(rows) + "\n")
+    argv[1] = "ratings.csv"
+    assert main([*argv, "--ledger", full]) == 0
+    (charge,) = BudgetLedger(full).charges()
+    from dptensor import TensorCompletion
+    from dptensor.models.completion import plan_completion
+
+    model = TensorCompletion(2, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-7,
+                             value_range=(1, 5), max_iter=1)
+    planned = plan_completion(model.get_params(deep=False), (30, 12, 2), None).guarantee
+    assert (charge.epsilon, charge.n_releases) == (planned.epsilon, planned.n_releases)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 
-from dptensor.privacy import BudgetLedger
+from dptensor.models.pipeline_plan import check_pipeline_budget
+from dptensor.privacy import BudgetLedger, PrivacyGuarantee
 
 __all__ = [
     "ASKED_BEFORE_PARSING",
@@ -22,6 +24,7 @@ __all__ = [
     "add_ledger_argument",
     "open_ledger",
     "opened_ledger",
+    "refuse_before_parsing",
 ]
 
 
@@ -82,3 +85,27 @@ def opened_ledger(args: argparse.Namespace, *, private: bool = True) -> Iterator
     finally:
         if ledger is not None:
             ledger.close()
+
+
+def refuse_before_parsing(
+    ledger: BudgetLedger | None, plan: Callable[[], Sequence[Sequence[PrivacyGuarantee]]], *, what: str
+) -> None:
+    """Ask ``ledger`` for a run's planned charges before its input is parsed; refuse if it cannot pay.
+
+    ``plan()`` gives, from the options and the input's public sizes only, each release's possible
+    charges in order (:func:`~dptensor.models.pipeline_plan.check_pipeline_budget`, which raises
+    :class:`~dptensor.privacy.BudgetExceededError`). A plan that cannot be made (a configuration the
+    fit refuses: ``ValueError``) is left to the run's own checks, which say so in their words; the
+    plan's warnings come again, in order, from the run itself. The charges are made later, by the
+    releases, after the input checks (an invalid file costs no budget).
+    """
+    if ledger is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            steps = plan()
+        except ValueError:
+            return
+    if steps and all(steps):
+        check_pipeline_budget(ledger, steps, what=what)

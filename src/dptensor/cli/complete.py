@@ -27,7 +27,12 @@ from dptensor.cli._options import (
     research_options_last,
     seed,
 )
-from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._privacy import (
+    CHARGED_AFTER_INPUT_CHECKS,
+    add_ledger_argument,
+    opened_ledger,
+    refuse_before_parsing,
+)
 from dptensor.cli._report import add_report_arguments, begin_report, write_completion_report
 from dptensor.datasets.entries import (
     TensorEntries,
@@ -38,6 +43,7 @@ from dptensor.datasets.entries import (
     read_ratings,
     read_recbole_inter,
 )
+from dptensor.models.completion import plan_completion
 from dptensor.models.completion._dp_als import DEFAULT_MAX_RATINGS, RELATIONS
 from dptensor.models.completion.estimator import (
     OFFSETS,
@@ -47,7 +53,7 @@ from dptensor.models.completion.estimator import (
     compare_with_mean,
 )
 from dptensor.models.completion.recommend import check_top_n
-from dptensor.privacy import BudgetLedger, enable_features
+from dptensor.privacy import BudgetLedger, PrivacyGuarantee, enable_features
 
 #: Privacy modes that use --delta (the others are pure epsilon-DP or the paper's pure claims).
 DELTA_MODES = ("gradient_dpsgd", "als")
@@ -270,7 +276,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser, *, ledger: bool = False) 
                          help="delta for gradient_dpsgd and als (default: min(1e-5, 0.1/n) for n observed "
                          "entries; min(1e-6, 0.1/users) under --neighbouring user)")
     if ledger:
-        add_ledger_argument(private)
+        add_ledger_argument(private, when=USER_LEDGER_TIMING)
     research = parser.add_argument_group(
         RESEARCH_HEADING,
         "The paper's modes and tuning knobs (Wei, Li, Mao & Wang). The defaults are what "
@@ -535,10 +541,27 @@ def run(args: argparse.Namespace) -> int:
             return _run(args, ledger)
 
 
+#: ``complete``'s ``--ledger`` timing: asked from ``--shape`` under the user relation, else charged
+#: after the input checks.
+USER_LEDGER_TIMING = (
+    "under --neighbouring user the ledger is asked from --shape before any file is opened; "
+    + CHARGED_AFTER_INPUT_CHECKS
+)
+
+
+def _planned_user_fit(args: argparse.Namespace) -> list[list[PrivacyGuarantee]]:
+    """Under ``--neighbouring user``: the fit's charge from the options and ``--shape`` alone."""
+    shape = tuple(args.shape) if len(args.shape) == 3 else (*args.shape, 1)
+    with enable_features(*(("unproven",) if args.allow_unproven else ())):
+        return [[plan_completion(build_model(args).get_params(deep=False), shape, None).guarantee]]
+
+
 def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:
     # under --neighbouring user the shape and --day-origin are declared (check_options)
     shape = tuple(args.shape) if args.shape else None
     user = args.neighbouring == "user" and args.privacy is not None
+    if user and shape is not None:  # the public sizes are declared: asked before any file is opened
+        refuse_before_parsing(ledger, lambda: _planned_user_fit(args), what="the model of this run")
     # MovieLens days count from the earliest rating of all the files, so that the same calendar day
     # has the same index in the training and the test file (a temporal split's test days follow on)
     files = [args.entries] + ([args.test] if args.test else [])

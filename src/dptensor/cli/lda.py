@@ -37,7 +37,12 @@ from dptensor.cli._options import (
     seed,
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
-from dptensor.cli._privacy import ASKED_BEFORE_PARSING, add_ledger_argument, opened_ledger
+from dptensor.cli._privacy import (
+    ASKED_BEFORE_PARSING,
+    add_ledger_argument,
+    opened_ledger,
+    refuse_before_parsing,
+)
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
     LETTER_TOKEN_PATTERN,
@@ -697,28 +702,24 @@ def check_ledger_before_parsing(
 
     ``shape`` is :func:`~dptensor.datasets.corpus.public_corpus_shape`'s ``(N, V)`` (``V`` is
     ``--private-vocab``'s most words with a private vocabulary). A ledger that cannot pay for the
-    vocabulary and the model together (:func:`~dptensor.models.pipeline_plan.check_pipeline_budget`)
-    refuses here, before a byte of a document is interpreted: the refusal depends on the ledger and
-    public sizes only. The charges themselves come later, each after the input checks, so that an
-    invalid corpus costs no budget; a plan the model refuses is left to those checks, which say so
-    in their own words.
+    vocabulary and the model together refuses here (:func:`~dptensor.cli._privacy.
+    refuse_before_parsing`), before a byte of a document is interpreted: the refusal depends on the
+    ledger and public sizes only.
     """
-    if ledger is None or shape is None or shape[0] < 1:
+    if shape is None or shape[0] < 1:
         return
     n_documents, n_words = shape[0], args.private_vocab if args.private_vocab is not None else shape[1]
     if n_words is None:
         return
-    with _opt_in(args), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the plan's warnings come again, in order, from the run itself
-        try:
+
+    def plan() -> list[list[PrivacyGuarantee]]:
+        with _opt_in(args):
             steps = [] if args.private_vocab is None else [[_vocabulary_vectorizer(args, ledger)
                                                             .planned_guarantee()]]
-            steps.append(model_guarantees(model, n_documents, n_words))
-        except ValueError:
-            return
-    if steps[-1]:
-        check_pipeline_budget(ledger, steps, what="the model of this run" if len(steps) == 1 else
-                              "the vocabulary and the model of this run together")
+            return [*steps, model_guarantees(model, n_documents, n_words)]
+
+    refuse_before_parsing(ledger, plan, what="the model of this run" if args.private_vocab is None else
+                          "the vocabulary and the model of this run together")
 
 
 def _public_shape_of(args: argparse.Namespace) -> tuple[int, int | None] | None:

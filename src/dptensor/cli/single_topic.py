@@ -34,7 +34,12 @@ from dptensor.cli._options import (
     refuse_unused,
     seed,
 )
-from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._privacy import (
+    ASKED_BEFORE_PARSING,
+    add_ledger_argument,
+    opened_ledger,
+    refuse_before_parsing,
+)
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
     DEFAULT_ENCODING,
@@ -43,9 +48,11 @@ from dptensor.datasets.corpus import (
     is_count_file,
     load_corpus,
     load_vocabulary,
+    public_corpus_shape,
     read_text_documents,
 )
 from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
+from dptensor.privacy import PrivacyGuarantee
 from dptensor.streams import load_matrix
 from dptensor.tensor.single_topic_moments import MOMENTS
 
@@ -75,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit = actions.add_parser("fit", help="fit topics to a corpus; print the guarantee and the top words",
                              epilog=EXAMPLES)
     add_fit_arguments(fit)
-    add_ledger_argument(fit)
+    add_ledger_argument(fit, when=ASKED_BEFORE_PARSING)
     fit.add_argument("--out", metavar="FILE", help="write the model and its guarantee as JSON")
     add_report_arguments(fit)
     fit.set_defaults(func=run_fit)
@@ -175,22 +182,32 @@ def build_model(
     )  # fmt: skip
 
 
+def _planned_fit(args: argparse.Namespace) -> list[list[PrivacyGuarantee]]:
+    """The fit's charge from the options and the corpus's public number of documents (no parse)."""
+    shape = public_corpus_shape(args.corpus, encoding=args.encoding)
+    if shape is None or shape[0] < 1:
+        return []
+    return [[build_model(args, "tokens", None).planned_guarantee(shape[0])]]
+
+
 def run_fit(args: argparse.Namespace) -> int:
     private = args.mechanism is not None
     output_path(args.out)
     begin_report(args)
     if not private:
         refuse_unused(args, PRIVATE_OPTIONS, "privacy options need --mechanism (else nothing is private)")
-    progress_line(f"reading {args.corpus} ...", args.quiet)
-    documents, form, n_words, vocabulary = read_documents(
-        args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private,
-        token_pattern=args.token_pattern, encoding=args.encoding,
-    )
-    moments = args.moments or ("first3" if form == "tokens" else "all")
-    progress_line(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) ...",
-              args.quiet)
-    with opened_ledger(args, private=private) as ledger:  # charged by fit, before the documents are read
-        model = build_model(args, form, n_words, ledger).fit(documents)
+    with opened_ledger(args, private=private) as ledger:
+        if private:  # asked from the public number of documents, before the corpus is parsed
+            refuse_before_parsing(ledger, lambda: _planned_fit(args), what="the model of this run")
+        progress_line(f"reading {args.corpus} ...", args.quiet)
+        documents, form, n_words, vocabulary = read_documents(
+            args.corpus, vocabulary=args.vocab, n_words=args.n_words, private=private,
+            token_pattern=args.token_pattern, encoding=args.encoding,
+        )
+        moments = args.moments or ("first3" if form == "tokens" else "all")
+        progress_line(f"fitting {args.topics} topics ({args.mechanism or 'not private'}, moments {moments}) "
+                      "...", args.quiet)
+        model = build_model(args, form, n_words, ledger).fit(documents)  # charged before the moments
     print(f"single-topic model: K={args.topics} topics, d={model.n_features_in_} words, "
           f"N={model.n_documents_} documents, moments {moments}")  # fmt: skip
     if private:

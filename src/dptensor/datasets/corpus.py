@@ -520,9 +520,10 @@ def public_corpus_shape(
 
     ``N`` is the number of documents (lines of a plain-text file, counted with undecodable bytes
     escaped, so that no byte of a document is interpreted; ``.txt`` files of a folder; the header of
-    a count matrix) and ``V`` the number of words (a count matrix's columns, the lines of the public
-    ``vocabulary`` file; ``None`` for plain text without one). A private command asks its ledger
-    with them before it parses the corpus, so that a ledger that cannot pay refuses first.
+    a count matrix or of a ``.npy`` array of word ids) and ``V`` the number of words (a count
+    matrix's columns, the lines of the public ``vocabulary`` file; ``None`` for plain text or word
+    ids without one). A private command asks its ledger with them before it parses the corpus, so
+    that a ledger that cannot pay refuses first.
 
     Returns
     -------
@@ -535,6 +536,8 @@ def public_corpus_shape(
         words = len(load_vocabulary(vocabulary, encoding=encoding)) if vocabulary is not None else None
         if path.is_dir():
             return sum(1 for p in path.iterdir() if p.suffix == ".txt" and p.is_file()), words
+        if path.suffix == ".npy":  # word ids, one row per document: the header's shape
+            return int(np.load(path, mmap_mode="r", allow_pickle=False).shape[0]), words
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as archive:
                 rows, columns = (int(size) for size in archive["shape"])

@@ -421,6 +421,35 @@ class SingleTopicModel(PrivateEstimatorMixin, BaseEstimator):
         self.noise = noise
         self.ledger = ledger
 
+    def planned_guarantee(self, n_documents: int, n_words: int | None = None) -> PrivacyGuarantee:
+        """The guarantee a private fit of ``N`` documents charges, before any document is read.
+
+        From the parameters and the public ``N`` only (:func:`single_topic_release`, which ``fit``
+        calls): a command can ask a ledger before it parses the corpus, and a search can plan its fits.
+
+        Parameters
+        ----------
+        n_documents : int
+            The public number of documents ``N``.
+        n_words : int, optional
+            The public vocabulary size (checked against ``n_components`` when given).
+
+        Returns
+        -------
+        PrivacyGuarantee
+            What :meth:`fit` would report as ``guarantee_`` (and charge).
+        """
+        self._validate_params()
+        self._check_mechanism()
+        if self.mechanism is None:
+            raise ValueError("planned_guarantee needs a private fit (a mechanism and a budget)")
+        k = int(self.n_components) if n_words is None else check_rank(self.n_components, int(n_words),
+                                                                      "n_components")
+        return single_topic_release(
+            self.mechanism, self.epsilon, self.delta, int(n_documents), k, budget_split=self.budget_split,
+            calibration=self.calibration, n_restarts=self.n_restarts, n_iter=self.n_iter,
+        )[1]
+
     def _check_mechanism(self) -> None:
         """A budget without a mechanism, or a mechanism without a budget, is an error."""
         if self.mechanism is None and self.epsilon is not None:
