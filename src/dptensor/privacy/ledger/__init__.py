@@ -49,6 +49,11 @@ written by a newer dptensor, a damaged file, a read-only file or a full disk eac
 :class:`~dptensor.privacy.LedgerError` that says so, and no charge is lost or half-written.
 Events are stored as JSON of :meth:`dp_accounting.DpEvent.to_named_tuple`; only event classes
 of dp-accounting and dptensor are ever decoded.
+
+On a server. ``BudgetLedger("postgresql://USER@HOST/DB?dataset=NAME")`` is the same ledger kept
+in PostgreSQL (:mod:`dptensor.privacy.ledger._postgres`), for a team whose analysts charge one
+budget from several machines: grants, row-level security and triggers let analysts charge and
+read but never change or remove a charge or the budget.
 """
 
 from __future__ import annotations
@@ -170,7 +175,10 @@ class BudgetLedger(LedgerFile):
     ----------
     path : str or Path
         The ledger file (SQLite). Keep it on a local disk shared by the processes that charge it
-        (see *Notes*).
+        (see *Notes*). Or a URL ``postgresql://USER@HOST/DB?dataset=NAME``: the data set's ledger
+        on a PostgreSQL server, shared by analysts on several machines, with database roles
+        (:class:`~dptensor.privacy.ledger._postgres.ServerLedger`: the same API, plus
+        ``analyst_role=``; needs ``pip install 'dptensor[server]'``).
     epsilon, delta : float, optional
         The total budget: the composition of all charges must stay ``(epsilon, delta)``-DP.
         Required to create the file; checked against the file when given on opening.
@@ -485,7 +493,6 @@ class BudgetLedger(LedgerFile):
         """The budget, what is spent and left, and every charge, as plain data (e.g. for JSON)."""
         with self._connection("could not read the ledger") as conn:
             records = self._verified(conn)[1]
-        charges = [self._charge_of(stored) for stored in records]
         spent = self._total(records)
         return {
             "path": str(self._path),
@@ -496,7 +503,7 @@ class BudgetLedger(LedgerFile):
             "accountant": self._meta["accountant"],
             "value_discretization_interval": self.value_discretization_interval,
             "created": self.created,
-            "n_charges": len(charges),
+            "n_charges": len(records),
             "spent_epsilon": spent,
             "left_epsilon": max(0.0, self.epsilon - spent),
             "charges": [self._row_of(stored) for stored in records],
