@@ -70,6 +70,30 @@ def test_create_open_and_fixed_parameters(server_url):
     assert ledger.charges() == [] and len(other.charges()) == 1
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_concurrent_creation_in_a_new_database_gives_one_ledger(server_url):
+    """Several processes creating the same ledger at once, in a database without the schema yet."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    barrier, queue = ctx.Barrier(4), ctx.Queue()
+
+    def create() -> None:
+        barrier.wait()
+        try:
+            queue.put(BudgetLedger(server_url("d"), epsilon=1.0, delta=DELTA).created)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            queue.put(repr(exc))
+
+    procs = [ctx.Process(target=create) for _ in range(4)]
+    for p in procs:
+        p.start()
+    created = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert len(set(created)) == 1 and created[0].startswith("20"), created  # one ledger for everyone
+
+
 # ----------------------------------------------------------------------------- roles
 @pytest.fixture
 def team(postgres_cluster, server_url):

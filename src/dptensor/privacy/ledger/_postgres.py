@@ -365,7 +365,13 @@ class ServerLedger(BudgetLedger):
         from psycopg import sql
 
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (INSTALL_LOCK,))
-        if not conn.execute("SELECT to_regclass('dptensor.ledgers') IS NOT NULL").fetchone()[0]:
+        # a plain query of the catalog (a new snapshot, taken after the lock), not to_regclass, whose
+        # catalog lookup may still miss a schema another process installed while this one waited
+        installed = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = 'dptensor' AND c.relname = 'ledgers')"
+        ).fetchone()[0]
+        if not installed:
             for statement in INSTALL:
                 conn.execute(statement)
         if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (analyst_role,)).fetchone() is None:
