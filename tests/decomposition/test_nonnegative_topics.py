@@ -10,6 +10,7 @@ from scipy.optimize import nnls
 from sklearn.base import clone
 
 import dptensor.decomposition.private_whitening as pw
+import dptensor.models.topics._configuration1 as configuration1
 import dptensor.models.topics.private_spectral as psl
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.nonnegative_subspace import symmetric_nmf
@@ -200,12 +201,12 @@ def test_nmf_recovery_finds_the_topics_with_two_releases():
         captured["core"] = np.asarray(core)
         return original(released, rank, noise_scale, core)
 
-    original = psl.nonnegative_topic_factor
-    psl.nonnegative_topic_factor = capture
+    original = configuration1.nonnegative_topic_factor
+    configuration1.nonnegative_topic_factor = capture
     try:
         again = clone(model).set_params(topic_recovery="nmf", whitening_words=20).fit(c.counts)
     finally:
-        psl.nonnegative_topic_factor = original
+        configuration1.nonnegative_topic_factor = original
     support = np.sort(np.argsort(-again.unigram_, kind="stable")[:20])
     frequent = np.sort(support[np.argsort(-again.unigram_[support], kind="stable")[:10]])
     np.testing.assert_array_equal(np.sort(support[captured["core"]]), frequent)

@@ -88,7 +88,7 @@ def test_private_fit_reports_the_alignment_of_its_whitening(monkeypatch):
     unclipped = PrivateSpectralLDA(3, 0.3, epsilon=50.0, clip=None, **base).fit(c.counts)
     assert unclipped.whitening_alignment_.shape == (3,)
     # two M2 releases (shared_m2=False): the whitening's, e4, is reported, not the inverse's (e8)
-    import dptensor.models.topics.private_spectral as ps
+    import dptensor.models.topics._configuration1 as ps
 
     seen = []
     real = ps.analyze_gauss_eigenpairs

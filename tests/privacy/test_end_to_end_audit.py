@@ -337,7 +337,7 @@ def test_private_spectral_audit_reads_the_third_moment_release(variant: str, mon
     # hides a canary from whitening_ and from the projected e3 release, and even m2 and e3 without noise
     # gave 0.0-0.3. 40 fits (~3 s); measured (seed 3): honest 0.00, un-noised 1.98 from e3 (100 fits: 2.93).
     import dptensor.decomposition.private_whitening as pw
-    import dptensor.models.topics.private_spectral as ps
+    import dptensor.models.topics._configuration1 as ps
 
     if variant != "honest":
         monkeypatch.setattr(pw, "add_symmetric_gaussian", _no_noise)  # m2 (Analyze Gauss)

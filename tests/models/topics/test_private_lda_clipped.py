@@ -10,6 +10,7 @@ from sklearn.base import clone
 
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models import private_spectral_lda as psl
+from dptensor.models.topics import _configuration1 as configuration1
 from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 from dptensor.privacy.lda_sensitivity import clipped_sensitivities
@@ -438,7 +439,7 @@ def _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs=AU
         true = clipped_sensitivities(clip, word_clip, third_clip)
         return {key: value * sensitivity_factor for key, value in true.items()}
 
-    monkeypatch.setattr(psl, "clipped_sensitivities", weak)
+    monkeypatch.setattr(configuration1, "clipped_sensitivities", weak)
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PrivacyWarning (insecure test noise), UtilityWarning
@@ -517,7 +518,7 @@ def _released_pair_entry(monkeypatch, X, seed, sensitivity_factor, runs):
         captured.append(float(s2 + (noisy_arrays[-1][0, 0] - clean[0, 0]) * operator.total_weight))
         raise _Released
 
-    monkeypatch.setattr(psl, "analyze_gauss_eigenpairs", capture)
+    monkeypatch.setattr(configuration1, "analyze_gauss_eigenpairs", capture)
     return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs,
                             budget_split={"m1": 1.0, "m2": 1e6, "e3": 1.0})  # fmt: skip
 
@@ -556,7 +557,7 @@ def _released_third_entry(monkeypatch, X, seed, sensitivity_factor, runs):
         captured.append(float(third[0, 0, 0] * np.sign(U[0, 0]) ** 3))
         raise _Released
 
-    monkeypatch.setattr(psl, "clipped_whitened_third_moment", capture)
+    monkeypatch.setattr(configuration1, "clipped_whitened_third_moment", capture)
     public = np.array([[3, 0]] * 4 + [[0, 3]], dtype=float)
     return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs, public_corpus=public,
                             third_clip=None, budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip
@@ -623,7 +624,7 @@ def _released_projected_third_entry(monkeypatch, X, seed, sensitivity_factor, ru
         captured.append(float(third[0, 0, 0] * np.sign(U[0, 0]) ** 3))
         raise _Released
 
-    monkeypatch.setattr(psl, "clipped_whitened_third_moment", capture)
+    monkeypatch.setattr(configuration1, "clipped_whitened_third_moment", capture)
     public = np.array([[3, 0]] * 3 + [[0, 3]] * 3, dtype=float)
     return _release_samples(monkeypatch, X, seed, sensitivity_factor, captured, runs, public_corpus=public,
                             third_clip=third_clip, budget_split={"m1": 1.0, "e3": 1e6})  # fmt: skip

@@ -87,13 +87,13 @@ Where the code lives
 The plan -- everything decided from the parameters and ``(N, d)`` before a document is read -- is
 :func:`~dptensor.models.topics._private_plan.plan_private_spectral_lda` (also behind
 ``dptensor lda plan``), its guarantee's words :mod:`dptensor.models.topics._private_guarantee`, the
-release steps shared by the configurations :mod:`dptensor.models.topics._releases`. ``fit`` reads:
-plan, charge (``_begin_release``), compute and release, post-process.
+release steps shared by the configurations :mod:`dptensor.models.topics._releases`, Configuration 1's
+releases (clipped or not) :mod:`dptensor.models.topics._configuration1`. ``fit`` reads: plan, charge
+(``_begin_release``), compute and release, post-process.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
 from numbers import Integral, Real
@@ -104,18 +104,9 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_random_state
-from dptensor.decomposition.nonnegative_topics import CORE_SHARE, nonnegative_topic_factor, topics_from_factor
-from dptensor.decomposition.power_method import PowerMethodResult
-from dptensor.decomposition.private_whitening import (
-    PRIVATE_WHITENINGS,
-    WHITENING_SUBSPACES,
-    PrivateEigenpairs,
-    analyze_gauss_eigenpairs,
-    analyze_gauss_release,
-    noisy_power_eigenpairs,
-)
-from dptensor.decomposition.whitening import Whitening
+from dptensor.decomposition.private_whitening import PRIVATE_WHITENINGS, WHITENING_SUBSPACES
 from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models.topics._configuration1 import PrivateSpectralReleases
 from dptensor.models.topics._paper_variants import paper_configuration_topics
 from dptensor.models.topics._private_guarantee import (  # noqa: F401 - the guarantee's words, importable here
     CLASSIC_REASON,
@@ -165,32 +156,14 @@ from dptensor.models.topics._releases import (  # noqa: F401 - release steps, im
 from dptensor.models.topics._utility_plan import PrivateLDAPlan, plan_private_lda
 from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.private_refinement import refine_topics_privately, refinement_sensitivity
-from dptensor.models.topics.spectral import (
-    SPECTRAL_PARAMETER_CONSTRAINTS,
-    decompose_whitened_tensor,
-    project_rows_to_simplex,
-    unwhiten_topics,
-)
+from dptensor.models.topics.spectral import SPECTRAL_PARAMETER_CONSTRAINTS
 from dptensor.parallel import effective_n_jobs, public_shape
 from dptensor.privacy import require_unproven
 from dptensor.privacy.errors import UtilityWarning
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.lda_sensitivity import (
-    PAPER_MOMENT_SENSITIVITY,
-    clipped_sensitivities,
-    coherence,
-    m2_sensitivity,
-    m3_sensitivity,
-)
-from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
-from dptensor.privacy.quantile import private_upper_quantile
-from dptensor.tensor.clipped_lda_moments import (
-    ClippedMoments,
-    ClippedSecondMoment,
-    clipped_whitened_third_moment,
-)
-from dptensor.tensor.lda_moments import Documents, LDASecondMoment, document_blocks
+from dptensor.tensor.clipped_lda_moments import ClippedMoments
+from dptensor.tensor.lda_moments import Documents, document_blocks
 
 #: With ``match_unigram`` the ``"auto"`` shrinkage weight is this share of :func:`shrinkage_weight`'s:
 #: matched topics already predict the unigram distribution where they carry no information. On
@@ -200,7 +173,7 @@ from dptensor.tensor.lda_moments import Documents, LDASecondMoment, document_blo
 MATCHED_SHRINKAGE_FACTOR = 0.5
 
 
-class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimator):
+class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpectralReleases, BaseEstimator):
     """Differentially private spectral LDA (DeCarolis et al., paper 004), document-level.
 
     A separate estimator rather than options of :class:`~dptensor.models.SpectralLDA`: a private
@@ -781,223 +754,3 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, BaseEstimat
                 f"PrivateSpectralLDA: {prediction.sentence()} (dptensor lda plan; docs/lda.md)",
                 UtilityWarning, stacklevel=3,
             )
-
-    def _m2_sensitivity_fn(self, n: int):
-        if self.sensitivity == "paper":
-            return lambda mu: PAPER_MOMENT_SENSITIVITY / n
-        if self.projected_sensitivity:
-            return lambda mu: m2_sensitivity(self.alpha0, n, coherence=mu)
-        return lambda mu: m2_sensitivity(self.alpha0, n)
-
-    def _release_m2(
-        self, docs: Documents, multiplier: float, method: str, source: NoiseSource, rng: np.random.Generator,
-        label: str, timings: dict,
-    ) -> PrivateEigenpairs:  # fmt: skip
-        """One private release of ``M2_hat``'s top eigenpairs (Analyze Gauss or noisy power, ``method``)."""
-        operator = LDASecondMoment(docs, self.alpha0)
-        sensitivity = self._m2_sensitivity_fn(docs.n_documents)
-        return self._release_eigenpairs(
-            operator, label, multiplier, method, sensitivity, source, rng, timings
-        )
-
-    def _release_eigenpairs(
-        self, operator: object, label: str, multiplier: float, method: str, sensitivity,
-        source: NoiseSource, rng: np.random.Generator, timings: dict,
-    ) -> PrivateEigenpairs:  # fmt: skip
-        """The top eigenpairs of a second-moment ``operator`` released under ``label``.
-
-        Analyze Gauss (noise ``multiplier * sensitivity(1)``, subspace ``whitening_subspace``) or the
-        noisy power method (``sensitivity(coherence)`` per step): ``method``, the plan's
-        ``private_whitening`` for the operator's size. Records ``noise_scales_[label]`` and, unless
-        it is the inverse's own release ``"e8"``, ``whitening_alignment_``.
-        """
-        k, size = int(self.n_components), operator.shape[0]
-        with private_step(
-            f"{label}: private word co-occurrences (second moment M2; {method})", timings, self.verbose
-        ):
-            if method == "analyze-gauss":
-                result = analyze_gauss_eigenpairs(
-                    operator, k, noise_scale=multiplier * sensitivity(1.0), source=source,
-                    subspace=self.whitening_subspace,
-                )
-            else:
-                result = noisy_power_eigenpairs(
-                    operator, k, n_steps=int(self.n_power_steps),
-                    width=min(size, k + int(self.n_oversamples)), noise_multiplier=multiplier,
-                    sensitivity=sensitivity, source=source, rng=rng,
-                )  # fmt: skip
-        self.noise_scales_[label] = result.noise_scales[0] if len(result.noise_scales) == 1 else list(
-            result.noise_scales
-        )
-        if label != "e8":  # the release the whitening comes from
-            self.whitening_alignment_ = result.alignment
-        return result
-
-    def _fit_config1(
-        self, docs: Documents, plan: SpectralLDAPlan, source: NoiseSource, rng: np.random.Generator,
-        timings: dict,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        n, method = docs.n_documents, plan.private_whitening
-        if self.shared_m2:
-            multiplier = plan.noise_multipliers["m2"]
-            first = self._release_m2(docs, multiplier, method, source, rng, "e4+e8", timings)
-            second = first
-        else:
-            first = self._release_m2(docs, plan.noise_multipliers["e4"], method, source, rng, "e4", timings)
-            second = self._release_m2(docs, plan.noise_multipliers["e8"], method, source, rng, "e8", timings)
-        U, sigma = first.whitening.eigenvectors, first.whitening.eigenvalues
-        with private_step(
-            "e3: private word triples (whitened third moment M3; push-forward noise)", timings, self.verbose
-        ):
-            if self.sensitivity == "paper":
-                delta3 = PAPER_MOMENT_SENSITIVITY / n
-            else:
-                mu = coherence(U) if self.projected_sensitivity else 1.0
-                delta3 = m3_sensitivity(self.alpha0, n, coherence=mu)
-            scale = plan.noise_multipliers["e3"] * delta3
-            projected = release_projected_m3(docs, self.alpha0, U, scale, source)
-            inv = 1.0 / np.sqrt(sigma)
-            tensor = projected * inv[:, None, None] * inv[None, :, None] * inv[None, None, :]
-        self.noise_scales_["e3"] = scale
-        whitening = with_inverse(first.whitening, second.whitening)
-        self.whitening_, self.projected_third_moment_ = whitening, projected
-        return self._decompose_unwhiten(tensor, whitening, rng, timings)
-
-    def _fit_clipped(
-        self, moments: ClippedMoments, plan: SpectralLDAPlan, source: NoiseSource, rng: np.random.Generator,
-        timings: dict, public_whitening: Whitening | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """The clipped Configuration 1 (module docstring, *Clipped releases*)."""
-        d = moments.n_words
-        sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
-        with private_step("m1: private total weight and word frequencies", timings, self.verbose):
-            scale1 = plan.noise_multipliers["m1"] * sens["m1"]
-            released = source.add_gaussian(moments.first_order_release(), scale1)
-            # Post-processing: a public floor (one one-word document's weight v = C1) keeps the
-            # normalisations positive whatever the noise.
-            factor, floor = moments.totals_factor, moments.word_clip
-            total = max(float(released[0]) / factor, floor)  # S0, normalising S2 and S3
-            frequency_total = max(float(released[1]) / factor, floor)  # T0, normalising S1
-            mean = released[2:] / frequency_total
-        self.noise_scales_["m1"] = scale1
-        self.word_frequencies_ = mean
-        self.unigram_ = released_unigram(mean, scale1 / frequency_total)
-        self._released_total = (total, scale1 / factor, floor)  # S0, its noise sd, its floor (shrinkage_)
-        if public_whitening is not None:
-            return self._clipped_third(moments, public_whitening, total, mean, plan, source, rng, timings)
-        support = None
-        if self.whitening_words_ < d:  # post-processing of the m1 release: its most frequent words
-            order = np.argsort(-self.unigram_, kind="stable")
-            support = np.sort(order[: self.whitening_words_])
-        operator = ClippedSecondMoment(moments, total, mean, self.alpha0, support=support)
-        m2_scale = sens["m2"] / total  # noise on S2 of scale z Delta is noise on S2/S0 of scale z Delta/S0
-        if self.topic_recovery_ == "nmf":
-            scale = plan.noise_multipliers["m2"] * m2_scale
-            return self._nonnegative_topics(operator, support, scale, source, timings)
-        result = self._release_eigenpairs(
-            operator, "m2", plan.noise_multipliers["m2"], plan.private_whitening, lambda mu: m2_scale, source,
-            rng, timings,
-        )
-        whitening = result.whitening
-        if support is not None:  # the basis on the whole vocabulary: zero rows off the support
-            vectors = np.zeros((d, whitening.eigenvectors.shape[1]))
-            vectors[support] = whitening.eigenvectors
-            whitening = Whitening.from_eigenpairs(whitening.eigenvalues, vectors)
-        return self._clipped_third(moments, whitening, total, mean, plan, source, rng, timings, support)
-
-    def _nonnegative_topics(
-        self, operator: ClippedSecondMoment, support: np.ndarray | None, noise_scale: float,
-        source: NoiseSource, timings: dict,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """``topic_recovery="nmf"``: the ``m2`` release on the whitening words and its non-negative factor.
-
-        The release is the Analyze Gauss one (:func:`analyze_gauss_release`, the same mechanism,
-        sensitivity and noise scale as the tensor recovery's); everything after it is post-processing
-        of it and of ``m1``
-        (:mod:`dptensor.decomposition.nonnegative_topics`).
-        """
-        k = int(self.n_components)
-        size = operator.shape[0]
-        if support is None:
-            support = np.arange(size)
-        with private_step(
-            "m2: private word co-occurrences (second moment M2) of the whitening words (Analyze Gauss)",
-            timings, self.verbose,
-        ):
-            released = analyze_gauss_release(operator, noise_scale=noise_scale, source=source)
-        self.noise_scales_["m2"] = noise_scale
-        self.second_moment_, self.second_moment_words_ = released, support
-        with private_step(
-            "topics: non-negative factor of the released word co-occurrences (M2)", timings, self.verbose
-        ):
-            # the core: the most frequent whitening words by the released unigram distribution
-            order = np.argsort(-self.unigram_[support], kind="stable")
-            core = order[: max(k, int(round(CORE_SHARE * size)))]
-            factor = nonnegative_topic_factor(released, k, noise_scale, core)
-            topics, alpha = topics_from_factor(factor, support, self.unigram_, float(self.alpha0))
-        return topics, alpha
-
-    def _clipped_third(
-        self, moments: ClippedMoments, whitening: Whitening, total: float, mean: np.ndarray,
-        plan: SpectralLDAPlan,
-        source: NoiseSource, rng: np.random.Generator, timings: dict, support: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """The e3 release in the (released or public) eigenbasis, then decomposition and un-whitening.
-
-        With ``support`` (the whitening words) the topics' entries off the support are the released
-        unigram distribution's, the same in every topic: the releases say nothing about how those
-        words divide between topics. The projection onto the simplex then shifts each row by a
-        constant, which can zero the rarest of those words in a topic whose mass on the support is
-        large. Scaling each topic's entries there by its remaining mass instead (so that rows sum to
-        about one) was measured worse: WordNet, epsilon = 4, perplexity 937 +- 57 and NPMI 0.102
-        against 899 +- 11 and 0.116 (six fits each), Debian, epsilon = 1, 386 against 381.
-        """
-        U, sigma = whitening.eigenvectors, whitening.eigenvalues
-        if "q3" in plan.noise_multipliers:
-            with private_step(
-                "q3: private bound on each document's projected word-triple term (the third clip)",
-                timings, self.verbose,
-            ):
-                counts = moments.projected_histogram(U, THIRD_CLIP_EDGES)
-                quantile = private_upper_quantile(
-                    counts, THIRD_CLIP_EDGES, n_records=moments.docs.n_documents,
-                    tail_fraction=THIRD_CLIP_TAIL, noise_multiplier=plan.noise_multipliers["q3"],
-                    source=source, fallback=1.0,
-                )  # fmt: skip
-            self.noise_scales_["q3"] = quantile.noise_scale
-            moments = dataclasses.replace(moments, third_clip=quantile.value * moments.clip)
-        self.third_clip_ = moments.third_clip
-        sens = clipped_sensitivities(moments.clip, moments.word_clip, moments.third_clip)
-        with private_step(
-            "e3: private word triples (whitened third moment M3; projected sums)", timings, self.verbose
-        ):
-            scale3 = plan.noise_multipliers["e3"] * sens["e3"]
-            third = moments.third_order(U)
-            third = add_symmetric_gaussian(third, scale3, convention="frobenius", noise=source)
-            tensor = clipped_whitened_third_moment(third, total, mean, U, sigma, self.alpha0)
-        self.noise_scales_["e3"] = scale3
-        self.whitening_, self.projected_third_moment_ = whitening, third
-        return self._decompose_unwhiten(tensor, whitening, rng, timings, support)
-
-    def _decompose(self, tensor: np.ndarray, rng: np.random.Generator, timings: dict) -> PowerMethodResult:
-        with private_step(f"tensor decomposition ({self.decomposition})", timings, self.verbose):
-            result = decompose_whitened_tensor(
-                tensor, int(self.n_components), method=self.decomposition, n_restarts=self.n_restarts,
-                max_iter=self.max_iter, tol=self.tol, random_state=rng,
-            )  # fmt: skip
-        return result
-
-    def _decompose_unwhiten(
-        self, tensor: np.ndarray, whitening: Whitening, rng: np.random.Generator, timings: dict,
-        support: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """Topics and weights; with ``support``, entries off it from ``unigram_`` (:meth:`_clipped_third`)."""
-        result = positive_weights(self._decompose(tensor, rng, timings))
-        with private_step("un-whitening", timings, self.verbose):
-            topics, alpha, raw = unwhiten_topics(result, whitening, self.alpha0)
-            if support is not None:
-                outside = np.ones(raw.shape[1], dtype=bool)
-                outside[support] = False
-                raw[:, outside] = self.unigram_[outside]  # the same in every topic
-                topics = project_rows_to_simplex(raw)
-        return topics, alpha
