@@ -3,15 +3,14 @@
 ``make_pipeline(PrivateCountVectorizer(...), PrivateSpectralLDA(...))`` charged the vocabulary, then
 the model refused (its configuration, or the ledger), and the vocabulary's budget was lost.
 :class:`~dptensor.models.PrivatePipeline` runs every step's checks and asks the ledger for all of
-them first: a run it cannot pay in full charges nothing.
+them first, and a plain ``Pipeline`` does the same when its first private step is about to be
+charged: a run it cannot pay in full charges nothing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.ReleaseUtilityWarning")  # 8 of 20 words
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.pipeline import make_pipeline
 
@@ -26,6 +25,8 @@ from dptensor.models import (
 )
 from dptensor.models.pipeline_plan import check_pipeline_budget, model_guarantees
 from dptensor.privacy import BudgetExceededError, BudgetLedger, compose
+
+pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.ReleaseUtilityWarning")  # 8 of 20 words
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +47,14 @@ def test_a_model_that_refuses_its_vocabulary_size_charges_nothing(tmp_path, docu
     with pytest.raises(ValueError, match="n_components=10 exceeds the vocabulary size 3"):
         make_private_pipeline(*_steps(ledger, n_words=3, k=10)).fit(documents)
     assert ledger.charges() == []
-    # a plain Pipeline cannot plan: it charges the vocabulary before the model refuses (what the
-    # private pipeline is for)
+    # a plain Pipeline is planned too, when its first private step is about to be charged (it
+    # charged the vocabulary before the model refused)
     with pytest.raises(ValueError, match="exceeds the vocabulary size"):
         make_pipeline(*_steps(ledger, n_words=3, k=10)).fit(documents)
+    assert ledger.charges() == []
+    # ... but not with memory= (it fits clones of its steps, which the call stack does not show)
+    with pytest.raises(ValueError, match="exceeds the vocabulary size"):
+        make_pipeline(*_steps(ledger, n_words=3, k=10), memory=str(tmp_path / "cache")).fit(documents)
     assert len(ledger.charges()) == 1
 
 
@@ -59,11 +64,14 @@ def test_a_ledger_that_cannot_pay_for_every_step_charges_nothing(tmp_path, docum
     vectorizer, model = _steps(ledger)
     assert ledger.would_spend(vectorizer.planned_guarantee()) <= 2.5
     pipe = make_private_pipeline(vectorizer, model)
-    with pytest.raises(BudgetExceededError, match="privatecountvectorizer, privatespectrallda of this run") as e:
+    steps = "privatecountvectorizer, privatespectrallda of this run"
+    with pytest.raises(BudgetExceededError, match=steps) as e:
         pipe.fit(documents)
     assert ledger.charges() == [] and e.value.total > 2.5 and "Nothing was charged" in str(e.value)
     with pytest.raises(BudgetExceededError):
         pipe.fit_transform(documents)
+    with pytest.raises(BudgetExceededError):  # a plain Pipeline, planned at its first charge
+        make_pipeline(*_steps(ledger)).fit(documents)
     assert ledger.charges() == [] and not hasattr(pipe[0], "vocabulary_")
 
 

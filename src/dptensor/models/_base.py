@@ -43,7 +43,7 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from numbers import Real
 
 import numpy as np
@@ -61,10 +61,12 @@ from dptensor.privacy import (
 from dptensor.privacy.warnings import check_privacy_parameters
 
 __all__ = [
+    "PIPELINE_PLANNERS",
     "PLAIN_SEARCH_WARNING",
     "PrivateEstimatorMixin",
     "RealNotBool",
     "declare_count_input",
+    "enclosing_pipeline",
     "forget_fitted_attributes",
     "refuse_stray_privacy_parameters",
     "warn_if_in_plain_search",
@@ -164,6 +166,28 @@ def _plain_search() -> object | None:
     return True if candidate else None
 
 
+#: Called as ``planner(pipeline, step, n_public)`` before a private step of a scikit-learn
+#: ``Pipeline`` is charged (registered by :mod:`dptensor.models.pipeline_plan`, which plans the
+#: whole pipeline before its first private step's charge).
+PIPELINE_PLANNERS: list[Callable[[object, object, int | None], None]] = []
+
+
+def enclosing_pipeline(step: object) -> object | None:
+    """The scikit-learn ``Pipeline`` fitting ``step`` right now (one of its steps is ``step`` itself),
+    read from the call stack; ``None`` outside one (or in a pipeline with ``memory=``, which fits
+    clones)."""
+    from sklearn.pipeline import Pipeline
+
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name in ("fit", "fit_transform", "fit_predict"):
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, Pipeline) and any(s is step for _, s in candidate.steps):
+                return candidate
+        frame = frame.f_back
+    return None
+
+
 def warn_if_in_plain_search(who: str) -> None:
     """A :class:`~dptensor.privacy.PrivacyWarning`, once per search, for a private fit inside a
     scikit-learn hyperparameter search (``GridSearchCV``, ``RandomizedSearchCV``, ...): its choice is
@@ -234,6 +258,10 @@ class PrivateEstimatorMixin:
             getattr(self, "epsilon", None), getattr(self, "delta", None), n_public=n_public, unit=unit,
             who=type(self).__name__, stacklevel=4,
         )
+        pipeline = enclosing_pipeline(self) if PIPELINE_PLANNERS else None
+        if pipeline is not None:  # the whole pipeline's plan, before its first private step's charge
+            for planner in PIPELINE_PLANNERS:
+                planner(pipeline, self, n_public)
         warn_if_in_plain_search(type(self).__name__)
         self.guarantee_, source = begin_release(
             guarantee, getattr(self, "noise", None), ledger=getattr(self, "ledger", None),

@@ -13,7 +13,10 @@ both are public before anything is read -- the number of documents ``N`` and the
   (composed exactly with its earlier charges), for every outcome of the earlier releases;
 * :func:`check_private_pipeline`: both, for a scikit-learn ``Pipeline``;
 * :class:`PrivatePipeline` (:func:`make_private_pipeline`): a ``Pipeline`` whose ``fit`` runs
-  :func:`check_private_pipeline` first, so that a run the ledger cannot pay in full charges nothing.
+  :func:`check_private_pipeline` first, so that a run the ledger cannot pay in full charges nothing;
+* a plain ``Pipeline`` is planned the same way when its first private step is about to be charged
+  (:data:`dptensor.models._base.PIPELINE_PLANNERS`: the step finds the pipeline fitting it on the
+  call stack), except with ``memory=``, whose steps are fitted as clones.
 
 ``dptensor lda fit --private-vocab --ledger`` plans its run through the same functions.
 A concurrent run charging the same ledger between the check and a later step's charge can still
@@ -28,6 +31,7 @@ from collections.abc import Sequence
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer
 from sklearn.pipeline import Pipeline, make_pipeline
 
+from dptensor.models._base import PIPELINE_PLANNERS
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
@@ -215,6 +219,22 @@ def check_private_pipeline(pipeline: Pipeline, n_documents: int) -> None:
         check_pipeline_budget(ledger, steps, what=f"the steps {', '.join(names)} of this run together")
 
 
+def _plan_before_the_first_charge(pipeline: Pipeline, step: object, n_public: int | None) -> None:
+    """A plain ``Pipeline``'s first private step, about to be charged: plan the whole pipeline first.
+
+    Registered in :data:`dptensor.models._base.PIPELINE_PLANNERS`, so that
+    ``make_pipeline(PrivateCountVectorizer(...), PrivateSpectralLDA(...))`` charges nothing when
+    a later step would refuse or a ledger could not pay for all of them. A :class:`PrivatePipeline`
+    planned already; without the public number of documents (a one-pass iterable) nothing is
+    planned.
+    """
+    if isinstance(pipeline, PrivatePipeline) or n_public is None:
+        return
+    private = [s for _, s in pipeline.steps if getattr(s, "epsilon", None) is not None]
+    if private and private[0] is step:
+        check_private_pipeline(pipeline, n_public)
+
+
 def _n_documents(X: object) -> int:
     shape = getattr(X, "shape", None)
     if shape is not None and len(shape) >= 1:
@@ -295,3 +315,6 @@ def make_private_pipeline(*steps: object, memory: object = None, verbose: bool =
     PrivatePipeline
     """
     return PrivatePipeline(make_pipeline(*steps).steps, memory=memory, verbose=verbose)
+
+
+PIPELINE_PLANNERS.append(_plan_before_the_first_charge)
