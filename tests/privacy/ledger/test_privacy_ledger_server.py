@@ -12,12 +12,13 @@ import sys
 import time
 import uuid
 
-import psycopg
 import pytest
 from _helpers import gaussian_guarantee, in_child
 
 from dptensor.privacy import BudgetExceededError, BudgetLedger, LedgerError
 from dptensor.privacy.ledger._postgres import ServerLedger, migrate_to_server, parse_url
+
+psycopg = pytest.importorskip("psycopg", reason="needs psycopg: pip install 'dptensor[server]'")
 
 DELTA = 1e-5
 
