@@ -215,6 +215,8 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"left:   epsilon={summary['left_epsilon']:.6g}")
     if is_server_url(args.file):
         print(f"analysts: members of the database role {ledger.analyst_role!r}; curator {ledger.curator!r}")
+    elif ledger.moved_to:
+        print(f"moved:  to {ledger.moved_to} (dptensor budget migrate); this file refuses every charge")
     if any(c.delta < ledger.delta for c in charges):  # why "spent" can be below the charges' epsilons
         print("        (each charge is listed at its own delta; the total is the charges composed exactly "
               f"and stated at the ledger's larger delta={ledger.delta:g}, where the same releases cost less "
@@ -237,12 +239,17 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_history(args: argparse.Namespace) -> int:
     output_path(args.csv, "--csv")
-    charges = _open(args.file).charges()
+    ledger = _open(args.file)
+    charges = ledger.charges()
     if args.csv is None:
         for line in _table(charges):
             print(line)
         return 0
     fields = [f.name for f in dataclasses.fields(Charge)]
+    if is_server_url(args.file):  # who inserted each charge, as the server saw it
+        origins = {o["id"]: o for o in ledger.charge_origins()}
+        fields += ["db_user", "client_addr", "server_time"]
+        charges = [_ServerRow(c, origins[c.id]) for c in charges]
     if args.csv == "-":
         _write_rows(sys.stdout, fields, charges)
         return 0
@@ -270,6 +277,19 @@ def run_accept_restore(args: argparse.Namespace) -> int:
             f"after the copy are forgotten. Recorded in {ledger.state_file}",
         )
     return 0
+
+
+class _ServerRow:
+    """A server charge's CSV row: the charge's fields and the server's record of who inserted it."""
+
+    def __init__(self, charge: Charge, origin: dict) -> None:
+        self.charge, self.origin = charge, origin
+
+    def to_row(self) -> dict:
+        row = self.charge.to_row()
+        row.update(db_user=self.origin["db_user"], client_addr=self.origin["client_addr"],
+                   server_time=self.origin["server_time"].isoformat())  # fmt: skip
+        return row
 
 
 def _write_rows(handle, fields: list[str], charges: Sequence[Charge]) -> None:  # noqa: ANN001 - a text file

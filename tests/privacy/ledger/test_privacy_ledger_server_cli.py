@@ -41,6 +41,7 @@ def test_budget_commands_on_a_server_ledger(tmp_path, server_url, capsys, monkey
     assert main(["budget", "history", url, "--csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 1 and all("TensorCompletion" in row["description"] for row in rows)
+    assert rows[0]["db_user"] == "dptensor_test_admin" and rows[0]["client_addr"] == "127.0.0.1"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("postgres")] == []
 
 
@@ -60,5 +61,7 @@ def test_budget_migrate(tmp_path, server_url, capsys):
         BudgetLedger(path).charge(gaussian_guarantee(20.0))
     assert main(["budget", "migrate", str(path), url]) == 2
     assert "already moved" in capsys.readouterr().err
+    assert main(["budget", "show", str(path)]) == 0
+    assert "moved:  to postgresql://" in capsys.readouterr().out
     assert main(["budget", "migrate", str(path), str(tmp_path / "x.ledger")]) == 2
     assert "must be a postgresql:// URL" in capsys.readouterr().err

@@ -359,6 +359,14 @@ class BudgetLedger(LedgerFile):
         return str(self._meta["created"])
 
     @property
+    def moved_to(self) -> str | None:
+        """Where this file's history was moved (``dptensor budget migrate``), else ``None``.
+
+        A moved file stays readable and refuses every charge.
+        """
+        return self._read_meta().get("moved_to")
+
+    @property
     def accepted_restore(self) -> dict[str, Any] | None:
         """The restore accepted when this object opened the file (``accept_rollback=True``), else ``None``.
 

@@ -434,6 +434,11 @@ class ServerLedger(BudgetLedger):
         return self._path
 
     @property
+    def moved_to(self) -> None:
+        """``None``: a server ledger is never moved (see :func:`migrate_to_server`)."""
+        return None
+
+    @property
     def analyst_role(self) -> str:
         """The database role whose members may read and charge this ledger."""
         return str(self._meta["analyst_role"])
