@@ -23,14 +23,13 @@ from dptensor.parallel import (
 from dptensor.parallel.blocks import Partial, _Seen, combine_partials
 from dptensor.privacy import insecure_test_noise
 from dptensor.tensor import SampleMoment
+from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
 from dptensor.tensor.lda_moments import (
     DocumentBlocks,
-    LDAMomentAccumulator,
     LDASecondMoment,
     first_moment,
     prepare_counts,
     prepare_documents,
-    whitened_third_moment,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.PrivacyWarning")

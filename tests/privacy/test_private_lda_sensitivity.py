@@ -21,11 +21,11 @@ from dptensor.privacy.lda_sensitivity import (
     m3_norm_bound,
     m3_sensitivity,
 )
+from dptensor.tensor._lda_third_moment import whitened_third_moment
 from dptensor.tensor.lda_moments import (
     LDASecondMoment,
     dense_lda_moments,
     prepare_counts,
-    whitened_third_moment,
 )
 
 

@@ -9,14 +9,13 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.metrics import match_components
 from dptensor.models.spectral_lda import lda_whitening, project_rows_to_simplex, top_eigenpairs
+from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
 from dptensor.tensor.lda_moments import (
-    LDAMomentAccumulator,
     LDASecondMoment,
     dense_lda_moments,
     first_moment,
     population_lda_moments,
     prepare_counts,
-    whitened_third_moment,
 )
 
 

@@ -47,7 +47,8 @@ from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, decompose_whitened_tensor, top_eigenpairs
 from dptensor.privacy import enable_features
-from dptensor.tensor.lda_moments import LDASecondMoment, prepare_counts, whitened_third_moment
+from dptensor.tensor._lda_third_moment import whitened_third_moment
+from dptensor.tensor.lda_moments import LDASecondMoment, prepare_counts
 
 DELTA = 1e-7
 PANELS = (

@@ -81,12 +81,11 @@ import scipy.sparse as sp
 from dptensor._errstate import underflow_ignored
 from dptensor.privacy.lda_sensitivity import TOTALS_SCALE
 from dptensor.privacy.quantile import bin_counts
+from dptensor.tensor._lda_third_moment import _unpack, _vocabulary_cubes
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
     Documents,
     _packed_cubes,
-    _unpack,
-    _vocabulary_cubes,
     document_blocks,
     row_reduce,
     scaled_proportions,

@@ -40,7 +40,8 @@ from dptensor.privacy.lda_sensitivity import (
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
-from dptensor.tensor.lda_moments import Documents, LDASecondMoment, whitened_third_moment
+from dptensor.tensor._lda_third_moment import whitened_third_moment
+from dptensor.tensor.lda_moments import Documents, LDASecondMoment
 
 #: Procedure 1's lower bounds are floored here, and the resulting noise scales capped at _MAX_SCALE,
 #: so that a failed bound gives a useless but finite release instead of an error or overflow.

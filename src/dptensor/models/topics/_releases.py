@@ -20,6 +20,7 @@ from dptensor.parallel import RowBlocks, as_row_blocks, effective_n_jobs, is_dis
 from dptensor.privacy.denoising import nonnegative_posterior_means
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
+from dptensor.tensor._lda_third_moment import whitened_third_moment
 from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMoment
 from dptensor.tensor.lda_moments import (
     MIN_DOCUMENT_LENGTH,
@@ -29,7 +30,6 @@ from dptensor.tensor.lda_moments import (
     check_count_matrix,
     document_lengths,
     short_document_error,
-    whitened_third_moment,
 )
 
 #: Steps of a private fit print their names, never their durations (see ``timings_``).

@@ -11,7 +11,7 @@ edge of Figure 1:
 * e2, e5 -- ``M2_hat`` to the whitening ``W = U S^{-1/2}`` and un-whitening ``(W^T)^+ = U S^{1/2}``:
   :func:`lda_whitening`;
 * e1, e3, e4 -- counts and ``W`` to ``T_hat = M3_hat(W, W, W)`` (``k x k x k``):
-  :func:`~dptensor.tensor.lda_moments.whitened_third_moment`;
+  :func:`~dptensor.tensor._lda_third_moment.whitened_third_moment`;
 * e6 -- ``T_hat`` to eigenpairs ``(lambda_i, v_i)``: :func:`decompose_whitened_tensor`;
 * e7, e8 -- eigenpairs to topics ``mu_i`` and ``alpha_i``: :func:`unwhiten_topics`.
 
@@ -59,14 +59,13 @@ from dptensor.models.topics.refinement import (
     refine_topics,
 )
 from dptensor.parallel import effective_n_jobs
+from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
 from dptensor.tensor.lda_moments import (
     Documents,
-    LDAMomentAccumulator,
     LDASecondMoment,
     check_alpha0,
     document_blocks,
     prepare_documents,
-    whitened_third_moment,
 )
 from dptensor.tensor.operators import DenseTensor
 
@@ -684,7 +683,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         The first batch fixes an ``r``-dimensional basis ``B`` of the top eigenvectors of its
         own ``M2_hat`` (``r = min(d, 2k + n_oversamples)``), which must be large enough to
         contain the topic subspace; every batch (the first included) then adds its documents'
-        terms to running sums (:class:`~dptensor.tensor.lda_moments.LDAMomentAccumulator`) from
+        terms to running sums (:class:`~dptensor.tensor._lda_third_moment.LDAMomentAccumulator`) from
         which ``M2_hat B`` and ``M3_hat(B, B, B)`` of *all documents so far* follow exactly
         (the U-statistic scalars depend on the total ``N`` only). Each call then whitens inside
         ``B`` (the top-``k`` eigenpairs of ``B^T M2_hat B``, so ``W = B U_r S^{-1/2}``), decomposes
