@@ -14,6 +14,7 @@ import pytest
 from dptensor.cli import main, observe_command
 from dptensor.models.recommend.estimator import METHODS
 from dptensor.models.recommend.persistence import read_recommender_file
+from dptensor.privacy import BudgetLedger
 from dptensor.privacy.audit import observable_differences
 
 N_USERS, N_ITEMS = 40, 12
@@ -279,6 +280,28 @@ def test_private_fit_is_charged_and_refused_past_the_budget(files, capsys, monke
     assert _run(capsys, *_private(plays, "p.npz", "--ledger", "b.ledger"))[0] == 0
     code, _, err = _run(capsys, *_private(plays, "q.npz", "--ledger", "b.ledger"))
     assert code == 2 and "budget" in err
+    assert not (tmp / "q.npz").exists()
+
+
+@pytest.mark.parametrize("method", ["auto", "popularity", "ease", "ials"])
+def test_a_ledger_that_cannot_pay_refuses_before_the_file_is_read(files, capsys, monkeypatch, method):
+    # the plays file's last line is broken: reading it would fail there; the ledger is asked first
+    # (issue 53, finding 3), from the fit's parameters alone, so the refusal names the budget
+    tmp, plays = files
+    monkeypatch.chdir(tmp)
+    bad = tmp / "bad.csv"
+    bad.write_text(plays.read_text() + "u9\n")
+    assert _run(capsys, "budget", "create", "small.ledger", "--epsilon", "0.5", "--delta", "1e-5")[0] == 0
+    assert _run(capsys, "budget", "create", "large.ledger", "--epsilon", "50", "--delta", "1e-5")[0] == 0
+    args = _private(bad, "q.npz", "--ledger", "small.ledger")
+    args[args.index("--method") + 1] = method
+    code, _, err = _run(capsys, *args)
+    assert code == 2 and "privacy budget exceeded" in err and "line" not in err, err
+    # a ledger that can pay: the broken file is refused by its reader, and nothing is charged
+    args[args.index("small.ledger")] = "large.ledger"
+    code, _, err = _run(capsys, *args)
+    assert code == 2 and "privacy budget" not in err, err
+    assert BudgetLedger("large.ledger").spent() == 0.0
     assert not (tmp / "q.npz").exists()
 
 

@@ -43,7 +43,12 @@ from dptensor.cli._options import (
     refuse_unused,
     seed,
 )
-from dptensor.cli._privacy import add_ledger_argument, opened_ledger
+from dptensor.cli._privacy import (
+    ASKED_BEFORE_PARSING,
+    add_ledger_argument,
+    opened_ledger,
+    refuse_before_parsing,
+)
 from dptensor.cli._report import begin_report, finish_report
 from dptensor.datasets.interactions import FORMATS, Interactions, read_interactions
 from dptensor.models.recommend.estimator import METHODS, Recommender
@@ -146,7 +151,7 @@ def _privacy_arguments(parser: argparse.ArgumentParser, *, ledger: bool) -> argp
     group.add_argument("--delta", type=probability, default=None,
                        help=f"delta (default {DEFAULT_DELTA:g})")
     if ledger:
-        add_ledger_argument(group)
+        add_ledger_argument(group, when=ASKED_BEFORE_PARSING)
     group.add_argument("--items", metavar="ITEMFILE", default=None,
                        help="the public item list, one id per line: the model's columns, in that order; "
                             "interactions with other items are dropped (not counted, not reported). "
@@ -169,7 +174,8 @@ def _register_fit(actions: argparse._SubParsersAction) -> None:
         "fit", help="fit a top-N model on an interaction file and save it",
         description="Fit a top-N model on FILE and save it to --out (.npz: the item side only; the "
                     "training rows are never saved). With --epsilon the fit is private at user level "
-                    "and is charged to --ledger before the interactions are fitted.",
+                    "and --ledger is asked before FILE is read and charged before the interactions are "
+                    "fitted.",
         epilog=FIT_EXAMPLES,
         usage="%(prog)s [-h] FILE --out MODEL.npz [--method M] [--epsilon E --delta D --items ITEMFILE] "
               "[option ...]",
@@ -399,6 +405,8 @@ def run_fit(args: argparse.Namespace) -> int:
     private = args.epsilon is not None
     with opened_ledger(args, private=private) as ledger:
         if ledger is not None:
+            # the fit's charges depend on its parameters alone: asked before a line of FILE is read
+            refuse_before_parsing(ledger, lambda: [model.planned_guarantees()], what="the model of this run")
             model.set_params(ledger=ledger)
         data = _read(args, args.file, private=private)
         item_ids = data.item_ids

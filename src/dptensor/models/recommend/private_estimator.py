@@ -51,7 +51,7 @@ from dptensor.models.recommend.private_ials import (
     private_ials_sweeps,
 )
 from dptensor.models.recommend.private_popularity import candidate_items, popularity_ranking, private_recounts
-from dptensor.models.recommend.release_plan import recommender_guarantee
+from dptensor.models.recommend.release_plan import ReleasePlan, recommender_guarantee
 from dptensor.models.recommend.releases import (
     private_item_counts,
     private_item_gram,
@@ -62,6 +62,7 @@ from dptensor.models.recommend.releases import (
 from dptensor.parallel import is_distributed, public_shape
 from dptensor.privacy import NOISE_BACKENDS, InsecureTestNoise, NoiseSource
 from dptensor.privacy.errors import ReleaseUtilityWarning
+from dptensor.privacy.guarantee import PrivacyGuarantee
 
 __all__ = ["DEFAULT_PRIVATE_FACTORS", "KEPT_GRAMS", "PRIVATE_METHODS", "PrivateRecommender",
            "private_ease_ridge"]
@@ -226,13 +227,7 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         plan = None
         method = self.method
         selecting = self.catalogue == "select"
-        if method == "auto" and selecting:
-            raise ValueError(
-                "method='auto' plans from the public number of items, which catalogue='select' does not "
-                "have: pass method='popularity', 'ease' or 'ials' "
-                "(dptensor.models.recommend.plan_recommender "
-                "with the number of items you expect to be selected tells which)"
-            )
+        self._check_auto()
         if method == "auto":
             plan = plan_recommender(n_users, n_items, epsilon=self.epsilon, delta=self.delta,
                                     max_items_per_user=self.max_items_per_user,
@@ -240,25 +235,7 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
             method = plan.method
         if method == "ease" and not selecting:
             _check_dense(n_items, options)
-        model = {"popularity": ("recount",), "ease": ("gram",), "ials": ("ials",)}[method]
-        releases = (("selection",) if selecting else ()) + ("counts",) + model
-        counts_share = 1.0 - options.recount_share if method == "popularity" else options.counts_share
-        shares = {"counts": counts_share, model[0]: 1.0 - counts_share}
-        if selecting:  # the selection as much of mu^2 as the rest
-            shares = {"selection": 1.0, **shares}
-        sweeps = None
-        if method == "ials":
-            sweeps = ials_sweeps(options.private_ials_iterations, alpha=options.private_ials_alpha,
-                                 n_factors=self.n_factors or DEFAULT_PRIVATE_FACTORS,
-                                 regularization=options.private_ials_regularization,
-                                 clip=options.private_ials_clip)
-        bound = self.max_items_per_user or (DEFAULT_SELECTION_BOUND if selecting else None)
-        # under "select" the columns are not a public catalogue (a reader maps the ids it found), so
-        # their number is not recorded: only the selection's outcome is released
-        releases_plan = recommender_guarantee(
-            releases, self.epsilon, self.delta, shares=shares, max_items_per_user=bound,
-            n_users=n_users, n_items=None if selecting else n_items, sweeps=sweeps,
-        )
+        releases_plan = self._release_plan(method, options, n_users, n_items)
         source = self._begin_release(releases_plan.guarantee, f"PrivateRecommender fit ({method})",
                                      n_public=n_users, unit="users")
         # -- the data is read from here on ------------------------------------------------------
@@ -316,6 +293,53 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         self.n_features_in_ = n_items
         self.n_users_ = n_users
         return self
+
+    def _check_auto(self) -> None:
+        if self.method == "auto" and self.catalogue == "select":
+            raise ValueError(
+                "method='auto' plans from the public number of items, which catalogue='select' does not "
+                "have: pass method='popularity', 'ease' or 'ials' "
+                "(dptensor.models.recommend.plan_recommender "
+                "with the number of items you expect to be selected tells which)"
+            )
+
+    def _release_plan(self, method: str, options: RecommenderOptions, n_users: int | None = None,
+                      n_items: int | None = None) -> ReleasePlan:  # fmt: skip
+        """The releases of a fit by ``method`` and their calibration, from public inputs only."""
+        selecting = self.catalogue == "select"
+        model = {"popularity": ("recount",), "ease": ("gram",), "ials": ("ials",)}[method]
+        releases = (("selection",) if selecting else ()) + ("counts",) + model
+        counts_share = 1.0 - options.recount_share if method == "popularity" else options.counts_share
+        shares = {"counts": counts_share, model[0]: 1.0 - counts_share}
+        if selecting:  # the selection as much of mu^2 as the rest
+            shares = {"selection": 1.0, **shares}
+        sweeps = None
+        if method == "ials":
+            sweeps = ials_sweeps(options.private_ials_iterations, alpha=options.private_ials_alpha,
+                                 n_factors=self.n_factors or DEFAULT_PRIVATE_FACTORS,
+                                 regularization=options.private_ials_regularization,
+                                 clip=options.private_ials_clip)
+        bound = self.max_items_per_user or (DEFAULT_SELECTION_BOUND if selecting else None)
+        # under "select" the columns are not a public catalogue (a reader maps the ids it found), so
+        # their number is not recorded: only the selection's outcome is released
+        return recommender_guarantee(
+            releases, self.epsilon, self.delta, shares=shares, max_items_per_user=bound,
+            n_users=n_users, n_items=None if selecting else n_items, sweeps=sweeps,
+        )
+
+    def planned_guarantees(self) -> list[PrivacyGuarantee]:
+        """The guarantees a fit may charge, from the parameters alone (no data, no sizes, no charge).
+
+        One for a named ``method``; for ``"auto"``, popularity's and EASE's (the planner chooses
+        from the number of users, known only once the input is read). A command asks its ledger
+        about them before it parses its input (:func:`dptensor.cli._privacy.refuse_before_parsing`).
+        The sizes a fit records in ``details`` are left out; the charges are the same.
+        """
+        self._validate_params()
+        self._check_auto()
+        options = (self.options or RecommenderOptions()).checked()
+        methods = ("popularity", "ease") if self.method == "auto" else (self.method,)
+        return [self._release_plan(method, options).guarantee for method in methods]
 
     def _ease(self, kept: object, sigma: float, source: NoiseSource,
               options: RecommenderOptions) -> np.ndarray:
