@@ -48,3 +48,16 @@ def test_top_level_import_in_a_fresh_interpreter():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "dptensor.models.topics.private_spectral"
+
+
+def test_the_top_level_names_are_the_lazy_table_and_import_dptensor_stays_light():
+    """``import dptensor`` loads no estimator (PEP 562): scikit-learn, SciPy, Dask, numba wait for a use."""
+    assert set(dptensor.__all__) == set(dptensor._EXPORTS) | {"__version__"}
+    code = ("import sys, dptensor; heavy = [m for m in ('sklearn', 'scipy', 'dask', 'numba', 'matplotlib', "
+            "'dp_accounting', 'dptensor.models') if m in sys.modules]; print(heavy, dptensor.__version__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("[] "), result.stdout
+    code = "import dptensor; print(dptensor.nothing_here)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "module 'dptensor' has no attribute 'nothing_here'" in result.stderr

@@ -1,26 +1,37 @@
-"""dptensor: fast, streaming and differentially private tensor decomposition."""
+"""dptensor: fast, streaming and differentially private tensor decomposition.
 
-from dptensor._validation import NotFittedError
+The estimators and functions below are importable from the package itself
+(``from dptensor import PrivateRecommender``); each is loaded from its module on first use, so that
+``import dptensor`` (and ``dptensor --version``) does not pay for scikit-learn, SciPy, Dask or
+numba until something needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dptensor._version import __version__
-from dptensor.decomposition import (
-    OnlineTensorPower,
-    PowerMethodResult,
-    PrivatePowerMethodResult,
-    input_perturbation,
-    power_method,
-    private_power_method,
-)
-from dptensor.models import (
-    DPVariationalLDA,
-    PrivateCountVectorizer,
-    PrivateRecommender,
-    PrivateSpectralLDA,
-    Recommender,
-    SingleTopicModel,
-    SpectralLDA,
-    TensorCompletion,
-)
-from dptensor.privacy import PrivacyGuarantee
+
+#: Each top-level name and the module that defines it.
+_EXPORTS = {
+    "DPVariationalLDA": "dptensor.models",
+    "NotFittedError": "dptensor._validation",
+    "OnlineTensorPower": "dptensor.decomposition",
+    "PowerMethodResult": "dptensor.decomposition",
+    "PrivateCountVectorizer": "dptensor.models",
+    "PrivateRecommender": "dptensor.models",
+    "PrivateSpectralLDA": "dptensor.models",
+    "PrivacyGuarantee": "dptensor.privacy",
+    "PrivatePowerMethodResult": "dptensor.decomposition",
+    "input_perturbation": "dptensor.decomposition",
+    "power_method": "dptensor.decomposition",
+    "private_power_method": "dptensor.decomposition",
+    "Recommender": "dptensor.models",
+    "SingleTopicModel": "dptensor.models",
+    "SpectralLDA": "dptensor.models",
+    "TensorCompletion": "dptensor.models",
+}
 
 __all__ = [
     "DPVariationalLDA",
@@ -41,3 +52,39 @@ __all__ = [
     "SpectralLDA",
     "TensorCompletion",
 ]
+
+if TYPE_CHECKING:  # the names as static analysis sees them
+    from dptensor._validation import NotFittedError
+    from dptensor.decomposition import (
+        OnlineTensorPower,
+        PowerMethodResult,
+        PrivatePowerMethodResult,
+        input_perturbation,
+        power_method,
+        private_power_method,
+    )
+    from dptensor.models import (
+        DPVariationalLDA,
+        PrivateCountVectorizer,
+        PrivateRecommender,
+        PrivateSpectralLDA,
+        Recommender,
+        SingleTopicModel,
+        SpectralLDA,
+        TensorCompletion,
+    )
+    from dptensor.privacy import PrivacyGuarantee
+
+
+def __getattr__(name: str) -> Any:
+    """Load a top-level name from its module on first use (PEP 562), then keep it here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dptensor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
