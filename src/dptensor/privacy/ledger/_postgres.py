@@ -50,7 +50,7 @@ import dp_accounting
 
 from dptensor.privacy.errors import LedgerError
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.ledger import BudgetLedger, _check_options
+from dptensor.privacy.ledger._budget import SERVER_BACKENDS, BudgetLedger, _check_options
 from dptensor.privacy.ledger._events import _decode_cached
 from dptensor.privacy.ledger._postgres_schema import GRANTS, INSTALL, INSTALL_LOCK, SERVER_FORMAT
 from dptensor.privacy.ledger._records import Charge, _now, _user
@@ -697,3 +697,6 @@ def migrate_to_server(
             )
         source._mark_moved(fresh.path, meta["n_charges"], meta["checksum"])
     return fresh
+
+
+SERVER_BACKENDS["postgresql"] = ServerLedger  # BudgetLedger("postgresql://...") makes a ServerLedger
