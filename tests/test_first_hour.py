@@ -141,10 +141,11 @@ def test_cli_stdout_is_line_buffered_while_a_command_runs(monkeypatch, tmp_path)
         return 0
 
     import dptensor.cli as cli
+    from dptensor.cli._options import leaf_parsers
 
     parser = cli.build_parser()
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
-    for leaf in cli.leaf_parsers(parser):
+    for leaf in leaf_parsers(parser):
         leaf.set_defaults(func=command)
     monkeypatch.setattr(sys, "stdout", stream)
     assert main(["decompose", "--example"]) == 0

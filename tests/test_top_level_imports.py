@@ -61,3 +61,13 @@ def test_the_top_level_names_are_the_lazy_table_and_import_dptensor_stays_light(
     code = "import dptensor; print(dptensor.nothing_here)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "module 'dptensor' has no attribute 'nothing_here'" in result.stderr
+
+
+def test_version_answers_before_the_library_is_loaded():
+    """``dptensor --version`` prints the version without importing a subcommand or scikit-learn."""
+    code = ("import sys; from dptensor.cli import main; code = main(['--version']); "
+            "print(code, [m for m in ('sklearn', 'scipy', 'dptensor.cli.lda', 'dptensor.models') "
+            "if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"dptensor {dptensor.__version__}", "0 []"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import os
 import select
@@ -17,15 +18,17 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dptensor._files import recording_run
 from dptensor._version import __version__
-from dptensor.cli import audit, budget, complete, decompose, experiment, lda, recommend, report, single_topic
-from dptensor.cli._options import Parser, leaf_parsers, print_error, refuse_overwriting_inputs
-from dptensor.cli._report import command_line
-from dptensor.privacy.audit import Observation, observe_main
 
-COMMANDS = (decompose, lda, single_topic, complete, recommend, experiment, budget, audit, report)
+if TYPE_CHECKING:
+    from dptensor.privacy.audit import Observation
+
+#: The subcommands' modules (each with ``register(subparsers)``), imported when a parser is built, so
+#: that ``dptensor --version`` answers without loading the library.
+COMMANDS = ("decompose", "lda", "single_topic", "complete", "recommend", "experiment", "budget", "audit",
+            "report")
 
 #: Exit status of a command interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
@@ -44,6 +47,8 @@ EXAMPLES = """examples:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered."""
+    from dptensor.cli._options import Parser, leaf_parsers
+
     parser = Parser(
         prog="dptensor",
         description="Fast, streaming and differentially private tensor decomposition.",
@@ -51,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dptensor {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        command.register(subparsers)
+    for name in COMMANDS:
+        importlib.import_module(f"dptensor.cli.{name}").register(subparsers)
     for leaf in leaf_parsers(parser):
         leaf.set_defaults(_parser=leaf)  # lets a command name its own options (refuse_unused)
     return parser
@@ -94,6 +99,8 @@ def observe_command(argv: Sequence[str], workdir: str | Path) -> Observation:
     -------
     Observation
     """
+    from dptensor.privacy.audit import observe_main
+
     return observe_main(main, argv, workdir)
 
 
@@ -128,8 +135,15 @@ def _quiet_broken_pipe() -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # argparse's answer, before a subcommand (and the library) is loaded
+        print(f"dptensor {__version__}")
+        return 0
+    from dptensor._files import recording_run
+    from dptensor.cli._options import print_error, refuse_overwriting_inputs
+    from dptensor.cli._report import command_line
+
+    parser = build_parser()
     if argv[:2] == ["complete", "plan"]:  # complete's first argument is a file: its plan is a command
         argv = ["complete-plan", *argv[2:]]
     try:
