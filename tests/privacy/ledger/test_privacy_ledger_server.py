@@ -199,6 +199,23 @@ def test_nobody_updates_deletes_or_truncates_a_charge_not_even_its_curator(team)
     assert len(team["curator_ledger"].charges()) == 1
 
 
+def test_a_charge_forged_by_hand_is_refused_as_damage_naming_who(team):
+    alice = BudgetLedger(team["url"]("alice"))
+    alice.charge(gaussian_guarantee(20.0))
+    with _as(team, "alice") as conn:  # a well-formed next id, but not the chain's next checksum
+        conn.execute(
+            "INSERT INTO dptensor.charges SELECT ledger, 2, 'forged', time, host, pid, \"user\", argv, "
+            "caller, description, neighbouring, epsilon, delta, mechanism, n_releases, event, guarantee, "
+            "0.0, chain FROM dptensor.charges WHERE id = 1"
+        )
+    with pytest.raises(LedgerError, match="damaged: charge 2 does not match its checksum"):
+        BudgetLedger(team["url"]("bob")).spent()
+    for use in (alice.spent, lambda: alice.charge(gaussian_guarantee(20.0))):  # never a smaller total
+        with pytest.raises(LedgerError, match="charge 2 does not match"):
+            use()
+    assert [o["db_user"] for o in team["curator_ledger"].charge_origins()] == [team["alice"]] * 2
+
+
 def test_only_the_curator_changes_the_budget_and_it_is_recorded(team):
     alice = BudgetLedger(team["url"]("alice"))
     alice.charge(gaussian_guarantee(8.0))
