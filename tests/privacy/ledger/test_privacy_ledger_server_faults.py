@@ -21,7 +21,7 @@ import pytest
 from _helpers import event_guarantee, gaussian_guarantee
 from test_privacy_ledger_reliability import STRESS_DISCRETIZATION, run_stress, stress_budget
 
-from dptensor.privacy import BudgetExceededError, BudgetLedger
+from dptensor.privacy import BudgetExceededError, BudgetLedger, LedgerError
 from dptensor.privacy.ledger import composed_epsilon
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -134,6 +134,11 @@ def test_a_client_killed_inside_its_transaction_leaves_no_trace_and_no_lock(serv
     if not _wait_for(postgres_cluster, server_url.database,
                      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted", 1):  # fmt: skip
         pytest.fail("the child never took the ledger's lock")
+    start = time.monotonic()  # a charge now waits for the lock, `timeout` seconds at most
+    with pytest.raises(LedgerError, match="stayed locked by another charge for 0.5 s"):
+        BudgetLedger(url, timeout=0.5).charge(gaussian_guarantee(SIGMA))
+    assert time.monotonic() - start < 5
+    assert [c.description for c in BudgetLedger(url).charges()] == ["before"]  # reads do not wait
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     assert _collect(read) == []  # it acknowledged nothing

@@ -208,7 +208,9 @@ class ServerLedger(BudgetLedger):
                 connect_timeout=max(2, int(min(self._timeout, 30))),
                 application_name="dptensor budget ledger",
             )
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(self._timeout * 1000)}ms",))
+            # how long a charge waits for another's lock (0 would mean forever: at least 1 ms)
+            wait = f"{max(1, int(self._timeout * 1000))}ms"
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (wait,))
             conn.commit()
             self._conn, self._conn_pid = conn, os.getpid()
         self._last_used = time.monotonic()
