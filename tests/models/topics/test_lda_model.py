@@ -263,7 +263,7 @@ def test_document_chunks_cover_every_document_once_within_the_budget():
 def test_randomized_whitening_falls_back_to_lanczos_when_negative_eigenvalues_dominate():
     # Subspace iteration converges to the largest *magnitudes*: with negative eigenvalues as large
     # as the positive ones its top Ritz values included a negative one (change logs, d = 5000, k = 20).
-    from dptensor.models.topics.spectral import top_eigenpairs
+    from dptensor.models.topics._lda_whitening import top_eigenpairs
 
     rng = np.random.default_rng(0)
     basis, _ = np.linalg.qr(rng.standard_normal((60, 60)))
@@ -285,8 +285,8 @@ def test_randomized_whitening_falls_back_to_lanczos_when_negative_eigenvalues_do
 def test_lanczos_takes_the_single_topic_models_implicit_second_moment():
     # its LinearOperator's single-vector product once broke eigsh ("could not be broadcast")
     from dptensor.datasets import make_single_topic_corpus
+    from dptensor.models.topics._lda_whitening import top_eigenpairs
     from dptensor.models.topics.single_topic import check_documents, second_moment
-    from dptensor.models.topics.spectral import top_eigenpairs
 
     corpus = make_single_topic_corpus(400, 50, 3, random_state=0)
     docs = check_documents([np.asarray(t) for t in corpus.tokens], n_words=50, input="tokens", moments="all")

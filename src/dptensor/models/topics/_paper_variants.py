@@ -28,9 +28,10 @@ import numpy as np
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.private_whitening import PrivateEigenpairs
 from dptensor.decomposition.whitening import Whitening
+from dptensor.models.topics._lda_whitening import top_eigenpairs
 from dptensor.models.topics._private_plan import SpectralLDAPlan
 from dptensor.models.topics._releases import positive_weights, private_step, with_inverse
-from dptensor.models.topics.spectral import project_rows_to_simplex, top_eigenpairs, unwhiten_topics
+from dptensor.models.topics.spectral import project_rows_to_simplex, unwhiten_topics
 from dptensor.privacy.lda_sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
     lda_moment_constants,

@@ -15,7 +15,8 @@ import scipy.sparse.linalg as spla
 
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.whitening import Whitening
-from dptensor.models.topics.spectral import _Step, top_eigenpairs
+from dptensor.models.topics._lda_whitening import top_eigenpairs
+from dptensor.models.topics.spectral import _Step
 from dptensor.parallel import RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
 from dptensor.privacy.denoising import nonnegative_posterior_means
 from dptensor.privacy.mechanisms import add_symmetric_gaussian

@@ -51,7 +51,8 @@ from dptensor.decomposition.power_method import PowerMethodResult, default_n_res
 from dptensor.decomposition.private_power_method import default_private_n_iter, private_power_method
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
-from dptensor.models.topics.spectral import project_rows_to_simplex, top_eigenpairs
+from dptensor.models.topics._lda_whitening import top_eigenpairs
+from dptensor.models.topics.spectral import project_rows_to_simplex
 from dptensor.privacy.accounting import EpsilonDeltaDpEvent
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
 from dptensor.privacy.calibration import (
