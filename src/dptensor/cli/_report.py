@@ -25,6 +25,7 @@ import numpy as np
 
 from dptensor.cli._options import output_path
 from dptensor.privacy import BudgetLedger
+from dptensor.privacy.ledger import is_server_url
 from dptensor.report import (
     ReportPage,
     add_budget,
@@ -76,7 +77,7 @@ def begin_report(args: argparse.Namespace) -> ReportRun | None:
     output_path(path, "--report", suffixes=REPORT_SUFFIXES)
     before = None
     ledger = getattr(args, "ledger", None)
-    if ledger is not None and Path(ledger).exists():
+    if ledger is not None and (is_server_url(ledger) or Path(ledger).exists()):
         with contextlib.closing(BudgetLedger(ledger)) as opened:
             before = opened.summary()
     run = ReportRun(Path(path), getattr(args, "_argv", None), _utc_now(), before)

@@ -31,7 +31,9 @@ def test_budget_commands_on_a_server_ledger(tmp_path, server_url, capsys, monkey
     run = ["complete", str(entries), "--rank", "2", "--privacy", "gradient_dpsgd", "--neighbouring",
            "entry-value", "--epsilon", "0.45", "--delta", "1e-6", "--epochs", "3", "--ledger", url,
            "--out", str(tmp_path / "pred.csv")]  # fmt: skip
-    assert main(run) == 0
+    assert main([*run, "--report", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "before this run" in page and "after this run" in page  # the budget section, before and after
     assert main(run) == 2  # the second run would exceed the budget: refused, nothing written
     assert "privacy budget exceeded" in capsys.readouterr().err
     assert main(["budget", "show", url, "--plot", str(tmp_path / "b.png")]) == 0
