@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition import input_perturbation, private_power_method
-from dptensor.decomposition.online import OnlineTensorPower, data_fingerprint
+from dptensor.decomposition._online_checkpoint import data_fingerprint
+from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
 from dptensor.privacy import PrivacyWarning, insecure_test_noise
 from dptensor.privacy.audit import observable_differences, observe
