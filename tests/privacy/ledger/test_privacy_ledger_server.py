@@ -216,6 +216,23 @@ def test_a_charge_forged_by_hand_is_refused_as_damage_naming_who(team):
     assert [o["db_user"] for o in team["curator_ledger"].charge_origins()] == [team["alice"]] * 2
 
 
+def test_an_analyst_cannot_spoof_what_the_server_records_through_her_search_path(team, postgres_cluster,
+                                                                                server_url):  # fmt: skip
+    postgres_cluster.sql(f"CREATE SCHEMA evil_{team['alice']} AUTHORIZATION {team['alice']}",
+                         database=server_url.database)  # fmt: skip
+    with _as(team, "alice") as conn:  # her own functions, named like those the trigger calls
+        conn.execute(f"CREATE FUNCTION evil_{team['alice']}.host(inet) RETURNS text LANGUAGE sql "
+                     "AS $$ SELECT 'spoofed'::text $$")  # fmt: skip
+        conn.execute(f"CREATE FUNCTION evil_{team['alice']}.max(bigint) RETURNS bigint LANGUAGE sql "
+                     "AS $$ SELECT 0::bigint $$")  # fmt: skip
+    url = team["url"]("alice") + f"&options=-csearch_path%3Devil_{team['alice']}%2Cpg_catalog"
+    alice = BudgetLedger(url)
+    alice.charge(gaussian_guarantee(20.0))
+    alice.charge(gaussian_guarantee(20.0))
+    origins = team["curator_ledger"].charge_origins()
+    assert [(o["id"], o["client_addr"]) for o in origins] == [(1, "127.0.0.1"), (2, "127.0.0.1")]
+
+
 def test_only_the_curator_changes_the_budget_and_it_is_recorded(team):
     alice = BudgetLedger(team["url"]("alice"))
     alice.charge(gaussian_guarantee(8.0))

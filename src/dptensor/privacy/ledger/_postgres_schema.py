@@ -16,7 +16,9 @@ shows them only the ledgers of their role. Triggers refuse, for every user inclu
 own role, ``UPDATE``, ``DELETE`` and ``TRUNCATE`` of charges, an inserted charge that is not the
 next one, and any change of a ledger other than its budget or (before its first charge) its
 relations by its curator; only a table's owner or a superuser can ``DROP`` it or disable a
-trigger. A statement refused by a grant or trigger is an error that PostgreSQL writes to its log
+trigger. The trigger functions run with ``search_path = pg_catalog, pg_temp``, so that no function
+an analyst defines can stand in for one they call. A statement refused by a grant or trigger is an
+error that PostgreSQL writes to its log
 (with ``log_line_prefix`` showing ``%u``: the user), so an attempt is recorded there.
 """
 
@@ -78,12 +80,14 @@ INSTALL = (
         relations_after text NOT NULL
     )""",
     # ---- charges: append-only, the next id only, who inserted it set by the server
-    """CREATE FUNCTION dptensor.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    """CREATE FUNCTION dptensor.refuse_change() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
     BEGIN
         RAISE EXCEPTION 'dptensor budget ledger: % of % refused for database user %: charges are append-only',
             TG_OP, TG_TABLE_NAME, session_user USING ERRCODE = 'insufficient_privilege';
     END $$""",
-    """CREATE FUNCTION dptensor.check_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+    """CREATE FUNCTION dptensor.check_charge() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
     DECLARE last bigint;
     BEGIN
         SELECT max(c.id) INTO last FROM dptensor.charges c WHERE c.ledger = NEW.ledger;
@@ -103,7 +107,8 @@ INSTALL = (
     """CREATE TRIGGER charges_next BEFORE INSERT ON dptensor.charges
         FOR EACH ROW EXECUTE FUNCTION dptensor.check_charge()""",
     # ---- ledgers: only the curator changes a budget (recorded); nothing else ever changes
-    """CREATE FUNCTION dptensor.check_ledger_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    """CREATE FUNCTION dptensor.check_ledger_change() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
     BEGIN
         IF TG_OP = 'DELETE' THEN
             RAISE EXCEPTION 'dptensor budget ledger: a ledger is never deleted (database user %)',
