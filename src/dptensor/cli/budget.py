@@ -114,6 +114,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_quiet_argument(accept)
     accept.set_defaults(func=run_accept_restore)
 
+    change = actions.add_parser(
+        "change",
+        help="change the budget of a ledger on a server (its curator only; recorded)",
+        description=(
+            "Set a server ledger's (epsilon, delta) budget: only its curator (the database user that "
+            "created it) may, and the server records the change (who, when, before, after) in "
+            "dptensor.budget_changes; `budget show` lists them. A file ledger's budget is fixed."
+        ),
+        epilog="example:\n  dptensor budget change 'postgresql://curator@db/budgets?dataset=ratings' "
+        "--epsilon 3 --delta 1e-5\n",
+    )
+    change.add_argument("file", metavar="URL", help="the server ledger: postgresql://USER@HOST/DB?dataset=NAME")
+    change.add_argument("--epsilon", type=positive_float, required=True, help="the new total epsilon budget")
+    change.add_argument("--delta", type=probability, required=True, help="the new total delta budget")
+    add_quiet_argument(change)
+    change.set_defaults(func=run_change)
+
     migrate = actions.add_parser(
         "migrate",
         help="move a ledger file's history to a ledger on a PostgreSQL server",
@@ -215,6 +232,10 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"left:   epsilon={summary['left_epsilon']:.6g}")
     if is_server_url(args.file):
         print(f"analysts: members of the database role {ledger.analyst_role!r}; curator {ledger.curator!r}")
+        for change in ledger.budget_changes():
+            print(f"changed: {change['time']:%Y-%m-%d %H:%M:%S} by {change['db_user']}: epsilon "
+                  f"{change['epsilon_before']:g} -> {change['epsilon_after']:g}, delta "
+                  f"{change['delta_before']:g} -> {change['delta_after']:g}")  # fmt: skip
     elif ledger.moved_to:
         print(f"moved:  to {ledger.moved_to} (dptensor budget migrate); this file refuses every charge")
     if any(c.delta < ledger.delta for c in charges):  # why "spent" can be below the charges' epsilons
@@ -296,6 +317,18 @@ def _write_rows(handle, fields: list[str], charges: Sequence[Charge]) -> None:  
     writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(c.to_row() for c in charges)
+
+
+def run_change(args: argparse.Namespace) -> int:
+    if not is_server_url(args.file):
+        raise ValueError(f"{args.file}: a ledger file's budget is fixed when it is created; `budget change` "
+                         "is for a ledger on a server (a postgresql:// URL)")  # fmt: skip
+    with _open(args.file) as ledger:
+        before = (ledger.epsilon, ledger.delta)
+        ledger.change_budget(args.epsilon, args.delta)
+        _say(args, f"changed the budget of {ledger.path}: epsilon {before[0]:g} -> {ledger.epsilon:g}, delta "
+                   f"{before[1]:g} -> {ledger.delta:g} (recorded)")  # fmt: skip
+    return 0
 
 
 def run_migrate(args: argparse.Namespace) -> int:

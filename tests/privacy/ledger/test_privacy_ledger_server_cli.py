@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
 
 import pytest
 from _helpers import gaussian_guarantee
@@ -67,3 +68,19 @@ def test_budget_migrate(tmp_path, server_url, capsys):
     assert "moved:  to postgresql://" in capsys.readouterr().out
     assert main(["budget", "migrate", str(path), str(tmp_path / "x.ledger")]) == 2
     assert "must be a postgresql:// URL" in capsys.readouterr().err
+
+
+def test_budget_change_by_the_curator_only(postgres_cluster, server_url, capsys):
+    role = f"analyst_{uuid.uuid4().hex[:8]}"
+    postgres_cluster.sql(f"CREATE ROLE {role} LOGIN")
+    url = server_url("ratings")
+    assert main(["budget", "create", url, "--epsilon", "1", "--delta", "1e-5"]) == 0
+    postgres_cluster.sql(f"GRANT dptensor_analyst TO {role}")
+    assert main(["budget", "change", server_url("ratings", role), "--epsilon", "9", "--delta", "1e-5"]) == 2
+    assert "permission denied" in capsys.readouterr().err and BudgetLedger(url).epsilon == 1.0
+    assert main(["budget", "change", url, "--epsilon", "3", "--delta", "1e-5"]) == 0
+    assert "epsilon 1 -> 3" in capsys.readouterr().out and BudgetLedger(url).epsilon == 3.0
+    assert main(["budget", "show", server_url("ratings", role)]) == 0
+    assert "changed: " in (out := capsys.readouterr().out) and "by dptensor_test_admin: epsilon 1 -> 3" in out
+    assert main(["budget", "change", "some.ledger", "--epsilon", "3", "--delta", "1e-5"]) == 2
+    assert "budget is fixed" in capsys.readouterr().err
