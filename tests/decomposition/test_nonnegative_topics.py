@@ -11,11 +11,11 @@ from sklearn.base import clone
 
 import dptensor.decomposition.private_whitening as pw
 import dptensor.models.topics._configuration1 as configuration1
-import dptensor.models.topics.private_spectral as psl
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.nonnegative_subspace import symmetric_nmf
 from dptensor.decomposition.nonnegative_topics import nonnegative_topic_factor, topics_from_factor
 from dptensor.models import PrivateSpectralLDA
+from dptensor.models.topics import _private_plan
 from dptensor.models.topics.plan import (
     plan_private_lda,
     plan_private_spectral_lda,
@@ -163,9 +163,9 @@ def test_refinement_gives_the_unigram_release_more_of_the_moments_budget():
     assert refined.budget_split_ == pytest.approx(
         {"m1": 0.4 * moments, "m2": 0.6 * moments, "rf": refined.budget_split_["rf"]}
     )
-    assert psl.NMF_REFINED_BUDGET_SPLIT == {"m1": 0.4, "m2": 0.6}
+    assert _private_plan.NMF_REFINED_BUDGET_SPLIT == {"m1": 0.4, "m2": 0.6}
     alone = PrivateSpectralLDA(3, 0.3, refine=None, **kwargs).fit(c.counts)
-    assert alone.budget_split_ == pytest.approx(psl.NMF_BUDGET_SPLIT)
+    assert alone.budget_split_ == pytest.approx(_private_plan.NMF_BUDGET_SPLIT)
     for model in (refined, alone):  # the same total, composed exactly
         assert model.guarantee_.holds and model.guarantee_.epsilon == pytest.approx(4.0, rel=1e-6)
     # the m1 release's noise multiplier falls as its share grows (mu_m1 = sqrt(share) mu)
@@ -185,7 +185,7 @@ def test_nmf_recovery_finds_the_topics_with_two_releases():
     g = model.guarantee_
     assert g.holds and g.n_releases == 2 and g.details["topic_recovery"] == "nmf"
     assert set(model.budget_split_) == {"m1", "m2"} == set(model.noise_scales_)
-    assert model.budget_split_ == pytest.approx({"m1": 0.2, "m2": 0.8}) == psl.NMF_BUDGET_SPLIT
+    assert model.budget_split_ == pytest.approx({"m1": 0.2, "m2": 0.8}) == _private_plan.NMF_BUDGET_SPLIT
     assert g.details["third_clip"] is None
     assert set(g.details["sensitivities"]) == {"m1", "m2"}
     released_total = model._released_total[0]  # S0 from the m1 release: the m2 noise is z Delta / S0

@@ -10,7 +10,7 @@ from _tolerances import spectral_fit_tolerances
 from dptensor import OnlineTensorPower, power_method
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import PrivateSpectralLDA, SpectralLDA
-from dptensor.models.private_spectral_lda import check_private_counts
+from dptensor.models.topics._releases import check_private_counts
 from dptensor.parallel import (
     BlockIntegrityError,
     LocalRowBlocks,

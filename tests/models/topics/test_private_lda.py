@@ -11,12 +11,8 @@ from _helpers import topic_l1_error as _l1_error
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import PrivateSpectralLDA
-from dptensor.models.private_spectral_lda import (
-    CONFIG_EDGES,
-    check_private_counts,
-    default_budget_split,
-    release_projected_m3,
-)
+from dptensor.models.topics._private_plan import CONFIG_EDGES, default_budget_split
+from dptensor.models.topics._releases import check_private_counts, release_projected_m3
 from dptensor.privacy import (
     PrivacyWarning,
     UnprovenPrivacyError,

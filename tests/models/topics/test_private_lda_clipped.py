@@ -11,6 +11,8 @@ from sklearn.base import clone
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models import private_spectral_lda as psl
 from dptensor.models.topics import _configuration1 as configuration1
+from dptensor.models.topics._private_plan import THIRD_CLIP_EDGES
+from dptensor.models.topics._releases import released_unigram
 from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 from dptensor.privacy.lda_sensitivity import clipped_sensitivities
@@ -384,7 +386,7 @@ def test_guarantee_states_the_relation_and_the_clip():
     assert g.details["sensitivities"]["q3"] == pytest.approx(2**0.5)
     assert model.budget_split_["q3"] == pytest.approx(model.budget_split_["e3"] / 9)
     assert 0 < model.third_clip_ < 1.0 / 12 and "q3" in model.noise_scales_
-    assert np.isclose(model.third_clip_ * 12, psl.THIRD_CLIP_EDGES).any()
+    assert np.isclose(model.third_clip_ * 12, THIRD_CLIP_EDGES).any()
     assert g.details["whitening_words"] == model.whitening_words_ == 12  # fewer than 300 words: all
     # the split it reports can be passed back
     again = clone(model).set_params(budget_split=model.budget_split_).fit(_base_corpus(20000))
@@ -770,12 +772,12 @@ def test_released_unigram_is_positive_ordered_and_closer_than_the_clipped_releas
     from dptensor.privacy.denoising import nonnegative_posterior_means
 
     mean = np.array([0.5, 0.3, -0.01, 0.0])
-    u = psl.released_unigram(mean, 0.02)
+    u = released_unigram(mean, 0.02)
     assert u.sum() == pytest.approx(1.0) and np.all(u > 0)
     assert u[0] > u[1] > u[3] >= u[2]  # the posterior mean keeps the order of the release
     expected = nonnegative_posterior_means(mean, 0.02)
     np.testing.assert_allclose(u, np.maximum(expected, 0.3 * 0.02) / np.maximum(expected, 0.3 * 0.02).sum())
-    assert psl.released_unigram(np.array([-1.0, -2.0]), 0.0) == pytest.approx([0.5, 0.5])
+    assert released_unigram(np.array([-1.0, -2.0]), 0.0) == pytest.approx([0.5, 0.5])
     # a Zipf-like distribution released with noise of a fifth of its mean entry: closer in KL
     rng = np.random.default_rng(0)
     truth = 1.0 / np.arange(1, 2001) ** 1.1
@@ -785,7 +787,7 @@ def test_released_unigram_is_positive_ordered_and_closer_than_the_clipped_releas
     for _ in range(5):
         noisy = truth + rng.normal(0, sd, truth.size)
         clipped = np.maximum(noisy, 0) + 0.5 * sd
-        kl_eb.append(float(truth @ np.log(truth / psl.released_unigram(noisy, sd))))
+        kl_eb.append(float(truth @ np.log(truth / released_unigram(noisy, sd))))
         kl_clip.append(float(truth @ np.log(truth / (clipped / clipped.sum()))))
     assert np.mean(kl_eb) < 0.8 * np.mean(kl_clip)
 

@@ -33,7 +33,7 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
    :class:`dp_accounting.ComposedDpEvent`), with analytic calibration: the total ``(epsilon, delta)``
    fixes one Gaussian-DP parameter ``mu``, and ``budget_split`` divides ``mu^2`` between the edges.
 5. The default split comes from the utility analysis (public quantities only;
-   :func:`default_budget_split`).
+   :func:`~dptensor.models.topics._private_plan.default_budget_split`).
 
 Clipped releases (``clip``, the default for Configuration 1)
 -----------------------------------------------------------
@@ -108,50 +108,21 @@ from dptensor.decomposition.private_whitening import PRIVATE_WHITENINGS, WHITENI
 from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.models.topics._configuration1 import PrivateSpectralReleases
 from dptensor.models.topics._paper_variants import paper_configuration_topics
-from dptensor.models.topics._private_guarantee import (  # noqa: F401 - the guarantee's words, importable here
-    CLASSIC_REASON,
-    CLIPPED_PROTECTED,
-    CLIPPED_PUBLIC,
-    NEIGHBOURING,
-    PAPER_SENSITIVITY_REASON,
-    PROTECTED,
-    PUBLIC,
-    UNPROVEN_REASONS,
-)
-from dptensor.models.topics._private_plan import (  # noqa: F401 - the plan's constants, importable here
-    ANALYZE_GAUSS_MAX_WORDS,
+from dptensor.models.topics._private_plan import (
     CLIP_RANGE,
-    CLIPPED_BUDGET_SPLIT,
-    CLIPPED_EDGES,
-    CONFIG_EDGES,
-    NMF_BUDGET_SPLIT,
-    NMF_EDGES,
-    NMF_REFINED_BUDGET_SPLIT,
-    PUBLIC_WHITENING_BUDGET_SPLIT,
-    PUBLIC_WHITENING_EDGES,
-    THIRD_CLIP_EDGES,
-    THIRD_CLIP_QUANTILE_SHARE,
-    THIRD_CLIP_TAIL,
     TOPIC_RECOVERIES,
-    WORD_CLIP_RATIO,
     SpectralLDAPlan,
-    default_budget_split,
     noise_norm,
     plan_private_spectral_lda,
     resolve_clipping,
     shrinkage_weight,
     signal_guess,
 )
-from dptensor.models.topics._releases import (  # noqa: F401 - release steps, importable here
-    UNIGRAM_FLOOR,
+from dptensor.models.topics._releases import (
     check_clipped_counts,
     check_private_counts,
-    positive_weights,
     private_step,
-    release_projected_m3,
-    released_unigram,
     whitening_from_public_corpus,
-    with_inverse,
 )
 from dptensor.models.topics._utility_plan import PrivateLDAPlan, plan_private_lda
 from dptensor.models.topics.inference import TopicModelInference
@@ -204,12 +175,15 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
     shared_m2 : bool, default True
         Configuration 1: one noisy ``M2_hat`` for ``W`` and ``(W^T)^+``; ``False`` draws two, as printed.
     budget_split : dict, optional
-        Relative weights of the edges of the configuration (:data:`CONFIG_EDGES`); normalised.
-        Under ``calibration="analytic"`` Configuration 1 splits the Gaussian-DP budget ``mu^2``,
-        otherwise ``epsilon`` and ``delta``. Default: :func:`default_budget_split` (data-free).
+        Relative weights of the edges of the configuration
+        (:data:`~dptensor.models.topics._private_plan.CONFIG_EDGES`); normalised. Under
+        ``calibration="analytic"`` Configuration 1 splits the Gaussian-DP budget ``mu^2``, otherwise
+        ``epsilon`` and ``delta``. Default:
+        :func:`~dptensor.models.topics._private_plan.default_budget_split` (data-free).
     private_whitening : {"auto", "analyze-gauss", "noisy-power"}, default "auto"
         How ``M2_hat`` is released (:mod:`dptensor.decomposition.private_whitening`); ``"auto"`` is
-        Analyze Gauss up to :data:`ANALYZE_GAUSS_MAX_WORDS` words, the noisy power method above.
+        Analyze Gauss up to :data:`~dptensor.models.topics._private_plan.ANALYZE_GAUSS_MAX_WORDS`
+        words, the noisy power method above.
     whitening_subspace : {"auto", "eigen", "nonnegative"}, default "auto"
         How the Analyze Gauss release of ``M2`` becomes the whitening subspace (post-processing;
         the guarantee is unchanged). ``"eigen"``: its top eigenvectors. ``"nonnegative"``: the span
@@ -226,8 +200,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
         ``public_corpus``, with the Analyze Gauss release of ``M2``): a symmetric non-negative
         factor of the released ``M2`` on the whitening words is the topics
         (:mod:`dptensor.decomposition.nonnegative_topics`); there is no third-moment release, so the
-        budget goes to ``m1`` and ``m2`` (:data:`NMF_BUDGET_SPLIT`; with refinement,
-        :data:`NMF_REFINED_BUDGET_SPLIT`). ``"auto"``:
+        budget goes to ``m1`` and ``m2`` (:data:`~dptensor.models.topics._private_plan.NMF_BUDGET_SPLIT`;
+        with refinement, :data:`~dptensor.models.topics._private_plan.NMF_REFINED_BUDGET_SPLIT`).
+        ``"auto"``:
         ``"nmf"`` in clipped mode without ``public_corpus`` when the planner predicts a
         signal-to-noise below :data:`~dptensor.models.topics.plan.WHITENING_WORDS_LEVEL` on the
         fewest whitening words (:func:`~dptensor.models.topics.plan.prefers_nonnegative_topics`;
@@ -249,9 +224,11 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
         Clipped mode: bound ``C3`` on each document's term in the projected third-order release
         ``S3(U, U, U)``, whose sensitivity becomes ``min(sqrt2 C, 2 C3)``
         (:mod:`dptensor.tensor.clipped_lda_moments`, *Projected clipping*). ``"auto"``: chosen
-        under DP once ``U`` is released, as the upper :data:`THIRD_CLIP_TAIL` quantile of the
-        documents' projected norms, from a noisy histogram on public bins (the ``"q3"`` release,
-        :data:`THIRD_CLIP_QUANTILE_SHARE` of the ``e3`` budget; :mod:`dptensor.privacy.quantile`);
+        under DP once ``U`` is released, as the upper
+        :data:`~dptensor.models.topics._private_plan.THIRD_CLIP_TAIL` quantile of the documents'
+        projected norms, from a noisy histogram on public bins (the ``"q3"`` release,
+        :data:`~dptensor.models.topics._private_plan.THIRD_CLIP_QUANTILE_SHARE` of the ``e3``
+        budget; :mod:`dptensor.privacy.quantile`);
         the value used is ``third_clip_``. A number: that public ``C3``. ``None``: no second clip.
     whitening_words : "auto", int or None, default "auto"
         Clipped mode without ``public_corpus``: release ``M2`` and the third moment on the
@@ -339,7 +316,8 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
     guarantee_ : PrivacyGuarantee
     unigram_ : ndarray of shape (d,) or None
         The private unigram distribution: each word's empirical-Bayes posterior mean given the
-        released ``E1 = S1 / T0``, normalised (:func:`released_unigram`; clipped mode, ``None``
+        released ``E1 = S1 / T0``, normalised
+        (:func:`~dptensor.models.topics._releases.released_unigram`; clipped mode, ``None``
         otherwise).
     word_frequencies_ : ndarray of shape (d,) or None
         The released ``E1 = S1 / T0`` itself, noise included (entries may be negative; clipped
