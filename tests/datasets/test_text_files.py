@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from dptensor.cli import build_parser, main
-from dptensor.cli.lda import transform_token_pattern
+from dptensor.cli._lda_transform import transform_token_pattern
 from dptensor.datasets.corpus import (
     LETTER_TOKEN_PATTERN,
     SKLEARN_TOKEN_PATTERN,

@@ -25,8 +25,8 @@ from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer, 
 from sklearn.pipeline import Pipeline, make_pipeline
 
 from dptensor.cli import main, observe_command
-from dptensor.cli.lda import pad_short_documents
 from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA, pipeline_guarantee
+from dptensor.models.topics.short_documents import pad_short_documents
 from dptensor.privacy import BudgetLedger, compose, event_epsilon, insecure_test_noise, resolve_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
 from dptensor.privacy.errors import PrivacyWarning, ReleaseUtilityWarning

@@ -19,12 +19,28 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor._files import atomic_path
+from dptensor.cli._lda_options import (
+    ALPHA0_HELP,
+    FIT_DEFAULT_ALPHA0,
+    FIT_EXAMPLES,
+    PLAN_EXAMPLES,
+    PRIVATE_OPTIONS,
+    PRIVATE_VOCAB_OPTIONS,
+    SPECTRAL_OPTIONS,
+    TEXT_OPTIONS,
+    TRANSFORM_EXAMPLES,
+    VI_OPTIONS,
+    corpus_arguments,
+    is_plain_text,
+    parse_split,
+    private_arguments,
+    research_arguments,
+    vi_arguments,
+    vocab_share,
+)
+from dptensor.cli._lda_transform import run_transform
 from dptensor.cli._options import (
-    RESEARCH_HEADING,
-    add_noise_argument,
     add_quiet_argument,
-    add_text_arguments,
     flag_names,
     output_path,
     positive_float,
@@ -38,17 +54,13 @@ from dptensor.cli._options import (
 )
 from dptensor.cli._parallel import ParallelSession, add_parallel_arguments, parallel_session
 from dptensor.cli._privacy import (
-    ASKED_BEFORE_PARSING,
-    add_ledger_argument,
     opened_ledger,
     refuse_before_parsing,
 )
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
     LETTER_TOKEN_PATTERN,
-    SKLEARN_TOKEN_PATTERN,
     Corpus,
-    is_count_file,
     load_corpus,
     load_text_corpus,
     load_vocabulary,
@@ -61,8 +73,9 @@ from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.persistence import load_model as load_model  # moved there; importable here
-from dptensor.models.topics.persistence import read_model_file, save_model
+from dptensor.models.topics.persistence import save_model
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.short_documents import pad_short_documents
 from dptensor.models.topics.spectral import SpectralLDA
 from dptensor.models.topics.vectorizer import EmptyVocabularyError, PrivateCountVectorizer
 from dptensor.parallel import public_shape
@@ -75,59 +88,6 @@ from dptensor.privacy import (
     enable_features,
 )
 from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicted_vocabulary_size
-from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
-
-#: Options of the spectral fit only / of variational inference only (refused with the other --method).
-SPECTRAL_OPTIONS = ("decomposition", "whitening", "config", "sensitivity", "calibration", "budget_split",
-                    "private_whitening", "jobs", "scheduler", "no_clip", "public_corpus", "whitening_words",
-                    "third_clip", "whitening_subspace", "topic_recovery", "typical_length")
-VI_OPTIONS = ("batch_size", "passes", "max_doc_length", "accountant")
-#: Options that configure a private fit (refused without --epsilon).
-PRIVATE_OPTIONS = ("delta", "force", "noise", "allow_unproven", "config", "sensitivity", "calibration",
-                   "budget_split", "private_whitening", "accountant", "no_clip", "public_corpus",
-                   "private_vocab", "whitening_words", "third_clip", "whitening_subspace", "topic_recovery",
-                   "typical_length")
-#: Options of the private vocabulary (refused without --private-vocab).
-PRIVATE_VOCAB_OPTIONS = ("vocab_share", "max_doc_words")
-#: Options of plain-text corpora (they choose the vocabulary of a CountVectorizer).
-TEXT_OPTIONS = ("stop_words", "min_df", "max_df", "token_pattern")
-#: Files ``lda transform --out`` writes, by suffix.
-THETA_FORMATS = (".txt", ".csv", ".npy")
-
-#: What the research options of ``lda fit`` are, under their heading in ``--help``.
-RESEARCH_DESCRIPTION = (
-    "The papers' configurations and tuning knobs. The defaults are what docs/lda.md measured, so "
-    "a fit needs none of these; change them to reproduce a paper's table or to study the method."
-)
-
-FIT_DEFAULT_ALPHA0 = 1.0
-ALPHA0_HELP = (
-    "Dirichlet concentration alpha_0 = sum of the topic priors alpha_i (default 1). It sets how many topics "
-    "a document mixes: small (0.1-1) for documents about one or two topics, about k/2 or more for documents "
-    "mixing many. The spectral fit's moments assume it, so a wrong value costs accuracy: try a grid "
-    "(e.g. 0.1 0.3 1 3 10) and keep the value with the best held-out perplexity (docs/lda.md, 'Choosing "
-    "alpha0'). A private --method vi fit defaults to 0.5 per topic (alpha_0 = k/2)"
-)
-
-FIT_EXAMPLES = """examples:
-  python -c "from dptensor.datasets import make_lda_corpus, write_uci_bow
-  c = make_lda_corpus(2_000, 500, 5, alpha=0.1, random_state=0)
-  write_uci_bow(c.counts, 'docword.synthetic.txt', [f'w{i}' for i in range(500)])"
-  dptensor lda fit docword.synthetic.txt --topics 5 --alpha0 0.5 --out model.json
-  dptensor lda fit docword.synthetic.txt --topics 5 --epsilon 2 --delta 1e-6 --out private.json
-  dptensor lda fit docword.synthetic.txt --method vi --topics 5 --passes 2 --out vi.json
-  dptensor lda fit notes.txt --topics 5 --epsilon 2 --delta 1e-6 --private-vocab 500  # no public vocabulary
-  dptensor lda fit notes.txt --topics 5 --encoding cp1252 --token-pattern '(?u)\\b\\w\\w+\\b'  # w0 too
-"""
-
-PLAN_EXAMPLES = """examples:
-  dptensor lda plan --documents 44795 --words 2000 --topics 10 --epsilon 1 --delta 1e-6 --typical-length 7
-"""
-
-TRANSFORM_EXAMPLES = """examples:
-  dptensor lda transform model.json docword.synthetic.txt --out theta.csv   # CSV: document,topic_1,...
-  dptensor lda transform model.json docword.synthetic.txt --out theta.npy   # NumPy binary
-"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -203,7 +163,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     transform = actions.add_parser("transform", help="document-topic proportions under a fitted model",
                                    epilog=TRANSFORM_EXAMPLES)
     transform.add_argument("model", help="model file written by 'dptensor lda fit --out'")
-    _corpus_arguments(transform, from_model=True)
+    corpus_arguments(transform, from_model=True)
     transform.add_argument(
         "--out", metavar="FILE",
         help="write the proportions (documents x topics) to exactly FILE, in the format its extension names: "
@@ -233,8 +193,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=seed, default=None,
                         help="seed of the public randomness (the privacy noise is always fresh)")
     add_quiet_argument(parser)
-    _corpus_arguments(parser.add_argument_group("corpus"))
-    _private_arguments(parser)
+    corpus_arguments(parser.add_argument_group("corpus"))
+    private_arguments(parser)
     more = parser.add_argument_group("more options (printing, and choosing the words of plain text)")
     more.add_argument("--top", type=positive_int, default=10, metavar="N",
                       help="top words printed per topic (default 10)")
@@ -249,166 +209,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                       help="spectral fits: keep the moment estimate, without the CVB0 refinement passes "
                            "that follow it by default (private fits: their share of the budget goes to the "
                            "moments; docs/lda.md, Refinement and Private refinement)")
-    _research_arguments(parser)
-    _vi_arguments(parser)
-
-
-def _corpus_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, from_model: bool = False
-) -> None:
-    """``CORPUS``, ``--vocab``, ``--token-pattern`` and ``--encoding`` (``from_model``: ``lda transform``)."""
-    parser.add_argument(
-        "corpus",
-        help=(
-            "text file (every line a document, blank lines too: row i is line i+1), folder of .txt files, "
-            "UCI docword.*.txt[.gz], "
-            "Matrix Market .mtx or scipy .npz count matrix"
-        ),
-    )
-    parser.add_argument("--vocab", metavar="FILE",
-                        help="vocabulary file, one word per line (for .mtx/.npz/UCI)")
-    add_text_arguments(parser, from_model=from_model)
-
-
-def _private_arguments(parser: argparse.ArgumentParser) -> None:
-    """The everyday privacy options of both methods: the budget, the ledger, a private vocabulary."""
-    group = parser.add_argument_group(
-        "differential privacy",
-        "With --epsilon the fit is document-level (epsilon, delta)-DP (replace one document; N and the "
-        "vocabulary public). Each document's contribution is bounded (research options: --clip; "
-        "spectral: any document, short or empty too), and a plain-text corpus needs a public --vocab "
-        "(a vocabulary built from the documents would leak) or --private-vocab V (the V most frequent "
-        "words chosen under DP, paid from the budget).",
-    )
-    group.add_argument("--epsilon", type=positive_float, default=None, help="total privacy budget epsilon")
-    group.add_argument("--delta", type=probability, default=None,
-                       help="total delta (required with --epsilon)")
-    group.add_argument(
-        "--private-vocab", type=positive_int, default=None, metavar="V",
-        help="plain text without a public --vocab: choose up to V frequent words under DP (Gaussian "
-             "partition selection) from --vocab-share of --epsilon and --delta; the total composes both",
-    )  # fmt: skip
-    group.add_argument("--vocab-share", type=vocab_share, default=None, metavar="SHARE",
-                       help="share of --epsilon and --delta spent on --private-vocab; default (or 'auto'): "
-                            "chosen by the planner from public sizes, the largest share from 0.1 to 0.5 that "
-                            "keeps its verdict on the topics (0.2 where it does not apply: --method vi, "
-                            "--no-clip)")
-    add_ledger_argument(group, when=ASKED_BEFORE_PARSING)
-
-
-def _research_arguments(parser: argparse.ArgumentParser) -> None:
-    """The papers' configurations and tuning knobs of the fit, private spectral ones mostly."""
-    research = parser.add_argument_group(RESEARCH_HEADING, RESEARCH_DESCRIPTION)
-    research.add_argument("--config", type=int, choices=(1, 2, 3, 4), default=1,
-                          help="private spectral fit: configuration of DeCarolis et al. (default 1; 2-4 need "
-                               "--allow-unproven)")
-    research.add_argument("--allow-unproven", action="store_true",
-                          help="run the paper's modes whose guarantee does not hold (reported as NOT "
-                               "PRIVATE)")
-    add_noise_argument(research, not_covered="--method vi's secret Poisson subsample and initialisation "
-                       "(NumPy's PCG64)")
-    research.add_argument("--sensitivity", choices=("derived", "paper"), default="derived",
-                          help="'paper' reproduces the printed noise levels (unproven)")
-    research.add_argument("--calibration", choices=("analytic", "classic"), default="analytic",
-                          help="exact Gaussian-DP composition (default) or the paper's classic tau per edge "
-                               "(one noisy release of the paper's figure)")
-    research.add_argument("--budget-split", metavar="EDGE=W,...", default=None,
-                          help="relative budget weights of the noisy releases, by the paper's edge names: "
-                               "m1 the word frequencies, m2 the second moment M2, e3 the third moment M3 "
-                               "(default m1=0.25,m2=0.58,e3=0.17; --no-clip --config 1: e3, and e4 and e8 "
-                               "of M2, e.g. e3=0.6,e4=0.2,e8=0.2)")
-    research.add_argument("--clip", type=positive_float, default=None,
-                          help="clipping norm C of each document's statistics (private fits; spectral: "
-                               "default 1/V, docs/lda.md; vi: default 2, 0.1 x max document length with "
-                               "--accountant paper)")
-    research.add_argument("--no-clip", action="store_true",
-                          help="private spectral fit: noise for the worst-case document instead of clipped "
-                               "contributions (--clip; every document then needs at least 3 tokens)")
-    research.add_argument("--third-clip", type=_bound_or_none, default=None, metavar="C3|none",
-                          help="bound on each document's term of the projected third moment (M3) (default: "
-                               "a private quantile charged to the budget; 'none': no second clip)")
-    research.add_argument("--public-corpus", metavar="FILE", default=None,
-                          help="public documents of similar text (same format and --vocab as the corpus): "
-                               "the whitening comes from them, only the word frequencies (M1) and the "
-                               "whitened third moment (M3) are released")
-    research.add_argument("--private-whitening", choices=("auto", "analyze-gauss", "noisy-power"),
-                          default="auto", help="how the second moment (M2) is released under DP: Analyze "
-                                               "Gauss or the noisy power method")
-    research.add_argument("--whitening-subspace", choices=("auto", "eigen", "nonnegative"), default="auto",
-                          help="whitening subspace from the noisy second moment (M2): its eigenvectors, a "
-                               "non-negative factorisation, or chosen by how much of the eigenvectors "
-                               "survived the noise (default auto)")
-    research.add_argument("--topic-recovery", choices=("auto", "tensor", "nmf"), default="auto",
-                          help="topics from the whitened third moment (tensor) or from a non-negative "
-                               "factor of the noisy second moment with no third-moment release (nmf); "
-                               "default auto: nmf where the planner predicts little signal (public sizes "
-                               "only)")
-    research.add_argument("--whitening-words", type=_count_or_all, default=None, metavar="N|all",
-                          help="release the second and third moments (M2, M3) on the N words most frequent "
-                               "in the private word-frequency release ('all': every word; default: chosen "
-                               "from public sizes, at least 300)")
-    research.add_argument("--typical-length", type=positive_float, default=None, metavar="L",
-                          help="a public guess of a typical document's length in vocabulary tokens, for the "
-                               "planner's verdict printed before a private fit (as lda plan "
-                               "--typical-length; default 10)")
-    research.add_argument(
-        "--max-doc-words", type=positive_int, default=DEFAULT_MAX_WORDS_PER_DOCUMENT, metavar="N",
-        help="public bound on the distinct words one document contributes to --private-vocab (longer "
-             f"documents keep their most frequent ones; default {DEFAULT_MAX_WORDS_PER_DOCUMENT})",
-    )  # fmt: skip
-    research.add_argument(
-        "--decomposition", choices=("simultaneous", "robust"), default="simultaneous",
-        help="tensor decomposition (default: simultaneous power iteration)",
-    )  # fmt: skip
-    research.add_argument(
-        "--whitening", choices=("auto", "dense", "randomized", "eigsh"), default="auto",
-        help="eigensolver for the second moment (M2) (default auto)",
-    )  # fmt: skip
-
-
-def _count_or_all(text: str) -> int | str:
-    """``--whitening-words``: a positive count or ``all``."""
-    return "all" if text == "all" else positive_int(text)
-
-
-def _bound_or_none(text: str) -> float | str:
-    """``--third-clip``: a positive bound or ``none``."""
-    return "none" if text == "none" else positive_float(text)
-
-
-def _vi_arguments(parser: argparse.ArgumentParser) -> None:
-    """Tuning knobs of online variational Bayes (``--method vi``, ``DPVariationalLDA``)."""
-    vi = parser.add_argument_group(f"{RESEARCH_HEADING} of variational inference (--method vi)")
-    vi.add_argument("--batch-size", type=positive_int, default=None, metavar="S",
-                    help="(expected) minibatch size S (default: all documents when private, else 128)")
-    vi.add_argument("--passes", type=positive_int, default=10, metavar="N",
-                    help="passes over the corpus (default 10)")
-    vi.add_argument("--max-doc-length", type=positive_int, default=None, metavar="N",
-                    help="declared maximum document length; longer documents are scaled down to it "
-                    "(default 500 when private)")
-    vi.add_argument("--accountant", choices=("exact", "paper"), default="exact",
-                    help="exact (Poisson sampling, PLD accountant; default) or paper (unproven; needs "
-                         "--allow-unproven)")
-    vi.add_argument("--vi-init", choices=("random", "moments"), default="random",
-                    help="start: random (default) or moments (the spectral moment estimate; private: "
-                         "on --vi-init-share of the budget, full batch only)")
-    vi.add_argument("--vi-init-share", type=float, default=0.3, metavar="F",
-                    help="--vi-init moments, private: the moments' share of the budget's mu^2 (default 0.3)")
-
-
-def _parse_split(text: str | None) -> dict[str, float] | None:
-    if text is None:
-        return None
-    split = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--budget-split: expected EDGE=WEIGHT items, got {item!r}")
-        try:
-            split[key.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"--budget-split: {key.strip()!r} has a non-numeric weight: {value!r}") from None
-    return split
+    research_arguments(parser)
+    vi_arguments(parser)
 
 
 #: Why a private fit of plain text needs --vocab or --private-vocab.
@@ -433,7 +235,7 @@ def check_fit_options(args: argparse.Namespace) -> None:
     elif args.delta is None:  # both private fits are (epsilon, delta)-DP; said before the corpus is read
         problems = ["--delta is required with --epsilon: the private fit is (epsilon, delta)-DP; choose "
                     "delta well below 1/(number of documents), e.g. --delta 1e-6"]
-        if args.vocab is None and args.private_vocab is None and _is_plain_text(Path(args.corpus)):
+        if args.vocab is None and args.private_vocab is None and is_plain_text(Path(args.corpus)):
             problems.append(PRIVATE_TEXT_VOCABULARY)  # said once with the other, not one try later
         refuse_problems(problems)
     if args.no_clip and args.clip is not None:
@@ -448,7 +250,7 @@ def check_fit_options(args: argparse.Namespace) -> None:
     else:
         refuse_unused(args, ("min_df", "max_df", "max_features"), "these would choose words from the private "
                       "documents without noise; --private-vocab V chooses them under DP")
-    if not _is_plain_text(Path(args.corpus)):
+    if not is_plain_text(Path(args.corpus)):
         refuse_unused(args, (*TEXT_OPTIONS, "private_vocab"), "these choose the words of a plain-text "
                       f"corpus; {args.corpus} is a count matrix whose columns are the vocabulary")
 
@@ -570,14 +372,10 @@ def _print_topics(
                        guarantees=guarantees)
 
 
-def _is_plain_text(path: Path) -> bool:
-    return not is_count_file(path)
-
-
 def load_fit_corpus(args: argparse.Namespace, *, private: bool) -> Corpus:
     """The corpus of a fit; a private fit's vocabulary must be public (never chosen from the data)."""
     path = Path(args.corpus)
-    plain_text = _is_plain_text(path)
+    plain_text = is_plain_text(path)
     if private:
         options = (
             ("--max-features", args.max_features is not None), ("--min-df", float(args.min_df) != 1),
@@ -609,7 +407,7 @@ def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
     if args.public_corpus is None:
         return None
     path = Path(args.public_corpus)
-    if _is_plain_text(path):
+    if is_plain_text(path):
         if args.vocab is None:
             raise ValueError("--public-corpus: plain text needs the public vocabulary of the fit (--vocab)")
         vocabulary = load_vocabulary(args.vocab, encoding=args.encoding)
@@ -725,18 +523,13 @@ def check_ledger_before_parsing(
 def _public_shape_of(args: argparse.Namespace) -> tuple[int, int | None] | None:
     """The corpus's ``(N, V)`` before it is parsed (the vocabulary file names ``V`` of plain text only)."""
     path = Path(args.corpus)
-    return public_corpus_shape(path, vocabulary=args.vocab if _is_plain_text(path) else None,
+    return public_corpus_shape(path, vocabulary=args.vocab if is_plain_text(path) else None,
                                encoding=args.encoding)
 
 
 def _opt_in(args: argparse.Namespace) -> AbstractContextManager:
     """``--allow-unproven``: the papers' unproven modes run (reported as not private)."""
     return enable_features("unproven") if args.allow_unproven else nullcontext()
-
-
-def vocab_share(text: str) -> float | str:
-    """``type=`` for ``--vocab-share``: a number in (0, 1), or ``auto`` (the planner's choice)."""
-    return "auto" if text.strip().lower() == "auto" else probability(text)
 
 
 def choose_vocab_share(args: argparse.Namespace, n_documents: int | None) -> None:
@@ -787,33 +580,6 @@ def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]
         return args.epsilon, args.delta
     rest = 1.0 - args.vocab_share
     return args.epsilon * rest, args.delta * rest
-
-
-def pad_short_documents(counts: sp.csr_matrix) -> sp.csr_matrix:
-    """Documents with fewer than 3 tokens made valid for the private spectral fit, one by one.
-
-    Over a vocabulary chosen under DP a document may keep fewer than
-    :data:`~dptensor.tensor.lda_moments.MIN_DOCUMENT_LENGTH` tokens, which the private spectral fit
-    refuses -- an error that would depend on one document. Instead each such document is mapped
-    on its own: its counts are multiplied by ``ceil(3 / length)`` (1 token -> 3, 2 -> 4), and an
-    empty one becomes one token of each of the first three columns. The map looks at one document
-    only (the released vocabulary is public), so a neighbouring corpus stays a neighbouring corpus
-    and the guarantee holds; it biases the moments slightly towards the padded documents.
-    """
-    counts = sp.csr_matrix(counts, dtype=np.int64)
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
-    factor = np.where((lengths > 0) & (lengths < MIN_DOCUMENT_LENGTH),
-                      -(-MIN_DOCUMENT_LENGTH // np.maximum(lengths, 1)), 1)
-    padded = sp.diags(factor.astype(np.int64), dtype=np.int64) @ counts
-    empty = np.flatnonzero(lengths == 0)
-    if empty.size:
-        n_cols = counts.shape[1]
-        cols = np.arange(MIN_DOCUMENT_LENGTH) % n_cols
-        rows = np.repeat(empty, MIN_DOCUMENT_LENGTH)
-        filler = sp.csr_matrix((np.ones(rows.size, dtype=np.int64), (rows, np.tile(cols, empty.size))),
-                               shape=counts.shape)
-        padded = padded + filler
-    return sp.csr_matrix(padded, dtype=np.int64)
 
 
 def _print_guarantees(model_guarantee: PrivacyGuarantee, vocabulary: PrivacyGuarantee | None,
@@ -951,7 +717,7 @@ def build_private_model(
     return PrivateSpectralLDA(
         args.topics, args.alpha0, epsilon=epsilon, delta=delta, config=args.config,
         sensitivity=args.sensitivity, calibration=args.calibration,
-        budget_split=_parse_split(args.budget_split), private_whitening=args.private_whitening,
+        budget_split=parse_split(args.budget_split), private_whitening=args.private_whitening,
         whitening_subspace=args.whitening_subspace, topic_recovery=args.topic_recovery,
         clip=None if args.no_clip else (args.clip if args.clip is not None else "auto"),
         public_corpus=_load_public_corpus(args),
@@ -1026,60 +792,4 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
         print(f"wrote {args.out}")
     write_topic_report(args, model, corpus.vocabulary, None if private else corpus.counts,
                        guarantees=guarantees)
-    return 0
-
-
-def transform_token_pattern(meta: dict, given: str | None) -> str:
-    """The token pattern ``lda transform`` splits new text with: the one the model was fitted with.
-
-    ``meta`` is the model file's metadata (:func:`read_model_file`). A file written before the
-    pattern was recorded was fitted with scikit-learn's; one fitted on a count matrix records
-    None (scikit-learn's pattern then applies: it splits out every word such a vocabulary may hold,
-    digits and underscores included, as files written before the pattern was recorded).
-    ``given`` (``--token-pattern``) may only repeat the recorded pattern, or choose one where none
-    is recorded.
-    """
-    if "token_pattern" not in meta:  # written before the pattern was recorded: scikit-learn's then
-        recorded = SKLEARN_TOKEN_PATTERN
-    else:
-        recorded = meta["token_pattern"]
-        if recorded is None:  # fitted on a count matrix: scikit-learn's pattern yields every word it may hold
-            return SKLEARN_TOKEN_PATTERN if given is None else given
-    if given is not None and given != recorded:
-        raise ValueError(
-            f"--token-pattern {given!r}: the model was fitted with the token pattern {recorded!r}; new "
-            "documents must be split into words the same way (leave out --token-pattern)"
-        )
-    return recorded
-
-
-def run_transform(args: argparse.Namespace) -> int:
-    if args.out is not None:
-        output_path(args.out, suffixes=THETA_FORMATS)
-    model, vocabulary, meta = read_model_file(args.model)
-    path = Path(args.corpus)
-    if _is_plain_text(path) and vocabulary is not None:
-        corpus = load_text_corpus(path, fixed_vocabulary=vocabulary, encoding=args.encoding,
-                                  token_pattern=transform_token_pattern(meta, args.token_pattern))
-    else:
-        refuse_unused(args, ("token_pattern",), f"it splits plain text into words; {args.corpus} is a count "
-                      "matrix (or the model has no vocabulary)")
-        corpus = load_corpus(path, vocabulary=args.vocab, encoding=args.encoding)
-    theta = model.transform(corpus.counts)
-    if args.out:
-        out = Path(args.out)
-        with atomic_path(out) as tmp:  # the temporary name keeps the suffix: np.save adds none
-            if out.suffix.lower() == ".npy":
-                np.save(tmp, theta)
-            elif out.suffix.lower() == ".csv":
-                header = ",".join(["document"] + [f"topic_{i}" for i in range(1, theta.shape[1] + 1)])
-                table = np.column_stack([np.arange(theta.shape[0]), theta])
-                np.savetxt(tmp, table, delimiter=",", fmt=["%d"] + ["%.6g"] * theta.shape[1], header=header,
-                           comments="")
-            else:
-                np.savetxt(tmp, theta, delimiter=" ", fmt="%.6g")
-        print(f"wrote {out} ({theta.shape[0]} documents x {theta.shape[1]} topics)")
-    else:
-        for row in theta:
-            print(" ".join(f"{x:.4f}" for x in row))
     return 0
