@@ -244,7 +244,7 @@ def test_add_symmetric_gaussian_has_the_law_of_symmetric_noise_and_uses_opendp_o
 
 
 def test_bool_budgets_are_refused_by_the_calibration_functions():
-    from dptensor.models.dp_vi_lda import dp_vi_noise_multiplier
+    from dptensor.models.topics._dp_vi_accounting import dp_vi_noise_multiplier
     from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_delta
 
     with pytest.raises(ValueError, match="epsilon"):

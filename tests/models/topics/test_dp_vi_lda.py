@@ -20,15 +20,19 @@ from sklearn.decomposition import LatentDirichletAllocation
 
 from dptensor import DPVariationalLDA, NotFittedError
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.models import dp_vi_lda
-from dptensor.models.dp_vi_lda import (
-    _e_step,
-    _poisson_sample,
-    bound_document_lengths,
-    document_statistics,
+from dptensor.models.topics import _dp_vi_accounting
+from dptensor.models.topics import dp_vi as dp_vi_lda
+from dptensor.models.topics._dp_vi_accounting import (
     dp_vi_epsilon,
     dp_vi_noise_multiplier,
     replace_one_sensitivity,
+)
+from dptensor.models.topics._dp_vi_steps import (
+    bound_document_lengths,
+    document_statistics,
+    e_step,
+    poisson_sample,
+    shrink_noise,
 )
 from dptensor.privacy import (
     PrivacyWarning,
@@ -169,7 +173,7 @@ def test_e_step_matches_per_document_loop(clip):
     gamma0 = rng.gamma(100.0, 0.01, (40, 4))
     for max_iter, tol in [(100, 1e-3), (7, 1e-9)]:
         g_ref, s_ref = _reference_e_step(X, exp_elog_beta, 0.25, gamma0, max_iter, tol, clip)
-        g, s = _e_step(X, exp_elog_beta, 0.25, gamma0, max_iter, tol, clip, True)
+        g, s = e_step(X, exp_elog_beta, 0.25, gamma0, max_iter, tol, clip, True)
         np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(s, s_ref, rtol=1e-11, atol=1e-12)
 
@@ -334,7 +338,7 @@ def test_poisson_sampler_is_poisson():
     counts = np.zeros(n)
     sizes = np.empty(runs)
     for r in range(runs):
-        idx = _poisson_sample(source, n, q)
+        idx = poisson_sample(source, n, q)
         assert np.all(np.diff(idx) > 0) and (idx.size == 0 or (idx[0] >= 0 and idx[-1] < n))
         counts[idx] += 1
         sizes[r] = idx.size
@@ -371,12 +375,12 @@ AUDIT_PAIR = (np.array([[0, 40], *AUDIT_BASE]), np.array([[40, 0], *AUDIT_BASE])
 
 
 def _under_noised(monkeypatch, factor=20.0):
-    real = dp_vi_lda.dp_vi_noise_multiplier
+    real = _dp_vi_accounting.dp_vi_noise_multiplier
 
     def calibrated_for_more(epsilon, delta, q, steps, accountant="exact"):
         return real(factor * epsilon, delta, q, steps, accountant)
 
-    monkeypatch.setattr(dp_vi_lda, "dp_vi_noise_multiplier", calibrated_for_more)
+    monkeypatch.setattr(_dp_vi_accounting, "dp_vi_noise_multiplier", calibrated_for_more)
 
 
 def _audit(monkeypatch, runs: int, **kw) -> None:
@@ -640,7 +644,7 @@ def test_sensitivity_brute_force_with_extreme_documents():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             per_doc = np.stack([
-                _e_step(X[i], exp_elog_beta, 1 / 3, gamma0[i:i + 1], 100, 1e-3, clip, True)[1]
+                e_step(X[i], exp_elog_beta, 1 / 3, gamma0[i:i + 1], 100, 1e-3, clip, True)[1]
                 for i in range(len(docs))
             ])  # fmt: skip
         flat = per_doc.reshape(len(docs), -1)
@@ -736,7 +740,7 @@ def test_lambda_noise_std_is_the_noise_left_in_lambda():
     # 400 runs: the std's standard error is 3.5%, and chi-square(399) leaves it off by 20% with
     # probability 2e-8 (at 200 runs: 7e-5 per run of the suite)
     assert np.std(lams) == pytest.approx(expected, rel=0.2)
-    shrunk = dp_vi_lda.shrink_noise(np.array([0.5, 3.0, 10.0]), 2.0, 1.0)
+    shrunk = shrink_noise(np.array([0.5, 3.0, 10.0]), 2.0, 1.0)
     np.testing.assert_array_equal(shrunk, [1.0, 1.0, 8.0])
     assert DPVariationalLDA(1, n_passes=1).fit(X).lambda_noise_std_ == 0.0
 

@@ -4,8 +4,46 @@ The privacy arithmetic of :class:`~dptensor.models.topics.dp_vi.DPVariationalLDA
 estimator: :func:`dp_vi_epsilon` (the PLD accountant for Poisson-subsampled Gaussian releases under
 replace-one, Gaussian DP for a full batch, or the authors' moments accountant),
 :func:`dp_vi_noise_multiplier` (its calibration), :func:`replace_one_sensitivity` and the valid
-epsilon of the authors' fixed-size minibatches. Why these are the right events is in the module
-docstring of :mod:`dptensor.models.topics.dp_vi` (*Accounting*), which re-exports every public name.
+epsilon of the authors' fixed-size minibatches, and :func:`vi_pass_guarantee`, the guarantee of a
+fit's releases. The neighbouring relation and the sensitivity ``sqrt(2) C / S`` are derived in
+:mod:`dptensor.models.topics.dp_vi`.
+
+Accounting (``accountant="exact"``, the default)
+------------------------------------------------
+*Full batch* (``S >= N``, so ``q = 1``): ``T`` adaptively composed Gaussian releases of
+sensitivity ``sqrt(2) C / N``, calibrated exactly by Gaussian differential privacy
+(:func:`~dptensor.privacy.composed_noise_multiplier`); the ``dp_event`` is
+``SelfComposedDpEvent(GaussianDpEvent(z), T)`` in dptensor's units (``z = sigma / (sqrt(2) C / N)``).
+
+*Poisson subsampling* (``q < 1``): condition on the other documents' draws; the replaced
+document's slot is drawn with probability ``q`` on both sides, so one step's outputs are
+``P = (1-q) N(m, s^2) + q N(m + a, s^2)`` and ``Q = (1-q) N(m, s^2) + q N(m + b, s^2)`` with
+``a = s_x / S``, ``b = s_x' / S``, ``||a||, ||b|| <= C / S``. The non-negativity bounds
+``||a - b||`` by ``sqrt(2) C / S``, but under subsampling it does **not** give the one-dimensional
+pair at distance ``sqrt(2) C / S``: the common offset of ``a`` and ``b`` away from the
+"not sampled" component reveals whether the slot was drawn (for ``a, b`` orthogonal the
+hockey-stick divergence exceeds that pair's; the test suite shows it numerically). We therefore
+use the dominating pair for contributions in a ball of radius ``C / S`` under substitution,
+``((1-q) N(0, z^2) + q N(-1, z^2), (1-q) N(0, z^2) + q N(1, z^2))`` (Lebeda, Regehr, Kamath &
+Steinke 2024, *Avoiding pitfalls for privacy accounting of subsampled mechanisms under
+composition*), which is exactly what dp-accounting's PLD accountant composes for
+``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` under ``NeighboringRelation.REPLACE_ONE``
+(``z = sigma / (C / S)``). ``z`` is the smallest (to relative ``1e-4``) for which the PLD
+accountant (pessimistic discretisation) reports ``epsilon <= target`` over ``T`` steps. That
+accountant reads the event in REPLACE_ONE units, not in dptensor's add-or-remove units
+(:mod:`dptensor.privacy.accounting`), so the guarantee exposes the whole run as
+``EpsilonDeltaDpEvent(epsilon_exact, delta)`` (valid for composition, pessimistic) and records
+the REPLACE_ONE event in ``details``.
+
+``accountant="paper"`` (unproven, opt-in)
+-----------------------------------------
+The authors' code: fixed-size minibatches of ``S`` documents, noise ``sigma = z C / S`` with ``z``
+from the moments accountant (Abadi et al. 2016) for *Poisson* sampling at rate ``S/N`` under
+*add/remove* (computed here with dp-accounting's RDP accountant, which implements that bound).
+Under the replace-one relation a fixed-size minibatch moves the mean by up to ``sqrt(2) C / S``,
+and sampling without replacement is not Poisson sampling; the valid epsilon of that noise
+(Wang, Balle & Kasiviswanathan 2019, dp-accounting's ``SampledWithoutReplacementDpEvent`` under
+REPLACE_ONE) is recorded in the guarantee's details and is several times larger.
 """
 
 from __future__ import annotations
@@ -20,15 +58,40 @@ import dp_accounting
 from dp_accounting import pld, rdp
 
 from dptensor._validation import check_epsilon_delta
-from dptensor.privacy import composed_gaussian_epsilon, composed_noise_multiplier
+from dptensor.privacy import (
+    EpsilonDeltaDpEvent,
+    PrivacyGuarantee,
+    composed_gaussian_epsilon,
+    composed_noise_multiplier,
+)
+from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 
 __all__ = [
+    "NEIGHBOURING",
+    "PAPER_REASON",
     "PLD_DISCRETIZATION",
+    "PROTECTED",
+    "PUBLIC",
     "dp_vi_epsilon",
     "dp_vi_noise_multiplier",
     "pld_discretization",
     "replace_one_sensitivity",
+    "vi_pass_guarantee",
 ]
+
+NEIGHBOURING = "document"
+PROTECTED = "the whole word-count vector of one document (replace one document by any other)"
+PUBLIC = (
+    "the number of documents N, the vocabulary, the clipping norm C (and the declared maximum "
+    "document length), the minibatch size S, the number of steps and every other parameter; "
+    + VOCABULARY_ASSUMPTION
+)
+PAPER_REASON = (
+    "the authors calibrate with the moments accountant for Poisson sampling under add/remove with "
+    "sensitivity C/S, but draw fixed-size minibatches and the replace-one relation moves the "
+    "minibatch mean by up to sqrt(2) C/S; the valid epsilon of the same noise (sampling without "
+    "replacement, Wang, Balle & Kasiviswanathan 2019) is in details['epsilon_valid']"
+)
 
 #: PLD discretisation of the exact accountant (pessimistic, so the epsilon is an upper bound).
 PLD_DISCRETIZATION = 1e-3
@@ -176,3 +239,79 @@ def replace_one_sensitivity(clip: float, batch_size: int) -> float:
     See the proposition in the module docstring (non-negative statistics of norm at most ``C``).
     """
     return math.sqrt(2.0) * float(clip) / int(batch_size)
+
+
+def vi_pass_guarantee(
+    n_documents: int, n_steps: int, epsilon: float, delta: float, *, batch_size: int, clip: float,
+    max_doc_length: int | None, accountant: str,
+) -> tuple[PrivacyGuarantee, float]:
+    """The guarantee of ``n_steps`` private VI releases at ``epsilon`` and their noise standard deviation.
+
+    Minibatches of ``batch_size`` of the ``n_documents`` (Poisson at ``q = S / N``; the full batch
+    when ``S >= N``; fixed-size draws for ``accountant="paper"``), statistics clipped to ``clip``
+    (module docstring). ``max_doc_length`` is recorded in the details.
+    """
+
+    eps = epsilon
+    S = batch_size
+    q = min(1.0, S / n_documents)
+    common = {
+        "algorithm": "Park, Foulds, Chaudhuri & Welling (2016): online VB for LDA (Hoffman et al. "
+        "2010) with clipped, Gaussian-noised expected sufficient statistics",
+        "n_documents": n_documents,
+        "batch_size": S,
+        "sampling_probability": q,
+        "n_steps": n_steps,
+        "clip": clip,
+        "max_doc_length": max_doc_length,
+        "replace_one_sensitivity": replace_one_sensitivity(clip, S),
+    }
+    shared = {"neighbouring": NEIGHBOURING, "protected": PROTECTED, "public": PUBLIC}
+    if accountant == "paper":
+        z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "paper")
+        sigma = z * clip / S
+        valid = _valid_epsilon_without_replacement(
+            sigma / replace_one_sensitivity(clip, S), delta, n_documents, S, n_steps
+        )
+        details = {
+            **common,
+            "sampling": "fixed size S without replacement, every step (the authors' code)",
+            "noise_std": sigma,
+            "paper_sensitivity": clip / S,
+            "paper_accountant": "moments accountant (RDP), Poisson sampling, add/remove",
+            "epsilon_valid": valid,
+            "epsilon_valid_accountant": "RDP, sampling without replacement, replace-one (WBK 2019)",
+        }
+        guarantee = PrivacyGuarantee(
+            epsilon=eps, delta=delta, accountant="paper (moments accountant)", n_releases=n_steps,
+            mechanism="subsampled gaussian", noise_multiplier=z, epsilon_exact=math.inf, details=details,
+            holds=False, claim="paper", reason=PAPER_REASON, **shared,
+        )  # fmt: skip
+        return guarantee, sigma
+    z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "exact")
+    exact = min(eps, dp_vi_epsilon(z, delta, q, n_steps, "exact", pld_discretization(eps)))
+    if q >= 1.0:
+        unit = replace_one_sensitivity(clip, S)
+        event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), n_steps)
+        details = {**common, "sampling": "full batch", "noise_std": z * unit, "sensitivity": unit}
+        accountant = "exact (Gaussian DP, full batch)"
+    else:
+        unit = clip / S
+        native = _poisson_gaussian_event(z, q, n_steps)
+        event = EpsilonDeltaDpEvent(exact, delta)
+        details = {
+            **common,
+            "sampling": "poisson (secret)",
+            "noise_std": z * unit,
+            "contribution_radius": unit,
+            "dp_accounting_event": repr(native),
+            "dp_accounting_relation": "REPLACE_ONE",
+            "pld_value_discretization": pld_discretization(eps),
+        }
+        accountant = "exact (dp-accounting PLD, Poisson sampling, replace-one)"
+    guarantee = PrivacyGuarantee(
+        epsilon=eps, delta=delta, accountant=accountant, n_releases=n_steps,
+        mechanism="subsampled gaussian" if q < 1 else "gaussian", noise_multiplier=z,
+        epsilon_exact=exact, details=details, dp_event=event, **shared,
+    )  # fmt: skip
+    return guarantee, z * unit

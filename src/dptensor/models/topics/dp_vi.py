@@ -31,12 +31,12 @@ Algorithm (one step ``t = 1..T``; ``K`` topics, ``V`` words, ``N`` documents)
    zeroing each release adds about ``0.4 N sigma`` to every entry with no signal.
 6. After the last step (exact accountant): ``lambda <- max(lambda - s_lambda, eta)`` with
    ``s_lambda`` the public standard deviation of the noise left in each entry
-   (:func:`shrink_noise`; post-processing).
+   (:func:`~dptensor.models.topics._dp_vi_steps.shrink_noise`; post-processing).
 
 Before step 2 every document is scaled to at most the public length ``L``
-(:func:`bound_document_lengths`, always on a private path), in a form in which no finite
-count overflows, so a neighbour with counts near float64's maximum behaves as any other long
-document.
+(:func:`~dptensor.models.topics._dp_vi_steps.bound_document_lengths`, always on a private path),
+in a form in which no finite count overflows, so a neighbour with counts near float64's maximum
+behaves as any other long document.
 
 Neighbouring relation and sensitivity
 -------------------------------------
@@ -51,44 +51,12 @@ composition).
 *Proof.* ``||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>``; both clipped statistics have norm at
 most ``C`` and non-negative entries, so ``<a, b> >= 0`` and ``||a - b||^2 <= 2 C^2``. Equality
 holds for two documents with no word in common, each clipped (``<a, b> = 0``). []
-(:func:`replace_one_sensitivity`; checked by brute force in ``tests/models/topics/test_dp_vi_lda.py``.)
+(:func:`~dptensor.models.topics._dp_vi_accounting.replace_one_sensitivity`; checked by brute force
+in ``tests/models/topics/test_dp_vi_lda.py``.)
 
-Accounting (``accountant="exact"``, the default)
-------------------------------------------------
-*Full batch* (``S >= N``, so ``q = 1``): ``T`` adaptively composed Gaussian releases of
-sensitivity ``sqrt(2) C / N``, calibrated exactly by Gaussian differential privacy
-(:func:`~dptensor.privacy.composed_noise_multiplier`); the ``dp_event`` is
-``SelfComposedDpEvent(GaussianDpEvent(z), T)`` in dptensor's units (``z = sigma / (sqrt(2) C / N)``).
-
-*Poisson subsampling* (``q < 1``): condition on the other documents' draws; the replaced
-document's slot is drawn with probability ``q`` on both sides, so one step's outputs are
-``P = (1-q) N(m, s^2) + q N(m + a, s^2)`` and ``Q = (1-q) N(m, s^2) + q N(m + b, s^2)`` with
-``a = s_x / S``, ``b = s_x' / S``, ``||a||, ||b|| <= C / S``. The non-negativity bounds
-``||a - b||`` by ``sqrt(2) C / S``, but under subsampling it does **not** give the one-dimensional
-pair at distance ``sqrt(2) C / S``: the common offset of ``a`` and ``b`` away from the
-"not sampled" component reveals whether the slot was drawn (for ``a, b`` orthogonal the
-hockey-stick divergence exceeds that pair's; the test suite shows it numerically). We therefore
-use the dominating pair for contributions in a ball of radius ``C / S`` under substitution,
-``((1-q) N(0, z^2) + q N(-1, z^2), (1-q) N(0, z^2) + q N(1, z^2))`` (Lebeda, Regehr, Kamath &
-Steinke 2024, *Avoiding pitfalls for privacy accounting of subsampled mechanisms under
-composition*), which is exactly what dp-accounting's PLD accountant composes for
-``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` under ``NeighboringRelation.REPLACE_ONE``
-(``z = sigma / (C / S)``). ``z`` is the smallest (to relative ``1e-4``) for which the PLD
-accountant (pessimistic discretisation) reports ``epsilon <= target`` over ``T`` steps. That
-accountant reads the event in REPLACE_ONE units, not in dptensor's add-or-remove units
-(:mod:`dptensor.privacy.accounting`), so the guarantee exposes the whole run as
-``EpsilonDeltaDpEvent(epsilon_exact, delta)`` (valid for composition, pessimistic) and records
-the REPLACE_ONE event in ``details``.
-
-``accountant="paper"`` (unproven, opt-in)
------------------------------------------
-The authors' code: fixed-size minibatches of ``S`` documents, noise ``sigma = z C / S`` with ``z``
-from the moments accountant (Abadi et al. 2016) for *Poisson* sampling at rate ``S/N`` under
-*add/remove* (computed here with dp-accounting's RDP accountant, which implements that bound).
-Under the replace-one relation a fixed-size minibatch moves the mean by up to ``sqrt(2) C / S``,
-and sampling without replacement is not Poisson sampling; the valid epsilon of that noise
-(Wang, Balle & Kasiviswanathan 2019, dp-accounting's ``SampledWithoutReplacementDpEvent`` under
-REPLACE_ONE) is recorded in the guarantee's details and is several times larger.
+Accounting: the exact accountant (full batch: Gaussian DP; Poisson subsampling: dp-accounting's
+PLD under replace-one with the dominating pair of Lebeda et al. 2024) and the authors' unproven
+``accountant="paper"`` are derived in :mod:`~dptensor.models.topics._dp_vi_accounting`.
 
 What the estimator never exposes: the minibatches, their sizes, the training documents' topic
 proportions, the number of clipped documents, or any bound computed on the training data.
@@ -99,10 +67,9 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
-import dp_accounting
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import gammaln, logsumexp, psi
+from scipy.special import gammaln, logsumexp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -110,49 +77,40 @@ from dptensor._errstate import underflow_ignored
 from dptensor._progress import progress_bar
 from dptensor._validation import check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
-from dptensor.models.topics._dp_vi_accounting import PLD_DISCRETIZATION as PLD_DISCRETIZATION
-from dptensor.models.topics._dp_vi_accounting import (
-    _poisson_gaussian_event,
-    _valid_epsilon_without_replacement,
-    dp_vi_epsilon,
-    dp_vi_noise_multiplier,
-    pld_discretization,
-    replace_one_sensitivity,
-)
+from dptensor.models.topics._dp_vi_accounting import PAPER_REASON, vi_pass_guarantee
 from dptensor.models.topics._dp_vi_start import (
     DEFAULT_START_SHARE,
     START_SCALE,
     composed_start_guarantee,
     split_epsilons,
 )
+from dptensor.models.topics._dp_vi_steps import (
+    bound_document_lengths,
+    dirichlet_expectation,
+    e_step,
+    fixed_size_sample,
+    poisson_sample,
+    shrink_noise,
+)
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
 from dptensor.models.topics._releases import check_clipped_counts
 from dptensor.privacy import (
-    EpsilonDeltaDpEvent,
     NoiseSource,
     PrivacyGuarantee,
     compose,
     require_unproven,
 )
-from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
-from dptensor.tensor.lda_moments import check_count_matrix, row_reduce
+from dptensor.tensor.lda_moments import check_count_matrix
 
-# The accounting (epsilon of the releases, calibration) is its own module, _dp_vi_accounting; its
-# public names are importable from here, and the estimator reads them as names of this module.
+# The accounting (epsilon of the releases, calibration) is its own module, _dp_vi_accounting, and the
+# per-document steps are _dp_vi_steps; their names are imported from there.
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_PRIVATE_DOC_TOPIC_PRIOR",
     "DEFAULT_CLIP",
     "DEFAULT_MAX_DOC_LENGTH",
     "MAX_EPSILON",
-    "bound_document_lengths",
     "DPVariationalLDA",
-    "dp_vi_epsilon",
-    "dp_vi_noise_multiplier",
-    "document_statistics",
-    "pld_discretization",
-    "replace_one_sensitivity",
-    "shrink_noise",
 ]
 
 #: The authors' ``maxLen``: the default declared maximum document length.
@@ -180,205 +138,6 @@ CLIP_PROPORTION = 0.1
 #: purpose, not private) and dp-accounting's PLD arithmetic overflows (``epsilon = 1e6`` raised
 #: ``OverflowError``); ``epsilon=None`` is the non-private fit.
 MAX_EPSILON = 1000.0
-_EPS = np.finfo(np.float64).eps
-
-NEIGHBOURING = "document"
-PROTECTED = "the whole word-count vector of one document (replace one document by any other)"
-PUBLIC = (
-    "the number of documents N, the vocabulary, the clipping norm C (and the declared maximum "
-    "document length), the minibatch size S, the number of steps and every other parameter; "
-    + VOCABULARY_ASSUMPTION
-)
-PAPER_REASON = (
-    "the authors calibrate with the moments accountant for Poisson sampling under add/remove with "
-    "sensitivity C/S, but draw fixed-size minibatches and the replace-one relation moves the "
-    "minibatch mean by up to sqrt(2) C/S; the valid epsilon of the same noise (sampling without "
-    "replacement, Wang, Balle & Kasiviswanathan 2019) is in details['epsilon_valid']"
-)
-
-
-# ---------------------------------------------------------------------------------------------
-# accounting
-# ----------over documents
-# ---------------------------------------------------------------------------------------------
-def _dirichlet_expectation(alpha: np.ndarray) -> np.ndarray:
-    """``E[log theta]`` for ``theta ~ Dirichlet(alpha)``, row-wise."""
-    return psi(alpha) - psi(alpha.sum(axis=1, keepdims=True))
-
-
-def _e_step(
-    X: sp.csr_matrix,
-    exp_elog_beta: np.ndarray,
-    alpha: float,
-    gamma: np.ndarray,
-    max_iter: int,
-    tol: float,
-    clip: float | None,
-    with_stats: bool,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Variational E-step of Hoffman et al. (2010), Algorithm 2, for all documents of ``X`` at once.
-
-    Every document runs its own fixed-point iteration and stops when its mean absolute change
-    of ``gamma`` falls below ``tol`` (as the per-document loops of Hoffman's code and
-    scikit-learn do); the active documents are processed together, as arrays over their stored
-    entries (``O(nnz K)`` per iteration, no Python loop over documents).
-
-    Returns
-    -------
-    gamma : ndarray of shape (n_documents, K)
-    sstats : ndarray of shape (K, V) or None
-        ``sum_d s_d`` with each ``s_d`` clipped to Frobenius norm ``clip`` (``None``: unclipped).
-    """
-    lengths = np.diff(X.indptr)
-    cols, counts = X.indices, X.data
-    beta_t = np.ascontiguousarray(exp_elog_beta.T)  # V x K
-    gamma = np.array(gamma, dtype=np.float64, copy=True)
-    exp_elog_theta = np.exp(_dirichlet_expectation(gamma))
-
-    # documents still iterating; empty documents are done (gamma = alpha after one update)
-    active = np.flatnonzero(lengths > 0)
-    gamma[lengths == 0] = alpha
-    exp_elog_theta[lengths == 0] = np.exp(_dirichlet_expectation(gamma[lengths == 0]))
-    # stored entries of the active documents (all stored entries belong to non-empty ones)
-    a_counts, a_beta = counts, beta_t[cols]
-    a_local = np.repeat(np.arange(active.size), lengths[active])
-    starts = np.concatenate([[0], np.cumsum(lengths[active])[:-1]]) if active.size else np.zeros(0, int)
-    g, t = gamma[active], exp_elog_theta[active]
-    norm = np.einsum("ij,ij->i", t[a_local], a_beta) + _EPS
-    for _ in range(max_iter):
-        if active.size == 0:
-            break
-        weighted = a_beta * (a_counts / norm)[:, None]
-        new = alpha + t * np.add.reduceat(weighted, starts, axis=0)
-        t = np.exp(_dirichlet_expectation(new))
-        norm = np.einsum("ij,ij->i", t[a_local], a_beta) + _EPS
-        change = np.abs(new - g).mean(axis=1)
-        g = new
-        done = change < tol
-        if done.any():
-            gamma[active[done]], exp_elog_theta[active[done]] = g[done], t[done]
-            keep = ~done
-            keep_entries = keep[a_local]
-            active, g, t = active[keep], g[keep], t[keep]
-            a_counts, a_beta, norm = a_counts[keep_entries], a_beta[keep_entries], norm[keep_entries]
-            a_local = np.repeat(np.arange(active.size), lengths[active])
-            starts = (
-                np.concatenate([[0], np.cumsum(lengths[active])[:-1]]) if active.size else np.zeros(0, int)
-            )
-    gamma[active], exp_elog_theta[active] = g, t
-    if not with_stats:
-        return gamma, None
-    return gamma, document_statistics(X, exp_elog_theta, exp_elog_beta, clip)
-
-
-def document_statistics(
-    X: sp.csr_matrix, exp_elog_theta: np.ndarray, exp_elog_beta: np.ndarray, clip: float | None
-) -> np.ndarray:
-    """``sum_d s_d`` with ``s_d[k, w] = n_dw e^{E log theta_dk + E log beta_kw} / phinorm_dw``, clipped.
-
-    Each document's ``K x V`` statistic is scaled by ``min(1, clip / ||s_d||_F)`` before the sum
-    (Park et al.; no scaling when ``clip`` is None). Its entries are non-negative and sum to the
-    document's length.
-    """
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    beta_nnz = exp_elog_beta.T[X.indices]  # nnz x K
-    resp = exp_elog_theta[rows] * beta_nnz  # nnz x K, unnormalised responsibilities
-    ratio = X.data / (resp.sum(axis=1) + _EPS)  # n_dw / phinorm_dw
-    weights = exp_elog_theta
-    if clip is not None:
-        norms = np.sqrt(np.bincount(rows, ratio**2 * np.einsum("ij,ij->i", resp, resp), minlength=X.shape[0]))
-        scale = np.minimum(1.0, clip / np.maximum(norms, 1e-300))
-        weights = exp_elog_theta * scale[:, None]
-    ratio_matrix = sp.csr_matrix((ratio, X.indices, X.indptr), shape=X.shape)
-    return np.asarray(ratio_matrix.T @ weights).T * exp_elog_beta
-
-
-def bound_document_lengths(counts: sp.csr_matrix, max_length: float) -> sp.csr_matrix:
-    """Scale every document longer than ``max_length`` tokens down to exactly ``max_length``.
-
-    Row ``d`` becomes ``n_d min(1, L / |n_d|)`` (a per-document map, so it keeps the
-    replace-one relation). Computed in a scaled form so that no finite count overflows: with
-    ``m_d = max_w n_dw`` and ``u_d = sum_w n_dw / m_d`` (finite, at most the number of distinct
-    words), the length is ``m_d u_d`` and a long row becomes ``(n_d / m_d) (L / u_d)``; counts
-    up to the largest float64 (two of ``1e308`` included) give finite rows of length ``L``,
-    without a floating-point warning.
-
-    Parameters
-    ----------
-    counts : scipy.sparse.csr_matrix
-        Non-negative, finite counts (validated), documents in rows.
-    max_length : float
-        The public bound ``L > 0``.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix
-        A new matrix; rows of at most ``L`` tokens are unchanged.
-    """
-    matrix = sp.csr_matrix(counts, dtype=np.float64, copy=True)
-    matrix.eliminate_zeros()
-    nonempty = np.flatnonzero(np.diff(matrix.indptr) > 0)
-    if nonempty.size == 0:
-        return matrix
-    peak = row_reduce(matrix, matrix.data, np.maximum)
-    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
-    unit = matrix.data / peak[rows]  # in (0, 1]
-    relative = row_reduce(matrix, unit, np.add)  # u_d: length / m_d, finite
-    # length > L  <=>  u_d > L / m_d (no product that can overflow)
-    long = np.zeros(matrix.shape[0], dtype=bool)
-    long[nonempty] = relative[nonempty] > float(max_length) / peak[nonempty]
-    hit = long[rows]
-    matrix.data[hit] = unit[hit] * (float(max_length) / relative[rows[hit]])
-    return matrix
-
-
-def shrink_noise(lam: np.ndarray, noise_std: float, floor: float) -> np.ndarray:
-    """``max(lambda - noise_std, floor)`` entrywise: the private topics' noise floor removed.
-
-    Post-processing of the released ``lambda`` with a public ``noise_std`` (the standard deviation
-    of the Gaussian noise each entry carries after the online average,
-    ``sqrt(sum_t (rho_t prod_{s > t} (1 - rho_s) N sigma)^2)``, a function of the parameters and
-    ``N`` only). Every entry of ``lambda``, signal or none, carries that noise, and the floor at
-    ``eta`` keeps about ``0.4`` of it on each of the ``K V`` entries with no signal, which spreads
-    the topics' mass over every word; soft-thresholding by one standard deviation removes most of
-    it while keeping the order of each topic's words (a dptensor heuristic, not from Park et al.;
-    on Debian's package descriptions at epsilon = 1 it cut the completion perplexity by about 10%).
-    """
-    return np.maximum(lam - float(noise_std), float(floor))
-
-
-# ---------------------------------------------------------------------------------------------
-# sampling from the secret source
-# ---------------------------------------------------------------------------------------------
-def _poisson_sample(source: NoiseSource, n: int, q: float) -> np.ndarray:
-    """Indices of a Poisson sample (each of ``0..n-1`` independently with probability ``q``).
-
-    Drawn as geometric gaps ``floor(log(1 - U) / log(1 - q)) + 1`` (the memoryless skip between
-    successes), so the cost is ``O(q n)`` uniforms from the secret source, not ``O(n)``.
-    """
-    if q >= 1.0:
-        return np.arange(n)
-    log_miss = math.log1p(-q)
-    picks: list[np.ndarray] = []
-    position = -1
-    expected = n * q
-    while True:
-        m = int(expected + 6.0 * math.sqrt(expected + 1.0) + 16)
-        gaps = np.floor(np.log1p(-source.random(m)) / log_miss).astype(np.int64) + 1
-        idx = position + np.cumsum(gaps)
-        inside = idx[idx < n]
-        picks.append(inside)
-        if inside.size < idx.size:
-            return np.concatenate(picks)
-        position = int(idx[-1])
-
-
-def _fixed_size_sample(source: NoiseSource, n: int, size: int) -> np.ndarray:
-    """``size`` of ``0..n-1`` uniformly without replacement (the authors' random permutation)."""
-    if size >= n:
-        return np.arange(n)
-    return np.sort(np.argsort(source.random(n), kind="stable")[:size])
-
 
 # ---------------------------------------------------------------------------------------------
 # the estimator
@@ -706,71 +465,11 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
 
     def _plan_passes(self, n_documents: int, n_steps: int, epsilon: float) -> tuple[PrivacyGuarantee, float]:
         """The VI releases' guarantee at ``epsilon`` and their noise standard deviation."""
-        eps, delta = epsilon, float(self.delta)
-        S = self._batch_size(n_documents)
         clip = self._clip_norm()
         assert clip is not None
-        q = min(1.0, S / n_documents)
-        common = {
-            "algorithm": "Park, Foulds, Chaudhuri & Welling (2016): online VB for LDA (Hoffman et al. "
-            "2010) with clipped, Gaussian-noised expected sufficient statistics",
-            "n_documents": n_documents,
-            "batch_size": S,
-            "sampling_probability": q,
-            "n_steps": n_steps,
-            "clip": clip,
-            "max_doc_length": self._max_doc_length(),
-            "replace_one_sensitivity": replace_one_sensitivity(clip, S),
-        }
-        shared = {"neighbouring": NEIGHBOURING, "protected": PROTECTED, "public": PUBLIC}
-        if self.accountant == "paper":
-            z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "paper")
-            sigma = z * clip / S
-            valid = _valid_epsilon_without_replacement(
-                sigma / replace_one_sensitivity(clip, S), delta, n_documents, S, n_steps
-            )
-            details = {
-                **common,
-                "sampling": "fixed size S without replacement, every step (the authors' code)",
-                "noise_std": sigma,
-                "paper_sensitivity": clip / S,
-                "paper_accountant": "moments accountant (RDP), Poisson sampling, add/remove",
-                "epsilon_valid": valid,
-                "epsilon_valid_accountant": "RDP, sampling without replacement, replace-one (WBK 2019)",
-            }
-            guarantee = PrivacyGuarantee(
-                epsilon=eps, delta=delta, accountant="paper (moments accountant)", n_releases=n_steps,
-                mechanism="subsampled gaussian", noise_multiplier=z, epsilon_exact=math.inf, details=details,
-                holds=False, claim="paper", reason=PAPER_REASON, **shared,
-            )  # fmt: skip
-            return guarantee, sigma
-        z = dp_vi_noise_multiplier(eps, delta, q, n_steps, "exact")
-        exact = min(eps, dp_vi_epsilon(z, delta, q, n_steps, "exact", pld_discretization(eps)))
-        if q >= 1.0:
-            unit = replace_one_sensitivity(clip, S)
-            event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(z), n_steps)
-            details = {**common, "sampling": "full batch", "noise_std": z * unit, "sensitivity": unit}
-            accountant = "exact (Gaussian DP, full batch)"
-        else:
-            unit = clip / S
-            native = _poisson_gaussian_event(z, q, n_steps)
-            event = EpsilonDeltaDpEvent(exact, delta)
-            details = {
-                **common,
-                "sampling": "poisson (secret)",
-                "noise_std": z * unit,
-                "contribution_radius": unit,
-                "dp_accounting_event": repr(native),
-                "dp_accounting_relation": "REPLACE_ONE",
-                "pld_value_discretization": pld_discretization(eps),
-            }
-            accountant = "exact (dp-accounting PLD, Poisson sampling, replace-one)"
-        guarantee = PrivacyGuarantee(
-            epsilon=eps, delta=delta, accountant=accountant, n_releases=n_steps,
-            mechanism="subsampled gaussian" if q < 1 else "gaussian", noise_multiplier=z,
-            epsilon_exact=exact, details=details, dp_event=event, **shared,
-        )  # fmt: skip
-        return guarantee, z * unit
+        return vi_pass_guarantee(n_documents, n_steps, epsilon, float(self.delta),
+                                 batch_size=self._batch_size(n_documents), clip=clip,
+                                 max_doc_length=self._max_doc_length(), accountant=self.accountant)
 
     # ------------------------------------------------------------------ fitting
     def _initial_topics(self, n_words: int, rng: np.random.Generator) -> np.ndarray:
@@ -924,7 +623,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             lam, moment_model = self._moment_start(X, n_docs, eta, rng)
         if matrix is None:  # not checked above (a non-private fit, or the moment start's own checks)
             matrix = self._check_counts(X)
-        exp_elog_beta = np.exp(_dirichlet_expectation(lam))
+        exp_elog_beta = np.exp(dirichlet_expectation(lam))
         order = np.arange(0)
         per_pass = math.ceil(n_docs / S)
         # refreshed every ``miniters`` steps, never on a timer, and without times or rates: what
@@ -943,12 +642,12 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 init = rng.gamma(100.0, 0.01, (batch.size, k))
             else:
                 batch = (
-                    _fixed_size_sample(source, n_docs, S)
+                    fixed_size_sample(source, n_docs, S)
                     if self.accountant == "paper"
-                    else _poisson_sample(source, n_docs, min(1.0, S / n_docs))
+                    else poisson_sample(source, n_docs, min(1.0, S / n_docs))
                 )
                 init = source.gamma(100.0, 0.01, (batch.size, k))
-            _, sstats = _e_step(
+            _, sstats = e_step(
                 matrix[batch], exp_elog_beta, alpha, init, int(self.max_doc_update_iter),
                 float(self.mean_change_tol), clip, True,
             )  # fmt: skip
@@ -967,7 +666,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 # 0.4 N sigma to every entry whose statistic is zero
                 np.maximum(lam, eta, out=lam)
                 noise_var = (1.0 - rho) ** 2 * noise_var + (rho * n_docs * sigma) ** 2
-            exp_elog_beta = np.exp(_dirichlet_expectation(lam))
+            exp_elog_beta = np.exp(dirichlet_expectation(lam))
             n_batch_iter += 1
         if source is None:
             self.guarantee_ = None
@@ -977,7 +676,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         self.n_features_in_, self.n_documents_ = int(lam.shape[1]), n_docs
         if source is not None and self.accountant != "paper":
             lam = shrink_noise(lam, math.sqrt(noise_var), eta)
-            exp_elog_beta = np.exp(_dirichlet_expectation(lam))
+            exp_elog_beta = np.exp(dirichlet_expectation(lam))
         self.clip_, self.noise_std_, self.random_state_ = clip, sigma, rng
         if not continuing:  # a continuing call releases no moments: the first call's start stays
             self.moment_model_ = moment_model
@@ -998,7 +697,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             raise ValueError(f"components has {lam.shape[0]} rows but n_components={model.n_components}")
         k = lam.shape[0]
         model.components_ = lam
-        model.exp_dirichlet_component_ = np.exp(_dirichlet_expectation(lam))
+        model.exp_dirichlet_component_ = np.exp(dirichlet_expectation(lam))
         model.doc_topic_prior_ = model._doc_topic_prior()
         model.topic_word_prior_ = 1.0 / k if model.topic_word_prior is None else float(model.topic_word_prior)
         model.n_features_in_ = lam.shape[1]
@@ -1010,7 +709,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         k = int(self.n_components)
         gamma = np.ones((matrix.shape[0], k))
         for start, stop in document_chunks(matrix, k):
-            gamma[start:stop], _ = _e_step(
+            gamma[start:stop], _ = e_step(
                 matrix[start:stop], self.exp_dirichlet_component_, self.doc_topic_prior_,
                 gamma[start:stop], int(self.max_doc_update_iter), float(self.mean_change_tol), None, False,
             )  # fmt: skip
@@ -1037,9 +736,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
 
     def _approx_bound(self, matrix: sp.csr_matrix, gamma: np.ndarray) -> float:
         """The evidence lower bound of Hoffman et al. (2010), eq. (3), as scikit-learn computes it."""
-        elog_theta = _dirichlet_expectation(gamma)
+        elog_theta = dirichlet_expectation(gamma)
         lam = self.components_
-        elog_beta = _dirichlet_expectation(lam)
+        elog_beta = dirichlet_expectation(lam)
         alpha, eta = self.doc_topic_prior_, self.topic_word_prior_
         k, v = lam.shape
         score = 0.0
