@@ -593,6 +593,16 @@ class EntryPoint:
 SHORT_DOCUMENTS = frozenset({"empty-document", "one-token"})
 
 
+def _private_search(x: np.ndarray) -> dict:
+    """``PrivateGridSearchCV`` over two candidates; what it releases but the noisy choice's index."""
+    search = PrivateGridSearchCV(PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0),
+                                 {"alpha0": [1.0, 1.0]}, selection_epsilon=1.0, selection_delta=1e-5, cv=2,
+                                 random_state=0).fit(sp.csr_matrix(x))
+    released = ("guarantee_", "cv_results_", "best_params_", "best_score_", "best_estimator_",
+                "score_sensitivity_", "selection_noise_std_")
+    return {name: getattr(search, name) for name in released}
+
+
 ENTRY_POINTS = [
     EntryPoint("private_power_method(entry)", "tensor", _api(
         lambda t: private_power_method(t, 2, **BUDGET, n_restarts=2, n_iter=3, random_state=0))),
@@ -618,11 +628,10 @@ ENTRY_POINTS = [
         _completion("als", "user", max_iter=1, max_ratings=8, start="spectral"))),
     EntryPoint("PrivateSpectralLDA", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0).fit(sp.csr_matrix(x)))),
-    # the search charges its whole plan once and releases noisy held-out scores, the choice and the refit
-    EntryPoint("PrivateGridSearchCV(PrivateSpectralLDA)", "counts", _api(
-        lambda x: PrivateGridSearchCV(PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, random_state=0),
-                                      {"alpha0": [0.5, 1.0]}, selection_epsilon=1.0, selection_delta=1e-5,
-                                      cv=2, random_state=0).fit(sp.csr_matrix(x)))),
+    # the search charges its whole plan once and releases noisy held-out scores, the choice and the refit;
+    # two identical candidates, so that the noisy choice (best_index_, which differs from run to run)
+    # moves nothing else a caller sees, and the rest of what it releases compares neighbours
+    EntryPoint("PrivateGridSearchCV(PrivateSpectralLDA)", "counts", _api(_private_search)),
     EntryPoint("PrivateSpectralLDA(tensor)", "counts", _api(
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, topic_recovery="tensor", random_state=0)
         .fit(sp.csr_matrix(x)))),
