@@ -44,7 +44,7 @@ from dptensor.datasets.entries import (
     read_recbole_inter,
 )
 from dptensor.models.completion import plan_completion
-from dptensor.models.completion._dp_als import DEFAULT_MAX_RATINGS, RELATIONS
+from dptensor.models.completion._dp_als_plan import DEFAULT_MAX_RATINGS, RELATIONS
 from dptensor.models.completion.estimator import (
     OFFSETS,
     PRIVACY_MODES,

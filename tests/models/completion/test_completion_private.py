@@ -19,6 +19,7 @@ from dptensor.cli import observe_command
 from dptensor.cli._options import positive_int_or_auto
 from dptensor.models import TensorCompletion
 from dptensor.models.completion import _dp_als as dpals
+from dptensor.models.completion import _dp_als_plan as dpals_plan
 from dptensor.models.completion import plan_completion, plan_recommendation
 from dptensor.models.completion._als import ModeIndex, initial_parameters
 from dptensor.models.completion._sgd import offsets_start, perturb_values, sgd_epochs
@@ -328,14 +329,14 @@ def test_user_level_dp_als_defaults_skip_one_row_modes_and_give_the_mean_a_tenth
     assert matrix.reg_bias_ == tensor.reg_bias_ == 5.0  # the defaults
     assert matrix.max_ratings == "auto" and matrix.max_ratings_ == tensor.max_ratings_ == 10  # few users
     # the plan keeps both modes when dropping one would leave no item-side release
-    plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
+    plan = dpals_plan.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
                                epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(1, 2))
     assert plan.steps == ("mean", "1", "2")
 
 
 def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
     """The spectrum release follows the mean with 30% of the rest of mu^2; "auto" reads public sizes only."""
-    plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=2,
+    plan = dpals_plan.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=2,
                                epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(2,), spectral=True)
     assert plan.steps == ("mean", "spectrum", "1", "1")
     mu = 1.0 / gaussian_sigma_analytic(1.0, 1e-6)
@@ -343,19 +344,19 @@ def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
     np.testing.assert_allclose(shares, [0.1, 0.27, 0.315, 0.315], rtol=1e-6)
     assert plan.mu == pytest.approx(mu, rel=1e-9) and plan.mu <= mu
     with pytest.raises(ValueError, match="needs factors"):
-        dpals.plan_releases("user", has_factors=False, offsets="biases", tucker=False, n_iter=1,
+        dpals_plan.plan_releases("user", has_factors=False, offsets="biases", tucker=False, n_iter=1,
                             epsilon=1.0, delta=1e-6, budget_split=0.1, spectral=True)
     # the rule: n_users >= SPECTRAL_MIN_USERS * z sqrt(n_items), z the spectrum's multiplier
     z = plan.multipliers[1]
-    threshold = dpals.SPECTRAL_MIN_USERS * z * math.sqrt(1682)
+    threshold = dpals_plan.SPECTRAL_MIN_USERS * z * math.sqrt(1682)
     assert 3e4 < threshold < 4e4  # epsilon 1, MovieLens-100K's items
-    pays = dpals.spectral_start_pays
+    pays = dpals_plan.spectral_start_pays
     assert pays(math.ceil(threshold), 1682, 10, z)
     assert not pays(math.floor(threshold) - 1, 1682, 10, z)
-    at_4 = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
+    at_4 = dpals_plan.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
                                epsilon=4.0, delta=1e-6, budget_split=0.1, one_row_modes=(2,), spectral=True)
     assert pays(math.ceil(threshold), 1682, 10, at_4.multipliers[1])  # more budget: fewer users needed
-    assert not pays(10**9, dpals.SPECTRAL_MAX_ITEMS + 1, 10, z)  # the matrix would be too big
+    assert not pays(10**9, dpals_plan.SPECTRAL_MAX_ITEMS + 1, 10, z)  # the matrix would be too big
     assert not pays(10**9, 5, 10, z)  # rank above the items
     # the estimator's plan (no data read): auto at many users, never under entry-value
     params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
@@ -375,16 +376,16 @@ def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
 
 def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_uses_it():
     """``max_ratings="auto"``: 10 until ``u = n / (z sqrt(items))`` passes 350, then ``10 (u/350)^1.25``."""
-    rule = dpals.auto_max_ratings
+    rule = dpals_plan.auto_max_ratings
     z = 2.0
-    at = dpals.MAX_RATINGS_GROWTH_FROM * z * math.sqrt(100)  # the users where growth begins
-    assert rule(10, 100, z) == rule(int(at), 100, z) == dpals.DEFAULT_MAX_RATINGS
+    at = dpals_plan.MAX_RATINGS_GROWTH_FROM * z * math.sqrt(100)  # the users where growth begins
+    assert rule(10, 100, z) == rule(int(at), 100, z) == dpals_plan.DEFAULT_MAX_RATINGS
     assert rule(int(2 * at), 100, z) == round(10 * 2**1.25) == 24
     assert rule(int(2 * at), 100, 2 * z) == 10  # more noise: no growth
-    assert rule(10**12, 100, z) == dpals.MAX_RATINGS_CAP
+    assert rule(10**12, 100, z) == dpals_plan.MAX_RATINGS_CAP
     sizes = [rule(n, 100, z) for n in np.geomspace(10, 10**9, 60).astype(int)]
     assert sizes == sorted(sizes)
-    assert any(dpals.DEFAULT_MAX_RATINGS < b < dpals.MAX_RATINGS_CAP for b in sizes)
+    assert any(dpals_plan.DEFAULT_MAX_RATINGS < b < dpals_plan.MAX_RATINGS_CAP for b in sizes)
     # the estimator's plan at MovieLens-100K's items (no data read): 10 at 7e4 users and epsilon 1
     params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
                               value_range=(LOW, HIGH)).get_params()
@@ -396,7 +397,7 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
     one_item = plan_completion(params, (10**7, 1, 40))
     assert one_item.dp_als.steps[-1] == "2" and one_item.max_ratings > 10
     means = plan_completion({**params, "rank": None, "offsets": "mean"}, (10**7, 1682, 1))
-    assert means.dp_als.steps == ("mean",) and means.max_ratings == dpals.DEFAULT_MAX_RATINGS
+    assert means.dp_als.steps == ("mean",) and means.max_ratings == dpals_plan.DEFAULT_MAX_RATINGS
     with pytest.raises(ValueError, match="'auto'"):
         plan_recommendation(10**4, 1682, epsilon=1.0, max_ratings="many")
     with pytest.raises(argparse.ArgumentTypeError, match="positive integer or 'auto'"):
@@ -438,7 +439,7 @@ def test_spectral_start_finds_the_items_subspace_and_beats_the_random_start():
                               + rng.normal(0, 0.3, len(cells))), LOW, HIGH)
     indices = np.column_stack([cells, np.zeros(len(cells), dtype=int)])
     shape = (n_users, n_items, 1)
-    plan = dpals.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
+    plan = dpals_plan.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
                                epsilon=50.0, delta=1e-6, budget_split=0.1, one_row_modes=(2,), spectral=True)
     settings = dpals.DpAlsSettings("user", (LOW, HIGH), 10.0, 5.0, 10.0, (2,), "biases", 12)
     params = initial_parameters("cp", shape, (rank,) * 3, "biases", (2,), 0.5, np.random.default_rng(0))
@@ -479,7 +480,7 @@ def _seeded(rng: np.random.Generator) -> NoiseSource:
 
 
 def _dp_als_mean(relation: str, epsilon: float):
-    plan = dpals.plan_releases(
+    plan = dpals_plan.plan_releases(
         relation,
         has_factors=False,
         offsets="mean",

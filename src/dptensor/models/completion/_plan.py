@@ -34,7 +34,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real, check_shape
 from dptensor.models._base import PrivateEstimatorMixin, refuse_stray_privacy_parameters
 from dptensor.models.completion import _paper
-from dptensor.models.completion._dp_als import (
+from dptensor.models.completion._dp_als_plan import (
     DEFAULT_MAX_RATINGS,
     RELATIONS,
     SPECTRAL_MAX_ITEMS,
@@ -139,7 +139,7 @@ class Release:
         What is released: ``"values"`` (Algorithm 1: Laplace noise on every observed value),
         ``"gradients of C"`` (Algorithm 2: one noisy step per entry), ``"rows of C"`` (Algorithm 3
         and ``"output_clipped"``), ``"gradient sums"`` (DP-SGD: every batch's gradient sum), or a
-        DP-ALS step of :class:`~dptensor.models.completion._dp_als.DpAlsPlan` (``"offsets"``,
+        DP-ALS step of :class:`~dptensor.models.completion._dp_als_plan.DpAlsPlan` (``"offsets"``,
         ``"mean"``, ``"0"``, ``"1"``, ``"2"``, ``"core"``).
     mechanism : str
         ``"laplace"``, ``"exponential-norm"`` or ``"gaussian"``.
@@ -197,7 +197,7 @@ class CompletionPlan:
     init_scale : float or None
     output_epochs, max_ratings : int
         ``max_ratings`` resolved: with ``"auto"`` under ``"user"`` (DP-ALS), the rule
-        :func:`~dptensor.models.completion._dp_als.auto_max_ratings` once the schedule is known;
+        :func:`~dptensor.models.completion._dp_als_plan.auto_max_ratings` once the schedule is known;
         elsewhere ``DEFAULT_MAX_RATINGS`` (unused).
     max_ratings_auto : bool
         Whether ``max_ratings`` was ``"auto"``.

@@ -73,7 +73,8 @@ from typing import Any
 import numpy as np
 
 from dptensor._validation import check_epsilon_delta, check_positive_int, check_real
-from dptensor.models.completion._dp_als import RELATIONS, entry_scale
+from dptensor.models.completion._dp_als import entry_scale
+from dptensor.models.completion._dp_als_plan import RELATIONS
 from dptensor.models.completion._plan import check_value_range, plan_completion
 
 __all__ = [
