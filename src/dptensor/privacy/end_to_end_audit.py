@@ -32,8 +32,9 @@ Two attacks (``method``):
 with the tensor recovery ``e3``, and where its private CVB0 refinement runs ``rf``, the passes'
 releases; ``DPVariationalLDA(init="moments")``: its moment start's releases and the VI releases;
 ``SingleTopicModel``: ``M2`` and ``M3``; user-level DP-ALS with a spectral start: the covariance
-release and the item releases), and a claim can fail in any one of them: an attack that reads one release only is blind to the others (a spectral model
-with an un-noised ``m2`` passes an audit of its ``m1``). So an adapter's ``features`` may return
+release and the item releases), and a claim can fail in any one of them: an attack that reads one
+release only is blind to the others (a spectral model with an un-noised ``m2`` passes an audit of
+its ``m1``). So an adapter's ``features`` may return
 one score per release (a mapping from the release's name to one feature vector per canary), each a
 function of released attributes only. Both bounds hold for any score that is a fixed function of
 the outputs (post-processing; Steinke, Nasr & Jagielski 2023, Theorem 3.1; Jagielski, Ullman &
