@@ -71,3 +71,14 @@ def test_version_answers_before_the_library_is_loaded():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"dptensor {dptensor.__version__}", "0 []"]
+
+
+def test_no_alias_modules_remain():
+    """``dptensor.models.private_spectral_lda`` and the other pre-folder paths are gone (issue 52)."""
+    import importlib
+
+    import pytest
+
+    for name in ("spectral_lda", "private_spectral_lda", "dp_vi_lda", "single_topic"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"dptensor.models.{name}")

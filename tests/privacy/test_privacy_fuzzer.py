@@ -37,9 +37,9 @@ from hypothesis import strategies as st
 from dptensor import SingleTopicModel, TensorCompletion, input_perturbation, private_power_method
 from dptensor.cli import observe_command
 from dptensor.model_selection import PrivateGridSearchCV
-from dptensor.models.dp_vi_lda import DPVariationalLDA
-from dptensor.models.private_spectral_lda import PrivateSpectralLDA
 from dptensor.models.recommend import PrivateRecommender
+from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.privacy.audit import Observation, observable_differences, observe
 from dptensor.privacy.vocabulary import private_vocabulary

@@ -189,8 +189,8 @@ def _topic_corpus(n=300, d=12, seed=0):
 
 def _topic_fits():
     from dptensor import SingleTopicModel
-    from dptensor.models.dp_vi_lda import DPVariationalLDA
-    from dptensor.models.private_spectral_lda import PrivateSpectralLDA
+    from dptensor.models.topics.dp_vi import DPVariationalLDA
+    from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 
     budget = dict(epsilon=1.0, delta=1e-6, random_state=0)
     spectral = {"default": {}, "tensor": {"topic_recovery": "tensor"}, "nmf": {"topic_recovery": "nmf"},

@@ -8,8 +8,8 @@ from dptensor.datasets import make_orthogonal_tensor
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.metrics import match_components
-from dptensor.models.spectral_lda import project_rows_to_simplex
 from dptensor.models.topics._lda_whitening import lda_whitening, top_eigenpairs
+from dptensor.models.topics.spectral import project_rows_to_simplex
 from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
 from dptensor.tensor.lda_moments import (
     LDASecondMoment,

@@ -8,14 +8,11 @@ completion, ALS, DP-ALS, the offsets). ``_base`` (the private-estimator mixin), 
 ``pipeline_guarantee`` and ``pipeline_plan`` serve every family.
 """
 
-import sys
-
 from dptensor.models import audit_canaries  # noqa: F401 - registers the canaries of every private estimator
 from dptensor.models.completion import TensorCompletion
 from dptensor.models.pipeline_guarantee import pipeline_guarantee
 from dptensor.models.pipeline_plan import PrivatePipeline, check_private_pipeline, make_private_pipeline
 from dptensor.models.recommend import PrivateRecommender, Recommender
-from dptensor.models.topics import dp_vi, private_spectral, single_topic, spectral
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import SingleTopicModel
@@ -36,16 +33,3 @@ __all__ = [
     "make_private_pipeline",
     "pipeline_guarantee",
 ]
-
-#: The public module paths from before the families had folders stay importable
-#: (``from dptensor.models.spectral_lda import SpectralLDA``): each names its new module.
-FORMER_MODULES = {
-    "spectral_lda": spectral,
-    "private_spectral_lda": private_spectral,
-    "dp_vi_lda": dp_vi,
-    "single_topic": single_topic,
-}
-for _name, _module in FORMER_MODULES.items():
-    sys.modules[f"{__name__}.{_name}"] = _module
-    globals()[_name] = _module
-del _name, _module

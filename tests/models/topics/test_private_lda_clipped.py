@@ -9,8 +9,8 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from dptensor.models import PrivateSpectralLDA
-from dptensor.models import private_spectral_lda as psl
 from dptensor.models.topics import _configuration1 as configuration1
+from dptensor.models.topics import private_spectral as psl
 from dptensor.models.topics._private_plan import THIRD_CLIP_EDGES
 from dptensor.models.topics._releases import released_unigram
 from dptensor.privacy import insecure_test_noise

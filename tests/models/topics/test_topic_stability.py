@@ -9,8 +9,8 @@ import pytest
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.metrics import matched_topic_l1
 from dptensor.models import SpectralLDA
-from dptensor.models.spectral_lda import STABLE_TOPIC_L1
 from dptensor.models.topics._lda_whitening import top_eigenpairs
+from dptensor.models.topics.spectral import STABLE_TOPIC_L1
 
 
 def test_matched_topic_l1_is_the_best_one_to_one_matching():
