@@ -105,6 +105,7 @@ def test_auto_factorises_only_when_the_eigenvectors_are_poor():
         analyze_gauss_eigenpairs(M, k, noise_scale=s, source=insecure_test_noise(1), subspace="pca")
 
 
+@pytest.mark.slow  # two private fits of 20000 documents, a statistical check of the topics (3.4 s)
 def test_estimator_option_keeps_the_guarantee_and_finds_the_topics():
     c = make_lda_corpus(20000, 40, 3, alpha=0.1, doc_length=40, topic_concentration=0.2, random_state=3)
     fits = {

@@ -237,6 +237,7 @@ def test_single_topic_honest_default_is_not_refuted() -> None:
     assert result.epsilon_lower <= result.epsilon_claimed == 1.0
 
 
+@pytest.mark.slow  # statistical (8 s); every release's own audit is in test_audit_every_release.py
 @pytest.mark.filterwarnings("ignore:.*signal-to-noise")  # the topics are noise at this size: not audited
 @pytest.mark.parametrize("scale", [1.0, 0.1])
 def test_private_spectral_audit_has_power(scale: float) -> None:
@@ -256,6 +257,7 @@ def test_private_spectral_audit_has_power(scale: float) -> None:
     _assert_verdict(result, scale)
 
 
+@pytest.mark.slow  # statistical (9 s)
 @pytest.mark.filterwarnings("ignore:.*signal-to-noise")
 @pytest.mark.parametrize("scale", [1.0, 0.1])
 def test_private_spectral_default_split_audit_has_power(scale: float) -> None:

@@ -95,7 +95,7 @@ def test_brute_force_sensitivities_on_tiny_corpora(m):
 
 
 @pytest.mark.parametrize("m", [1, 2, 3])
-@pytest.mark.parametrize("cutoff", [0.6, 1.5])
+@pytest.mark.parametrize("cutoff", [0.6, pytest.param(1.5, marks=pytest.mark.slow)])  # 1.5: 2 s a case
 def test_brute_force_policy_sensitivity_on_tiny_corpora(m, cutoff):
     """The policy Gaussian (Gopi et al. 2020): every corpus of 3 documents over 3 words (up to 2 tokens
     each), every slot replaced by every document, in every processing order (the same for both).

@@ -147,6 +147,7 @@ def _matched_mean(cost: np.ndarray) -> float:
     return float(cost[rows, cols].mean())
 
 
+@pytest.mark.slow  # a statistical check of the topics' quality (4 s)
 def test_refined_private_topics_are_closer_to_the_truth():
     corpus = _corpus()
     model = PrivateSpectralLDA(4, alpha0=0.4, epsilon=4.0, delta=1e-6, random_state=0,
