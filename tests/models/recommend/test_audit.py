@@ -270,3 +270,23 @@ def test_distinguishing_audit_reads_every_release(scale: float) -> None:
         assert result.epsilon_lower <= 1.0
     else:
         assert result.epsilon_lower > 1.0 and result.details["release"] == "gram"
+
+
+def test_a_large_catalogue_keeps_no_grams_and_its_score_reads_the_rest(monkeypatch) -> None:
+    # above KEPT_GRAMS numbers (public sizes) the A_i stacks are not kept: sweeps_ holds None there, the
+    # starts and the other statistics as before, and the ials score reads b and G only
+    X = _interactions(60, 12, density=0.3, unused=(8, 9, 10, 11))
+    adapter = RecommenderCanaries()
+    plan = adapter.plan(PrivateRecommender(), X, 1, np.random.default_rng(0))
+    (data,) = adapter.fit_args(plan, np.array([True]))
+    full = PrivateRecommender(method="ials", noise=ExactSource(), random_state=0).fit(data)
+    monkeypatch.setattr(private_estimator, "KEPT_GRAMS", 12 * 16**2 * 2 - 1)  # one number too many
+    small = PrivateRecommender(method="ials", noise=ExactSource(), random_state=0).fit(data)
+    assert all(s.statistics.grams is None for s in small.sweeps_) and len(small.sweeps_) == 2
+    assert all(s.statistics.grams.shape == (12, 16, 16) for s in full.sweeps_)
+    for a, b in zip(full.sweeps_, small.sweeps_, strict=True):
+        np.testing.assert_array_equal(a.start, b.start)
+        np.testing.assert_array_equal(a.statistics.targets, b.statistics.targets)
+    np.testing.assert_array_equal(full.item_side_.factors, small.item_side_.factors)
+    score = release_scores(small)["ials"](np.sort(plan.items[0]))
+    assert np.isfinite(score) and score != release_scores(full)["ials"](np.sort(plan.items[0]))

@@ -29,7 +29,6 @@ for users with an empty row), the sweeps the rest.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
 from numbers import Integral, Real
@@ -273,11 +272,10 @@ class PrivateRecommender(PrivateEstimatorMixin, TopNMixin, BaseEstimator):
         if method == "ials" and columns.size:
             settings = releases_plan.sweeps.settings
             start = initial_item_factors(columns.size, settings["n_factors"], self.random_state)
+            # the A_i stacks of every sweep kept only where public sizes say they are small
+            keep = columns.size * settings["n_factors"] ** 2 * releases_plan.sweeps.iterations <= KEPT_GRAMS
             items = private_ials_sweeps(kept, start, plan=releases_plan, source=source, n_jobs=self.n_jobs,
-                                        history=history)
-            if columns.size * settings["n_factors"] ** 2 * len(history) > KEPT_GRAMS:
-                history = [SweepRelease(h.start, dataclasses.replace(h.statistics, grams=None))
-                           for h in history]
+                                        history=history, keep_grams=keep)
             side = ItemSide("ials", counts, factors=items, regularization=settings["regularization"],
                             alpha=settings["alpha"], columns=columns, n_columns=n_items)
         self._train = train

@@ -65,6 +65,7 @@ noise is added once, to the sums (:func:`private_ials_sweeps`, which takes the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -269,7 +270,7 @@ def initial_item_factors(n_items: int, n_factors: int, random_state: object = No
 
 def private_ials_sweeps(
     X: object, item_factors: np.ndarray, *, plan: ReleasePlan, source: NoiseSource,
-    n_jobs: int | None = None, history: list | None = None,
+    n_jobs: int | None = None, history: list | None = None, keep_grams: bool = True,
 ) -> np.ndarray:  # fmt: skip
     """The released item factors after the private sweeps of ``plan`` (charged already), from ``V_0``.
 
@@ -293,8 +294,10 @@ def private_ials_sweeps(
     history : list, optional
         If given, one :class:`SweepRelease` is appended per sweep: the item factors the users solved
         against (public: ``V_0`` or an earlier release) and the sweep's released statistics, for
-        audits (:func:`~dptensor.models.recommend.audit.recommender_scores`); everything in it is
-        public or released.
+        audits (:mod:`~dptensor.models.recommend.audit`); everything in it is public or released.
+    keep_grams : bool, default True
+        Whether ``history`` keeps each sweep's ``A_i`` stack (``n_items x k x k``); ``False`` keeps
+        ``None`` there, so that the history of a large catalogue costs no more than the factors.
 
     Returns
     -------
@@ -315,7 +318,8 @@ def private_ials_sweeps(
         sums = blocks.map_sum(_sweep_block, items, regularization, alpha, clip, label="private-ials-sweep")
         stats = _released(sums, plan.sweep_sigmas, source, blocks.n_rows)
         if history is not None:
-            history.append(SweepRelease(items, stats))
+            kept = stats if keep_grams else dataclasses.replace(stats, grams=None)
+            history.append(SweepRelease(items, kept))
         items = solve_item_factors(stats, regularization=regularization)
     return items
 
