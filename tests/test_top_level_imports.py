@@ -82,3 +82,12 @@ def test_no_alias_modules_remain():
     for name in ("spectral_lda", "private_spectral_lda", "dp_vi_lda", "single_topic"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(f"dptensor.models.{name}")
+
+
+def test_subpackages_are_reachable_as_attributes_after_import_dptensor():
+    """``import dptensor; dptensor.privacy.compose`` works as it did with an eager ``__init__``."""
+    code = ("import dptensor, dptensor.cli; print(dptensor.privacy.compose.__name__, "
+            "dptensor.models.PrivateRecommender.__name__, dptensor.cli.lda.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["compose", "PrivateRecommender", "dptensor.cli.lda"]

@@ -9,6 +9,7 @@ numba until something needs them.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from dptensor._version import __version__
@@ -77,9 +78,15 @@ if TYPE_CHECKING:  # the names as static analysis sees them
 
 
 def __getattr__(name: str) -> Any:
-    """Load a top-level name from its module on first use (PEP 562), then keep it here."""
+    """Load a top-level name from its module on first use (PEP 562), then keep it here.
+
+    A subpackage (``dptensor.privacy``, ``dptensor.models``, ...) is imported on first use too, as
+    an eager ``__init__`` would have left it.
+    """
     module = _EXPORTS.get(name)
     if module is None:
+        if not name.startswith("_") and importlib.util.find_spec(f"dptensor.{name}") is not None:
+            return importlib.import_module(f"dptensor.{name}")
         raise AttributeError(f"module 'dptensor' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

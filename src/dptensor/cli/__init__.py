@@ -45,6 +45,13 @@ EXAMPLES = """examples:
 """
 
 
+def __getattr__(name: str) -> object:
+    """A subcommand's module (``dptensor.cli.lda``) imported on first use, as an eager import would have."""
+    if name in COMMANDS:
+        return importlib.import_module(f"dptensor.cli.{name}")
+    raise AttributeError(f"module 'dptensor.cli' has no attribute {name!r}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered."""
     from dptensor.cli._options import Parser, leaf_parsers

@@ -253,6 +253,27 @@ def test_tampered_arrays_are_refused(saved):
         load_recommender(saved)
 
 
+def test_tampered_recounts_are_refused(X, tmp_path):
+    # private popularity's two releases are checked like every other array of a file
+    path = save_recommender(_fit("private popularity", X), tmp_path / "p.npz")
+    with np.load(path, allow_pickle=False) as archive:
+        counts, where, recounts = archive["counts"], archive["recounted"], archive["recounts"]
+    cases = [
+        ({"counts": None}, "counts, candidates and recounts together"),
+        ({"counts": np.where(np.arange(counts.size) == 0, np.nan, counts)}, "NaN or infinite"),
+        ({"recounts": recounts.astype(str)}, "'recounts' has shape"),
+        ({"recounted": where[::-1].copy()}, "increasing positions"),
+        ({"recounted": where + counts.size}, "increasing positions"),
+    ]
+    for changes, message in cases:
+        _rewrite(path, counts=counts, recounted=where, recounts=recounts)
+        _rewrite(path, **changes)
+        with pytest.raises(ValueError, match=message):
+            load_recommender(path)
+    _rewrite(path, counts=counts, recounted=where, recounts=recounts)
+    np.testing.assert_array_equal(load_recommender(path).recounts_, recounts)
+
+
 def test_tampered_guarantee_is_refused(X, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

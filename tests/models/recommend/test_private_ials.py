@@ -67,6 +67,20 @@ def test_released_sums_stay_within_their_sensitivities_and_reach_them(clip):
         assert largest >= bound[name] * (1 - 1e-6), name
 
 
+def test_the_function_defaults_are_the_estimators_and_underflow_is_refused():
+    from dptensor.models.recommend import RecommenderOptions
+
+    assert private_ials.DEFAULT_CLIP == RecommenderOptions().private_ials_clip == 0.1
+    assert ials_sensitivities(ALPHA) == ials_sensitivities(ALPHA, 0.1)
+    plan = plan_private_ials(1.0, 1e-6, 2, alpha=ALPHA, n_factors=4)
+    assert plan.guarantee.details["ials"]["clip"] == 0.1
+    # alpha = 0: the A_i are exactly zero and not released; a sensitivity that underflows is refused
+    assert set(private_ials.ials_sweeps(1, alpha=0.0, n_factors=2, regularization=1.0).sensitivities) == {
+        "gram", "targets"}
+    with pytest.raises(ValueError, match="sensitivity of 0 in floating point"):
+        private_ials.ials_sweeps(1, alpha=1.0, n_factors=2, regularization=1.0, clip=1e-200)
+
+
 def test_clipped_factors_never_exceed_the_radius():
     rng = np.random.default_rng(5)
     for clip in (1.0, 0.1, 0.3, 1e-3, 7.0):
@@ -89,7 +103,8 @@ def test_one_private_sweep_is_the_weighted_item_step():
     X = sp.csr_array((rng.random((60, 9)) < 0.3).astype(float))
     user_factors = rng.normal(size=(60, K))
     sigmas = {"gram": 1, "grams": 1, "targets": 1}
-    stats = private_item_side_statistics(X, user_factors, alpha=ALPHA, sigmas=sigmas, source=ExactSource())
+    stats = private_item_side_statistics(X, user_factors, alpha=ALPHA, sigmas=sigmas, source=ExactSource(),
+                                         clip=1.0)
     dense = X.toarray()
     n = dense.sum(axis=1)
     w = np.divide(1.0, np.sqrt(n), out=np.zeros_like(n), where=n > 0)

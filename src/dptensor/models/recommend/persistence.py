@@ -443,12 +443,19 @@ def _rebuild(path: Path, header: dict, arrays: Mapping[str, np.ndarray]) -> Any:
     model.item_side_ = side
     model.method_ = side.method
     model.popularity_ = side.popularity
-    if name == "PrivateRecommender" and "recounts" in arrays:
-        counts, where, recounts = (np.asarray(arrays[key]) for key in ("counts", "recounted", "recounts"))
-        if (counts.shape != (side.n_items,) or where.shape != recounts.shape or where.dtype.kind != "i"
+    recount_arrays = {"counts", "recounted", "recounts"} & set(arrays)
+    if name == "PrivateRecommender" and recount_arrays:
+        if len(recount_arrays) != 3:
+            raise ValueError(f"{path}: a private popularity file needs its counts, candidates and recounts "
+                             "together: the file was altered")
+        counts = _array(path, arrays, "counts", (side.n_items,))
+        recounts = _array(path, arrays, "recounts", (None,))
+        where = np.asarray(arrays["recounted"])
+        if (where.shape != recounts.shape or where.dtype.kind not in "iu" or np.any(np.diff(where) <= 0)
                 or where.size and (where.min() < 0 or where.max() >= side.n_items)):
-            raise ValueError(f"{path}: its counts and recounts do not fit its item side: the file was "
-                             "altered")
+            raise ValueError(f"{path}: its recounted items do not fit its item side (increasing positions, "
+                             "one a recount): the file was altered")
+        where = where.astype(np.int64)
         model.popularity_, model.candidates_, model.recounts_ = counts, model.items_[where], recounts
     model.n_items_ = side.width
     model.n_users_ = n_users

@@ -82,6 +82,7 @@ from dptensor.models.recommend.ials import (
     solve_item_factors,
     solve_user_factors,
 )
+from dptensor.models.recommend.options import RecommenderOptions
 from dptensor.models.recommend.release_plan import ReleasePlan, SweepReleases, recommender_guarantee
 from dptensor.models.recommend.releases import add_symmetric_frobenius_noise
 from dptensor.parallel import RowBlocks, as_row_blocks, is_distributed, public_shape
@@ -107,11 +108,14 @@ __all__ = [
 IALS_STATISTICS = ("gram", "grams", "targets")
 
 
+#: The clip radius ``C`` of the functions below: the estimator's default
+#: (:class:`~dptensor.models.recommend.RecommenderOptions`'s ``private_ials_clip``).
+DEFAULT_CLIP = RecommenderOptions.private_ials_clip
 #: Clipped rows are scaled to this fraction of the radius, a margin against rounding.
 _CLIP_MARGIN = 1.0 - 1e-9
 
 
-def ials_sensitivities(alpha: float, clip: float = 1.0) -> dict[str, float]:
+def ials_sensitivities(alpha: float, clip: float = DEFAULT_CLIP) -> dict[str, float]:
     """Replace-one-user sensitivities of ``G``, ``A``, ``b`` for factors of norm ``<= clip`` (module doc)."""
     alpha = check_real(alpha, "alpha", strict=False)
     clip = check_real(clip, "clip")
@@ -119,7 +123,7 @@ def ials_sensitivities(alpha: float, clip: float = 1.0) -> dict[str, float]:
             "targets": 2.0 * (1.0 + alpha) * clip}
 
 
-def clip_factors(factors: np.ndarray, clip: float = 1.0) -> np.ndarray:
+def clip_factors(factors: np.ndarray, clip: float = DEFAULT_CLIP) -> np.ndarray:
     """Rows scaled into the ball of radius ``clip``: ``x min(1, clip (1 - 1e-9) / ||x||)``.
 
     Rows inside the ball are unchanged; the others are scaled to just inside it (the margin keeps
@@ -134,7 +138,7 @@ def clip_factors(factors: np.ndarray, clip: float = 1.0) -> np.ndarray:
 
 def ials_sweeps(
     iterations: int, *, alpha: float, n_factors: int, regularization: float,
-    shares: Mapping[str, float] | None = None, clip: float = 1.0,
+    shares: Mapping[str, float] | None = None, clip: float = DEFAULT_CLIP,
 ) -> SweepReleases:  # fmt: skip
     """The ``"ials"`` release of ``iterations`` private sweeps, for :func:`recommender_guarantee`.
 
@@ -147,7 +151,13 @@ def ials_sweeps(
     n_factors = check_positive_int(n_factors, "n_factors")
     regularization = check_real(regularization, "regularization")
     clip = check_real(clip, "clip")
-    sensitivity = {name: value for name, value in ials_sensitivities(alpha, clip).items() if value > 0}
+    sensitivity = ials_sensitivities(alpha, clip)
+    if float(alpha) == 0.0:  # the A_i are exactly zero: nothing to release
+        del sensitivity["grams"]
+    tiny = [name for name, value in sensitivity.items() if not value > 0]
+    if tiny:  # a sensitivity that underflows would release its sums without noise
+        raise ValueError(f"alpha={alpha!r} and clip={clip!r} give the sweeps' {', '.join(tiny)} a "
+                         "sensitivity of 0 in floating point: use a larger clip")
     settings = {
         "model": "private implicit ALS (DPALS with adaptive weights 1/sqrt(n_u))",
         "alpha": float(alpha), "n_factors": n_factors, "regularization": regularization, "clip": clip,
@@ -166,7 +176,7 @@ def plan_private_ials(
     n_factors: int,
     regularization: float = 1.0,
     shares: Mapping[str, float] | None = None,
-    clip: float = 1.0,
+    clip: float = DEFAULT_CLIP,
 ) -> ReleasePlan:
     """Calibrate the ``3 T`` Gaussian releases of ``T`` private sweeps alone to ``(epsilon, delta)`` exactly.
 
@@ -230,9 +240,10 @@ def _released(sums: Mapping[str, np.ndarray], sigmas: Mapping[str, float], sourc
         raise TypeError("source must be the NoiseSource returned by dptensor.privacy.begin_release (charge "
                         f"first), got {type(source).__name__}")
     gram = _psd(add_symmetric_frobenius_noise(sums["gram"], sigmas["gram"], source))
-    grams = sums["grams"]
+    grams = np.zeros_like(sums["grams"])  # alpha = 0: the A_i are exactly zero, not released
     if "grams" in sigmas:
-        grams = _psd(np.stack([add_symmetric_frobenius_noise(a, sigmas["grams"], source) for a in grams]))
+        noisy = [add_symmetric_frobenius_noise(a, sigmas["grams"], source) for a in sums["grams"]]
+        grams = _psd(np.stack(noisy))
     targets = source.add_gaussian(sums["targets"], sigmas["targets"])
     return ItemSideStatistics(grams, targets, np.zeros(targets.shape[0]), gram, n_users)
 
@@ -246,7 +257,7 @@ def _blocks(X: object, n_jobs: int | None) -> RowBlocks:
 
 def private_item_side_statistics(
     X: object, user_factors: np.ndarray, *, alpha: float, sigmas: Mapping[str, float],
-    source: NoiseSource, n_jobs: int | None = None, clip: float = 1.0,
+    source: NoiseSource, n_jobs: int | None = None, clip: float = DEFAULT_CLIP,
 ) -> ItemSideStatistics:  # fmt: skip
     """One sweep's released statistics ``G``, ``A_i``, ``b_i`` (module docstring) for given factors, noised.
 
@@ -364,7 +375,7 @@ def private_implicit_als(
     regularization: float = 1.0,
     alpha: float = 10.0,
     shares: Mapping[str, float] | None = None,
-    clip: float = 1.0,
+    clip: float = DEFAULT_CLIP,
     random_state: object = None,
     noise: NoiseLike | NoiseSource = None,
     ledger: Ledger | None = None,
