@@ -39,7 +39,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import threading
 import time
 import urllib.parse
@@ -53,16 +52,15 @@ from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger._budget import SERVER_BACKENDS, BudgetLedger, _check_options
 from dptensor.privacy.ledger._events import _decode_cached
 from dptensor.privacy.ledger._postgres_schema import GRANTS, INSTALL, INSTALL_LOCK, SERVER_FORMAT
-from dptensor.privacy.ledger._records import Charge, _now, _user
+from dptensor.privacy.ledger._records import Charge
 from dptensor.privacy.ledger._seen import SeenLedgers
 from dptensor.privacy.ledger._storage import (
-    _DEFAULT_DISCRETIZATION,
     _META_KEYS,
     _STORED_COLUMNS,
     CheckedCharges,
     _chain_next,
     _chain_start,
-    _version,
+    new_ledger_metadata,
 )
 
 __all__ = ["DEFAULT_ANALYST_ROLE", "ServerLedger", "migrate_to_server"]
@@ -322,19 +320,8 @@ class ServerLedger(BudgetLedger):
                     "BudgetLedger(url, epsilon=..., delta=...) or `dptensor budget create URL --epsilon E "
                     "--delta D`"
                 )
-        fixed = history[0] if history is not None else {
-            "format": "dptensor budget ledger",
-            "id": os.urandom(16).hex(),
-            "epsilon": epsilon,
-            "delta": delta,
-            "dataset": self._dataset,
-            "relations": relations,
-            "accountant": "exact: Gaussian (GDP, analytic) or PLD (dp-accounting)",
-            "value_discretization_interval": float(value_discretization_interval or _DEFAULT_DISCRETIZATION),
-            "created": _now(),
-            "created_by": f"{_user()}@{socket.gethostname()}",
-            "dptensor_version": _version(),
-        }
+        fixed = history[0] if history is not None else new_ledger_metadata(
+            epsilon, delta, self._dataset, relations, value_discretization_interval)
         try:
             with self._connection("could not create the ledger") as conn:
                 self._install(conn, analyst_role or DEFAULT_ANALYST_ROLE)
@@ -449,16 +436,6 @@ class ServerLedger(BudgetLedger):
     def curator(self) -> str:
         """The database user that created this ledger (the only one who changes its budget)."""
         return str(self._meta["curator"])
-
-    @property
-    def epsilon(self) -> float:
-        """The total epsilon budget (as the server holds it now: a curator may change it)."""
-        return float(self._meta["epsilon"])
-
-    @property
-    def delta(self) -> float:
-        """The total delta budget."""
-        return float(self._meta["delta"])
 
     @property
     def relations(self) -> list[str]:

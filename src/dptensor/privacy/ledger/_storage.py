@@ -150,6 +150,24 @@ def _version() -> str:
     return __version__
 
 
+def new_ledger_metadata(epsilon: float, delta: float, dataset: str | None, relations: list[str],
+                        value_discretization_interval: float | None) -> dict[str, Any]:
+    """The fixed metadata of a new ledger (file or server): budget, data set, relations, who and when."""
+    return {
+        "format": "dptensor budget ledger",
+        "id": uuid.uuid4().hex,
+        "epsilon": epsilon,
+        "delta": delta,
+        "dataset": dataset,
+        "relations": relations,
+        "accountant": "exact: Gaussian (GDP, analytic) or PLD (dp-accounting)",
+        "value_discretization_interval": float(value_discretization_interval or _DEFAULT_DISCRETIZATION),
+        "created": _now(),
+        "created_by": f"{_user()}@{socket.gethostname()}",
+        "dptensor_version": _version(),
+    }
+
+
 class CheckedCharges:
     """The charges one process has checked against the ledger's checksum, and the chain value after
     each of them (``chains``; ``checksum`` is the last, or the chain's start without charges)."""
@@ -188,19 +206,7 @@ class LedgerFile:
                 "had it open. Remove them once no process uses the old ledger, then create the new one"
             )
         tmp = self._path.with_name(f".{self._path.name}.{uuid.uuid4().hex}.tmp")
-        meta = {
-            "format": "dptensor budget ledger",
-            "id": uuid.uuid4().hex,
-            "epsilon": epsilon,
-            "delta": delta,
-            "dataset": dataset,
-            "relations": relations,
-            "accountant": "exact: Gaussian (GDP, analytic) or PLD (dp-accounting)",
-            "value_discretization_interval": float(value_discretization_interval or _DEFAULT_DISCRETIZATION),
-            "created": _now(),
-            "created_by": f"{_user()}@{socket.gethostname()}",
-            "dptensor_version": _version(),
-        }
+        meta = new_ledger_metadata(epsilon, delta, dataset, relations, value_discretization_interval)
         meta = {key: json.loads(json.dumps(value)) for key, value in meta.items()}  # as it is read back
         meta.update(n_charges=0, checksum=_sealed(_chain_start(meta), relations))
         try:
