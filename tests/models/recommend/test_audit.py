@@ -192,15 +192,21 @@ def test_each_release_is_caught_by_its_own_score(release: str, monkeypatch) -> N
     assert f"the {release} release's" in result.describe()
 
 
+def _one_canary(n_users: int, density: float) -> tuple:
+    """The adapter, the plan of one canary on the four items nobody else chose, and the data with it in."""
+    X = _interactions(n_users, 12, density=density, unused=(8, 9, 10, 11))
+    adapter = RecommenderCanaries()
+    plan = adapter.plan(PrivateRecommender(), X, 1, np.random.default_rng(0))
+    (data,) = adapter.fit_args(plan, np.array([True]))
+    return adapter, plan, data
+
+
 def test_ials_score_reads_every_sweep_as_the_fit_released_it(monkeypatch) -> None:
     # Without noise, the first sweep's b at the canary's items (nobody else chose them) is exactly the
     # canary's (1 + alpha) x / sqrt(2), x solved from its row against the public start and clipped: the
     # auditor's solve is the fit's. Every sweep is kept and scored; the ials release un-noised (the
     # counts keep their noise) is caught by its own score only.
-    X = _interactions(40, 12, density=0.4, unused=(8, 9, 10, 11))
-    adapter = RecommenderCanaries()
-    plan = adapter.plan(PrivateRecommender(), X, 1, np.random.default_rng(0))
-    (data,) = adapter.fit_args(plan, np.array([True]))
+    adapter, plan, data = _one_canary(40, 0.4)
     model = PrivateRecommender(method="ials", noise=ExactSource(), random_state=0).fit(data)
     details = model.guarantee_.details["ials"]
     assert len(model.sweeps_) == details["iterations"] == 2 and details["clip"] == 0.1
@@ -275,10 +281,7 @@ def test_distinguishing_audit_reads_every_release(scale: float) -> None:
 def test_a_large_catalogue_keeps_no_grams_and_its_score_reads_the_rest(monkeypatch) -> None:
     # above KEPT_GRAMS numbers (public sizes) the A_i stacks are not kept: sweeps_ holds None there, the
     # starts and the other statistics as before, and the ials score reads b and G only
-    X = _interactions(60, 12, density=0.3, unused=(8, 9, 10, 11))
-    adapter = RecommenderCanaries()
-    plan = adapter.plan(PrivateRecommender(), X, 1, np.random.default_rng(0))
-    (data,) = adapter.fit_args(plan, np.array([True]))
+    adapter, plan, data = _one_canary(60, 0.3)
     full = PrivateRecommender(method="ials", noise=ExactSource(), random_state=0).fit(data)
     monkeypatch.setattr(private_estimator, "KEPT_GRAMS", 12 * 16**2 * 2 - 1)  # one number too many
     small = PrivateRecommender(method="ials", noise=ExactSource(), random_state=0).fit(data)
