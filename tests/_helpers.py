@@ -17,6 +17,7 @@ from pathlib import Path
 
 import dp_accounting
 import numpy as np
+import pytest
 from scipy.optimize import linear_sum_assignment
 
 from dptensor.privacy import PrivacyGuarantee, gaussian_epsilon
@@ -136,3 +137,17 @@ def load_benchmark(name: str):
         return module
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+def assert_caught_by(result, variant: str, release: str, releases: set[str]) -> None:
+    """An audit with one score per release: honest, not refuted; otherwise refuted by ``release``'s own
+    score (the bound reported), every other release's score below the claim."""
+    per_release = {name: r["epsilon_lower"] for name, r in result.details["per_release"].items()}
+    assert set(per_release) == releases and result.epsilon_claimed == 1.0
+    assert result.details["release_confidence"] == pytest.approx(1 - 0.05 / len(releases))
+    if variant == "honest":
+        assert result.epsilon_lower <= result.epsilon_claimed
+        return
+    assert result.epsilon_lower > result.epsilon_claimed and result.details["release"] == release
+    assert per_release[release] == result.epsilon_lower and f"the {release} release's" in result.describe()
+    assert all(bound <= result.epsilon_claimed for name, bound in per_release.items() if name != release)

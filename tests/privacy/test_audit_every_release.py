@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import assert_caught_by
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, TensorCompletion
@@ -29,19 +30,6 @@ def _audit(make, X, **kw) -> AuditResult:
         warnings.simplefilter("ignore", PrivacyWarning)
         warnings.filterwarnings("ignore", message=".*signal-to-noise")
         return audit_estimator(make, X, random_state=0, **kw)
-
-
-def _assert_caught_by(result: AuditResult, variant: str, release: str, releases: set[str]) -> None:
-    """Honest: not refuted; otherwise refuted by ``release``'s score, every other score below the claim."""
-    per_release = {name: r["epsilon_lower"] for name, r in result.details["per_release"].items()}
-    assert set(per_release) == releases and result.epsilon_claimed == 1.0
-    assert result.details["release_confidence"] == pytest.approx(1 - 0.05 / len(releases))
-    if variant == "honest":
-        assert result.epsilon_lower <= result.epsilon_claimed
-        return
-    assert result.epsilon_lower > result.epsilon_claimed and result.details["release"] == release
-    assert f"the {release} release's" in result.describe()
-    assert all(bound <= result.epsilon_claimed for name, bound in per_release.items() if name != release)
 
 
 def refining_corpus(n_documents: int = 3300, n_topic_words: int = 64, n_unused: int = 64) -> sp.csr_matrix:
@@ -81,7 +69,7 @@ def test_private_spectral_audit_reads_the_refinement_releases(variant: str, monk
                                       noise=source)
     result = _audit(make, refining_corpus(), n_runs=20)
     assert result.n_canaries == 32 and "refinement_.released_counts" in result.attack
-    _assert_caught_by(result, variant, "rf", {"m1", "m2", "rf"})
+    assert_caught_by(result, variant, "rf", {"m1", "m2", "rf"})
 
 
 @pytest.mark.slow
@@ -95,9 +83,9 @@ def test_refinement_audit_over_seeds(seed: int, monkeypatch) -> None:
                                       noise=source)
     X = refining_corpus()
     honest = _audit(make, X, n_runs=20)
-    _assert_caught_by(honest, "honest", "rf", {"m1", "m2", "rf"})
+    assert_caught_by(honest, "honest", "rf", {"m1", "m2", "rf"})
     _quiet_refinement(monkeypatch, 0.1)
-    _assert_caught_by(_audit(make, X, n_runs=20), "passes / 10", "rf", {"m1", "m2", "rf"})
+    assert_caught_by(_audit(make, X, n_runs=20), "passes / 10", "rf", {"m1", "m2", "rf"})
 
 
 def test_refinement_score_reads_the_released_average() -> None:
@@ -150,7 +138,7 @@ def test_dp_vi_audit_reads_the_moment_start(variant: str, monkeypatch) -> None:
     assert result.n_canaries == 32 and "moment_model_" in result.attack
     releases = {"topics", "start m1", "start m2"}
     if variant == "honest":
-        _assert_caught_by(result, variant, "start m1", releases)
+        assert_caught_by(result, variant, "start m1", releases)
         return
     # both start releases are under-noised here: each one's score refutes the claim, the VI releases' not
     per_release = {name: r["epsilon_lower"] for name, r in result.details["per_release"].items()}
@@ -196,7 +184,7 @@ def test_dpals_user_audit_reads_the_spectral_start(variant: str, monkeypatch) ->
     source = scaled_test_noise(1.0, seed=3)
     result = _audit(lambda: _dpals_user(source), _ratings((3000, 16, 1), 9000), n_runs=40)
     assert result.n_canaries == 8 and result.neighbouring == "user"
-    _assert_caught_by(result, variant, "spectrum", {"items", "spectrum"})
+    assert_caught_by(result, variant, "spectrum", {"items", "spectrum"})
 
 
 def test_dpals_spectral_canaries_move_the_covariance() -> None:
@@ -236,12 +224,12 @@ def test_start_audits_over_seeds(seed: int, monkeypatch) -> None:
                                        random_state=0, noise=source)
     vi_releases = {"topics", "start m1", "start m2"}
     assert _audit(make_vi, corpus, n_runs=20).epsilon_lower <= 1.0
-    _assert_caught_by(_audit(lambda: _dpals_user(source), ratings, n_runs=40), "honest", "spectrum",
+    assert_caught_by(_audit(lambda: _dpals_user(source), ratings, n_runs=40), "honest", "spectrum",
                       {"items", "spectrum"})
     _quiet_moment_start(monkeypatch)
     result = _audit(make_vi, corpus, n_runs=20)
     assert set(result.details["per_release"]) == vi_releases and result.details["release"].startswith("start")
     assert result.epsilon_lower > 1.0 and result.details["per_release"]["topics"]["epsilon_lower"] <= 1.0
     monkeypatch.setattr(dp_als, "add_symmetric_gaussian", lambda values, *a, **k: np.array(values, float))
-    _assert_caught_by(_audit(lambda: _dpals_user(source), ratings, n_runs=40), "un-noised", "spectrum",
+    assert_caught_by(_audit(lambda: _dpals_user(source), ratings, n_runs=40), "un-noised", "spectrum",
                       {"items", "spectrum"})
