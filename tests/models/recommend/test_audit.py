@@ -243,6 +243,23 @@ def test_ials_score_reads_every_sweep_as_the_fit_released_it(monkeypatch) -> Non
     assert per_release["ials"] > 1.0 >= per_release["counts"] and result.details["release"] == "ials"
 
 
+def test_the_recount_un_noised_is_caught_by_its_own_score(monkeypatch) -> None:
+    # private popularity's recount without noise at its release point, the counts with theirs (the plan
+    # and the claim unchanged): the recount's score refutes the claim, the counts' does not. Measured
+    # (seed 3, 10 fits): recount 2.10, counts 0.00
+    from dptensor.models.recommend import private_popularity
+
+    def recounts_without_noise(kept, candidates, *, sigma, source, n_jobs=None):
+        return private_popularity.private_recounts(kept, candidates, sigma=sigma, source=ExactSource(),
+                                                   n_jobs=n_jobs)
+
+    monkeypatch.setattr(private_estimator, "private_recounts", recounts_without_noise)
+    source = scaled_test_noise(1.0, seed=3)
+    result = _audit(lambda: PrivateRecommender(method="popularity", noise=source), _interactions(), n_runs=10)
+    per_release = _per_release(result)
+    assert result.details["release"] == "recount" and per_release["recount"] > 1.0 >= per_release["counts"]
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.05])
 def test_selected_catalogue_audit(scale: float) -> None:
     # catalogue="select": the canaries use the 32 chosen items (8 canaries per fit), which pass the
