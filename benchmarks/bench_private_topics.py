@@ -68,7 +68,7 @@ from dptensor.evaluation import (  # noqa: E402
     topic_npmi,
     unigram_perplexity,
 )
-from dptensor.experiments.private_lda import topic_error  # noqa: E402
+from dptensor.research.experiments.private_lda import topic_error  # noqa: E402
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA  # noqa: E402
 
 METHODS = ("unigram", "spectral", "private-spectral", "vi", "dp-vi", "sklearn")

@@ -1,6 +1,6 @@
 """Privacy-utility comparison of private tensor decomposition methods (issue #4).
 
-Runs :func:`dptensor.experiments.privacy_utility.run` (d=100, k=5, L=10, R=10, 10 trials,
+Runs :func:`dptensor.research.experiments.privacy_utility.run` (d=100, k=5, L=10, R=10, 10 trials,
 13 values of epsilon from 0.01 to 1000) and writes CSV, PNG, Markdown and JSON under
 ``benchmarks/results/privacy_utility/`` (or the directory given as the first argument).
 Takes a few minutes on two idle cores; ``--quick`` runs a small smoke version.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dptensor.experiments.privacy_utility import run
+from dptensor.research.experiments.privacy_utility import run
 
 
 def main(argv: list[str]) -> None:

@@ -336,7 +336,7 @@ def _completion_row(figure, method, x, rep, err):
 
 
 def test_completion_experiment_names_averages_and_the_mean_predictor_apart(tmp_path):
-    from dptensor.experiments import completion
+    from dptensor.research.experiments import completion
 
     rows = [_completion_row(2, "baseline", float("nan"), rep, err) for rep, err in enumerate((0.2, 0.4))]
     rows += [_completion_row(2, "IP (Alg. 1)", eps, rep, eps + rep) for eps in (0.1, 1.0) for rep in (0, 1)]
@@ -360,7 +360,7 @@ def test_completion_experiment_names_averages_and_the_mean_predictor_apart(tmp_p
 
 
 def test_privacy_utility_grid_does_not_warn_about_itself(tmp_path):
-    from dptensor.experiments.privacy_utility import run as privacy_utility
+    from dptensor.research.experiments.privacy_utility import run as privacy_utility
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -374,7 +374,7 @@ def test_privacy_utility_grid_does_not_warn_about_itself(tmp_path):
 
 
 def test_private_lda_figure3_has_a_title_and_whole_k_ticks(tmp_path, monkeypatch):
-    from dptensor.experiments import private_lda
+    from dptensor.research.experiments import private_lda
 
     rows = [{"figure": 3, "panel": "a", "alpha0": a, "n_topics": 3, "value": 1 / a} for a in (0.1, 1.0, 10.0)]
     rows += [{"figure": 3, "panel": "b", "alpha0": 1000.0, "n_topics": k, "value": 0.01 * k} for k in (3, 6)]

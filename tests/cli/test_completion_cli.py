@@ -84,7 +84,7 @@ def test_complete_cli_movielens(tmp_path):
 
 
 def test_completion_experiment_quick(tmp_path, monkeypatch, capsys):
-    from dptensor.experiments import completion
+    from dptensor.research.experiments import completion
 
     monkeypatch.setattr("dptensor._progress.bars_shown", lambda stream=None: True)  # as on a terminal
     rows = completion.figure2(quick=True, epsilons=(1.0,), models=("cp",), progress=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dptensor.cli._options import add_quiet_argument, positive_int, seed
 
-#: name -> (module under dptensor.experiments, one-line description, keyword for --trials)
+#: name -> (module under dptensor.research.experiments, one-line description, keyword for --trials)
 EXPERIMENTS = {
     "noise-tolerance": (
         "noise_tolerance",
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     module_name, description, trials_keyword = EXPERIMENTS[args.experiment]
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file; experiments write a folder of CSV, PNG and JSON files")
-    module = importlib.import_module(f"dptensor.experiments.{module_name}")
+    module = importlib.import_module(f"dptensor.research.experiments.{module_name}")
     print(f"{args.experiment}: {description}")
     options = {trials_keyword: args.trials}
     if "progress" in inspect.signature(module.run).parameters:

@@ -7,7 +7,7 @@ import pytest
 
 from dptensor.cli import main
 from dptensor.cli.experiment import EXPERIMENTS
-from dptensor.experiments import noise_tolerance, whitening_comparison
+from dptensor.research.experiments import noise_tolerance, whitening_comparison
 
 
 def test_noise_tolerance_quick(tmp_path):

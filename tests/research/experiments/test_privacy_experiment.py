@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from dptensor.experiments.privacy_utility import METHODS, run  # noqa: E402
+from dptensor.research.experiments.privacy_utility import METHODS, run  # noqa: E402
 
 
 def test_quick_privacy_utility_writes_files(tmp_path: Path):
