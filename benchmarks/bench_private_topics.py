@@ -68,8 +68,8 @@ from dptensor.evaluation import (  # noqa: E402
     topic_npmi,
     unigram_perplexity,
 )
-from dptensor.research.experiments.private_lda import topic_error  # noqa: E402
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA  # noqa: E402
+from dptensor.research.experiments.private_lda import topic_error  # noqa: E402
 
 METHODS = ("unigram", "spectral", "private-spectral", "vi", "dp-vi", "sklearn")
 #: The issue's "before" table; the slow non-private references (10 passes of online VB) are left out.

@@ -65,7 +65,8 @@ def resolve_options(options: O | None, cls: type[O], owner: str) -> O:
         return cls()
     if not isinstance(options, cls):
         raise TypeError(
-            f"{owner}'s options must be a {cls.__name__} (or None for its defaults), got {type(options).__name__}"
+            f"{owner}'s options must be a {cls.__name__} (or None for its defaults), "
+            f"got {type(options).__name__}"
         )
     options._validate_params()
     return options
