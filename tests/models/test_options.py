@@ -42,3 +42,28 @@ def test_nested_parameters_reach_the_options_and_clone_copies_them():
     copy = clone(model)
     assert copy.options is not model.options and copy.options.steps == 6
     assert "steps=6" in repr(model)
+
+
+class _Tuned(BaseEstimator):
+    _options_class = _Knobs
+
+    def __init__(self, k: int = 2, *, options: _Knobs | None = None) -> None:
+        self.k = k
+        self.options = options
+
+
+def test_build_estimator_puts_flat_names_where_they_live_and_flat_params_inverts_it():
+    from dptensor.models._options import build_estimator, flat_params
+
+    model = build_estimator(_Tuned, k=3, steps=7)
+    assert model.k == 3 and isinstance(model.options, _Knobs) and model.options.steps == 7
+    assert build_estimator(_Tuned, k=4).options is None
+    assert flat_params(model) == {"k": 3, "steps": 7}
+    assert flat_params(_Tuned()) == {"k": 2, "steps": 3}
+    assert flat_params(build_estimator(_Tuned, **flat_params(model))) == flat_params(model)
+    with pytest.raises(TypeError, match="_Tuned has no parameter or option 'speed'"):
+        build_estimator(_Tuned, speed=1)
+    with pytest.raises(TypeError, match="not both"):
+        build_estimator(_Tuned, steps=1, options=_Knobs())
+    with pytest.raises(TypeError, match="_Model has no parameter or option 'steps'"):
+        build_estimator(_Model, steps=1)

@@ -17,11 +17,12 @@ it into an instance and checks it (its ``_parameter_constraints``) when the esti
 
 from __future__ import annotations
 
-from typing import TypeVar
+import inspect
+from typing import Any, TypeVar
 
 from sklearn.base import BaseEstimator
 
-__all__ = ["Options", "resolve_options"]
+__all__ = ["Options", "build_estimator", "flat_params", "resolve_options"]
 
 O = TypeVar("O", bound="Options")  # noqa: E741
 
@@ -70,3 +71,63 @@ def resolve_options(options: O | None, cls: type[O], owner: str) -> O:
         )
     options._validate_params()
     return options
+
+
+def _constructor_names(cls: type) -> set[str]:
+    return {name for name in inspect.signature(cls.__init__).parameters if name != "self"}
+
+
+def build_estimator(cls: type, **params: Any) -> Any:
+    """An estimator from one flat set of parameters: the constructor's own, the rest its options.
+
+    The command line, model files and the reproduction of seeded fits name every setting flatly
+    (``clip=2``); this puts each one where it lives now: a constructor parameter as it is, any other
+    into ``cls._options_class`` (the estimator's option object), which then checks the names.
+
+    Parameters
+    ----------
+    cls : type
+        The estimator class; its ``_options_class`` attribute names its option class, if any.
+    **params
+        Constructor parameters and option parameters by name (``options=`` itself is allowed when
+        no option parameter is given flatly).
+
+    Returns
+    -------
+    estimator
+        ``cls(**constructor_params, options=options_class(**option_params))``.
+
+    Raises
+    ------
+    TypeError
+        If a name is neither a constructor parameter nor an option, or ``options=`` is given
+        beside flat option parameters.
+    """
+    own = _constructor_names(cls)
+    direct = {k: v for k, v in params.items() if k in own}
+    rest = {k: v for k, v in params.items() if k not in own}
+    if not rest:
+        return cls(**direct)
+    options_class = getattr(cls, "_options_class", None)
+    unknown = sorted(set(rest) - (_constructor_names(options_class) if options_class else set()))
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no parameter or option {', '.join(map(repr, unknown))}")
+    if direct.get("options") is not None:
+        raise TypeError(f"{cls.__name__}: give options= or flat option parameters, not both")
+    direct["options"] = options_class(**rest)
+    return cls(**direct)
+
+
+def flat_params(estimator: Any) -> dict[str, Any]:
+    """The estimator's parameters, its options' spread out flatly (the inverse of :func:`build_estimator`).
+
+    ``options=None`` contributes the option class's defaults, so that a saved model names every
+    setting it was fitted with.
+    """
+    params = estimator.get_params(deep=False)
+    options_class = getattr(type(estimator), "_options_class", None)
+    if options_class is None or "options" not in params:
+        return params
+    options = params.pop("options")
+    params.update((options if options is not None else options_class()).get_params(deep=False))
+    return params
