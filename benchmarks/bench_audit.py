@@ -94,10 +94,10 @@ def _no_noise(values, *args, **kwargs):
 
 def _patches() -> dict:
     """``release -> (owner, attribute, replacement)``: that release point without noise, all else kept."""
-    import dptensor.decomposition.private_whitening as pw
     import dptensor.models.completion._dp_als as dp_als
     import dptensor.models.topics._configuration1 as ps
     import dptensor.models.topics.private_refinement as pr
+    import dptensor.models.topics.private_whitening as pw
     import dptensor.models.topics.single_topic as st
 
     noisy, passes = st.add_symmetric_gaussian, pr.release_expected_counts

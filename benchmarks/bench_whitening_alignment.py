@@ -39,13 +39,13 @@ import _corpora  # noqa: E402  (next to this script)
 from bench_private_topics import corpus_counts  # noqa: E402
 
 from dptensor._files import write_json  # noqa: E402
-from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs  # noqa: E402
 from dptensor.models.topics._releases import check_clipped_counts  # noqa: E402
+from dptensor.models.topics.clipped_moments import ClippedMoments, ClippedSecondMoment  # noqa: E402
 from dptensor.models.topics.plan import plan_private_spectral_lda  # noqa: E402
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA  # noqa: E402
+from dptensor.models.topics.private_whitening import analyze_gauss_eigenpairs  # noqa: E402
+from dptensor.models.topics.sensitivity import clipped_sensitivities  # noqa: E402
 from dptensor.privacy import insecure_test_noise  # noqa: E402
-from dptensor.privacy.lda_sensitivity import clipped_sensitivities  # noqa: E402
-from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMoment  # noqa: E402
 
 
 def measure(counts, k: int, epsilon: float, delta: float, runs: int) -> dict:

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
           f"V={train.shape[1]}, "
           f"median length {np.median(lengths):g}")  # fmt: skip
     if args.norms:
-        from dptensor.tensor.clipped_lda_moments import clipped_terms
+        from dptensor.models.topics.clipped_moments import clipped_terms
 
         t = clipped_terms(train, 1.0, 1.0)
         for name, values in (("||P||_F", t.pair_norms), ("||p||_2", t.word_norms)):

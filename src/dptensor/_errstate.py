@@ -1,7 +1,7 @@
 """A local NumPy error state for arithmetic whose underflow is by design.
 
 The scaled forms of the per-document estimators (word frequencies ``p = c / l`` and powers of
-``1 / l``, :mod:`dptensor.tensor.lda_moments`) and several post-processing steps (likelihoods
+``1 / l``, :mod:`dptensor.models.topics.moments`) and several post-processing steps (likelihoods
 far in a Gaussian's tails, multiplicative updates that drive entries to zero) produce numbers
 below float64's smallest normal value; rounding them to a subnormal or to zero *is* their value.
 Under NumPy's default error state that is silent, but a caller who set

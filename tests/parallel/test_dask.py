@@ -25,11 +25,11 @@ from dptensor import OnlineTensorPower, power_method, private_power_method  # no
 from dptensor.cli import main  # noqa: E402
 from dptensor.datasets.lda import make_lda_corpus  # noqa: E402
 from dptensor.models import PrivateSpectralLDA, SpectralLDA  # noqa: E402
+from dptensor.models.topics.moments import LDASecondMoment, prepare_documents  # noqa: E402
 from dptensor.parallel import BlockIntegrityError, DaskRowBlocks, from_bag, from_files  # noqa: E402
 from dptensor.privacy import NoiseSource, insecure_test_noise  # noqa: E402
 from dptensor.privacy.audit import observable_differences, observe  # noqa: E402
 from dptensor.tensor import SampleMoment  # noqa: E402
-from dptensor.tensor.lda_moments import LDASecondMoment, prepare_documents  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.PrivacyWarning")
 

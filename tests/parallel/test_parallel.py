@@ -11,6 +11,14 @@ from dptensor import OnlineTensorPower, power_method
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import PrivateSpectralLDA, SpectralLDA
 from dptensor.models.topics._releases import check_private_counts
+from dptensor.models.topics._third_moment import LDAMomentAccumulator, whitened_third_moment
+from dptensor.models.topics.moments import (
+    DocumentBlocks,
+    LDASecondMoment,
+    first_moment,
+    prepare_counts,
+    prepare_documents,
+)
 from dptensor.parallel import (
     BlockIntegrityError,
     LocalRowBlocks,
@@ -23,14 +31,6 @@ from dptensor.parallel import (
 from dptensor.parallel.blocks import Partial, _Seen, combine_partials
 from dptensor.privacy import insecure_test_noise
 from dptensor.tensor import SampleMoment
-from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
-from dptensor.tensor.lda_moments import (
-    DocumentBlocks,
-    LDASecondMoment,
-    first_moment,
-    prepare_counts,
-    prepare_documents,
-)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.PrivacyWarning")
 

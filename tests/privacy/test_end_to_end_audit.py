@@ -136,7 +136,7 @@ def test_canaries_respect_each_relation() -> None:
     # weights move both the word-frequency release (bound C1) and the pair release (bound C) by their
     # whole bound: one word when C <= C1 <= 1 (the word frequencies have their own weight v = C1)
     from dptensor.models.audit_canaries import clipped_words_per_document
-    from dptensor.tensor.clipped_lda_moments import clipped_terms
+    from dptensor.models.topics.clipped_moments import clipped_terms
 
     wide = make_lda_corpus(20, 40, 2, alpha=0.3, doc_length=10, random_state=0).counts
     spectral = PrivateSpectralLDA(2, epsilon=1.0, delta=1e-5)
@@ -308,7 +308,7 @@ def test_private_spectral_audit_reads_the_m2_release(variant: str, monkeypatch) 
     # The defaults on 180 words recover the topics by "nmf": releases m1 and m2 (Analyze Gauss's one
     # release, second_moment_), 20 fits (~3 s). Measured (seed 3): honest 0.04 (m1 0.04, m2 0.00);
     # m2 un-noised 3.51 from m2 (m1 0.00); 80 fits: 0.17 and 4.83.
-    import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.topics.private_whitening as pw
 
     if variant != "honest":
         monkeypatch.setattr(pw, "add_symmetric_gaussian", _no_noise)  # Analyze Gauss's release point
@@ -327,8 +327,8 @@ def test_private_spectral_audit_reads_the_third_moment_release(variant: str, mon
     # canary word: with k = 2 of 8 words the rank-k projection, which the m1 noise moves from fit to fit,
     # hides a canary from whitening_ and from the projected e3 release, and even m2 and e3 without noise
     # gave 0.0-0.3. 40 fits (~3 s); measured (seed 3): honest 0.00, un-noised 1.98 from e3 (100 fits: 2.93).
-    import dptensor.decomposition.private_whitening as pw
     import dptensor.models.topics._configuration1 as ps
+    import dptensor.models.topics.private_whitening as pw
 
     if variant != "honest":
         monkeypatch.setattr(pw, "add_symmetric_gaussian", _no_noise)  # m2 (Analyze Gauss)

@@ -18,11 +18,11 @@ from dptensor.cli import main
 from dptensor.datasets.corpus import load_corpus
 from dptensor.datasets.entries import read_entries
 from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.moments import check_count_matrix
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.single_topic import single_topic_release
 from dptensor.privacy import NoiseSource, PrivacyWarning
 from dptensor.privacy.audit import observable_differences, observe
-from dptensor.tensor.lda_moments import check_count_matrix
 
 SHAPE = (5, 4, 2)
 

@@ -67,7 +67,6 @@ from dptensor.datasets.corpus import (
     public_corpus_shape,
     read_text_documents,
 )
-from dptensor.decomposition.private_whitening import whitening_subspace_rule
 from dptensor.models.pipeline_plan import check_pipeline_budget, model_guarantees
 from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
@@ -75,6 +74,7 @@ from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.persistence import load_model as load_model  # moved there; importable here
 from dptensor.models.topics.persistence import save_model
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.private_whitening import whitening_subspace_rule
 from dptensor.models.topics.short_documents import pad_short_documents
 from dptensor.models.topics.spectral import SpectralLDA
 from dptensor.models.topics.vectorizer import EmptyVocabularyError, PrivateCountVectorizer

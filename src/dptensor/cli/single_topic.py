@@ -52,9 +52,9 @@ from dptensor.datasets.corpus import (
     read_text_documents,
 )
 from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
+from dptensor.models.topics.single_topic_moments import MOMENTS
 from dptensor.privacy import PrivacyGuarantee
 from dptensor.streams import load_matrix
-from dptensor.tensor.single_topic_moments import MOMENTS
 
 #: Options of a private fit (refused without --mechanism).
 PRIVATE_OPTIONS = ("epsilon", "delta", "budget_split", "calibration", "noise_sampler", "noise")

@@ -31,7 +31,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from dptensor._files import refuse_binary_text
-from dptensor.tensor.lda_moments import check_count_matrix
+from dptensor.models.topics.moments import check_count_matrix
 
 
 @dataclass(frozen=True)

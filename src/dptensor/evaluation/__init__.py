@@ -74,7 +74,7 @@ from dptensor.evaluation.topn import (
 )
 from dptensor.models.completion.fold_in import fold_in_users, predict_folded
 from dptensor.models.topics._fitted import mixture_log_likelihood
-from dptensor.tensor.lda_moments import check_count_matrix
+from dptensor.models.topics.moments import check_count_matrix
 
 #: gensim's ``EPSILON`` in ``topic_coherence.direct_confirmation_measure`` (Röder et al. 2015).
 NPMI_EPSILON = 1e-12

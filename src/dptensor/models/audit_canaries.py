@@ -63,9 +63,9 @@ from dptensor.models.recommend import audit  # noqa: F401 - registers PrivateRec
 from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
 from dptensor.models.topics.private_refinement import release_word_weights
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
+from dptensor.models.topics.sensitivity import lda_moment_constants
 from dptensor.models.topics.single_topic import SingleTopicModel
 from dptensor.privacy.end_to_end_audit import register_canaries
-from dptensor.privacy.lda_sensitivity import lda_moment_constants
 
 __all__ = ["CompletionCanaries", "DocumentCanaries", "clipped_words_per_document", "release_scores"]
 
@@ -94,7 +94,7 @@ def _uniform_document(words: np.ndarray, length: int, n_words: int) -> sp.csr_ma
 def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: int, length: int) -> int:
     """How many distinct words a canary document spreads over, to reach both clipping bounds.
 
-    :mod:`dptensor.tensor.clipped_lda_moments` weights a document's word frequencies by
+    :mod:`dptensor.models.topics.clipped_moments` weights a document's word frequencies by
     ``v = min(w_max, C1 / ||p||_2)`` and its pairs by ``w = min(v, C / ||P||_F)``: a one-word
     document (``||P|| = ||p|| = 1``) gets ``v = C1`` and ``w = min(C1, C)``, so it moves both
     releases by their whole bound when ``C <= C1 <= 1`` (the default ``C1 = 3 C``). Otherwise
@@ -106,7 +106,7 @@ def clipped_words_per_document(clipping: tuple[float, float] | None, n_words: in
     """
     if clipping is None:
         return 1
-    from dptensor.tensor.clipped_lda_moments import clipped_terms
+    from dptensor.models.topics.clipped_moments import clipped_terms
 
     clip, word_clip = clipping[:2]
     best, best_share = 1, -1.0

@@ -13,7 +13,7 @@ so that ``P[sigma~ > sigma_k] = P[Lap(1) > ln(1/(2 delta_1))] = delta_1`` exactl
 (:func:`private_lower_bound`, tested by Monte Carlo). As printed, Procedure 1 uses the Laplace
 scale ``1/(N epsilon_1)`` but the offset ``(2/(N epsilon_1)) ln(1/(2 delta_1))`` -- the scale of a
 sensitivity of ``1/N``, the offset of ``2/N`` -- and Lemma 9's ``2/N`` is itself below the
-eigenvalue sensitivity ``sqrt2 (1 + 2a)/N`` (:func:`~dptensor.privacy.lda_sensitivity.m2_sensitivity`,
+eigenvalue sensitivity ``sqrt2 (1 + 2a)/N`` (:func:`~dptensor.models.topics.sensitivity.m2_sensitivity`,
 Weyl). ``paper=True`` reproduces the printed numbers.
 """
 

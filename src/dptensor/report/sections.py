@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.decomposition.private_whitening import whitening_subspace_rule
+from dptensor.models.topics.private_whitening import whitening_subspace_rule
 from dptensor.privacy.guarantee import releases_phrase
 from dptensor.report.page import ReportPage
 from dptensor.report.plots import (

@@ -13,6 +13,7 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models.topics._private_plan import CONFIG_EDGES, default_budget_split
 from dptensor.models.topics._releases import check_private_counts, release_projected_m3
+from dptensor.models.topics.sensitivity import m3_sensitivity
 from dptensor.privacy import (
     PrivacyWarning,
     UnprovenPrivacyError,
@@ -23,7 +24,6 @@ from dptensor.privacy import (
     resolve_noise,
 )
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
-from dptensor.privacy.lda_sensitivity import m3_sensitivity
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import symmetric_gaussian_tensor, whitened_symmetric_gaussian_tensor
 

@@ -10,15 +10,15 @@ from sklearn.base import clone
 
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models.topics import _configuration1 as configuration1
+from dptensor.models.topics import clipped_moments as clipped_lda_moments
 from dptensor.models.topics import private_spectral as psl
 from dptensor.models.topics._private_plan import THIRD_CLIP_EDGES
 from dptensor.models.topics._releases import released_unigram
+from dptensor.models.topics.clipped_moments import ClippedMoments, clipped_terms, projected_third_norms
+from dptensor.models.topics.moments import DocumentCounts
+from dptensor.models.topics.sensitivity import clipped_sensitivities
 from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
-from dptensor.privacy.lda_sensitivity import clipped_sensitivities
-from dptensor.tensor import clipped_lda_moments
-from dptensor.tensor.clipped_lda_moments import ClippedMoments, clipped_terms, projected_third_norms
-from dptensor.tensor.lda_moments import DocumentCounts
 
 
 def _docs(X):
@@ -323,7 +323,7 @@ def _non_finite(model):
     ("analyze-gauss", {"whitening_subspace": "eigen", "third_clip": 0.002, "topic_recovery": "tensor"}),
     ("analyze-gauss", {"topic_recovery": "nmf"}),
     ("analyze-gauss", {"topic_recovery": "nmf", "whitening_words": 6}),
-    # the worst-case (unclipped) releases, in the scaled form of dptensor.tensor.lda_moments
+    # the worst-case (unclipped) releases, in the scaled form of dptensor.models.topics.moments
     ("analyze-gauss", {"clip": None}),
     ("noisy-power", {"clip": None}),
     ("analyze-gauss", {"shared_m2": False}),
@@ -501,8 +501,8 @@ def _released_pair_entry(monkeypatch, X, seed, sensitivity_factor, runs):
     whatever the ``S0`` that the starved m1 release gave).
     """
     captured = []
-    import dptensor.decomposition.private_whitening as pw
-    from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs as real
+    import dptensor.models.topics.private_whitening as pw
+    from dptensor.models.topics.private_whitening import analyze_gauss_eigenpairs as real
 
     noisy_arrays = []
 
@@ -571,7 +571,7 @@ def _released_pair_entry_nmf(monkeypatch, X, seed, sensitivity_factor, runs):
     That path takes Analyze Gauss's release (``analyze_gauss_release``) but not its eigenpairs; the
     statistic is read back as for the tensor path.
     """
-    import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.topics.private_whitening as pw
     from dptensor.privacy.mechanisms import add_symmetric_gaussian as real
 
     captured = []
@@ -695,7 +695,7 @@ def test_public_corpus_command(tmp_path, capsys):
 # --- whitening on the most frequent words -------------------------------------------------------------
 def test_restricted_second_moment_is_the_principal_submatrix():
     """``ClippedSecondMoment(support=S)``: its dense form and products are ``M2[S, S]``'s."""
-    from dptensor.tensor.clipped_lda_moments import ClippedSecondMoment
+    from dptensor.models.topics.clipped_moments import ClippedSecondMoment
 
     rng = np.random.default_rng(0)
     X = rng.poisson(0.7, (300, 15)).astype(float)

@@ -21,11 +21,11 @@ from dptensor.models.topics._private_plan import (
     refinement_noise_ratio,
 )
 from dptensor.models.topics._releases import check_clipped_counts
+from dptensor.models.topics.moments import document_blocks
 from dptensor.models.topics.private_refinement import ReleaseAverage
 from dptensor.privacy import insecure_test_noise
 from dptensor.privacy.calibration import gaussian_epsilon
 from dptensor.privacy.noise import resolve_noise
-from dptensor.tensor.lda_moments import document_blocks
 
 BASE = {"n_components": 10, "alpha0": 1.0, "epsilon": 4.0, "delta": 1e-6}
 

@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from dptensor import SingleTopicModel
 from dptensor.datasets import make_single_topic_corpus
 from dptensor.metrics import e_comp
+from dptensor.models.topics.single_topic_moments import check_documents, third_moment
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     PrivacyWarning,
@@ -28,7 +29,6 @@ from dptensor.privacy import (
     insecure_test_noise,
 )
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
-from dptensor.tensor.single_topic_moments import check_documents, third_moment
 
 MECHANISMS = ("agn", "avn", "dp_tpm")
 

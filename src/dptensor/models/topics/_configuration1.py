@@ -12,7 +12,7 @@ follow. The paper's Configurations 2--4 (:mod:`dptensor.models.topics._paper_var
 parameters and record the public quantities of each release on it (``noise_scales_``,
 ``whitening_alignment_``, ``whitening_``, ``projected_third_moment_``, ``third_clip_``,
 ``second_moment_``, ``unigram_``, ``word_frequencies_``); the sensitivities are those of
-:mod:`dptensor.privacy.lda_sensitivity` (docs/lda.md, *Privacy*).
+:mod:`dptensor.models.topics.sensitivity` (docs/lda.md, *Privacy*).
 """
 
 from __future__ import annotations
@@ -21,14 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from dptensor.decomposition.nonnegative_topics import CORE_SHARE, nonnegative_topic_factor, topics_from_factor
 from dptensor.decomposition.power_method import PowerMethodResult
-from dptensor.decomposition.private_whitening import (
-    PrivateEigenpairs,
-    analyze_gauss_eigenpairs,
-    analyze_gauss_release,
-    noisy_power_eigenpairs,
-)
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models.topics._private_plan import THIRD_CLIP_EDGES, THIRD_CLIP_TAIL, SpectralLDAPlan
 from dptensor.models.topics._releases import (
@@ -38,27 +31,34 @@ from dptensor.models.topics._releases import (
     released_unigram,
     with_inverse,
 )
-from dptensor.models.topics.spectral import (
-    decompose_whitened_tensor,
-    project_rows_to_simplex,
-    unwhiten_topics,
+from dptensor.models.topics.clipped_moments import (
+    ClippedMoments,
+    ClippedSecondMoment,
+    clipped_whitened_third_moment,
 )
-from dptensor.privacy.lda_sensitivity import (
+from dptensor.models.topics.moments import Documents, LDASecondMoment
+from dptensor.models.topics.nonnegative_topics import CORE_SHARE, nonnegative_topic_factor, topics_from_factor
+from dptensor.models.topics.private_whitening import (
+    PrivateEigenpairs,
+    analyze_gauss_eigenpairs,
+    analyze_gauss_release,
+    noisy_power_eigenpairs,
+)
+from dptensor.models.topics.sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
     clipped_sensitivities,
     coherence,
     m2_sensitivity,
     m3_sensitivity,
 )
+from dptensor.models.topics.spectral import (
+    decompose_whitened_tensor,
+    project_rows_to_simplex,
+    unwhiten_topics,
+)
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
 from dptensor.privacy.quantile import private_upper_quantile
-from dptensor.tensor.clipped_lda_moments import (
-    ClippedMoments,
-    ClippedSecondMoment,
-    clipped_whitened_third_moment,
-)
-from dptensor.tensor.lda_moments import Documents, LDASecondMoment
 
 __all__ = ["PrivateSpectralReleases"]
 
@@ -203,7 +203,7 @@ class PrivateSpectralReleases:
         The release is the Analyze Gauss one (:func:`analyze_gauss_release`, the same mechanism,
         sensitivity and noise scale as the tensor recovery's); everything after it is post-processing
         of it and of ``m1``
-        (:mod:`dptensor.decomposition.nonnegative_topics`).
+        (:mod:`dptensor.models.topics.nonnegative_topics`).
         """
         k = int(self.n_components)
         size = operator.shape[0]

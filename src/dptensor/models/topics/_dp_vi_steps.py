@@ -16,8 +16,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import psi
 
+from dptensor.models.topics.moments import row_reduce
 from dptensor.privacy import NoiseSource
-from dptensor.tensor.lda_moments import row_reduce
 
 __all__ = ["bound_document_lengths", "dirichlet_expectation", "document_statistics", "e_step",
            "fixed_size_sample", "poisson_sample", "shrink_noise"]

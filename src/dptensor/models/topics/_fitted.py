@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dptensor._validation import NotFittedError, check_positive_int
+from dptensor.models.topics.moments import check_count_matrix
 from dptensor.parallel import split_rows
-from dptensor.tensor.lda_moments import check_count_matrix
 
 #: Stored entries x topics per chunk of documents in inference (work arrays of about 16 MB).
 INFERENCE_CHUNK_CELLS = 2_000_000

@@ -3,7 +3,7 @@
 Step (2) of Section 4 of DeCarolis et al. (*An end-to-end differentially private spectral algorithm
 for LDA*; Figure 1's edges e2 and e5): :func:`top_eigenpairs` finds the ``k`` algebraically largest
 eigenpairs of ``M2_hat`` -- a dense matrix or the implicit operator
-:class:`~dptensor.tensor.lda_moments.LDASecondMoment`, never formed as ``d x d`` -- by a dense
+:class:`~dptensor.models.topics.moments.LDASecondMoment`, never formed as ``d x d`` -- by a dense
 eigendecomposition, randomised subspace iteration with Rayleigh-Ritz (Halko, Martinsson & Tropp
 2011) or Lanczos, and :func:`lda_whitening` turns them into the
 :class:`~dptensor.decomposition.whitening.Whitening` ``W = U S^{-1/2}``, ``(W^T)^+ = U S^{1/2}``
@@ -17,7 +17,7 @@ import scipy.sparse.linalg as spla
 
 from dptensor._validation import RandomStateLike, check_positive_int, check_random_state
 from dptensor.decomposition.whitening import Whitening, orient_columns
-from dptensor.tensor.lda_moments import LDASecondMoment
+from dptensor.models.topics.moments import LDASecondMoment
 
 __all__ = ["DENSE_WHITENING_MAX_WORDS", "MAX_POWER_ITER", "lda_whitening", "top_eigenpairs"]
 

@@ -26,23 +26,23 @@ from typing import Protocol
 import numpy as np
 
 from dptensor.decomposition.power_method import PowerMethodResult
-from dptensor.decomposition.private_whitening import PrivateEigenpairs
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models.topics._lda_whitening import top_eigenpairs
 from dptensor.models.topics._private_plan import SpectralLDAPlan
 from dptensor.models.topics._releases import positive_weights, private_step, with_inverse
-from dptensor.models.topics.spectral import project_rows_to_simplex, unwhiten_topics
-from dptensor.privacy.lda_sensitivity import (
+from dptensor.models.topics._third_moment import whitened_third_moment
+from dptensor.models.topics.moments import Documents, LDASecondMoment
+from dptensor.models.topics.private_whitening import PrivateEigenpairs
+from dptensor.models.topics.sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
     lda_moment_constants,
     m2_sensitivity,
     whitened_tensor_local_sensitivity,
 )
+from dptensor.models.topics.spectral import project_rows_to_simplex, unwhiten_topics
 from dptensor.privacy.lower_bound import private_lower_bound
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
-from dptensor.tensor._lda_third_moment import whitened_third_moment
-from dptensor.tensor.lda_moments import Documents, LDASecondMoment
 
 #: Procedure 1's lower bounds are floored here, and the resulting noise scales capped at _MAX_SCALE,
 #: so that a failed bound gives a useless but finite release instead of an error or overflow.

@@ -27,9 +27,9 @@ from dptensor.models.topics._private_guarantee import (
     spectral_lda_guarantee,
 )
 from dptensor.models.topics.private_refinement import refinement_sensitivity
+from dptensor.models.topics.sensitivity import clipped_sensitivities
 from dptensor.privacy.calibration import classic_gaussian_formula, gaussian_epsilon, gaussian_sigma_analytic
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.lda_sensitivity import clipped_sensitivities
 from dptensor.privacy.quantile import HISTOGRAM_SENSITIVITY
 
 __all__ = ["composed_multiplier", "noise_and_guarantee"]

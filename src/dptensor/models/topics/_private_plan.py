@@ -31,9 +31,9 @@ from typing import Any
 import dp_accounting
 
 from dptensor.models.topics._plan_noise import noise_and_guarantee
+from dptensor.models.topics.sensitivity import m2_sensitivity, m3_sensitivity
 from dptensor.privacy.calibration import gaussian_epsilon, gaussian_sigma_analytic
 from dptensor.privacy.guarantee import PrivacyGuarantee
-from dptensor.privacy.lda_sensitivity import m2_sensitivity, m3_sensitivity
 from dptensor.privacy.quantile import HISTOGRAM_SENSITIVITY, log_bin_edges
 
 #: Edges (and Procedure 1 releases) that get a share of the budget, per configuration.
@@ -648,7 +648,7 @@ def prefers_nonnegative_topics(
     :func:`auto_whitening_words` stops) predict a signal-to-noise below
     :data:`WHITENING_WORDS_LEVEL`: the ``M2`` release then hides about half of its top directions
     and the tensor step recovers mostly noise in them, while a non-negative factor of the release
-    still finds them (:mod:`dptensor.decomposition.nonnegative_topics`). Calibrated on measured fits
+    still finds them (:mod:`dptensor.models.topics.nonnegative_topics`). Calibrated on measured fits
     (docs/lda.md, *Topics from the co-occurrences' non-negative factor*, ten fits each): WordNet glosses
     predict 7.1 at epsilon = 1, where the factor's NPMI was 0.095 against the tensor step's 0.018, and
     Debian descriptions 8.0, where it was 0.075 against 0.066 (perplexity 383 against 378, both below

@@ -16,14 +16,9 @@ import scipy.sparse.linalg as spla
 from dptensor.decomposition.power_method import PowerMethodResult
 from dptensor.decomposition.whitening import Whitening
 from dptensor.models.topics._lda_whitening import top_eigenpairs
-from dptensor.models.topics.spectral import _Step
-from dptensor.parallel import RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
-from dptensor.privacy.denoising import nonnegative_posterior_means
-from dptensor.privacy.mechanisms import add_symmetric_gaussian
-from dptensor.privacy.noise import NoiseSource
-from dptensor.tensor._lda_third_moment import whitened_third_moment
-from dptensor.tensor.clipped_lda_moments import ClippedMoments, ClippedSecondMoment
-from dptensor.tensor.lda_moments import (
+from dptensor.models.topics._third_moment import whitened_third_moment
+from dptensor.models.topics.clipped_moments import ClippedMoments, ClippedSecondMoment
+from dptensor.models.topics.moments import (
     MIN_DOCUMENT_LENGTH,
     DocumentBlocks,
     DocumentCounts,
@@ -32,6 +27,11 @@ from dptensor.tensor.lda_moments import (
     document_lengths,
     short_document_error,
 )
+from dptensor.models.topics.spectral import _Step
+from dptensor.parallel import RowBlocks, as_row_blocks, effective_n_jobs, is_distributed
+from dptensor.privacy.denoising import nonnegative_posterior_means
+from dptensor.privacy.mechanisms import add_symmetric_gaussian
+from dptensor.privacy.noise import NoiseSource
 
 #: Steps of a private fit print their names, never their durations (see ``timings_``).
 private_step = functools.partial(_Step, report_time=False)
@@ -76,7 +76,7 @@ def release_projected_m3(
     ``U`` (``d x k``, orthonormal columns) must be public -- here, the eigenvectors of the released
     ``M2_hat``. ``Sym(H)`` is the ``"frobenius"`` symmetric Gaussian in ``k^3``, so with
     ``scale = z Delta`` and ``Delta`` a bound on ``||dM3_hat(U, U, U)||_F``
-    (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`) this is the Gaussian mechanism with
+    (:func:`~dptensor.models.topics.sensitivity.m3_sensitivity`) this is the Gaussian mechanism with
     noise multiplier ``z``; it has the law of ``d^3`` Frobenius noise on ``M3_hat`` projected on
     ``U`` (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`).
     """
@@ -154,7 +154,7 @@ def check_clipped_counts(X: object, name: str = "X", *, n_jobs: int | None = Non
 
     The clipped releases give documents of fewer than three tokens weight 0, so no document is an
     input error and ``N`` stays the number of rows. No length is summed here (a sum of huge
-    counts could overflow): :mod:`dptensor.tensor.clipped_lda_moments` scales each row first.
+    counts could overflow): :mod:`dptensor.models.topics.clipped_moments` scales each row first.
     """
     if isinstance(X, RowBlocks) or is_distributed(X) or effective_n_jobs(n_jobs) > 1:
         blocks = as_row_blocks(X, n_jobs=n_jobs)
@@ -169,7 +169,7 @@ def check_private_counts(X: object, name: str = "X", *, n_jobs: int | None = Non
     Documents with fewer tokens are an input error, not dropped: the guarantee treats ``N`` as
     public, and dropping would change it between neighbouring corpora. The error names the rows
     (for blocks, those of the first block found to have one). Threads (``n_jobs``) or Dask input
-    give :class:`~dptensor.tensor.lda_moments.DocumentBlocks`, checked where the blocks are.
+    give :class:`~dptensor.models.topics.moments.DocumentBlocks`, checked where the blocks are.
     """
     if isinstance(X, RowBlocks) or is_distributed(X) or effective_n_jobs(n_jobs) > 1:
         blocks = as_row_blocks(X, n_jobs=n_jobs)

@@ -94,13 +94,13 @@ from dptensor.models.topics._dp_vi_steps import (
 )
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
 from dptensor.models.topics._releases import check_clipped_counts
+from dptensor.models.topics.moments import check_count_matrix
 from dptensor.privacy import (
     NoiseSource,
     PrivacyGuarantee,
     compose,
     require_unproven,
 )
-from dptensor.tensor.lda_moments import check_count_matrix
 
 # The accounting (epsilon of the releases, calibration) is its own module, _dp_vi_accounting, and the
 # per-document steps are _dp_vi_steps; their names are imported from there.

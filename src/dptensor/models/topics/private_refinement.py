@@ -16,7 +16,7 @@ such passes (issue 35, item 2), each releasing ``W`` by the Gaussian mechanism:
   non-negative matrices is non-negative). **Sensitivity** ``sqrt(2) L`` under *replace one
   document* (any document: an empty one adds nothing; one whose counts overflow float64 adds
   nothing either, a function of that document alone). Brute-force checked in
-  ``tests/privacy/test_private_refinement_sensitivity.py``.
+  ``tests/models/topics/test_private_refinement_sensitivity.py``.
 * **Noise.** ``W + N(0, (z sqrt(2) L)^2)`` entrywise, ``z`` the pass's noise multiplier from the plan
   (:func:`~dptensor.models.topics._private_plan.plan_private_spectral_lda`): the ``T`` passes are
   ``T`` Gaussian releases, composed exactly with the moment releases in one Gaussian-DP budget

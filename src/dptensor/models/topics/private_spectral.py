@@ -16,17 +16,17 @@ Noise on ``M2_hat`` (edges e4 and e8) and on ``M3_hat`` (e3), with the correctio
    paper draws two independent copies, whose bases do not match; ``shared_m2=False`` keeps
    that). ``M2_hat`` is released by Analyze Gauss (a dense ``d x d`` symmetric noise, small ``d``)
    or by the noisy power method on the implicit operator (no ``d x d`` array; ``d = 10^5``):
-   :mod:`dptensor.decomposition.private_whitening`.
+   :mod:`dptensor.models.topics.private_whitening`.
 2. The noise on ``M3_hat`` is pushed through the (public, already released) whitening exactly:
    the release is ``M3_hat(U, U, U) + s Sym(H)`` with ``H`` i.i.d. ``k x k x k``, then
    ``T_hat = (.)(Sigma^{-1/2}, Sigma^{-1/2}, Sigma^{-1/2})`` -- the same law as adding ``d^3``
    Frobenius-isotropic noise to ``M3_hat`` and whitening
    (:func:`~dptensor.privacy.mechanisms.whitened_symmetric_gaussian_tensor`), without a ``d^3``
    array. Its sensitivity is that of the projected tensor, which shrinks with the coherence of
-   ``U`` (:func:`~dptensor.privacy.lda_sensitivity.m3_sensitivity`).
+   ``U`` (:func:`~dptensor.models.topics.sensitivity.m3_sensitivity`).
 3. Sensitivities that hold: ``sqrt2 (1 + 2a) / N`` and ``sqrt2 (1 + 6|b| + 3c) / N`` (brute-force tested),
    not the paper's ``1/N`` (``sensitivity="paper"`` reproduces it, unproven). The estimators are
-   computed in the scaled form of :mod:`dptensor.tensor.lda_moments` (word frequencies and powers
+   computed in the scaled form of :mod:`dptensor.models.topics.moments` (word frequencies and powers
    of ``1/l``), so a document of any finite counts gives finite terms, the limits of valid ones,
    within these bounds.
 4. All releases are Gaussian and are composed exactly (Gaussian DP; one
@@ -41,7 +41,7 @@ The sensitivities above are those of the worst document (three tokens of one wor
 document's term is far smaller. With ``clip`` set, every document gets a weight ``w_n in [0, 1]``
 that bounds its terms in the second- and third-order releases (``||w P_n||_F <= C``, hence
 ``||w G_n||_F <= C``) and a weight ``v_n >= w_n`` that bounds its word frequencies
-(``||v p_n||_2 <= C1``; :mod:`dptensor.tensor.clipped_lda_moments`, computed in a scaled form that
+(``||v p_n||_2 <= C1``; :mod:`dptensor.models.topics.clipped_moments`, computed in a scaled form that
 no finite count overflows), and Configuration 1 releases
 
 1. ``m1``: the vector ``(r S0, r T0, S1)`` -- the total weights of both orders (scaled by a public
@@ -62,7 +62,7 @@ distribution's.
 With ``topic_recovery="nmf"`` (chosen by ``"auto"``, the default, from public sizes where the
 planner predicts little signal) only releases 1 and 2 are made, ``m2`` by Analyze Gauss, and the
 topics are a non-negative factor of the released ``M2`` (post-processing;
-:mod:`dptensor.decomposition.nonnegative_topics`).
+:mod:`dptensor.models.topics.nonnegative_topics`).
 
 Relation: **replace one document by any other document**, including an empty one or one with
 any finite counts (documents of fewer than three tokens get weight 0: no input error, no
@@ -104,7 +104,6 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_random_state
-from dptensor.decomposition.private_whitening import PRIVATE_WHITENINGS, WHITENING_SUBSPACES
 from dptensor.models._base import PrivateEstimatorMixin
 from dptensor.models.topics._configuration1 import PrivateSpectralReleases
 from dptensor.models.topics._paper_variants import paper_configuration_topics
@@ -125,16 +124,17 @@ from dptensor.models.topics._releases import (
     whitening_from_public_corpus,
 )
 from dptensor.models.topics._utility_plan import PrivateLDAPlan, plan_private_lda
+from dptensor.models.topics.clipped_moments import ClippedMoments
 from dptensor.models.topics.inference import TopicModelInference
+from dptensor.models.topics.moments import Documents, document_blocks
 from dptensor.models.topics.private_refinement import refine_topics_privately, refinement_sensitivity
+from dptensor.models.topics.private_whitening import PRIVATE_WHITENINGS, WHITENING_SUBSPACES
 from dptensor.models.topics.spectral import SPECTRAL_PARAMETER_CONSTRAINTS
 from dptensor.parallel import effective_n_jobs, public_shape
 from dptensor.privacy import require_unproven
 from dptensor.privacy.errors import UtilityWarning
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.noise import NoiseSource
-from dptensor.tensor.clipped_lda_moments import ClippedMoments
-from dptensor.tensor.lda_moments import Documents, document_blocks
 
 #: With ``match_unigram`` the ``"auto"`` shrinkage weight is this share of :func:`shrinkage_weight`'s:
 #: matched topics already predict the unigram distribution where they carry no information. On
@@ -181,7 +181,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
         ``epsilon`` and ``delta``. Default:
         :func:`~dptensor.models.topics._private_plan.default_budget_split` (data-free).
     private_whitening : {"auto", "analyze-gauss", "noisy-power"}, default "auto"
-        How ``M2_hat`` is released (:mod:`dptensor.decomposition.private_whitening`); ``"auto"`` is
+        How ``M2_hat`` is released (:mod:`dptensor.models.topics.private_whitening`); ``"auto"`` is
         Analyze Gauss up to :data:`~dptensor.models.topics._private_plan.ANALYZE_GAUSS_MAX_WORDS`
         words, the noisy power method above.
     whitening_subspace : {"auto", "eigen", "nonnegative"}, default "auto"
@@ -189,9 +189,9 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
         the guarantee is unchanged). ``"eigen"``: its top eigenvectors. ``"nonnegative"``: the span
         of a symmetric non-negative factorisation of the release thresholded at one noise standard
         deviation (LDA's ``M2`` is ``H H^T`` with ``H >= 0``;
-        :mod:`dptensor.decomposition.nonnegative_subspace`), then the release's eigenpairs in it.
+        :mod:`dptensor.models.topics.nonnegative_subspace`), then the release's eigenpairs in it.
         ``"auto"``: ``"nonnegative"`` when the top eigenvectors' mean ``whitening_alignment_`` is
-        below :data:`~dptensor.decomposition.private_whitening.NONNEGATIVE_BELOW_ALIGNMENT` (noise
+        below :data:`~dptensor.models.topics.private_whitening.NONNEGATIVE_BELOW_ALIGNMENT` (noise
         that hides directions), else ``"eigen"`` (docs/lda.md, *A non-negative whitening
         subspace*). Ignored by the noisy power method.
     topic_recovery : {"auto", "tensor", "nmf"}, default "auto"
@@ -199,7 +199,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
         whitened third moment ``e3``, its decomposition). ``"nmf"`` (clipped mode without
         ``public_corpus``, with the Analyze Gauss release of ``M2``): a symmetric non-negative
         factor of the released ``M2`` on the whitening words is the topics
-        (:mod:`dptensor.decomposition.nonnegative_topics`); there is no third-moment release, so the
+        (:mod:`dptensor.models.topics.nonnegative_topics`); there is no third-moment release, so the
         budget goes to ``m1`` and ``m2`` (:data:`~dptensor.models.topics._private_plan.NMF_BUDGET_SPLIT`;
         with refinement, :data:`~dptensor.models.topics._private_plan.NMF_REFINED_BUDGET_SPLIT`).
         ``"auto"``:
@@ -223,7 +223,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
     third_clip : "auto", float or None, default "auto"
         Clipped mode: bound ``C3`` on each document's term in the projected third-order release
         ``S3(U, U, U)``, whose sensitivity becomes ``min(sqrt2 C, 2 C3)``
-        (:mod:`dptensor.tensor.clipped_lda_moments`, *Projected clipping*). ``"auto"``: chosen
+        (:mod:`dptensor.models.topics.clipped_moments`, *Projected clipping*). ``"auto"``: chosen
         under DP once ``U`` is released, as the upper
         :data:`~dptensor.models.topics._private_plan.THIRD_CLIP_TAIL` quantile of the documents'
         projected norms, from a noisy histogram on public bins (the ``"q3"`` release,
@@ -340,7 +340,7 @@ class PrivateSpectralLDA(PrivateEstimatorMixin, TopicModelInference, PrivateSpec
         How much of each whitening direction survived the noise of the ``M2`` release: the estimated
         squared cosine between each of the release's top eigenvectors and the matching eigenvector
         of the un-noised ``M2``, zero for an eigenvalue that did not rise above the noise's spectral edge
-        (:func:`~dptensor.decomposition.private_whitening.spike_alignment`; post-processing of the
+        (:func:`~dptensor.models.topics.private_whitening.spike_alignment`; post-processing of the
         release). A direction near zero is invisible to the eigenvectors at this ``epsilon`` and
         ``N``; topics that depend on it are mostly noise unless the non-negative subspace recovers
         part of it (``docs/lda.md``, *How many topics the release can resolve*).

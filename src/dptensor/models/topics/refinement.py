@@ -288,8 +288,8 @@ def refine_topics(
     ----------
     blocks : RowBlocks
         The documents (payloads: CSR count matrices or
-        :class:`~dptensor.tensor.lda_moments.DocumentCounts`), e.g.
-        :func:`~dptensor.tensor.lda_moments.document_blocks`.
+        :class:`~dptensor.models.topics.moments.DocumentCounts`), e.g.
+        :func:`~dptensor.models.topics.moments.document_blocks`.
     topics : ndarray of shape (k, d)
         Starting topics (rows on the simplex; every word should have positive probability under
         some topic, e.g. smoothed moment topics).

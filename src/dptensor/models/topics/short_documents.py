@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dptensor.tensor.lda_moments import MIN_DOCUMENT_LENGTH
+from dptensor.models.topics.moments import MIN_DOCUMENT_LENGTH
 
 __all__ = ["pad_short_documents"]
 
@@ -20,7 +20,7 @@ def pad_short_documents(counts: sp.csr_matrix) -> sp.csr_matrix:
     """Documents with fewer than 3 tokens made valid for the private spectral fit, one by one.
 
     Over a vocabulary chosen under DP a document may keep fewer than
-    :data:`~dptensor.tensor.lda_moments.MIN_DOCUMENT_LENGTH` tokens, which the private spectral fit
+    :data:`~dptensor.models.topics.moments.MIN_DOCUMENT_LENGTH` tokens, which the private spectral fit
     refuses -- an error that would depend on one document. Instead each such document is mapped
     on its own: its counts are multiplied by ``ceil(3 / length)`` (1 token -> 3, 2 -> 4), and an
     empty one becomes one token of each of the first three columns. The map looks at one document

@@ -5,7 +5,7 @@ decomposition* (slides, 2018), on the method of moments of Anandkumar et al. (JM
 Sections 3.1 and 4.3). Pipeline (slide "Differentially-private OTD"; the recovery step is not on
 the slides and is derived in ``docs/single_topic.md``):
 
-1. ``M2_hat`` (symmetrised; :mod:`dptensor.tensor.single_topic_moments`) plus, in a private fit,
+1. ``M2_hat`` (symmetrised; :mod:`dptensor.models.topics.single_topic_moments`) plus, in a private fit,
    a symmetric ``E`` with i.i.d. ``N(0, tau_1^2)`` unique entries (Analyze-Gauss);
 2. ``W = U |S|^{-1/2}`` from the top-``K`` eigenpairs (by algebraic value) of ``M2_hat + E``;
 3. ``T = (M3_hat + E3)(W, W, W)`` with ``E3`` the unique-entry noise of the mechanism:
@@ -52,6 +52,15 @@ from dptensor.decomposition.private_power_method import default_private_n_iter, 
 from dptensor.decomposition.whitening import Whitening, unwhiten
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
 from dptensor.models.topics._lda_whitening import top_eigenpairs
+from dptensor.models.topics.single_topic_moments import (
+    INPUT_FORMS,
+    MOMENTS,
+    SingleTopicDocuments,
+    check_documents,
+    dense_second_moment,
+    second_moment,
+    third_moment,
+)
 from dptensor.models.topics.spectral import project_rows_to_simplex
 from dptensor.privacy.accounting import EpsilonDeltaDpEvent
 from dptensor.privacy.blocked_noise import SymmetricGaussianOperator
@@ -71,15 +80,6 @@ from dptensor.privacy.sensitivity import WhitenedDocumentNeighbouring
 from dptensor.privacy.vocabulary import VOCABULARY_ASSUMPTION
 from dptensor.privacy.whitened_noise import WhitenedNoiseLaw
 from dptensor.tensor.operators import symmetrize
-from dptensor.tensor.single_topic_moments import (
-    INPUT_FORMS,
-    MOMENTS,
-    SingleTopicDocuments,
-    check_documents,
-    dense_second_moment,
-    second_moment,
-    third_moment,
-)
 
 __all__ = ["SingleTopicModel", "SingleTopicRelease", "single_topic_release"]
 

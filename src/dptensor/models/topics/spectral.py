@@ -7,11 +7,11 @@ functions whose intermediate results are explicit, so that a private version can
 edge of Figure 1:
 
 * e0 -- counts to ``M2_hat``, an operator never formed as ``d x d``:
-  :class:`~dptensor.tensor.lda_moments.LDASecondMoment`;
+  :class:`~dptensor.models.topics.moments.LDASecondMoment`;
 * e2, e5 -- ``M2_hat`` to the whitening ``W = U S^{-1/2}`` and un-whitening ``(W^T)^+ = U S^{1/2}``:
   :func:`~dptensor.models.topics._lda_whitening.lda_whitening`;
 * e1, e3, e4 -- counts and ``W`` to ``T_hat = M3_hat(W, W, W)`` (``k x k x k``):
-  :func:`~dptensor.tensor._lda_third_moment.whitened_third_moment`;
+  :func:`~dptensor.models.topics._third_moment.whitened_third_moment`;
 * e6 -- ``T_hat`` to eigenpairs ``(lambda_i, v_i)``: :func:`decompose_whitened_tensor`;
 * e7, e8 -- eigenpairs to topics ``mu_i`` and ``alpha_i``: :func:`unwhiten_topics`.
 
@@ -51,7 +51,15 @@ from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.decomposition.whitening import Whitening, orientation_signs, unwhiten
 from dptensor.metrics import matched_topic_l1
 from dptensor.models.topics._lda_whitening import lda_whitening, top_eigenpairs
+from dptensor.models.topics._third_moment import LDAMomentAccumulator, whitened_third_moment
 from dptensor.models.topics.inference import TopicModelInference
+from dptensor.models.topics.moments import (
+    Documents,
+    LDASecondMoment,
+    check_alpha0,
+    document_blocks,
+    prepare_documents,
+)
 from dptensor.models.topics.refinement import (
     DEFAULT_MAX_PASSES,
     DEFAULT_REFINE_TOL,
@@ -59,14 +67,6 @@ from dptensor.models.topics.refinement import (
     refine_topics,
 )
 from dptensor.parallel import effective_n_jobs
-from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
-from dptensor.tensor.lda_moments import (
-    Documents,
-    LDASecondMoment,
-    check_alpha0,
-    document_blocks,
-    prepare_documents,
-)
 from dptensor.tensor.operators import DenseTensor
 
 
@@ -449,7 +449,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         ----------
         X : array_like, scipy.sparse matrix, dask.array.Array or RowBlocks, shape (n_documents, n_words)
             Non-negative integer word counts. Documents with fewer than three tokens are left
-            out of the moments (see :mod:`dptensor.tensor.lda_moments`). A ``dask.array`` (row
+            out of the moments (see :mod:`dptensor.models.topics.moments`). A ``dask.array`` (row
             chunks of SciPy sparse or dense counts) or :class:`~dptensor.parallel.RowBlocks` (e.g.
             :func:`~dptensor.parallel.from_files`) is fitted on the active Dask scheduler: the
             documents are validated and kept on the workers, every pass is a sum computed there,
@@ -515,7 +515,7 @@ class SpectralLDA(TopicModelInference, BaseEstimator):
         The first batch fixes an ``r``-dimensional basis ``B`` of the top eigenvectors of its
         own ``M2_hat`` (``r = min(d, 2k + n_oversamples)``), which must be large enough to
         contain the topic subspace; every batch (the first included) then adds its documents'
-        terms to running sums (:class:`~dptensor.tensor._lda_third_moment.LDAMomentAccumulator`) from
+        terms to running sums (:class:`~dptensor.models.topics._third_moment.LDAMomentAccumulator`) from
         which ``M2_hat B`` and ``M3_hat(B, B, B)`` of *all documents so far* follow exactly
         (the U-statistic scalars depend on the total ``N`` only). Each call then whitens inside
         ``B`` (the top-``k`` eigenpairs of ``B^T M2_hat B``, so ``W = B U_r S^{-1/2}``), decomposes

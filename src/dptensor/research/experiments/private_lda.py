@@ -44,12 +44,12 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.evaluation import completion_perplexity, split_documents
 from dptensor.metrics import matched_topic_l1
 from dptensor.models.topics._lda_whitening import top_eigenpairs
+from dptensor.models.topics._third_moment import whitened_third_moment
 from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.moments import LDASecondMoment, prepare_counts
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, decompose_whitened_tensor
 from dptensor.privacy import enable_features
-from dptensor.tensor._lda_third_moment import whitened_third_moment
-from dptensor.tensor.lda_moments import LDASecondMoment, prepare_counts
 
 DELTA = 1e-7
 PANELS = (

@@ -9,15 +9,15 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.decomposition.simultaneous_power import simultaneous_power_method
 from dptensor.metrics import match_components
 from dptensor.models.topics._lda_whitening import lda_whitening, top_eigenpairs
-from dptensor.models.topics.spectral import project_rows_to_simplex
-from dptensor.tensor._lda_third_moment import LDAMomentAccumulator, whitened_third_moment
-from dptensor.tensor.lda_moments import (
+from dptensor.models.topics._third_moment import LDAMomentAccumulator, whitened_third_moment
+from dptensor.models.topics.moments import (
     LDASecondMoment,
     dense_lda_moments,
     first_moment,
     population_lda_moments,
     prepare_counts,
 )
+from dptensor.models.topics.spectral import project_rows_to_simplex
 
 
 def _dirichlet_moments(alpha):
@@ -226,7 +226,7 @@ def test_accumulator_over_batches_equals_whole_corpus():
 
 def test_scaled_length_weights_equal_the_length_functions_times_powers_of_the_length():
     """``l^r f(l)`` from ``e = 1/l`` (the scaled form, issue 36) against the direct formula."""
-    from dptensor.tensor import lda_moments
+    from dptensor.models.topics import moments as lda_moments
 
     lengths = np.array([3.0, 4.0, 7.0, 50.0, 1e6])
     l2, l3 = lengths * (lengths - 1), lengths * (lengths - 1) * (lengths - 2)

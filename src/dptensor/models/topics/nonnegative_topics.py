@@ -14,10 +14,10 @@ Method, on the released ``M2_hat`` of the ``m`` whitening words (``"frobenius"``
 scale ``s``):
 
 1. **Threshold** at one off-diagonal noise deviation, ``A = max(M2_hat - s / sqrt2, 0)``
-   (:func:`~dptensor.decomposition.nonnegative_subspace.nonnegative_subspace`).
+   (:func:`~dptensor.models.topics.nonnegative_subspace.nonnegative_subspace`).
 2. **Core factor.** A symmetric NMF of ``A`` on the ``core`` words (the most frequent ones by the
    released unigram distribution), fitting the off-diagonal entries only
-   (:func:`~dptensor.decomposition.nonnegative_subspace.symmetric_nmf` with
+   (:func:`~dptensor.models.topics.nonnegative_subspace.symmetric_nmf` with
    ``impute_diagonal=True``): a word's pairs with itself are not of the form ``H H^T`` in a
    clipped moment, and the diagonal's noise is twice as large.
 3. **The other words.** Each gets its row of ``H`` by non-negative least squares of its thresholded
@@ -38,7 +38,7 @@ import numpy as np
 import scipy.optimize
 
 from dptensor._validation import check_positive_int
-from dptensor.decomposition.nonnegative_subspace import symmetric_nmf, thresholded_release
+from dptensor.models.topics.nonnegative_subspace import symmetric_nmf, thresholded_release
 
 #: The core of the factorisation: this share of the released words (the most frequent ones).
 CORE_SHARE = 0.5

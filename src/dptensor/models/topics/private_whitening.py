@@ -12,8 +12,8 @@ both Gaussian releases whose noise is drawn from a secret :class:`~dptensor.priv
     ``G_t`` i.i.d. Gaussian of standard deviation ``z_step Delta(X_{t-1})``, where
     ``Delta(X)`` bounds the change of ``M2_hat X`` between neighbours for the *public* iterate
     ``X`` (it shrinks with the coherence of ``X``;
-    :func:`~dptensor.privacy.lda_sensitivity.m2_sensitivity`). ``M2_hat X`` is applied through
-    sparse products (:class:`~dptensor.tensor.lda_moments.LDASecondMoment`), so memory is
+    :func:`~dptensor.models.topics.sensitivity.m2_sensitivity`). ``M2_hat X`` is applied through
+    sparse products (:class:`~dptensor.models.topics.moments.LDASecondMoment`), so memory is
     ``O(nnz + d p)`` and no ``d x d`` array exists: vocabularies of ``10^5`` words and more. The
     eigenvalues come from the last release by Rayleigh--Ritz, ``B = X_{T-1}^T (M2_hat X_{T-1} + G_T)``
     (symmetrised), so the ``T`` releases are all that is charged.
@@ -33,12 +33,12 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from dptensor.decomposition.nonnegative_subspace import nonnegative_subspace
 from dptensor.decomposition.whitening import Whitening
-from dptensor.privacy.lda_sensitivity import coherence
+from dptensor.models.topics.moments import LDASecondMoment
+from dptensor.models.topics.nonnegative_subspace import nonnegative_subspace
+from dptensor.models.topics.sensitivity import coherence
 from dptensor.privacy.mechanisms import add_symmetric_gaussian
 from dptensor.privacy.noise import NoiseSource
-from dptensor.tensor.lda_moments import LDASecondMoment
 
 PRIVATE_WHITENINGS: tuple[str, ...] = ("analyze-gauss", "noisy-power")
 #: How Analyze Gauss turns its release into a subspace (:func:`analyze_gauss_eigenpairs`).
@@ -163,7 +163,7 @@ def analyze_gauss_release(
     """Analyze Gauss's one release: ``M2_hat + E`` with ``E`` the ``"frobenius"`` symmetric Gaussian.
 
     Shared by :func:`analyze_gauss_eigenpairs` and the topics of
-    :mod:`dptensor.decomposition.nonnegative_topics`; everything after it is post-processing.
+    :mod:`dptensor.models.topics.nonnegative_topics`; everything after it is post-processing.
 
     Parameters
     ----------
@@ -205,7 +205,7 @@ def analyze_gauss_eigenpairs(
     subspace : {"eigen", "nonnegative", "auto"}, default "eigen"
         Post-processing of the one release. ``"eigen"``: its top eigenvectors. ``"nonnegative"``:
         the span of a symmetric non-negative factorisation of the thresholded release
-        (:func:`~dptensor.decomposition.nonnegative_subspace.nonnegative_subspace`), then the
+        (:func:`~dptensor.models.topics.nonnegative_subspace.nonnegative_subspace`), then the
         release's eigenpairs within that span (Rayleigh--Ritz). ``"auto"``: ``"nonnegative"`` when
         the mean :func:`spike_alignment` of the top eigenvectors is below
         :data:`NONNEGATIVE_BELOW_ALIGNMENT`, else ``"eigen"``.

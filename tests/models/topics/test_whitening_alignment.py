@@ -8,8 +8,8 @@ import pytest
 import scipy.sparse as sp
 
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.decomposition.private_whitening import analyze_gauss_eigenpairs, spike_alignment
 from dptensor.models import PrivateSpectralLDA
+from dptensor.models.topics.private_whitening import analyze_gauss_eigenpairs, spike_alignment
 from dptensor.privacy import insecure_test_noise
 
 

@@ -1,15 +1,15 @@
 """LDA's whitened third moment from word counts, and the running sums of a corpus read in batches.
 
-The third-order estimator of :mod:`dptensor.tensor.lda_moments` (Lemma 21, eq. (7) of DeCarolis et
+The third-order estimator of :mod:`dptensor.models.topics.moments` (Lemma 21, eq. (7) of DeCarolis et
 al., *An end-to-end differentially private spectral algorithm for LDA*, in the exactly unbiased
 U-statistic form of that module's docstring), contracted with a ``d x k`` whitening ``W`` in every
 mode without forming ``M3_hat`` (Section 4, step (3); edges ``e3``/``e4`` of Figure 1):
 :func:`whitened_third_moment`, its first term alone (:func:`whitened_document_average`, the
 single-topic model's ``M3_hat``), and :class:`LDAMomentAccumulator`, whose per-document sums give
 ``M2_hat B`` and ``M3_hat(B, B, B)`` after any sequence of batches (``SpectralLDA.partial_fit``).
-Every sum over documents is one :func:`~dptensor.tensor.lda_moments.document_statistics` pass; the
+Every sum over documents is one :func:`~dptensor.models.topics.moments.document_statistics` pass; the
 helpers that unpack its packed cubes (``sum_r a_r (x) b_r (x) b_r`` over pairs ``b <= c``) and form
-the vocabulary terms serve the clipped moments too (:mod:`dptensor.tensor.clipped_lda_moments`).
+the vocabulary terms serve the clipped moments too (:mod:`dptensor.models.topics.clipped_moments`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from dptensor._validation import check_alpha0, check_finite_array
-from dptensor.tensor.lda_moments import (
+from dptensor.models.topics.moments import (
     _L1,
     _L2,
     _L2L,

@@ -9,13 +9,13 @@ from _helpers import topic_l1_error
 from scipy.optimize import nnls
 from sklearn.base import clone
 
-import dptensor.decomposition.private_whitening as pw
 import dptensor.models.topics._configuration1 as configuration1
+import dptensor.models.topics.private_whitening as pw
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.decomposition.nonnegative_subspace import symmetric_nmf
-from dptensor.decomposition.nonnegative_topics import nonnegative_topic_factor, topics_from_factor
 from dptensor.models import PrivateSpectralLDA
 from dptensor.models.topics import _private_plan
+from dptensor.models.topics.nonnegative_subspace import symmetric_nmf
+from dptensor.models.topics.nonnegative_topics import nonnegative_topic_factor, topics_from_factor
 from dptensor.models.topics.plan import (
     plan_private_lda,
     plan_private_spectral_lda,

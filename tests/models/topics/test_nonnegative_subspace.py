@@ -9,9 +9,9 @@ from _helpers import topic_l1_error
 from sklearn.utils._param_validation import InvalidParameterError
 
 from dptensor.datasets.lda import make_lda_corpus
-from dptensor.decomposition.nonnegative_subspace import nonnegative_subspace, symmetric_nmf
-from dptensor.decomposition.private_whitening import NONNEGATIVE_BELOW_ALIGNMENT, analyze_gauss_eigenpairs
 from dptensor.models import PrivateSpectralLDA
+from dptensor.models.topics.nonnegative_subspace import nonnegative_subspace, symmetric_nmf
+from dptensor.models.topics.private_whitening import NONNEGATIVE_BELOW_ALIGNMENT, analyze_gauss_eigenpairs
 from dptensor.privacy import insecure_test_noise
 
 pytestmark = pytest.mark.filterwarnings("ignore:insecure_test_noise")
@@ -147,7 +147,7 @@ def test_completion_takes_the_release_s_next_eigenvector_when_the_factor_is_shor
 
 def test_every_subspace_is_post_processing_of_the_release(monkeypatch):
     """Two different un-noised moments with the same released matrix give the same output."""
-    import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.topics.private_whitening as pw
 
     rng = np.random.default_rng(5)
     H0, _ = _planted(50, 3, seed=2, support=10)
@@ -168,7 +168,7 @@ def test_every_subspace_is_post_processing_of_the_release(monkeypatch):
 
 @pytest.mark.parametrize(("mean", "expected"), [(0.85, "nonnegative"), (0.95, "eigen")])
 def test_auto_rule_follows_the_mean_alignment(monkeypatch, mean, expected):
-    import dptensor.decomposition.private_whitening as pw
+    import dptensor.models.topics.private_whitening as pw
 
     assert NONNEGATIVE_BELOW_ALIGNMENT == 0.9
     monkeypatch.setattr(pw, "spike_alignment", lambda values, edge, size: np.full(values.size, mean))

@@ -13,19 +13,19 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dptensor.privacy.lda_sensitivity import (
+from dptensor.models.topics._third_moment import whitened_third_moment
+from dptensor.models.topics.moments import (
+    LDASecondMoment,
+    dense_lda_moments,
+    prepare_counts,
+)
+from dptensor.models.topics.sensitivity import (
     PAPER_MOMENT_SENSITIVITY,
     coherence,
     lda_moment_constants,
     m2_sensitivity,
     m3_norm_bound,
     m3_sensitivity,
-)
-from dptensor.tensor._lda_third_moment import whitened_third_moment
-from dptensor.tensor.lda_moments import (
-    LDASecondMoment,
-    dense_lda_moments,
-    prepare_counts,
 )
 
 

@@ -4,7 +4,7 @@ DeCarolis et al. (*An end-to-end differentially private spectral algorithm for L
 protect one **document**: two corpora are neighbours when one document is replaced by another,
 the number of documents ``N``, the vocabulary (the columns) and ``alpha_0`` being public. Every
 document has at least three tokens (the third-order estimator needs them; see
-:mod:`dptensor.tensor.lda_moments`).
+:mod:`dptensor.models.topics.moments`).
 
 Global Frobenius sensitivities (derivation)
 -------------------------------------------
@@ -24,7 +24,7 @@ These are :func:`m2_sensitivity` and :func:`m3_sensitivity` with ``coherence=1``
 bounds of the reference notes (``docs/lda.md``, *Privacy*). The paper's Theorem 4 claims
 ``2/N`` (and Section 6.1 calibrates Configuration 1 to ``1/N``); brute force finds changes up
 to ``2.45/N`` (M2) at ``alpha_0 = 1000``, so the paper's values are not sensitivities
-(:data:`PAPER_MOMENT_SENSITIVITY`, ``tests/privacy/test_private_lda_sensitivity.py``).
+(:data:`PAPER_MOMENT_SENSITIVITY`, ``tests/models/topics/test_private_lda_sensitivity.py``).
 
 Sensitivities in a public basis (coherence)
 -------------------------------------------
@@ -174,7 +174,7 @@ def clipped_sensitivities(clip: float, word_clip: float, third_clip: float | Non
     """L2 sensitivities of the three releases of a clipped spectral-LDA fit (replace one document).
 
     Each document enters through weights ``w <= v`` with ``||w P||_F <= clip`` and ``||v p||_2 <= word_clip``
-    (:mod:`dptensor.tensor.clipped_lda_moments`; ``||w G||_F <= ||w P||_F``); a document may be
+    (:mod:`dptensor.models.topics.clipped_moments`; ``||w G||_F <= ||w P||_F``); a document may be
     replaced by any other, including an empty one (weight 0). All per-document terms are
     non-negative, so ``||x - x'||^2 <= ||x||^2 + ||x'||^2``:
 
@@ -185,7 +185,7 @@ def clipped_sensitivities(clip: float, word_clip: float, third_clip: float | Non
     * ``"m2"``: ``S2`` and ``S2 X`` for any public ``X`` with orthonormal columns: ``sqrt2 clip``;
     * ``"e3"``: ``S3(U, U, U)`` for any public orthonormal ``U``: ``sqrt2 clip`` (a projection on
       orthonormal columns does not increase a Frobenius norm). With ``third_clip = C3`` each document's
-      projected term also has norm at most ``C3`` (:mod:`dptensor.tensor.clipped_lda_moments`,
+      projected term also has norm at most ``C3`` (:mod:`dptensor.models.topics.clipped_moments`,
       *Projected clipping*), whatever its sign pattern, so the change is also at most ``2 C3``
       (triangle inequality): ``min(sqrt2 clip, 2 C3)``.
 

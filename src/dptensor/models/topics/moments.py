@@ -70,8 +70,8 @@ Cost
 ----
 ``M2_hat`` is applied to a ``d x m`` block in ``O(nnz m + d m)`` (:class:`LDASecondMoment`),
 and the whitened third moment ``T = M3_hat(W, W, W)``
-(:func:`~dptensor.tensor._lda_third_moment.whitened_third_moment`, beside the batch sums of
-:class:`~dptensor.tensor._lda_third_moment.LDAMomentAccumulator`) is formed in
+(:func:`~dptensor.models.topics._third_moment.whitened_third_moment`, beside the batch sums of
+:class:`~dptensor.models.topics._third_moment.LDAMomentAccumulator`) is formed in
 ``O(nnz k + N k^3/2 + d k^3/2)`` flops, all of it BLAS matrix products on chunks.
 """
 
@@ -476,7 +476,7 @@ def document_statistics(
     The block function of every pass in this module (run by :meth:`~dptensor.parallel.RowBlocks.map_sum`
     in process, in threads or on Dask workers): ``M1_hat``, ``M2_hat V``, the whitened ``M3_hat``
     (Lemma 21, eqs. (5)-(7), in the unbiased U-statistic form) and the running sums of
-    :class:`~dptensor.tensor._lda_third_moment.LDAMomentAccumulator` are all built from these sums,
+    :class:`~dptensor.models.topics._third_moment.LDAMomentAccumulator` are all built from these sums,
     which add over blocks exactly.
     Computed from the cached word distributions and ``1/l`` of the block (no product of counts: no
     finite count overflows), under a local ``np.errstate(under="ignore")``.

@@ -21,7 +21,7 @@ Estimators (``moments=``)
     ``M2_n = (c c^T - diag c) / (l(l-1))`` and
     ``M3_n = [c^{(x)3} - sym3(diag(c) (x) c) + 2 sum_v c_v e_v^{(x)3}] / (l(l-1)(l-2))`` for a
     document of counts ``c`` and length ``l`` (the ``alpha_0 -> 0`` limit of the LDA estimators of
-    :mod:`dptensor.tensor.lda_moments`, where the cross terms vanish), averaged over documents.
+    :mod:`dptensor.models.topics.moments`, where the cross terms vanish), averaged over documents.
     Also unbiased and symmetric; it uses every word, so its variance is lower.
 
 Sensitivity (replace one document, ``N`` public)
@@ -32,7 +32,7 @@ summing to 1). Its vector of unique entries ``u`` (entries ``i <= j (<= l)``) th
 ``||u - u'||^2 = ||u||^2 + ||u'||^2 - 2 u.u' <= 2``. So both moments move by at most ``sqrt(2)/N`` in
 the l2 norm of their unique entries, and likewise in Frobenius norm
 (``||T||_F^2 = sum_o |o| u_o^2 <= max_o u_o sum_o |o| u_o <= 1``). The bound is attained by
-``(a, a, a) -> (b, b, b)``. ``tests/tensor/test_single_topic_moments.py`` confirms it by brute force
+``(a, a, a) -> (b, b, b)``. ``tests/models/topics/test_single_topic_moments.py`` confirms it by brute force
 over every document on small vocabularies, for both estimators and both norms.
 
 Input forms (:func:`check_documents`)
@@ -57,7 +57,7 @@ import scipy.sparse.linalg as spla
 
 from dptensor._errstate import underflow_ignored
 from dptensor._validation import check_finite_array, check_positive_int
-from dptensor.tensor.lda_moments import (
+from dptensor.models.topics.moments import (
     MIN_DOCUMENT_LENGTH,
     check_count_matrix,
     scaled_proportions,

@@ -4,7 +4,7 @@ Per-document terms
 ------------------
 For a document with counts ``c`` (length ``l = sum_v c_v``) write ``p = c / l`` (its word
 distribution) and ``e = 1/l``. The per-document unbiased estimators of
-:mod:`dptensor.tensor.lda_moments` (Lemma 21 of DeCarolis et al., paper 004) are, in these terms,
+:mod:`dptensor.models.topics.moments` (Lemma 21 of DeCarolis et al., paper 004) are, in these terms,
 
 * ``E[x1] <- p``;
 * ``E[x1 (x) x2] <- P = (p p^T - e diag(p)) / (1 - e)``  (``= (c c^T - diag c)/(l(l-1))``);
@@ -51,7 +51,7 @@ the relative error of ``M2`` was 0.24 with ``E1`` weighted by ``v`` against 0.22
 while ``E1``'s own error fell from 0.086 to 0.047. On real text the noise this removes is far
 larger (docs/lda.md, *Word frequencies with their own weight*). The plug-in products carry an
 ``O(1/N)`` bias, far below the noise of a private release. Sensitivities:
-:func:`dptensor.privacy.lda_sensitivity.clipped_sensitivities`.
+:func:`dptensor.models.topics.sensitivity.clipped_sensitivities`.
 
 Projected clipping of the third moment (``third_clip``)
 ------------------------------------------------------
@@ -61,13 +61,13 @@ and Debian descriptions (``d = 2000`` or its 500 most frequent words, ``k = 10``
 below ``C/100`` and the 99th percentile ``0.13 C`` to ``0.43 C``. With ``third_clip = C3`` each
 document gets a second factor ``c_n = min(1, C3 / ||w_n G_n(U, U, U)||_F)`` in ``S3`` only, so
 that ``||c w G(U, U, U)||_F <= C3`` and the release's sensitivity is ``min(sqrt2 C, 2 C3)``
-(:func:`~dptensor.privacy.lda_sensitivity.clipped_sensitivities`). The few documents clipped
+(:func:`~dptensor.models.topics.sensitivity.clipped_sensitivities`). The few documents clipped
 (those most aligned with the topic subspace, about 1% at ``C3 = C/10``) weigh less in ``E3``
 than in ``E1``, ``E2``: a bias, measured to be far below the noise it removes (docs/lda.md).
 The per-document norm is :func:`projected_third_norms`.
 
 Every sum here is one pass of :meth:`~dptensor.parallel.RowBlocks.map_sum` over the blocks of a
-:class:`~dptensor.tensor.lda_moments.Documents`, whose payloads need only ``counts``.
+:class:`~dptensor.models.topics.moments.Documents`, whose payloads need only ``counts``.
 """
 
 from __future__ import annotations
@@ -79,10 +79,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dptensor._errstate import underflow_ignored
-from dptensor.privacy.lda_sensitivity import TOTALS_SCALE
-from dptensor.privacy.quantile import bin_counts
-from dptensor.tensor._lda_third_moment import _unpack, _vocabulary_cubes
-from dptensor.tensor.lda_moments import (
+from dptensor.models.topics._third_moment import _unpack, _vocabulary_cubes
+from dptensor.models.topics.moments import (
     MIN_DOCUMENT_LENGTH,
     Documents,
     _packed_cubes,
@@ -90,6 +88,8 @@ from dptensor.tensor.lda_moments import (
     row_reduce,
     scaled_proportions,
 )
+from dptensor.models.topics.sensitivity import TOTALS_SCALE
+from dptensor.privacy.quantile import bin_counts
 
 #: ``e = 1/l`` above this (documents of fewer than three tokens) gets weight 0 (with a margin for rounding).
 _SHORT = 1.0 / (MIN_DOCUMENT_LENGTH - 0.5)
@@ -367,7 +367,7 @@ class ClippedMoments:
 
     def first_order_release(self) -> np.ndarray:
         """The vector the ``m1`` release adds noise to: ``(r S0, r T0, S1)`` (sensitivity
-        :func:`~dptensor.privacy.lda_sensitivity.clipped_sensitivities`' ``"m1"``)."""
+        :func:`~dptensor.models.topics.sensitivity.clipped_sensitivities`' ``"m1"``)."""
         total, frequency_total, sums = self.first_order()
         r = self.totals_factor
         return np.concatenate([[r * total, r * frequency_total], sums])

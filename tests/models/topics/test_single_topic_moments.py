@@ -11,14 +11,14 @@ import scipy.sparse as sp
 
 from dptensor import SingleTopicModel
 from dptensor.datasets import make_single_topic_corpus
-from dptensor.privacy import PrivacyWarning, symmetric_gaussian_matrix, unique_entries
-from dptensor.privacy.noise import insecure_test_noise
-from dptensor.tensor.single_topic_moments import (
+from dptensor.models.topics.single_topic_moments import (
     check_documents,
     dense_second_moment,
     second_moment,
     third_moment,
 )
+from dptensor.privacy import PrivacyWarning, symmetric_gaussian_matrix, unique_entries
+from dptensor.privacy.noise import insecure_test_noise
 
 
 def _per_document_unique(documents: list, d: int, moments: str) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ al. 2012): ``H H^T`` with ``H = [mu_i sqrt(alpha_i / (alpha_0 (alpha_0 + 1)))]``
 The whitening needs the span of ``H``. Taking it from the top eigenvectors of a noisy release
 ``M2 + E`` ignores that structure; under heavy noise a direction whose eigenvalue is below half the
 noise's spectral edge leaves no trace in the eigenvectors at all
-(:func:`~dptensor.decomposition.private_whitening.spike_alignment`), while a non-negative factor
+(:func:`~dptensor.models.topics.private_whitening.spike_alignment`), while a non-negative factor
 can still be found, because the noise is not non-negative.
 
 Method, post-processing of the release:
