@@ -11,7 +11,6 @@ import scipy.sparse as sp
 from dptensor.cli import build_parser, main
 from dptensor.cli._lda_transform import transform_token_pattern
 from dptensor.datasets.corpus import (
-    LETTER_TOKEN_PATTERN,
     SKLEARN_TOKEN_PATTERN,
     decoding_error,
     load_corpus,
@@ -19,7 +18,7 @@ from dptensor.datasets.corpus import (
     load_vocabulary,
     read_text_documents,
 )
-from dptensor.models.topics.vectorizer import PrivateCountVectorizer
+from dptensor.models.topics.vectorizer import TOPIC_TOKEN_PATTERN, PrivateCountVectorizer
 
 pytest.importorskip("sklearn")  # plain text is vectorised by scikit-learn
 
@@ -41,8 +40,16 @@ def _topic_lines(n=300, seed=0, words_per_doc=12):
 
 def test_letter_pattern_keeps_words_of_letters_only():
     text = "The 2019-01-02 w0 don't café foo_bar abc123 naïve Übung x"
-    assert re.findall(LETTER_TOKEN_PATTERN, text) == ["The", "don", "café", "naïve", "Übung"]
+    assert re.findall(TOPIC_TOKEN_PATTERN, text) == ["The", "don't", "café", "naïve", "Übung"]
     assert "w0" in re.findall(SKLEARN_TOKEN_PATTERN, text)
+
+
+def test_topic_pattern_keeps_contractions_whole_and_drops_a_possessive():
+    """No contraction stub (``don``, ``ll``, ``ve``, ``t``) is ever a word (issue 52)."""
+    text = "we'll I've can’t John's 'quoted' it's rock'n'roll ’twas mp3's x'y"
+    words = re.findall(TOPIC_TOKEN_PATTERN, text)
+    assert words == ["we'll", "I've", "can’t", "John", "quoted", "it", "rock'n'roll", "twas", "x'y"]
+    assert not {"ll", "ve", "don", "s", "t"} & set(words)
 
 
 def test_load_text_corpus_token_pattern(tmp_path):
@@ -51,19 +58,19 @@ def test_load_text_corpus_token_pattern(tmp_path):
     default = load_text_corpus(path)  # the Python API keeps scikit-learn's default
     assert default.vocabulary == ["2019", "goal", "w0", "w1"]
     assert default.token_pattern == SKLEARN_TOKEN_PATTERN
-    letters = load_text_corpus(path, token_pattern=LETTER_TOKEN_PATTERN)
-    assert letters.vocabulary == ["goal"] and letters.token_pattern == LETTER_TOKEN_PATTERN
+    letters = load_text_corpus(path, token_pattern=TOPIC_TOKEN_PATTERN)
+    assert letters.vocabulary == ["goal"] and letters.token_pattern == TOPIC_TOKEN_PATTERN
     np.testing.assert_array_equal(letters.counts.toarray(), [[1], [2]])
-    assert load_corpus(path, token_pattern=LETTER_TOKEN_PATTERN).vocabulary == ["goal"]
+    assert load_corpus(path, token_pattern=TOPIC_TOKEN_PATTERN).vocabulary == ["goal"]
 
 
 def test_fixed_vocabulary_the_pattern_cannot_produce(tmp_path):
     path = tmp_path / "docs.txt"
     path.write_text("w0 w1 goal\n")
     with pytest.raises(ValueError, match=r"2 of the 2 vocabulary words \('w0', 'w1'\) are never tokens"):
-        load_text_corpus(path, fixed_vocabulary=["w0", "w1"], token_pattern=LETTER_TOKEN_PATTERN)
+        load_text_corpus(path, fixed_vocabulary=["w0", "w1"], token_pattern=TOPIC_TOKEN_PATTERN)
     with pytest.warns(UserWarning, match=r"1 of the 2 vocabulary words \('w0'\) are never tokens"):
-        corpus = load_text_corpus(path, fixed_vocabulary=["goal", "w0"], token_pattern=LETTER_TOKEN_PATTERN)
+        corpus = load_text_corpus(path, fixed_vocabulary=["goal", "w0"], token_pattern=TOPIC_TOKEN_PATTERN)
     np.testing.assert_array_equal(corpus.counts.toarray(), [[1, 0]])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -72,7 +79,7 @@ def test_fixed_vocabulary_the_pattern_cannot_produce(tmp_path):
 
 def test_private_count_vectorizer_token_pattern():
     docs = ["tensor 2019 power w0", "power tensor 2020 w0"] * 2000
-    words = PrivateCountVectorizer(20, epsilon=1, delta=1e-7, token_pattern=LETTER_TOKEN_PATTERN,
+    words = PrivateCountVectorizer(20, epsilon=1, delta=1e-7, token_pattern=TOPIC_TOKEN_PATTERN,
                                    noise="numpy").fit(docs).get_feature_names_out()
     assert list(words) == ["power", "tensor"]
 
@@ -83,7 +90,7 @@ def test_lda_fit_defaults_to_letter_words_and_records_the_pattern(tmp_path, monk
     assert main(["lda", "fit", "docs.txt", "-k", "2", "--seed", "0", "--quiet", "--out", "model.json"]) == 0
     model = json.loads((tmp_path / "model.json").read_text())
     assert sorted(model["vocabulary"]) == sorted(SPORTS + FOOD)  # no numbers, dates or ids
-    assert model["token_pattern"] == LETTER_TOKEN_PATTERN
+    assert model["token_pattern"] == TOPIC_TOKEN_PATTERN
     out = capsys.readouterr().out
     assert "topic   2" in out and not any(word in out.split() for word in NOISE)  # no number is a top word
     # lda transform splits new text the same way; a different --token-pattern is refused
@@ -118,7 +125,7 @@ def test_transform_token_pattern_of_old_and_count_matrix_files():
     assert transform_token_pattern({"token_pattern": None}, r"\w+") == r"\w+"
     assert transform_token_pattern({"token_pattern": "a+"}, "a+") == "a+"
     with pytest.raises(ValueError, match="fitted with the token pattern"):
-        transform_token_pattern({}, LETTER_TOKEN_PATTERN)
+        transform_token_pattern({}, TOPIC_TOKEN_PATTERN)
 
 
 def test_token_pattern_help_and_refusals(tmp_path, monkeypatch, capsys):

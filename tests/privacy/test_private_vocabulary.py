@@ -510,8 +510,9 @@ def test_cli_private_vocabulary_neighbours_look_alike(tmp_path, monkeypatch, met
     assert set(saved["vocabulary"]) == {"tensor", "power", "moment", "whiten", "privacy", "noise", "budget",
                                         "ledger"}
     total = saved["total_guarantee"]
-    assert total["holds"] and total["delta"] == 1e-5 and total["epsilon"] <= 4.0 + 1e-3
-    assert saved["vocabulary_guarantee"]["epsilon"] == 2.0
+    # the run spends the epsilon asked for: the linear 50/50 split scaled until the exact total is 4
+    assert total["holds"] and total["delta"] == 1e-5 and 4.0 - 1e-3 <= total["epsilon"] <= 4.0
+    assert saved["vocabulary_guarantee"]["epsilon"] > 2.0
     assert "vocabulary guarantee" in first.printed and "total" in first.printed
     # the model file carries the released vocabulary, so transform reads new text over it
     monkeypatch.chdir(tmp_path / "a")

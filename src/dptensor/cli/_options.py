@@ -31,7 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from dptensor.datasets.corpus import DEFAULT_ENCODING, LETTER_TOKEN_PATTERN, SKLEARN_TOKEN_PATTERN
+from dptensor.datasets.corpus import DEFAULT_ENCODING, SKLEARN_TOKEN_PATTERN
+from dptensor.models.topics.vectorizer import TOPIC_TOKEN_PATTERN
 from dptensor.privacy import NOISE_BACKENDS
 
 __all__ = [
@@ -195,7 +196,8 @@ def research_options_last(parser: argparse.ArgumentParser) -> None:
 TOKEN_PATTERN_HELP = (
     "regular expression of one word of plain text (Python's re, as scikit-learn's CountVectorizer takes it); "
     "default: words of two or more letters, no digits or underscores, so numbers, dates and ids are "
-    "not words of a topic: '" + LETTER_TOKEN_PATTERN.replace("%", "%%") + "'. For words with digits too "
+    "not words of a topic, contractions whole (don't, we'll), a possessive 's dropped: '"
+    + TOPIC_TOKEN_PATTERN.replace("%", "%%") + "'. For words with digits too "
     "(w0, covid19) pass scikit-learn's default '" + SKLEARN_TOKEN_PATTERN.replace("%", "%%") + "'"
 )
 
@@ -205,7 +207,7 @@ def add_text_arguments(
 ) -> None:
     """Add ``--token-pattern`` and ``--encoding`` (commands that read text).
 
-    ``--token-pattern`` defaults to :data:`~dptensor.datasets.corpus.LETTER_TOKEN_PATTERN`
+    ``--token-pattern`` defaults to :data:`~dptensor.models.topics.vectorizer.TOPIC_TOKEN_PATTERN`
     (words of letters only; the Python API keeps scikit-learn's default), or, with
     ``from_model`` (``lda transform``), to None: the pattern the model file records.
     ``--encoding`` (default UTF-8) applies to every text file the command reads.
@@ -218,7 +220,7 @@ def add_text_arguments(
                  + "' for files written before it was recorded)",
         )  # fmt: skip
     else:
-        parser.add_argument("--token-pattern", type=token_pattern, default=LETTER_TOKEN_PATTERN,
+        parser.add_argument("--token-pattern", type=token_pattern, default=TOPIC_TOKEN_PATTERN,
                             metavar="REGEX", help=TOKEN_PATTERN_HELP)
     parser.add_argument(
         "--encoding", type=encoding, default=DEFAULT_ENCODING, metavar="NAME",

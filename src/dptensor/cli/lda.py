@@ -59,7 +59,6 @@ from dptensor.cli._privacy import (
 )
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
-    LETTER_TOKEN_PATTERN,
     Corpus,
     load_corpus,
     load_text_corpus,
@@ -67,7 +66,7 @@ from dptensor.datasets.corpus import (
     public_corpus_shape,
     read_text_documents,
 )
-from dptensor.models.pipeline_plan import check_pipeline_budget, model_guarantees
+from dptensor.models.pipeline_plan import model_guarantees
 from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
 from dptensor.models.topics.inference import TopicModelInference
@@ -75,14 +74,14 @@ from dptensor.models.topics.persistence import load_model as load_model  # moved
 from dptensor.models.topics.persistence import save_model
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.private_whitening import whitening_subspace_rule
-from dptensor.models.topics.short_documents import pad_short_documents
 from dptensor.models.topics.spectral import SpectralLDA
-from dptensor.models.topics.vectorizer import EmptyVocabularyError, PrivateCountVectorizer
+from dptensor.models.topics.text_budget import TextBudget
+from dptensor.models.topics.text_model import PrivateTopicModel
+from dptensor.models.topics.vectorizer import TOPIC_TOKEN_PATTERN
 from dptensor.parallel import public_shape
 from dptensor.privacy import (
     BudgetLedger,
     PrivacyGuarantee,
-    ReleaseUtilityWarning,
     UtilityWarning,
     compose,
     enable_features,
@@ -281,7 +280,7 @@ def _corpus_parts(args: argparse.Namespace, session: ParallelSession) -> tuple[C
         return None
     if (args.stop_words or args.min_df != 1 or args.max_df != 1.0 or args.max_features is not None
             or getattr(args, "private_vocab", None) is not None
-            or args.token_pattern != LETTER_TOKEN_PATTERN):
+            or args.token_pattern != TOPIC_TOKEN_PATTERN):
         raise ValueError(
             "--stop-words, --min-df, --max-df, --max-features, --private-vocab and --token-pattern apply to "
             "plain-text corpora, not to count-matrix parts (their columns are the vocabulary)"
@@ -416,108 +415,113 @@ def _load_public_corpus(args: argparse.Namespace) -> sp.csr_matrix | None:
     return load_corpus(path, vocabulary=args.vocab, encoding=args.encoding).counts
 
 
-def _private_vocabulary_corpus(
-    args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA,
-    documents: list[str] | None = None,
-) -> tuple[Corpus, PrivacyGuarantee]:
-    """``--private-vocab V``: the vocabulary released under DP (charged first), then the counts over it.
+def _text_model(
+    args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA
+) -> PrivateTopicModel:
+    """``--private-vocab V``: the vocabulary and ``model`` under ``--epsilon`` and ``--delta`` together.
 
-    The vocabulary spends ``--vocab-share`` of ``--epsilon`` and ``--delta``
-    (:class:`PrivateCountVectorizer`, Gaussian partition selection); the model gets the rest.
-    The model's own checks of its configuration (public: the options and the number of documents)
-    run before the vocabulary is charged, so that no budget is spent on a fit that would be
-    refused; so does the ledger's (:func:`~dptensor.models.pipeline_plan.check_pipeline_budget`:
-    the vocabulary and the model together). A released vocabulary too small for the model (fewer
-    than ``k`` words for the spectral fit, none for DP-VI) stops the run after the vocabulary's
-    charge, in one line saying what was
-    charged. A worst-case spectral release (not clipped) refuses documents of fewer than three
-    tokens, so those are padded one by one (:func:`pad_short_documents`). ``documents``: the
-    corpus's documents when the caller has read them already.
+    :class:`~dptensor.models.topics.text_model.PrivateTopicModel` splits the budget (``--vocab-share``
+    or the planner's share, then both shares calibrated so that their exact composition spends
+    ``--epsilon``), asks the ledger for both releases before the first charge, releases the
+    vocabulary, pads the documents a worst-case release would refuse and fits ``model`` (whose
+    own budget it sets).
     """
-    path = Path(args.corpus)
-    if documents is None:
-        documents = read_text_documents(path, encoding=args.encoding, private=True)
-    vectorizer = _vocabulary_vectorizer(args, ledger)
+    share = "auto" if args.vocab_share in (None, "auto") else float(args.vocab_share)
+    return PrivateTopicModel(
+        args.topics, epsilon=args.epsilon, delta=args.delta, n_words=args.private_vocab,
+        vocabulary_share=share, max_words_per_document=args.max_doc_words, stop_words=args.stop_words,
+        token_pattern=args.token_pattern, model=model, random_state=args.seed,
+        noise=args.noise, ledger=ledger,
+    )  # fmt: skip
+
+
+def _plan_text_budget(args: argparse.Namespace, text: PrivateTopicModel, n_documents: int) -> TextBudget:
+    """The split of the run's budget (public: the options and ``N``), said in two lines."""
+    from dptensor.models.topics.plan import DEFAULT_VOCABULARY_SHARE, VOCABULARY_SHARE_RULE
+
     with _opt_in(args):
-        if isinstance(model, PrivateSpectralLDA):
-            pad = not model.check_configuration(len(documents), args.private_vocab)
+        budget = text.plan(n_documents)
+    share = budget.vocabulary_share
+    if args.vocab_share in (None, "auto"):
+        if budget.share_chosen:
+            progress_line(f"vocabulary share: {share:g} of --epsilon and --delta, chosen by the planner: "
+                          f"{VOCABULARY_SHARE_RULE} (--vocab-share sets it)", args.quiet)
         else:
-            model.check_configuration(len(documents))
-            pad = False
-        if ledger is not None:
-            check_pipeline_budget(ledger, [[vectorizer.planned_guarantee()],
-                                           model_guarantees(model, len(documents), args.private_vocab)])
+            progress_line(f"vocabulary share: {DEFAULT_VOCABULARY_SHARE:g} of --epsilon and --delta (the "
+                          "planner does not model this fit; --vocab-share sets it)", args.quiet)
+    if budget.scale != 1.0:
+        progress_line(f"budget: the vocabulary's epsilon {budget.vocabulary_epsilon:.4g} and the model's "
+                      f"{budget.model_epsilon:.4g} (the shares scaled by {budget.scale:.4f}) compose "
+                      f"exactly to {budget.total.epsilon:.4g} of --epsilon {args.epsilon:g}", args.quiet)
+    args.vocab_share = share  # the linear split: the planner's verdict below is stated in it
+    return budget
+
+
+def _fit_text_model(
+    args: argparse.Namespace, text: PrivateTopicModel, budget: TextBudget, documents: list[str], path: Path
+) -> tuple[Corpus, PrivacyGuarantee]:
+    """Fit ``text`` on the documents; the vocabulary's lines; the corpus record of the model file."""
     # public: the planner's prediction (N, V, the budget, m; no document is read for it)
-    predicted = predicted_vocabulary_size(len(documents), args.private_vocab, vectorizer.epsilon,
-                                          vectorizer.delta, args.max_doc_words)
-    with warnings.catch_warnings():  # the shortfall is said below, in the command's own words
-        warnings.simplefilter("ignore", ReleaseUtilityWarning)
+    predicted = predicted_vocabulary_size(len(documents), args.private_vocab, budget.vocabulary_epsilon,
+                                          budget.vocabulary_delta, args.max_doc_words)
+    with _opt_in(args), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
-            counts = sp.csr_matrix(vectorizer.fit_transform(documents), dtype=np.int64)
-        except EmptyVocabularyError:
-            counts = None
-    words = [] if counts is None else [str(w) for w in vectorizer.get_feature_names_out()]
+            text.fit(documents)
+        except ValueError as error:
+            raise ValueError(_in_flags(str(error))) from None
+    for warning in caught:  # the model's own verdict was printed (or stopped on) before
+        verdict = str(warning.message).startswith("PrivateSpectralLDA")
+        if not (issubclass(warning.category, UtilityWarning) and verdict):
+            warnings.warn(_in_flags(str(warning.message)), warning.category, stacklevel=1)
+    words = text.vocabulary_
     args._private_vocabulary = {"asked": args.private_vocab, "released": len(words), "predicted": predicted}
     progress_line(f"private vocabulary: {len(words)} words (released under DP; the planner predicted "
                   f"{predicted:.0f})", args.quiet)
-    # the spectral fit needs at least k words (its check_configuration refused --private-vocab < k
-    # before the charge); DP-VI fits any number but none. Decided on the released count only.
-    k = int(model.n_components)
-    needed = k if isinstance(model, PrivateSpectralLDA) else 1
-    if len(words) < needed:
-        short = (f"fewer than the {k} topics (--topics): no model can be fitted over it" if needed > 1
-                 else "no model can be fitted over it")
-        raise ValueError(
-            f"the private vocabulary kept {len(words)} words, {short}. The vocabulary's release was charged "
-            f"(epsilon {vectorizer.epsilon:g}, delta {vectorizer.delta:g}), the model's was not; more "
-            "documents, a larger --epsilon or --vocab-share, or a smaller --max-doc-words would keep more"
-        )
-    if len(words) < args.private_vocab:  # the count is part of the release; a warning, shown with --quiet too
-        warnings.warn(f"only {len(words)} of the {args.private_vocab} words asked for passed the noisy "
-                      "threshold; more documents, a larger --epsilon or --vocab-share, or a smaller "
-                      "--max-doc-words would keep more", ReleaseUtilityWarning, stacklevel=1)
-    if pad:  # the clipped fit gives short documents weight 0; the worst-case one refuses them
-        progress_line("documents with fewer than 3 tokens over it are padded one by one "
+    if text.padded_:
+        progress_line("documents with fewer than 3 tokens over it were padded one by one "
                       "(pad_short_documents)", args.quiet)
-        counts = pad_short_documents(counts)
-    return Corpus(counts, words, str(path), args.token_pattern), vectorizer.guarantee_
+    empty = sp.csr_matrix((0, len(words)), dtype=np.int64)  # the counts stay inside the fit
+    return Corpus(empty, words, str(path), args.token_pattern), text.vocabulary_guarantee_
 
 
-def _vocabulary_vectorizer(args: argparse.Namespace, ledger: BudgetLedger | None) -> PrivateCountVectorizer:
-    """``--private-vocab V``'s vectoriser: ``--vocab-share`` of ``--epsilon`` and ``--delta``."""
-    return PrivateCountVectorizer(
-        args.private_vocab, epsilon=args.epsilon * args.vocab_share, delta=args.delta * args.vocab_share,
-        max_words_per_document=args.max_doc_words, stop_words=args.stop_words,
-        token_pattern=args.token_pattern, noise=args.noise, ledger=ledger,
-    )  # fmt: skip
+#: PrivateTopicModel's parameter names in its messages, and the flags of lda fit that set them.
+_TEXT_FLAGS = (("PrivateTopicModel: ", ""), (" topics:", " topics (--topics):"),
+               ("a larger epsilon", "a larger --epsilon"), ("or vocabulary_share,", "or --vocab-share,"),
+               ("max_words_per_document", "--max-doc-words"))
+
+
+def _in_flags(message: str) -> str:
+    """A :class:`PrivateTopicModel` message in the command's words (its flags)."""
+    for name, flag in _TEXT_FLAGS:
+        message = message.replace(name, flag)
+    return message
 
 
 def check_ledger_before_parsing(
     args: argparse.Namespace, ledger: BudgetLedger | None, model: PrivateSpectralLDA | DPVariationalLDA,
-    shape: tuple[int, int | None] | None,
+    shape: tuple[int, int | None] | None, budget: TextBudget | None = None,
 ) -> None:
     """Ask the ledger for the whole run from the corpus's public sizes, before the corpus is parsed.
 
-    ``shape`` is :func:`~dptensor.datasets.corpus.public_corpus_shape`'s ``(N, V)`` (``V`` is
-    ``--private-vocab``'s most words with a private vocabulary). A ledger that cannot pay for the
-    vocabulary and the model together refuses here (:func:`~dptensor.cli._privacy.
-    refuse_before_parsing`), before a byte of a document is interpreted: the refusal depends on the
-    ledger and public sizes only.
+    ``shape`` is :func:`~dptensor.datasets.corpus.public_corpus_shape`'s ``(N, V)``; with a private
+    vocabulary ``budget`` holds the planned releases of the vocabulary and the model. A ledger that
+    cannot pay for the run refuses here (:func:`~dptensor.cli._privacy.refuse_before_parsing`),
+    before a byte of a document is interpreted: the refusal depends on the ledger and public sizes only.
     """
-    if shape is None or shape[0] < 1:
+    if budget is not None:
+        refuse_before_parsing(ledger, lambda: budget.planned,
+                              what="the vocabulary and the model of this run together")
         return
-    n_documents, n_words = shape[0], args.private_vocab if args.private_vocab is not None else shape[1]
-    if n_words is None:
+    if shape is None or shape[0] < 1 or shape[1] is None:
         return
+    n_documents, n_words = shape
 
     def plan() -> list[list[PrivacyGuarantee]]:
         with _opt_in(args):
-            steps = [] if args.private_vocab is None else [[_vocabulary_vectorizer(args, ledger)
-                                                            .planned_guarantee()]]
-            return [*steps, model_guarantees(model, n_documents, n_words)]
+            return [model_guarantees(model, n_documents, n_words)]
 
-    refuse_before_parsing(ledger, plan, what="the model of this run" if args.private_vocab is None else
-                          "the vocabulary and the model of this run together")
+    refuse_before_parsing(ledger, plan, what="the model of this run")
 
 
 def _public_shape_of(args: argparse.Namespace) -> tuple[int, int | None] | None:
@@ -532,51 +536,11 @@ def _opt_in(args: argparse.Namespace) -> AbstractContextManager:
     return enable_features("unproven") if args.allow_unproven else nullcontext()
 
 
-def choose_vocab_share(args: argparse.Namespace, n_documents: int | None) -> None:
-    """``--private-vocab`` without ``--vocab-share`` (or with ``auto``): set the planner's share, say it.
-
-    The share is :func:`~dptensor.models.topics.plan.choose_vocabulary_share`'s, from the plans of
-    the fit as configured at each candidate share (:meth:`PrivateSpectralLDA.utility_plan`: public
-    options and sizes only, ``N`` the number of documents), so the line printed reveals nothing
-    about the documents. Where the planner does not apply (``--method vi``, the worst-case
-    ``--no-clip`` releases) the share is
-    :data:`~dptensor.models.topics.plan.DEFAULT_VOCABULARY_SHARE`, and the line says so. The model's
-    own refusals of its configuration come first, as in :func:`check_prediction`.
-    """
-    from dptensor.models.topics.plan import (
-        DEFAULT_VOCABULARY_SHARE,
-        VOCABULARY_SHARE_RULE,
-        choose_vocabulary_share,
-    )
-
-    if args.vocab_share not in (None, "auto"):
-        return
-
-    def plan_at(share: float):  # noqa: ANN202 - PrivateLDAPlan or None
-        args.vocab_share = share
-        model = build_private_model(args)
-        if not isinstance(model, PrivateSpectralLDA) or n_documents is None:
-            return None
-        with _opt_in(args):
-            model.check_configuration(n_documents, args.private_vocab)
-            return model.utility_plan(n_documents, args.private_vocab, vocabulary_share=share,
-                                      max_words_per_document=args.max_doc_words,
-                                      typical_length=getattr(args, "typical_length", None), suggest=False)
-
-    share = choose_vocabulary_share(plan_at)
-    if share is None:
-        args.vocab_share = DEFAULT_VOCABULARY_SHARE
-        progress_line(f"vocabulary share: {DEFAULT_VOCABULARY_SHARE:g} of --epsilon and --delta (the planner "
-                      "does not model this fit; --vocab-share sets it)", args.quiet)
-        return
-    args.vocab_share = share
-    progress_line(f"vocabulary share: {share:g} of --epsilon and --delta, chosen by the planner: "
-                  f"{VOCABULARY_SHARE_RULE} (--vocab-share sets it)", args.quiet)
-
-
 def _model_budget(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """The model's ``(epsilon, delta)``: all of it, or what ``--private-vocab`` leaves."""
     if getattr(args, "private_vocab", None) is None or args.epsilon is None:
+        return args.epsilon, args.delta
+    if args.vocab_share in (None, "auto"):  # not yet planned: PrivateTopicModel sets the model's budget
         return args.epsilon, args.delta
     rest = 1.0 - args.vocab_share
     return args.epsilon * rest, args.delta * rest
@@ -647,39 +611,55 @@ def run_private_fit(
     With ``--jobs``/``--scheduler`` the passes run on threads or workers; the noise is drawn here.
     """
     session = session or ParallelSession(None)
-    documents = None
     parts = _corpus_parts(args, session)
-    shape = None if parts is not None else _public_shape_of(args)
     if args.private_vocab is not None and parts is None:  # (parts: refused)
-        # the share and the prediction come before the vocabulary is charged: N (public) is the
-        # number of documents, counted before they are parsed where it can be
-        if shape is None:
-            documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
-        choose_vocab_share(args, len(documents) if shape is None else shape[0])
+        return _run_private_text_fit(args, ledger, session)
     model = build_private_model(args, ledger, n_jobs=session.n_jobs)
-    check_ledger_before_parsing(args, ledger, model, shape)
-    if args.private_vocab is not None and parts is None and documents is None:
-        documents = read_text_documents(Path(args.corpus), encoding=args.encoding, private=True)
-    vocabulary_guarantee = None
+    check_ledger_before_parsing(args, ledger, model, None if parts is not None else _public_shape_of(args))
     predicted = False
     if parts is not None:
         corpus, records = parts
-    elif documents is not None:
-        predicted = check_prediction(args, model, len(documents), args.private_vocab)
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model, documents)
-        records = session.records(corpus.counts)
     else:
         corpus = load_fit_corpus(args, private=True)
         records = session.records(corpus.counts)
     n_documents, n_words = public_shape(records)
     progress_line(f"{n_documents} documents, {n_words} words (public)", args.quiet)
-    if args.private_vocab is None:
-        predicted = check_prediction(args, model, n_documents, n_words)
+    predicted = check_prediction(args, model, n_documents, n_words)
     progress_line(f"passes over the documents: {session.describe()}", args.quiet)
     with _opt_in(args), warnings.catch_warnings():
         if predicted:  # the model's UtilityWarning would repeat the verdict printed above
             warnings.simplefilter("ignore", UtilityWarning)
         model.fit(records)
+    guarantees = _print_guarantees(model.guarantee_, None, args.delta, ledger)
+    _print_topics(args, model, corpus, guarantees)
+    return 0
+
+
+def _run_private_text_fit(
+    args: argparse.Namespace, ledger: BudgetLedger | None, session: ParallelSession
+) -> int:
+    """``lda fit TEXT --epsilon E --delta D --private-vocab V``: through :class:`PrivateTopicModel`.
+
+    ``N`` (public) is counted before the documents are parsed where it can be; the split of the
+    budget, the ledger's answer for both releases and the planner's verdict come before anything is
+    charged.
+    """
+    path = Path(args.corpus)
+    shape = _public_shape_of(args)
+    documents = read_text_documents(path, encoding=args.encoding, private=True) if shape is None else None
+    n_documents = len(documents) if shape is None else shape[0]
+    text = _text_model(args, ledger, build_private_model(args, ledger, n_jobs=session.n_jobs))
+    budget = _plan_text_budget(args, text, n_documents)
+    check_ledger_before_parsing(args, ledger, text.model, shape, budget)
+    if documents is None:
+        documents = read_text_documents(path, encoding=args.encoding, private=True)
+    if isinstance(text.model, PrivateSpectralLDA):  # the verdict, on the linear split (public)
+        check_prediction(args, build_private_model(args), len(documents), args.private_vocab)
+    corpus, vocabulary_guarantee = _fit_text_model(args, text, budget, documents, path)
+    progress_line(f"{len(documents)} documents, {len(corpus.vocabulary)} words (public)", args.quiet)
+    model = text.model_
+    if isinstance(model, DPVariationalLDA):
+        return _print_vi_result(args, model, corpus, vocabulary_guarantee, ledger)
     guarantees = _print_guarantees(model.guarantee_, vocabulary_guarantee, args.delta, ledger)
     _print_topics(args, model, corpus, guarantees)
     return 0
@@ -763,19 +743,24 @@ def run_fit_vi(args: argparse.Namespace, ledger: BudgetLedger | None = None) -> 
             "calibrates; leave out --epsilon for a non-private fit"
         )
     progress_line(f"reading {args.corpus} ...", args.quiet)
-    vocabulary_guarantee = None
     if private and args.private_vocab is not None:
-        choose_vocab_share(args, None)
+        return _run_private_text_fit(args, ledger, ParallelSession(None))
     model = build_vi_model(args, ledger)
     if private:
         check_ledger_before_parsing(args, ledger, model, _public_shape_of(args))
-    if private and args.private_vocab is not None:
-        corpus, vocabulary_guarantee = _private_vocabulary_corpus(args, ledger, model)
-    else:
-        corpus = load_fit_corpus(args, private=private)
+    corpus = load_fit_corpus(args, private=private)
     progress_line(f"{corpus.n_documents} documents, {corpus.n_words} words", args.quiet)
     with _opt_in(args):
         model.fit(corpus.counts)
+    return _print_vi_result(args, model, corpus, None, ledger)
+
+
+def _print_vi_result(
+    args: argparse.Namespace, model: DPVariationalLDA, corpus: Corpus,
+    vocabulary_guarantee: PrivacyGuarantee | None, ledger: BudgetLedger | None,
+) -> int:
+    """``lda fit --method vi``'s topics, guarantee, model file and report."""
+    private = args.epsilon is not None
     top = model.top_words(corpus.vocabulary, args.top, positive_only=not private)  # as _print_topics
     print(f"{args.topics} topics by online variational Bayes, doc_topic_prior = {model.doc_topic_prior_:g}")
     for i, words in enumerate(top, start=1):

@@ -43,7 +43,6 @@ from dptensor.cli._privacy import (
 from dptensor.cli._report import add_report_arguments, begin_report, write_topic_report
 from dptensor.datasets.corpus import (
     DEFAULT_ENCODING,
-    LETTER_TOKEN_PATTERN,
     check_vocabulary_tokens,
     is_count_file,
     load_corpus,
@@ -53,6 +52,7 @@ from dptensor.datasets.corpus import (
 )
 from dptensor.models.topics.single_topic import CALIBRATIONS, MECHANISMS, NOISE_SAMPLERS, SingleTopicModel
 from dptensor.models.topics.single_topic_moments import MOMENTS
+from dptensor.models.topics.vectorizer import TOPIC_TOKEN_PATTERN
 from dptensor.privacy import PrivacyGuarantee
 from dptensor.streams import load_matrix
 
@@ -123,7 +123,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_documents(
     path: str | Path, *, vocabulary: str | None, n_words: int | None, private: bool,
-    token_pattern: str = LETTER_TOKEN_PATTERN, encoding: str = DEFAULT_ENCODING,
+    token_pattern: str = TOPIC_TOKEN_PATTERN, encoding: str = DEFAULT_ENCODING,
 ) -> tuple[object, str, int | None, list[str] | None]:
     """Read ``CORPUS``: returns ``(documents, input form, n_words, vocabulary)``.
 
@@ -133,7 +133,7 @@ def read_documents(
     """
     path = Path(path)
     not_text = path.suffix == ".npy" or is_count_file(path)
-    if not_text and token_pattern != LETTER_TOKEN_PATTERN:
+    if not_text and token_pattern != TOPIC_TOKEN_PATTERN:
         raise ValueError(f"--token-pattern: it splits plain text into words; {path} holds word ids or counts")
     if path.suffix == ".npy":
         tokens = load_matrix(path)

@@ -67,10 +67,6 @@ class Corpus:
 
 #: scikit-learn's ``CountVectorizer`` token pattern: words of two or more letters, digits or ``_``.
 SKLEARN_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-#: Words of two or more letters (no digits, no ``_``): numbers, dates and ids are not words of a
-#: topic. The default of the command line's topic-model commands (``--token-pattern``); the Python
-#: API keeps scikit-learn's :data:`SKLEARN_TOKEN_PATTERN`.
-LETTER_TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W\d_]+\b"
 #: The default encoding of text files (``--encoding``).
 DEFAULT_ENCODING = "utf-8"
 
@@ -230,8 +226,9 @@ def load_text_corpus(
 
     Tokenised and counted with :class:`sklearn.feature_extraction.text.CountVectorizer` using
     the options given (``stop_words="english"`` for its built-in list; ``token_pattern`` is the
-    regular expression of a word, by default scikit-learn's -- the command line's topic models
-    default to :data:`LETTER_TOKEN_PATTERN`). With ``fixed_vocabulary`` the columns are exactly
+    regular expression of a word, by default scikit-learn's -- the topic models default to
+    :data:`~dptensor.models.topics.vectorizer.TOPIC_TOKEN_PATTERN`). With ``fixed_vocabulary`` the
+    columns are exactly
     those words (to transform new documents with a fitted model); a word of it that
     ``token_pattern`` can never produce is never counted: a warning names such words, and a
     vocabulary of only such words is an error (:func:`check_vocabulary_tokens`). The file is read
@@ -273,7 +270,8 @@ def check_vocabulary_tokens(vocabulary: Sequence[str], vectorizer: object) -> No
     """Refuse a vocabulary none of whose words ``vectorizer`` can produce; warn when some cannot be.
 
     A word can be counted only if the vectorizer's analyzer turns the word itself into that one
-    token (e.g. ``"w0"`` is never a token of the letters-only :data:`LETTER_TOKEN_PATTERN`, nor
+    token (e.g. ``"w0"`` is never a token of the letters-only
+    :data:`~dptensor.models.topics.vectorizer.TOPIC_TOKEN_PATTERN`, nor
     ``"Paris"`` of a lowercasing one). Both inputs are public, so the message may name the words.
 
     Parameters

@@ -334,7 +334,14 @@ def test_cli_fit_chooses_the_vocabulary_share_unless_given(tmp_path, capsys):
     planned = plan_private_lda(800, 20, 2, 1.0, 2.0, 1e-6, vocabulary_share="auto")
     assert share == planned.sizes["vocabulary_share"]
     vocabulary = next(x for x in captured.out.splitlines() if x.startswith("vocabulary guarantee:"))
-    assert vocabulary.startswith(f"vocabulary guarantee: ({2 * share:g}, ")
+    # paid as printed: the share of the linear split, both shares then scaled to spend all of epsilon
+    from dptensor import PrivateSpectralLDA, PrivateTopicModel
+
+    budget = PrivateTopicModel(2, epsilon=2.0, delta=1e-6, n_words=20,
+                               model=PrivateSpectralLDA(2, random_state=0)).plan(800)
+    assert budget.vocabulary_share == share and budget.scale > 1
+    assert vocabulary.startswith(f"vocabulary guarantee: ({budget.vocabulary_epsilon:g}, ")
+    assert 2.0 - 1e-3 <= budget.total.epsilon <= 2.0
     # given: no planner line, the share as given; DP-VI: the default share, said
     assert main([*base, "--vocab-share", "0.3", "--quiet"]) == 0
     assert "vocabulary share:" not in capsys.readouterr().err

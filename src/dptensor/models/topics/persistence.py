@@ -48,7 +48,7 @@ class FittedCorpus(Protocol):
 
 def save_model(
     path: str | Path, model: TopicModelInference | DPVariationalLDA, corpus: FittedCorpus,
-    guarantees: dict[str, PrivacyGuarantee] | None = None,
+    guarantees: dict[str, PrivacyGuarantee] | None = None, *, extra: dict | None = None,
 ) -> None:
     """Write a fitted model: JSON (human-readable) or ``.npz`` (compact, for large vocabularies).
 
@@ -68,6 +68,9 @@ def save_model(
         vocabulary, source and token pattern are written.
     guarantees : dict of str to PrivacyGuarantee, optional
         More guarantees to record, each under its key.
+    extra : dict, optional
+        More JSON-friendly records of the file's metadata, each under its key (e.g.
+        :class:`~dptensor.models.topics.text_model.PrivateTopicModel`'s settings).
     """
     path = Path(path)
     skip = {"random_state", "noise", "ledger", "verbose", "public_corpus"}  # data, not settings
@@ -110,6 +113,7 @@ def save_model(
             if model.topic_stability_ is not None:
                 meta["topic_stability"] = model.topic_stability_.tolist()
     meta.update({key: g.to_dict() for key, g in (guarantees or {}).items()})
+    meta.update(extra or {})
     if path.suffix == ".npz":
         with atomic_path(path) as tmp:
             _save_npz(tmp, arrays, corpus, meta)

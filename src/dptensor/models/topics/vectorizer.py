@@ -47,7 +47,15 @@ from dptensor.privacy.vocabulary import (
     vocabulary_weights,
 )
 
-__all__ = ["EmptyVocabularyError", "PrivateCountVectorizer"]
+__all__ = ["TOPIC_TOKEN_PATTERN", "EmptyVocabularyError", "PrivateCountVectorizer"]
+
+#: The words of topic models, in Python and on the command line alike: two or more letters (no
+#: digits, no ``_``: numbers, dates and ids are not words of a topic), a contraction kept whole
+#: (``don't``, ``we'll``, ``i've``: never the stubs ``don``, ``ll``, ``ve``) and a possessive ``'s``
+#: dropped (``john's`` counts as ``john``). Straight and curly apostrophes both join.
+TOPIC_TOKEN_PATTERN = (
+    r"(?u)(?<!\w)(?=[^\W\d_]['’]?[^\W\d_])[^\W\d_]+(?:['’](?!s(?![^\W\d_]))[^\W\d_]+)*(?!\w)"
+)
 
 
 class EmptyVocabularyError(ValueError):
@@ -93,7 +101,8 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         long-tailed text it releases fewer words (docs/lda.md, ``benchmarks/private_vocabulary.py``).
     lowercase, strip_accents, stop_words, token_pattern, ngram_range, analyzer
         Passed to :class:`sklearn.feature_extraction.text.CountVectorizer` (public choices;
-        ``stop_words="english"`` is scikit-learn's public list).
+        ``stop_words="english"`` is scikit-learn's public list). ``token_pattern`` defaults to
+        :data:`TOPIC_TOKEN_PATTERN`, the command line's words.
     noise : None, "numpy", "opendp", InsecureTestNoise or NoiseSource
         Secret randomness of the release.
     ledger : object with ``charge``, optional
@@ -145,7 +154,7 @@ class PrivateCountVectorizer(PrivateEstimatorMixin, TransformerMixin, BaseEstima
         lowercase: bool = True,
         strip_accents: str | None = None,
         stop_words: str | list[str] | None = None,
-        token_pattern: str | None = r"(?u)\b\w\w+\b",
+        token_pattern: str | None = TOPIC_TOKEN_PATTERN,
         ngram_range: tuple[int, int] = (1, 1),
         analyzer: str = "word",
         noise=None,  # noqa: ANN001 - NoiseLike | NoiseSource
