@@ -23,7 +23,9 @@ Two parts, one JSON file (``benchmarks/results/ledger.json`` by default):
    (the default test suite's ``test_racing_processes_never_overspend``, run here once more):
    attempted, accepted, refused, final epsilon, seconds.
 3. **Server ledger** (``--server``; a ledger on PostgreSQL, ``BudgetLedger("postgresql://...")``):
-   the same stress test against the server; the throughput of 8 client processes charging one
+   the same stress test against the server, and once more by 2 processes x 4 threads on two
+   connection pools (attempted, accepted, refused, lost, doubled, attempts per second); the
+   throughput of 8 client processes charging one
    ledger (``--server-charges`` charges in all, default 10 000, each a private power method run:
    the Gaussian workload) and, for comparison, of 8 processes on a file ledger
    (``--file-charges``, default 2000); then the time of ``dptensor budget show URL`` at that many
@@ -247,6 +249,15 @@ def server_benchmark(url: str | None, n_server: int, n_file: int) -> dict:
         stress_stats = run_stress(f"{base}?dataset=stress")  # (a new database for every run: see below)
         print(f"server stress: {stress_stats['attempted']} attempted, {stress_stats['accepted']} accepted, "
               f"{stress_stats['refused']} refused, {stress_stats['seconds']:.2f} s")  # fmt: skip
+        from test_privacy_ledger_server_pool import two_pools
+
+        pooled = run_stress(f"{base}?dataset=pooled_stress", n_processes=2, n_attempts=50, n_threads=4,
+                            ledgers=two_pools)  # fmt: skip
+        print(f"pooled stress (2 processes x 4 threads on two pools of 2 connections): {pooled['attempted']} "
+              f"attempted, {pooled['accepted']} accepted, {pooled['refused']} refused, "
+              f"{pooled['lost']} lost, {pooled['doubled']} doubled, "
+              f"{pooled['attempts_per_second']:.1f} attempts/s, "
+              f"{pooled['accepted'] / pooled['seconds']:.1f} accepted charges/s")  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             file_stats = throughput(str(Path(tmp) / "bench.ledger"), n_file)
         print(f"file ledger: {file_stats['charges']} charges from 8 processes, "
@@ -263,7 +274,8 @@ def server_benchmark(url: str | None, n_server: int, n_file: int) -> dict:
     finally:
         if cluster is not None:
             cluster.close()
-    return {"stress": stress_stats, "file_throughput": file_stats, "server_throughput": server_stats,
+    return {"stress": stress_stats, "pooled_stress": pooled, "file_throughput": file_stats,
+            "server_throughput": server_stats,
             "show": shown, "server": "throwaway cluster" if cluster is not None else "given URL"}  # fmt: skip
 
 

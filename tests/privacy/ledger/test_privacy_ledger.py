@@ -39,7 +39,7 @@ from dptensor.privacy import (
     reduce_event,
 )
 from dptensor.privacy.audit import observable_differences, observe
-from dptensor.privacy.ledger import composed_epsilon, decode_event, encode_event
+from dptensor.privacy.ledger import composed_epsilon, decode_event, encode_event, migrate_to_server
 from dptensor.tensor import LowRankTensor
 from dptensor.tensor.operators import SymmetricTensor
 
@@ -67,64 +67,85 @@ class Untouchable(SymmetricTensor):
 
 
 # ----------------------------------------------------------------------------- opening
-def test_create_open_and_fixed_parameters(tmp_path):
-    path = tmp_path / "sub" / "b.ledger"
-    with pytest.raises(LedgerError, match="no budget ledger.*dptensor budget create"):
-        BudgetLedger(path)
-    assert not path.exists()
-    ledger = BudgetLedger(path, epsilon=2.0, delta=DELTA, dataset="clinic")
-    assert path.exists() and not [p for p in path.parent.iterdir() if p.suffix == ".tmp"]  # no temporary left
+def test_create_open_and_fixed_parameters(ledger_at):
+    where = ledger_at("clinic")
+    on_file = isinstance(where, Path)
+    missing = "no budget ledger.*dptensor budget create" if on_file else (
+        "no budget ledger for the data set 'clinic'.*budget create")  # fmt: skip
+    with pytest.raises(LedgerError, match=missing):
+        BudgetLedger(where)
+    if on_file:
+        assert not where.exists()
+    ledger = BudgetLedger(where, epsilon=2.0, delta=DELTA, dataset="clinic")
+    if on_file:  # created atomically: no temporary left
+        assert where.exists() and not [p for p in where.parent.iterdir() if p.suffix == ".tmp"]
     assert (ledger.epsilon, ledger.delta, ledger.dataset, ledger.relations) == (2.0, DELTA, "clinic", [])
     assert ledger.spent() == 0.0 and ledger.remaining() == 2.0 and ledger.charges() == []
-    assert "clinic" in repr(ledger)
+    assert "clinic" in repr(ledger) and str(ledger.path) == str(where)
     # reopening: without the budget, or with the same one, is fine
-    assert BudgetLedger(path).epsilon == 2.0
-    assert BudgetLedger(path, epsilon=2.0, delta=DELTA, dataset="clinic").dataset == "clinic"
+    assert BudgetLedger(where).epsilon == 2.0
+    assert BudgetLedger(where, epsilon=2.0, delta=DELTA, dataset="clinic").dataset == "clinic"
+    assert BudgetLedger(where, epsilon=2.0, delta=DELTA).created == ledger.created
     # ... a different budget, data set or discretisation is not
     with pytest.raises(ValueError, match="budget epsilon=2.*fixed when it is created"):
-        BudgetLedger(path, epsilon=3.0, delta=DELTA)
-    with pytest.raises(ValueError, match="data set 'clinic', not 'census'"):
-        BudgetLedger(path, dataset="census")
+        BudgetLedger(where, epsilon=3.0, delta=DELTA)
+    other_name = "data set 'clinic', not 'census'" if on_file else (
+        "names the data set 'clinic', dataset= names 'census'")  # fmt: skip
+    with pytest.raises(ValueError, match=other_name):
+        BudgetLedger(where, dataset="census")
     with pytest.raises(ValueError, match="value_discretization_interval"):
-        BudgetLedger(path, value_discretization_interval=1e-3)
+        BudgetLedger(where, value_discretization_interval=1e-3)
+    # another ledger (file, or data set on the same server) is another budget
+    other = BudgetLedger(ledger_at("census"), epsilon=1.0, delta=DELTA)
+    other.charge(gaussian_guarantee(20.0))
+    assert ledger.charges() == [] and len(other.charges()) == 1
+
+
+def test_a_ledger_file_without_a_data_set_name(tmp_path):
+    """(A file only: a ledger on a server is always one data set's, named in its URL.)"""
     unnamed = tmp_path / "unnamed.ledger"
     BudgetLedger(unnamed, epsilon=1.0, delta=DELTA)
     with pytest.raises(ValueError, match="no data set name, not 'clinic'"):
         BudgetLedger(unnamed, dataset="clinic")
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"epsilon": 1.0}, "both epsilon and delta"),
-        ({"delta": 1e-5}, "both epsilon and delta"),
-        ({"epsilon": 0.0, "delta": 1e-5}, "epsilon must be"),
-        ({"epsilon": math.inf, "delta": 1e-5}, "epsilon must be"),
-        ({"epsilon": 1.0, "delta": 1.0}, "delta must lie"),
-        ({"epsilon": 1.0, "delta": 1e-5, "neighbouring": []}, "neighbouring must be"),
-        ({"epsilon": 1.0, "delta": 1e-5, "value_discretization_interval": 0.0}, "value_discretization"),
-        ({"epsilon": 1.0, "delta": 1e-5, "timeout": -1}, "timeout"),
-    ],
-)
-def test_bad_parameters_are_refused_before_a_file_is_made(tmp_path, kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        BudgetLedger(tmp_path / "b.ledger", **kwargs)
-    assert not (tmp_path / "b.ledger").exists()
+BAD_PARAMETERS = [
+    ({"epsilon": 1.0}, "both epsilon and delta"),
+    ({"delta": 1e-5}, "both epsilon and delta"),
+    ({"epsilon": 0.0, "delta": 1e-5}, "epsilon must be"),
+    ({"epsilon": math.inf, "delta": 1e-5}, "epsilon must be"),
+    ({"epsilon": 1.0, "delta": 1.0}, "delta must lie"),
+    ({"epsilon": 1.0, "delta": 1e-5, "neighbouring": []}, "neighbouring must be"),
+    ({"epsilon": 1.0, "delta": 1e-5, "value_discretization_interval": 0.0}, "value_discretization"),
+    ({"epsilon": 1.0, "delta": 1e-5, "timeout": -1}, "timeout"),
+]
+
+
+def test_bad_parameters_are_refused_before_a_ledger_is_made(ledger_at):
+    where = ledger_at("b.ledger")
+    for kwargs, match in BAD_PARAMETERS:  # (one server database for them all: a loop, not parameters)
+        with pytest.raises(ValueError, match=match):
+            BudgetLedger(where, **kwargs)
+        if isinstance(where, Path):
+            assert not where.exists()
+    with pytest.raises(LedgerError, match="no budget ledger"):
+        BudgetLedger(where)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_concurrent_creation_gives_one_ledger(tmp_path):
-    """Several processes creating the same ledger at once: one file, every one of them opens it."""
+def test_concurrent_creation_gives_one_ledger(ledger_at):
+    """Several processes creating the same ledger at once: one ledger (on a server: in a new database,
+    without the schema yet), every one of them opens it."""
     import multiprocessing as mp
 
-    path = tmp_path / "b.ledger"
+    where = ledger_at("d")
     ctx = mp.get_context("fork")
     barrier, queue = ctx.Barrier(4), ctx.Queue()
 
     def create() -> None:
         barrier.wait()
         try:
-            ledger = BudgetLedger(path, epsilon=1.0, delta=DELTA, dataset="d")
+            ledger = BudgetLedger(where, epsilon=1.0, delta=DELTA, dataset="d")
             queue.put(ledger.created)
         except Exception as exc:  # noqa: BLE001 - reported to the parent
             queue.put(repr(exc))
@@ -135,8 +156,10 @@ def test_concurrent_creation_gives_one_ledger(tmp_path):
     created = [queue.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(60)
-    assert len(set(created)) == 1, created  # the same file (same creation time) for everyone
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("b.ledger-")) == ["b.ledger"]
+    # the same ledger (same creation time) for everyone
+    assert len(set(created)) == 1 and created[0].startswith("20"), created
+    if isinstance(where, Path):
+        assert sorted(p.name for p in where.parent.iterdir() if not p.name.startswith("d-")) == ["d"]
 
 
 # ----------------------------------------------------------------------------- charges
@@ -499,23 +522,39 @@ def test_private_estimator_mixin_charges_before_reading(ledger_at):
         _MeanEstimator(10, ledger=ledger).fit(_Untouchable())
 
 
-def test_charges_and_refusals_do_not_depend_on_the_data(tmp_path, monkeypatch):
+def _the_same_new_ledger(where: Path | str, template: Path) -> None:
+    """Make ``where`` the same new, empty ledger again (the same id and creation time): the bytes of
+    the file ``template``; on a server, the ``dptensor`` schema dropped (by the test cluster's superuser)
+    and a copy of ``template`` migrated into it (:func:`migrate_to_server` keeps the file's id)."""
+    if isinstance(where, Path):
+        where.write_bytes(template.read_bytes())
+        return
+    import psycopg
+
+    with psycopg.connect(where.split("?")[0], autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS dptensor CASCADE")
+    moved = template.with_name("moved.ledger")
+    moved.write_bytes(template.read_bytes())
+    migrate_to_server(moved, where).close()
+
+
+def test_charges_and_refusals_do_not_depend_on_the_data(ledger_at, tmp_path, monkeypatch):
     """Neighbouring inputs (one observed value changed): identical charges, identical refusals."""
     rng = np.random.default_rng(1)
     indices = np.stack([rng.integers(0, 4, 40) for _ in range(3)], axis=1)
     values = rng.uniform(-1, 1, 40)
     neighbour = values.copy()
     neighbour[7] = 1e6
-    path = tmp_path / "b.ledger"  # the same path for both runs: the messages name it
-    with BudgetLedger(path, epsilon=0.85, delta=DELTA):  # room for two runs: 0.76 composed, three: 0.95
+    where = ledger_at("b.ledger")  # the same place for both runs: the messages name it
+    template = tmp_path / "template" / "b.ledger"
+    with BudgetLedger(template, epsilon=0.85, delta=DELTA):  # room for two runs: 0.76 composed, three: 0.95
         pass
-    empty = path.read_bytes()  # both runs start from the same ledger (same id and creation time)
     rows = []
     for data in (values, neighbour):
-        path.write_bytes(empty)
         # each run as on a machine that has not seen the ledger (else the restored copy is refused)
         monkeypatch.setenv("DPTENSOR_STATE_DIR", str(tmp_path / f"state-{len(rows)}"))
-        ledger = BudgetLedger(path)
+        _the_same_new_ledger(where, template)  # both runs start from the same ledger (same id and time)
+        ledger = BudgetLedger(where)
         obs = []
         for _ in range(3):  # the third one exceeds the budget
             model = TensorCompletion(
@@ -526,7 +565,6 @@ def test_charges_and_refusals_do_not_depend_on_the_data(tmp_path, monkeypatch):
         assert obs[-1].exception is not None and obs[-1].exception[0] == "BudgetExceededError"
         rows.append(([{k: v for k, v in c.to_row().items() if k != "time"} for c in ledger.charges()], obs))
         ledger.close()
-        path.unlink()
     assert len(rows[0][0]) == 2 and rows[0][0] == rows[1][0]
     for first, second in zip(rows[0][1], rows[1][1], strict=True):
         assert observable_differences(first, second) == []

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dp_accounting
@@ -344,10 +345,14 @@ STRESS_EVENT = dp_accounting.LaplaceDpEvent(50.0)
 STRESS_DISCRETIZATION = 1e-4
 
 
-def _race(path: str, n_attempts: int, barrier, queue) -> None:  # noqa: ANN001 - pragma: no cover - child
+def _race(path: str, n_attempts: int, barrier, queue, worker: int, n_threads: int,  # noqa: ANN001
+          ledgers: Callable[[str, int], list[BudgetLedger]] | None) -> None:  # pragma: no cover - child
+    """One racing process: ``n_threads`` threads (thread ``k`` charging ``ledgers(path, worker)[k]``,
+    default one ``BudgetLedger(path)``), ``n_attempts`` charges each; reports every acknowledged
+    charge's description and every refusal's ``(spent, total)``."""
     ledger_module._EPSILON_CACHE.clear()  # compute like a fresh process would
     try:
-        ledger = BudgetLedger(path)
+        opened = ledgers(path, worker) if ledgers is not None else [BudgetLedger(path)] * n_threads
         g = event_guarantee(
             STRESS_EVENT,
             epsilon=1 / STRESS_EVENT.noise_multiplier,
@@ -355,17 +360,33 @@ def _race(path: str, n_attempts: int, barrier, queue) -> None:  # noqa: ANN001 -
             neighbouring="entry-value",
             mechanism="laplace",
         )
-        barrier.wait()
-        accepted = refused = 0
-        for i in range(n_attempts):
+
+        def attempts(thread: int) -> tuple[list[str], list[tuple[float, float]], str]:
+            acknowledged: list[str] = []
+            refusals: list[tuple[float, float]] = []
             try:
-                ledger.charge(g, description=f"attempt {i}")
-                accepted += 1
-            except BudgetExceededError:
-                refused += 1
-        queue.put((accepted, refused, ""))
+                barrier.wait()
+                for i in range(n_attempts):
+                    description = f"process {worker} thread {thread} attempt {i}"
+                    try:
+                        opened[thread].charge(g, description=description)
+                        acknowledged.append(description)
+                    except BudgetExceededError as exc:
+                        refusals.append((exc.spent, exc.total))
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                return acknowledged, refusals, repr(exc)
+            return acknowledged, refusals, ""
+
+        if n_threads == 1:  # (in the main thread: a file ledger's SQLite connection stays in its thread)
+            results = [attempts(0)]
+        else:
+            with ThreadPoolExecutor(n_threads) as threads:
+                results = list(threads.map(attempts, range(n_threads)))
+        pools = {id(led._pool._pool): led._pool.stats()  # (ledgers on one caller's pool: one pool)
+                 for led in opened if getattr(led, "_pool", None) is not None}  # fmt: skip
+        queue.put((results, list(pools.values()), ""))
     except Exception as exc:  # noqa: BLE001 - reported to the parent
-        queue.put((0, 0, repr(exc)))
+        queue.put(([], [], repr(exc)))
 
 
 def stress_budget(n_allowed: int = 100) -> tuple[float, float, float]:
@@ -383,8 +404,10 @@ def stress_budget(n_allowed: int = 100) -> tuple[float, float, float]:
     return f_n, (f_n + f_next) / 2, f_next
 
 
-def run_stress(path: Path, n_processes: int = 8, n_attempts: int = 50, n_allowed: int = 100) -> dict:
-    """Race ``n_processes`` processes, ``n_attempts`` charges each, against a budget for ``n_allowed``."""
+def run_stress(path: Path | str, n_processes: int = 8, n_attempts: int = 50, n_allowed: int = 100, *,
+               n_threads: int = 1, ledgers: Callable[[str, int], list[BudgetLedger]] | None = None) -> dict:
+    """Race ``n_processes`` processes of ``n_threads`` threads, ``n_attempts`` charges each, against a
+    budget for ``n_allowed``; ``ledgers(path, process)`` opens each process's ledgers (see :func:`_race`)."""
     f_n, budget, f_next = stress_budget(n_allowed)
     ledger = BudgetLedger(
         path,
@@ -394,25 +417,35 @@ def run_stress(path: Path, n_processes: int = 8, n_attempts: int = 50, n_allowed
         value_discretization_interval=STRESS_DISCRETIZATION,
     )
     ctx = mp.get_context("fork")
-    barrier, queue = ctx.Barrier(n_processes), ctx.Queue()
+    barrier, queue = ctx.Barrier(n_processes * n_threads), ctx.Queue()
     procs = [
-        ctx.Process(target=_race, args=(str(path), n_attempts, barrier, queue)) for _ in range(n_processes)
+        ctx.Process(target=_race, args=(str(path), n_attempts, barrier, queue, k, n_threads, ledgers))
+        for k in range(n_processes)
     ]
     start = time.perf_counter()
     for p in procs:
         p.start()
-    results = [queue.get(timeout=300) for _ in procs]
+    reports = [queue.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(60)
     seconds = time.perf_counter() - start
+    workers = [r for report in reports for r in report[0]]
+    acknowledged = [d for r in workers for d in r[0]]
+    recorded = [c.description for c in ledger.charges()]
     return {
         "processes": n_processes,
-        "attempts_per_process": n_attempts,
-        "attempted": n_processes * n_attempts,
-        "accepted": sum(r[0] for r in results),
-        "refused": sum(r[1] for r in results),
-        "errors": [r[2] for r in results if r[2]],
-        "per_process_accepted": [r[0] for r in results],
+        "threads_per_process": n_threads,
+        "attempts_per_worker": n_attempts,
+        "attempted": n_processes * n_threads * n_attempts,
+        "accepted": len(acknowledged),
+        "refused": sum(len(r[1]) for r in workers),
+        "lost": len(set(acknowledged) - set(recorded)),  # acknowledged, not in the ledger
+        "doubled": len(recorded) - len(set(recorded)),  # one attempt recorded twice
+        "unacknowledged": len(set(recorded) - set(acknowledged)),  # recorded, its client told otherwise
+        "refusals": sorted(set(t for r in workers for t in r[1])),  # (spent, total) of each refusal
+        "errors": [r[2] for r in reports if r[2]] + [r[2] for r in workers if r[2]],
+        "per_worker_accepted": [len(r[0]) for r in workers],
+        "pools": [pool for report in reports for pool in report[1]],
         "event": repr(STRESS_EVENT),
         "event_epsilon": 1 / STRESS_EVENT.noise_multiplier,
         "budget_epsilon": budget,
@@ -421,9 +454,31 @@ def run_stress(path: Path, n_processes: int = 8, n_attempts: int = 50, n_allowed
         f"epsilon_after_{n_allowed}": f_n,
         f"epsilon_after_{n_allowed + 1}": f_next,
         "final_epsilon": ledger.spent(),
-        "n_charges": len(ledger.charges()),
+        "n_charges": len(recorded),
         "seconds": seconds,
+        "attempts_per_second": n_processes * n_threads * n_attempts / seconds,
     }
+
+
+def check_race(stats: dict, where: Path | str, n_allowed: int = 100) -> list:
+    """The checks of every race (:func:`run_stress`), whatever the backend and the connections: the
+    accepted charges compose to at most the budget, and the refused attempts are exactly those that
+    would have exceeded it -- ``n_allowed`` accepted, every other attempt refused with the ledger's
+    total then at ``f(n_allowed)`` and the attempt's at ``f(n_allowed + 1)`` > budget; nothing lost
+    or doubled; ids 1..n, totals increasing. Returns the ledger's charges."""
+    f_n, budget, f_next = stress_budget(n_allowed)
+    assert stats["errors"] == [], stats["errors"]
+    assert (stats["accepted"], stats["refused"], stats["n_charges"]) == (
+        n_allowed, stats["attempted"] - n_allowed, n_allowed,
+    ), stats  # fmt: skip
+    assert (stats["lost"], stats["doubled"], stats["unacknowledged"]) == (0, 0, 0), stats
+    assert stats["refusals"] == [(f_n, f_next)], stats["refusals"]
+    assert stats["final_epsilon"] == f_n <= budget < f_next
+    charges = BudgetLedger(where).charges()
+    assert [c.id for c in charges] == list(range(1, n_allowed + 1))
+    after = [c.spent_after for c in charges]
+    assert all(a < b for a, b in zip(after, after[1:], strict=False)) and after[-1] == f_n
+    return charges
 
 
 def test_racing_processes_never_overspend(tmp_path):
@@ -431,9 +486,8 @@ def test_racing_processes_never_overspend(tmp_path):
     f100, budget, f101 = stress_budget()
     assert f101 - f100 > 20 * STRESS_DISCRETIZATION  # far apart on the PLD grid
     stats = run_stress(path)
-    assert stats["errors"] == []
-    assert (stats["accepted"], stats["refused"], stats["n_charges"]) == (100, 300, 100), stats
-    assert stats["final_epsilon"] == f100 <= budget < 100 * stats["event_epsilon"]  # far below the sum
+    check_race(stats, path)
+    assert stats["final_epsilon"] < 100 * stats["event_epsilon"]  # far below the sum
     # the same total, independently: dp-accounting's own PLD accountant
     direct = pld.PLDAccountant(
         dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
@@ -441,9 +495,5 @@ def test_racing_processes_never_overspend(tmp_path):
     )
     direct.compose(dp_accounting.SelfComposedDpEvent(STRESS_EVENT, 100))
     assert direct.get_epsilon(DELTA) == pytest.approx(f100, abs=1e-9) and direct.get_epsilon(DELTA) <= budget
-    charges = BudgetLedger(path).charges()
-    assert [c.id for c in charges] == list(range(1, 101))
-    after = [c.spent_after for c in charges]
-    assert all(a < b for a, b in zip(after, after[1:], strict=False)) and after[-1] == f100
     assert integrity(path) == "ok"
     print(f"stress: {stats}", file=sys.stderr)

@@ -41,3 +41,17 @@ def test_the_team_example_of_the_docs_runs(postgres_cluster, tmp_path, monkeypat
         DOCS.read_text().index("### A budget a team shares"):], flags=re.S)  # fmt: skip
     assert printed is not None and lines == [printed.group(1), printed.group(2)]
     assert list(tmp_path.iterdir()) == []  # nothing written locally
+
+
+def test_the_pool_example_of_the_docs_runs(postgres_cluster, tmp_path, monkeypatch):
+    """The connection-pool block (the second of the section), after the team example made the ledger."""
+    if not postgres_cluster.sql("SELECT 1 FROM pg_database WHERE datname = 'budgets'", database="postgres"):
+        test_the_team_example_of_the_docs_runs(postgres_cluster, tmp_path, monkeypatch)
+    text = DOCS.read_text()
+    code = re.findall(r"```python\n(.*?)```", text[text.index("### A budget a team shares"):], flags=re.S)[1]
+    assert EXAMPLE_HOST in code
+    code = code.replace(EXAMPLE_HOST, f"@127.0.0.1:{postgres_cluster.port}/budgets")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, f"{DOCS}:pool example", "exec"), {"__name__": "__docs__"})  # noqa: S102
+    assert out.getvalue() == "spent 0.695 of 2.0\n"

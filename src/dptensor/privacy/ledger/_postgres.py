@@ -29,6 +29,11 @@ file ledger's fields (host, process, OS user, command line, caller, the release'
 the database user and client address, set by the server. A curator changes a budget with
 :meth:`ServerLedger.change_budget`, recorded in ``dptensor.budget_changes``.
 
+Connection pools. ``pool_size=N`` (a pool of the ledger's own) or ``pool=`` (the caller's
+``psycopg_pool.ConnectionPool``) gives every transaction a connection of the pool, so that the
+threads sharing a ledger object do not take turns on one connection
+(:mod:`dptensor.privacy.ledger._postgres_pool`).
+
 Restores of the database from a backup are the database administrator's concern: the server
 ledger keeps no high-water mark on the client (``accept_rollback`` does not apply).
 """
@@ -51,6 +56,7 @@ from dptensor.privacy.errors import LedgerError
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger._budget import SERVER_BACKENDS, BudgetLedger, _check_options
 from dptensor.privacy.ledger._events import _decode_cached
+from dptensor.privacy.ledger._postgres_pool import is_pool_timeout
 from dptensor.privacy.ledger._postgres_schema import GRANTS, INSTALL, INSTALL_LOCK, SERVER_FORMAT
 from dptensor.privacy.ledger._records import Charge
 from dptensor.privacy.ledger._seen import SeenLedgers
@@ -127,6 +133,15 @@ class ServerLedger(BudgetLedger):
     analyst_role : str, optional
         Creating a ledger: the database role whose members (the analysts) may read and charge
         it. Default ``dptensor_analyst``. Opening one: checked against the stored role if given.
+    pool_size : int, optional
+        Connect through a pool of the ledger's own of this many connections (psycopg_pool), one
+        per process, instead of one connection: every charge and read is a transaction on a
+        connection of the pool, so threads sharing the ledger do not wait for each other's
+        round trips. :meth:`close` closes it.
+    pool : psycopg_pool.ConnectionPool, optional
+        Connect through the caller's pool instead (to the URL's database): the ledger takes a
+        connection for each transaction, sets ``lock_timeout`` for that transaction only and
+        never closes the pool. A copy of the ledger (pickle, deepcopy) does not take it along.
     """
 
     def __init__(
@@ -142,6 +157,8 @@ class ServerLedger(BudgetLedger):
         accept_rollback: bool = False,
         state_dir: str | os.PathLike[str] | None = None,
         analyst_role: str | None = None,
+        pool_size: int | None = None,
+        pool: Any = None,
     ) -> None:
         if accept_rollback:
             raise ValueError(
@@ -154,6 +171,11 @@ class ServerLedger(BudgetLedger):
         epsilon, delta, relations, self._timeout = _check_options(
             epsilon, delta, self._dataset, neighbouring, value_discretization_interval, timeout
         )
+        if pool is not None or pool_size is not None:
+            from dptensor.privacy.ledger._postgres_pool import LedgerPool
+
+            self._pool = LedgerPool(self._conninfo, self._connect_options(), self._lock_wait(),
+                                    size=pool_size, pool=pool, inherited=_INHERITED)  # fmt: skip
         try:
             self._meta = self._create_or_open(epsilon, delta, relations, value_discretization_interval,
                                               analyst_role)  # fmt: skip
@@ -170,6 +192,7 @@ class ServerLedger(BudgetLedger):
     def _setup(self, url: str, dataset: str | None, state_dir: str | os.PathLike[str] | None) -> None:
         self._conn: Any = None
         self._conn_pid: int | None = None
+        self._pool: Any = None  # a LedgerPool (pool_size= or pool=), else one connection per process
         self._last_used = 0.0
         self._file_id = None
         self._meta: dict[str, Any] | None = None
@@ -201,39 +224,58 @@ class ServerLedger(BudgetLedger):
                 conn = None
         if conn is None:
             psycopg = _psycopg()
-            conn = psycopg.connect(
-                self._conninfo,
-                connect_timeout=max(2, int(min(self._timeout, 30))),
-                application_name="dptensor budget ledger",
-            )
-            # how long a charge waits for another's lock (0 would mean forever: at least 1 ms)
-            wait = f"{max(1, int(self._timeout * 1000))}ms"
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (wait,))
+            conn = psycopg.connect(self._conninfo, **self._connect_options())
+            # how long a charge waits for another's lock
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (self._lock_wait(),))
             conn.commit()
             self._conn, self._conn_pid = conn, os.getpid()
         self._last_used = time.monotonic()
         return conn
 
+    def _connect_options(self) -> dict[str, Any]:
+        return {"connect_timeout": max(2, int(min(self._timeout, 30))),
+                "application_name": "dptensor budget ledger"}  # fmt: skip
+
+    def _lock_wait(self) -> str:
+        """``lock_timeout``: how long a charge waits for another's lock (0 means forever: at least 1 ms)."""
+        return f"{max(1, int(self._timeout * 1000))}ms"
+
+    @contextlib.contextmanager
+    def _borrowed(self, timeout: float) -> Iterator[Any]:
+        """A connection for one transaction: the pool's, or this process's own under the ledger's lock."""
+        if self._pool is not None:
+            with self._pool.connection(timeout) as conn:
+                yield conn
+        else:
+            with self._lock:
+                yield self._live_connection()
+
+    def _drop_connection(self) -> None:
+        """After a connection error: close this process's connection (a pool replaces its own broken ones)."""
+        if self._pool is None:
+            self.close()
+
     @contextlib.contextmanager
     def _connection(self, action: str) -> Iterator[Any]:
-        """The connection, in a transaction that is rolled back at the end (reads), errors translated."""
+        """A connection, in a transaction that is rolled back at the end (reads), errors translated."""
         psycopg = _psycopg()
-        with self._lock:
-            try:
-                conn = self._live_connection()
+        try:
+            with self._borrowed(self._timeout) as conn:
                 try:
                     yield conn
                 finally:
                     if not conn.closed and not conn.broken:
                         conn.rollback()
-            except psycopg.Error as exc:
-                self.close()
-                raise self._error(exc, action) from exc
+        except psycopg.Error as exc:
+            self._drop_connection()
+            raise self._error(exc, action) from exc
 
     def _error(self, exc: Exception, action: str) -> LedgerError:
         psycopg = _psycopg()
         where = f"budget ledger {self._path}"
-        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        if self._pool is not None and is_pool_timeout(exc):
+            what = f"no connection of the pool of the {where} was free within {self._timeout:g} s"
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
             what = f"the database refused it (permission denied) on the {where}"
         elif isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
             what = f"the {where} stayed locked by another charge for {self._timeout:g} s"
@@ -247,7 +289,10 @@ class ServerLedger(BudgetLedger):
         return LedgerError(f"{what}: {action} [postgresql: {first}]")
 
     def close(self) -> None:
-        """Close this process's connection to the server (the ledger reconnects when used again)."""
+        """Close this process's connection to the server, or the ledger's own pool (the ledger
+        reconnects when used again); a pool given as ``pool=`` is the caller's to close."""
+        if self._pool is not None:
+            self._pool.close()
         with self._lock:
             conn, self._conn = self._conn, None
             if conn is not None:
@@ -256,6 +301,12 @@ class ServerLedger(BudgetLedger):
                         conn.close()
                 else:
                     _INHERITED.append(conn)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        if self._pool is not None and self._pool.size is None:
+            state["_pool"] = None  # the caller's pool stays with the caller: a copy connects on its own
+        return state
 
     # ------------------------------------------------------------------ creating and opening
     def _read_ledger_row(self, conn: Any) -> dict[str, Any] | None:
@@ -560,11 +611,10 @@ class ServerLedger(BudgetLedger):
         what = "the charge was not recorded and nothing was computed"
         while True:
             try:
-                with self._lock:
-                    return self._charge_once(guarantee, event, row)
+                return self._charge_once(guarantee, event, row, deadline)
             except (psycopg.OperationalError, *retried) as exc:
                 if isinstance(exc, psycopg.OperationalError):
-                    self.close()  # reconnect: the server may be restarting
+                    self._drop_connection()  # reconnect: the server may be restarting
                     if _PERMANENT.search(str(exc)):  # a wrong password or name: retrying cannot help
                         raise self._error(exc, what) from exc
                 if time.monotonic() + pause > deadline:
@@ -575,9 +625,14 @@ class ServerLedger(BudgetLedger):
                 raise self._error(exc, what) from exc
 
     def _charge_once(
-        self, guarantee: PrivacyGuarantee, event: dp_accounting.DpEvent, row: dict[str, Any]
+        self, guarantee: PrivacyGuarantee, event: dp_accounting.DpEvent, row: dict[str, Any], deadline: float
     ) -> Charge:
-        conn = self._live_connection()
+        with self._borrowed(max(0.001, deadline - time.monotonic())) as conn:
+            return self._charge_on(conn, guarantee, event, row)
+
+    def _charge_on(
+        self, conn: Any, guarantee: PrivacyGuarantee, event: dp_accounting.DpEvent, row: dict[str, Any]
+    ) -> Charge:
         try:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (int(self._meta["id"][:15], 16),))
             found = conn.execute(
