@@ -114,7 +114,7 @@ def test_the_help_says_when_the_ledger_is_asked(capsys):
     assert main(["single-topic", "fit", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "asked for the whole run from the input's public sizes before the input is parsed" in help_text
-    assert main(["complete", "--help"]) == 0  # reads and checks its input first, and says so
+    assert main(["complete", "fit", "--help"]) == 0  # reads and checks its input first, and says so
     help_text = " ".join(capsys.readouterr().out.split())
     assert "before anything is computed from the data (the input is read and checked first" in help_text
 

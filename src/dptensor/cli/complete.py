@@ -122,8 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=GROUP_EXAMPLES,
     )
     commands = group.add_subparsers(dest="complete_command", metavar="ACTION", required=True)
+    # prog: fit is the default, so its messages read "dptensor complete: error: ..." however it was typed
     parser = commands.add_parser(
-        "fit",
+        "fit", prog="dptensor complete",
         help="fit a CP or Tucker completion to observed entries (optionally DP) and predict",
         description=(
             "Fit objective (6) (CP) or (7) (Tucker) of Wei, Li, Mao & Wang, 'Applying Differential "
@@ -139,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "or user (all ratings of one user; --privacy als)."
         ),
         epilog=EXAMPLES,
-        usage="%(prog)s [-h] entries --rank R [--privacy MODE --neighbouring REL --epsilon EPS] "
+        usage="%(prog)s [fit] [-h] entries --rank R [--privacy MODE --neighbouring REL --epsilon EPS] "
         "[option ...]",
     )
     add_fit_arguments(parser, ledger=True)
