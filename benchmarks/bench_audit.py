@@ -64,6 +64,7 @@ from dptensor.models import (
     SingleTopicModel,
     TensorCompletion,
 )
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import enable_features
 from dptensor.privacy.audit import audit_estimator
 from dptensor.privacy.noise import scaled_test_noise
@@ -172,7 +173,8 @@ def cases(eps: float):
                                                         noise=n, **kw), ratings, None),
         "DP-ALS user, max_ratings=1, one sweep": (lambda n, **kw: TensorCompletion(
             2, privacy="als", neighbouring="user", epsilon=eps, delta=delta, value_range=(1, 5),
-            max_ratings=1, max_iter=1, budget_split=0.1, random_state=0, noise=n, **kw
+            random_state=0, noise=n, options=CompletionOptions(max_ratings=1, max_iter=1, budget_split=0.1),
+            **kw
         ), users, None),
         "PrivateRecommender (popularity)": (lambda n, **kw: PrivateRecommender(
             epsilon=eps, delta=delta, method="popularity", noise=n, **kw), _interactions(), None),
@@ -219,7 +221,8 @@ def cases(eps: float):
             moments_corpus, {"n_runs": 20}, ("moment start",)),
         "DP-ALS user, 3000 x 16 x 1, max_ratings=2, spectral start": (
             lambda: TensorCompletion(2, privacy="als", neighbouring="user", epsilon=eps, delta=delta,
-                                     value_range=(1, 5), max_ratings=2, random_state=0), spectral_users,
+                                     value_range=(1, 5), random_state=0,
+                                     options=CompletionOptions(max_ratings=2)), spectral_users,
             {"n_runs": 40}, ("spectral start",)),
     }
     for name, (make, data, options, unnoised) in releases.items():
@@ -229,7 +232,8 @@ def cases(eps: float):
     for mode in ("output", "gradient"):
         yield (f"Wei et al. {mode} perturbation", "paper (unproven)",
                (lambda mode=mode: TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=eps,
-                                                   value_range=(1, 5), n_epochs=10, random_state=0)),
+                                                   value_range=(1, 5), random_state=0,
+                                                   options=CompletionOptions(n_epochs=10))),
                ratings, True, {})
 
 

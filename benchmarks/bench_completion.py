@@ -51,6 +51,7 @@ from dptensor.datasets.entries import (
     make_low_rank_completion,
     read_recbole_inter,
 )
+from dptensor.models._options import build_estimator
 from dptensor.models.completion.estimator import TensorCompletion, rmse
 from dptensor.privacy import enable_features
 
@@ -161,7 +162,8 @@ def synthetic_rows(shape, rank, missing_ratios, seed: int = 0, repeats: int = 3)
                 times, errs = [], []
                 for rep in range(repeats):  # timings on a shared machine: the median of repeats
                     start = time.perf_counter()
-                    fit = TensorCompletion(rank, model=model, random_state=seed + rep, **kwargs).fit(
+                    fit = build_estimator(TensorCompletion, rank=rank, model=model, random_state=seed + rep,
+                        **kwargs).fit(
                         obs.indices, obs.values, shape
                     )
                     times.append(time.perf_counter() - start)
@@ -259,7 +261,8 @@ def movielens_rows(data: dict, quick: bool, repeats: int) -> list[dict]:
                 train, test = matrix(train), matrix(test)
             for rep in range(reps):
                 start = time.perf_counter()
-                fit = TensorCompletion(rank, value_range=RATINGS, random_state=rep, **kwargs).fit(
+                fit = build_estimator(TensorCompletion, rank=rank, value_range=RATINGS, random_state=rep,
+                    **kwargs).fit(
                     train.indices, train.values, train.shape
                 )
                 seconds.append(time.perf_counter() - start)
@@ -320,16 +323,9 @@ def figure4_rows(data: dict, quick: bool, rank: int = 10) -> list[dict]:
                     with enable_features("unproven"), warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         try:
-                            fit = TensorCompletion(
-                                rank,
-                                model=model,
-                                solver="sgd",
-                                offsets="biscale",
-                                n_epochs=5 if quick else 100,
-                                batch_size=1024,
-                                random_state=0,
-                                **kwargs,
-                            ).fit(train.indices, train.values, train.shape)
+                            fit = build_estimator(TensorCompletion, rank=rank, model=model, solver="sgd",
+                                offsets="biscale", n_epochs=5 if quick else 100, batch_size=1024,
+                                random_state=0, **kwargs).fit(train.indices, train.values, train.shape)
                             pred = np.clip(fit.predict(test.indices), *RATINGS)
                             errs.append(rmse(test.values, pred))
                         except FloatingPointError:

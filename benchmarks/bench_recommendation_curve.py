@@ -66,6 +66,7 @@ from dptensor.datasets import RatingsModel, TensorEntries, read_recbole_inter  #
 from dptensor.datasets.entries import train_test_split_entries  # noqa: E402
 from dptensor.evaluation import held_out_user_rmse  # noqa: E402
 from dptensor.models import TensorCompletion  # noqa: E402
+from dptensor.models.completion import CompletionOptions
 
 VALUE_RANGE = (1.0, 5.0)
 NAME = "recommendation_curve"
@@ -176,7 +177,8 @@ def run_size(args: argparse.Namespace) -> dict:
             reg = "auto"
             if n > args.auto_up_to:  # reg="auto" takes too long here: the penalty chosen on fewer users
                 reg = dict(zip(("matrix", "tensor"), args.fixed_reg, strict=True))[shape]
-            model = TensorCompletion(args.rank, reg=reg, value_range=VALUE_RANGE, random_state=args.seed)
+            model = TensorCompletion(args.rank, value_range=VALUE_RANGE, random_state=args.seed,
+                options=CompletionOptions(reg=reg))
             record("nonprivate", shape, "none", None, *timed_fit(model, data[shape]))
             fits[-1]["reg_choice"] = "auto" if reg == "auto" else "fixed (reg='auto' on fewer users)"
     for shape in [] if args.no_private else args.models:

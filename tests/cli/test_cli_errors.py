@@ -308,7 +308,8 @@ COMPLETE_RESEARCH = {"--model", "--no-factors", "--solver", "--offsets", "--lr",
 
 @pytest.mark.parametrize(("argv", "everyday", "research", "first"), [
     (["lda", "fit"], LDA_EVERYDAY, LDA_RESEARCH, ["options", "corpus", "differential privacy"]),
-    (["complete"], COMPLETE_EVERYDAY, COMPLETE_RESEARCH, ["options", "entries", "differential privacy"]),
+    (["complete", "fit"], COMPLETE_EVERYDAY, COMPLETE_RESEARCH,
+     ["options", "entries", "differential privacy"]),
 ])  # fmt: skip
 def test_help_lists_the_everyday_options_first_and_the_research_options_last(argv, everyday, research, first):
     """issue 37: --help opens with what a user needs; the papers' knobs sit under 'research options', last."""
@@ -331,8 +332,8 @@ def test_help_groups_change_no_parsing():
                                       "--private-vocab", "50", "--top", "4", "--jobs", "2"])
     assert (args.topics, args.epsilon, args.config, args.whitening_words, args.passes, args.private_vocab,
             args.top, args.jobs, args.corpus) == (3, 1.0, 2, "all", 2, 50, 4, 2, "c.txt")
-    args = build_parser().parse_args(["complete", "e.csv", "-r", "2", "--model", "tucker", "--lr", "0.1",
-                                      "--privacy", "als", "--ledger", "b.json"])
+    args = build_parser().parse_args(["complete", "fit", "e.csv", "-r", "2", "--model", "tucker", "--lr",
+                                      "0.1", "--privacy", "als", "--ledger", "b.json"])
     assert (args.rank, args.model, args.lr, args.privacy, args.ledger, args.entries) == (
         2, "tucker", 0.1, "als", "b.json", "e.csv")
     audit = build_parser().parse_args(["audit", "complete", "e.csv", "-r", "2", "--runs", "3"])

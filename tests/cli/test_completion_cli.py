@@ -116,3 +116,36 @@ def test_complete_cli_value_range_clamps_predictions(tmp_path):
         preds = np.array([float(row["prediction"]) for row in csv.DictReader(handle)])
     assert preds.min() >= 1 and preds.max() <= 5
     assert np.isclose(preds, 1).any() or np.isclose(preds, 5).any()  # the clamp binds somewhere
+
+
+def test_complete_fit_and_plan_are_subcommands_and_a_file_first_means_fit(entry_files, tmp_path, capsys):
+    """``complete fit FILE`` and ``complete FILE`` are one command; ``complete plan`` its sibling."""
+    from dptensor.cli import build_parser
+    from dptensor.cli.complete import default_subcommand
+
+    train_path, test_path, _ = entry_files
+    common = ["--shape", "12", "10", "8", "--rank", "2", "--seed", "0", "--quiet", "--test", str(test_path),
+              "--reg", "0.1", "--max-iter", "5"]
+    outputs = []
+    for argv in (["complete", "fit", str(train_path)], ["complete", str(train_path)]):
+        out = tmp_path / f"pred{len(outputs)}.csv"
+        assert main([*argv, *common, "--out", str(out)]) == 0
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1]
+    capsys.readouterr()
+    assert default_subcommand(["complete", "t.csv", "-r", "2"]) == ["complete", "fit", "t.csv", "-r", "2"]
+    for kept in (["complete", "plan", "--users", "9"], ["complete", "--help"], ["complete", "-h"],
+                 ["complete"], ["lda", "fit", "c.txt"]):
+        assert default_subcommand(kept) == kept
+    args = build_parser().parse_args(["complete", "plan", "--users", "9", "--items", "4", "--epsilon", "1"])
+    assert (args.complete_command, args.users, args.items) == ("plan", 9, 4)
+    assert main(["complete", "--help"]) == 0
+    listed = capsys.readouterr().out
+    assert "fit" in listed and "plan" in listed and "dptensor complete FILE" in " ".join(listed.split())
+    assert main(["complete", "fit", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: dptensor complete [fit] [-h] entries --rank R")
+    # errors and run records keep the command's name as typed most often: "dptensor complete"
+    assert main(["complete", "fit", str(train_path), "--rank", "0"]) == 2
+    assert capsys.readouterr().err.startswith("dptensor complete: error:")
+    assert main(["complete", "plan", "--users", "100", "--items", "10", "--epsilon", "1"]) == 0
+    assert "predicted held-out RMSE ratio" in capsys.readouterr().out

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from dptensor.cli import main
 from dptensor.datasets.corpus import public_corpus_shape
+from dptensor.models._options import flat_params
 from dptensor.privacy import BudgetLedger
 
 WORDS = ["tensor", "power", "moment", "whiten", "privacy", "noise", "budget", "ledger"]
@@ -113,7 +114,7 @@ def test_the_help_says_when_the_ledger_is_asked(capsys):
     assert main(["single-topic", "fit", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "asked for the whole run from the input's public sizes before the input is parsed" in help_text
-    assert main(["complete", "--help"]) == 0  # reads and checks its input first, and says so
+    assert main(["complete", "fit", "--help"]) == 0  # reads and checks its input first, and says so
     help_text = " ".join(capsys.readouterr().out.split())
     assert "before anything is computed from the data (the input is read and checked first" in help_text
 
@@ -166,9 +167,9 @@ def test_complete_under_the_user_relation_asks_before_opening_a_file(tmp_path, m
     assert main([*argv, "--ledger", full]) == 0
     (charge,) = BudgetLedger(full).charges()
     from dptensor import TensorCompletion
-    from dptensor.models.completion import plan_completion
+    from dptensor.models.completion import CompletionOptions, plan_completion
 
     model = TensorCompletion(2, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-7,
-                             value_range=(1, 5), max_iter=1)
-    planned = plan_completion(model.get_params(deep=False), (30, 12, 2), None).guarantee
+                             value_range=(1, 5), options=CompletionOptions(max_iter=1))
+    planned = plan_completion(flat_params(model), (30, 12, 2), None).guarantee
     assert (charge.epsilon, charge.n_releases) == (planned.epsilon, planned.n_releases)

@@ -20,6 +20,7 @@ from _helpers import assert_caught_by
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, TensorCompletion
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import PrivacyWarning
 from dptensor.privacy.audit import AuditResult, audit_estimator, canary_adapter_for
 from dptensor.privacy.noise import scaled_test_noise
@@ -165,7 +166,8 @@ def _ratings(shape: tuple[int, int, int], n: int, seed: int = 0):
 
 def _dpals_user(source) -> TensorCompletion:
     return TensorCompletion(2, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-5,
-                            value_range=(1.0, 5.0), max_ratings=2, random_state=0, noise=source)
+                            value_range=(1.0, 5.0), random_state=0, noise=source,
+                            options=CompletionOptions(max_ratings=2))
 
 
 @pytest.mark.parametrize("variant", ["honest", "spectral start un-noised"])

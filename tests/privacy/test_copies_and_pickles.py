@@ -20,6 +20,8 @@ from sklearn.base import clone
 
 from dptensor import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA, TensorCompletion
 from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models._options import build_estimator
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import PrivacyWarning, insecure_test_noise, resolve_noise
 from dptensor.privacy.noise import scaled_test_noise
 
@@ -43,7 +45,8 @@ def test_clones_sharing_a_source_draw_fresh_noise_on_neighbouring_data():
     changed = values.copy()
     changed[0] = 5.0 if values[0] != 5.0 else 1.0
     base = TensorCompletion(2, privacy="input", neighbouring="entry-value", epsilon=0.5, value_range=(1, 5),
-                            clamp=False, noise=resolve_noise("numpy"), random_state=0)
+                            noise=resolve_noise("numpy"), random_state=0,
+                            options=CompletionOptions(clamp=False))
     first = clone(base).fit(idx, values, shape).perturbed_values_
     second = clone(base).fit(idx, changed, shape).perturbed_values_
     assert np.count_nonzero(first - second != 0) == len(values)
@@ -80,8 +83,8 @@ def _fitted(name, counts):
     if name == "PrivateCountVectorizer":
         return PrivateCountVectorizer(3, **budget).fit(["tensor power method", "power of a tensor"] * 800)
     idx, values, shape = _ratings()
-    return TensorCompletion(2, privacy="als", neighbouring="user", **budget, value_range=(1, 5),
-                            random_state=0).fit(idx, values, shape)
+    return build_estimator(TensorCompletion, rank=2, privacy="als", neighbouring="user", **budget,
+                            value_range=(1, 5), random_state=0).fit(idx, values, shape)
 
 
 @pytest.mark.parametrize("name", ["PrivateSpectralLDA", "DPVariationalLDA", "PrivateCountVectorizer",

@@ -18,6 +18,8 @@ from scipy import stats
 
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
+from dptensor.models._options import build_estimator
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import PrivacyWarning
 from dptensor.privacy.audit import (
     AuditResult,
@@ -98,8 +100,8 @@ def _ratings(shape=(16, 8, 2), n=100, seed=0):
 
 
 def _dpals(relation: str, source: object, **kw) -> TensorCompletion:
-    return TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, delta=1e-5,
-                            value_range=(1.0, 5.0), random_state=0, noise=source, **kw)
+    return build_estimator(TensorCompletion, rank=2, privacy="als", neighbouring=relation, epsilon=1.0,
+                            delta=1e-5, value_range=(1.0, 5.0), random_state=0, noise=source, **kw)
 
 
 def _audit(make, X, **kw) -> AuditResult:
@@ -385,7 +387,8 @@ def test_papers_unproven_completion_modes_are_caught(mode: str) -> None:
 
     with enable_features("unproven"):
         result = _audit(lambda: TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=1.0,
-                                                 value_range=(1.0, 5.0), n_epochs=10, random_state=0),
+                                                 value_range=(1.0, 5.0), random_state=0,
+                                                 options=CompletionOptions(n_epochs=10)),
                         _ratings(), n_runs=20)
     assert not result.holds and result.epsilon_claimed == 1.0
     assert result.epsilon_lower > result.epsilon_claimed

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from dptensor import TensorCompletion, input_perturbation, private_power_method
+from dptensor.models._options import build_estimator
 from dptensor.privacy import (
     EpsilonDeltaDpEvent,
     PrivacyGuarantee,
@@ -46,8 +47,8 @@ def _completion_guarantee(privacy, epsilon=1.0, **kwargs):
     rng = np.random.default_rng(0)
     indices = np.argwhere(rng.random((6, 5, 4)) < 0.5)
     values = rng.integers(1, 6, len(indices)).astype(float)
-    model = TensorCompletion(2, privacy=privacy, neighbouring="entry-value", epsilon=epsilon, n_epochs=2,
-                             value_range=(1.0, 5.0), random_state=0, **kwargs)
+    model = build_estimator(TensorCompletion, rank=2, privacy=privacy, neighbouring="entry-value",
+                             epsilon=epsilon, n_epochs=2, value_range=(1.0, 5.0), random_state=0, **kwargs)
     return model.fit(indices, values, (6, 5, 4)).guarantee_
 
 

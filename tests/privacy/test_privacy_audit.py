@@ -25,6 +25,7 @@ import pytest
 
 from dptensor.decomposition.input_perturbation import input_perturbation
 from dptensor.decomposition.private_power_method import private_power_method
+from dptensor.models.completion import CompletionOptions
 from dptensor.models.completion.estimator import TensorCompletion
 from dptensor.privacy import NoiseSource
 from dptensor.privacy.audit import epsilon_lower_bound
@@ -134,9 +135,10 @@ def test_audit_dpsgd_entry_value_relation(n_runs):
     def make(epsilon: float):
         def run(vals, noise):
             return TensorCompletion(1, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=epsilon,
-                                    delta=DELTA, clip=clip, learning_rate=eta, reg=0.0, n_epochs=1,
-                                    batch_size=1, offsets="none", random_state=0,
-                                    noise=noise).fit(index, vals, (1, 1, 1))
+                                    delta=DELTA, offsets="none", random_state=0, noise=noise,
+                                    options=CompletionOptions(clip=clip, learning_rate=eta, reg=0.0,
+                                                              n_epochs=1, batch_size=1),
+                                    ).fit(index, vals, (1, 1, 1))
 
         return run
 

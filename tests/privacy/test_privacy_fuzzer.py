@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from dptensor import SingleTopicModel, TensorCompletion, input_perturbation, private_power_method
 from dptensor.cli import observe_command
 from dptensor.model_selection import PrivateGridSearchCV
+from dptensor.models._options import build_estimator
 from dptensor.models.recommend import PrivateRecommender
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
@@ -565,10 +566,8 @@ RATING_RANGE = (1.0, 5.0)
 def _completion(privacy: str, relation: str, **extra: Any) -> Callable[[Any], Any]:
     def fit(data: tuple) -> TensorCompletion:
         indices, values = data
-        return TensorCompletion(
-            2, privacy=privacy, neighbouring=relation, value_range=RATING_RANGE, random_state=0, **BUDGET,
-            **extra,
-        ).fit(indices, values, SHAPE)
+        return build_estimator(TensorCompletion, rank=2, privacy=privacy, neighbouring=relation,
+            value_range=RATING_RANGE, random_state=0, **BUDGET, **extra).fit(indices, values, SHAPE)
     return fit
 
 

@@ -18,6 +18,8 @@ from _helpers import random_ratings, write_ratings_csv
 
 from dptensor import TensorCompletion, input_perturbation, private_power_method
 from dptensor.cli import observe_command
+from dptensor.models._options import build_estimator
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import UnprovenPrivacyError, enable_features
 from dptensor.privacy.audit import observable_differences, observe
 from dptensor.tensor import SampleMoment
@@ -77,8 +79,9 @@ def test_dpsgd_extreme_value_is_unobservable(extreme, model):
 
     def fit(vals):
         return TensorCompletion(2, model=model, privacy="gradient_dpsgd", neighbouring="entry-value",
-                                epsilon=1.0, delta=1e-5,
-                                n_epochs=3, batch_size=64, random_state=0).fit(indices, vals, shape)
+                                epsilon=1.0, delta=1e-5, random_state=0,
+                                options=CompletionOptions(n_epochs=3, batch_size=64)).fit(indices, vals,
+                                                                                          shape)
 
     first, second = observe(fit, values), observe(fit, neighbour)
     assert first.exception is None and first.warnings == []
@@ -98,9 +101,10 @@ def test_output_clipped_reads_values_only_inside_the_declared_range(extreme):
     neighbour[5] = extreme
 
     def fit(vals):
-        return TensorCompletion(2, privacy="output_clipped", neighbouring="entry-value",
-                                epsilon=1.0, value_range=(1.0, 5.0),
-                                n_epochs=3, output_epochs=3, random_state=0).fit(indices, vals, shape)
+        return TensorCompletion(2, privacy="output_clipped", neighbouring="entry-value", epsilon=1.0,
+                                value_range=(1.0, 5.0), random_state=0,
+                                options=CompletionOptions(n_epochs=3, output_epochs=3)).fit(indices, vals,
+                                                                                            shape)
 
     first, second = observe(fit, values), observe(fit, neighbour)
     assert first.exception is None
@@ -118,9 +122,8 @@ def test_input_perturbation_releases_nothing_data_derived():
     neighbour[0] = 40.0  # changes the data's max
 
     def fit(vals, **extra):
-        return TensorCompletion(2, privacy="input", neighbouring="entry-value",
-                                epsilon=1.0, n_epochs=2, random_state=0,
-                                **extra).fit(indices, vals, shape)
+        return build_estimator(TensorCompletion, rank=2, privacy="input", neighbouring="entry-value",
+                                epsilon=1.0, n_epochs=2, random_state=0, **extra).fit(indices, vals, shape)
 
     # the paper's data-derived range is refused for both neighbours alike
     first, second = observe(fit, values), observe(fit, neighbour)
@@ -142,7 +145,8 @@ def test_input_perturbation_releases_nothing_data_derived():
 def test_unproven_modes_refused_without_opt_in_before_any_work():
     indices, values, shape = _ratings()
     for mode in ("gradient", "output"):
-        model = TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=1.0, n_epochs=1)
+        model = TensorCompletion(2, privacy=mode, neighbouring="entry-value", epsilon=1.0,
+            options=CompletionOptions(n_epochs=1))
         with pytest.raises(UnprovenPrivacyError, match="does not hold"):
             model.fit(indices, values, shape)
         assert not hasattr(model, "factors_")

@@ -14,6 +14,7 @@ from dptensor.decomposition import input_perturbation, private_power_method
 from dptensor.decomposition._online_checkpoint import data_fingerprint
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import PrivacyWarning, insecure_test_noise
 from dptensor.privacy.audit import observable_differences, observe
 from dptensor.privacy.warnings import EPSILON_WARNING_THRESHOLD, check_privacy_parameters
@@ -79,7 +80,7 @@ def test_tensor_completion_warnings_use_public_counts_only():
     neighbour = values.copy()
     neighbour[0] = 5.0 if values[0] < 3 else 1.0  # entry-value: one observed value changes
     model = TensorCompletion(2, privacy="als", neighbouring="entry-value", epsilon=11.0, delta=0.01,
-                             value_range=(1, 5), max_iter=2, random_state=0)
+                             value_range=(1, 5), random_state=0, options=CompletionOptions(max_iter=2))
     first = observe(lambda v: model.fit(indices, v, shape).guarantee_, values)
     second = observe(lambda v: model.fit(indices, v, shape).guarantee_, neighbour)
     assert [c for c, _ in first.warnings].count("PrivacyWarning") == 2
@@ -89,7 +90,7 @@ def test_tensor_completion_warnings_use_public_counts_only():
     assert any("1/n = 1/300 (observed entries" in m for m in messages)
     # user relation: n is the number of users (shape[0]), public; 1/20 = 0.05
     user = TensorCompletion(2, privacy="als", neighbouring="user", epsilon=1.0, delta=0.06,
-                            value_range=(1, 5), max_iter=2, random_state=0)
+                            value_range=(1, 5), random_state=0, options=CompletionOptions(max_iter=2))
     (message,) = _privacy_warnings(user.fit, indices, values, shape)
     assert "1/n = 1/20 (users" in message
 
@@ -127,7 +128,7 @@ def test_same_random_state_gives_different_private_outputs(corpus):
     indices = np.column_stack([rng.integers(0, s, 300) for s in shape])
     values = rng.uniform(1, 5, 300)
     model = TensorCompletion(2, privacy="als", neighbouring="entry-value", epsilon=1.0, delta=1e-6,
-                             value_range=(1, 5), max_iter=2, random_state=0)
+                             value_range=(1, 5), random_state=0, options=CompletionOptions(max_iter=2))
     assert not np.allclose(model.fit(indices, values, shape).predict(indices),
                            model.fit(indices, values, shape).predict(indices))
 

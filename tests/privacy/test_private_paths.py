@@ -17,6 +17,8 @@ from dptensor import SingleTopicModel, TensorCompletion
 from dptensor.cli import main
 from dptensor.datasets.corpus import load_corpus
 from dptensor.datasets.entries import read_entries
+from dptensor.models._options import build_estimator
+from dptensor.models.completion import CompletionOptions
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.moments import check_count_matrix
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
@@ -118,8 +120,8 @@ def test_empty_neighbour_fits_under_the_user_relation(tmp_path):
 
     def fit(idx, vals):
         return TensorCompletion(2, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-5,
-                                value_range=(1, 5), max_ratings=4, max_iter=2,
-                                random_state=0).fit(idx, vals, SHAPE)
+                                value_range=(1, 5), random_state=0,
+                                options=CompletionOptions(max_ratings=4, max_iter=2)).fit(idx, vals, SHAPE)
 
     first = observe(fit, indices[mine], values[mine])
     second = observe(fit, np.zeros((0, 3), dtype=np.int64), np.zeros(0))
@@ -143,7 +145,8 @@ def test_empty_neighbour_fits_under_the_user_relation(tmp_path):
     lambda **b: SingleTopicModel(2, mechanism="agn", moments="all", **b),
     lambda **b: PrivateSpectralLDA(2, alpha0=1.0, **b),
     lambda **b: DPVariationalLDA(2, **b),
-    lambda **b: TensorCompletion(2, privacy="als", neighbouring="entry-value", value_range=(1, 5), **b),
+    lambda **b: build_estimator(TensorCompletion, rank=2, privacy="als", neighbouring="entry-value",
+        value_range=(1, 5), **b),
 ])
 @pytest.mark.parametrize("budget", [{"epsilon": True, "delta": 1e-6}, {"epsilon": 1.0, "delta": np.True_}])
 def test_bool_budgets_are_refused(make, budget):

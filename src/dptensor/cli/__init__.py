@@ -151,8 +151,9 @@ def _main(argv: Sequence[str] | None) -> int:
     from dptensor.cli._report import command_line
 
     parser = build_parser()
-    if argv[:2] == ["complete", "plan"]:  # complete's first argument is a file: its plan is a command
-        argv = ["complete-plan", *argv[2:]]
+    from dptensor.cli.complete import default_subcommand
+
+    argv = default_subcommand(argv)  # dptensor complete FILE ... is dptensor complete fit FILE ...
     try:
         args, extras = parser.parse_known_args(argv)
         if extras:  # reported by the subcommand's parser, which names the command

@@ -43,6 +43,7 @@ from dptensor.datasets.entries import (
     read_ratings,
     read_recbole_inter,
 )
+from dptensor.models._options import build_estimator, flat_params
 from dptensor.models.completion import plan_completion
 from dptensor.models.completion._dp_als_plan import DEFAULT_MAX_RATINGS, RELATIONS
 from dptensor.models.completion.estimator import (
@@ -69,13 +70,13 @@ MEMORY_FRACTION = 0.5
 EXAMPLES = """examples:
   # a plain ratings table: user,item,rating with a header (a user x item matrix; ids from 1)
   python -c "open('ratings.csv', 'w').write('user,item,rating\\n1,1,5\\n1,2,3\\n2,1,4\\n3,2,4\\n')"
-  dptensor complete ratings.csv --one-based --rank 1 --out predictions.csv
+  dptensor complete fit ratings.csv --one-based --rank 1 --out predictions.csv
   # 'i j k value' entries (e.g. user item day rating), train and test
   python -c "from dptensor.datasets import make_low_rank_completion as m, train_test_split_entries as s, \\
   write_entries as w; tr, te = s(m((30, 20, 10), 3, random_state=0).observed, random_state=0); \\
   w('train.csv', tr); w('test.csv', te)"
-  dptensor complete train.csv --rank 3 --test test.csv --out predictions.csv
-  dptensor complete train.csv --rank 3 --value-range 0 1 --test test.csv \\
+  dptensor complete fit train.csv --rank 3 --test test.csv --out predictions.csv
+  dptensor complete fit train.csv --rank 3 --value-range 0 1 --test test.csv \\
       --privacy gradient_dpsgd --neighbouring entry-value --epsilon 1 --json fit.json
   # before spending any budget: the predicted RMSE ratio to non-private (public sizes only)
   dptensor complete plan --users 70000 --items 1682 --epsilon 1 --typical-ratings 106
@@ -87,10 +88,44 @@ PLAN_EXAMPLES = """examples:
 """
 
 
+#: ``complete``'s subcommands; ``dptensor complete FILE ...`` (a first argument that is none of these,
+#: nor ``-h``/``--help``) means ``dptensor complete fit FILE ...`` (:func:`default_subcommand`).
+SUBCOMMANDS = ("fit", "plan")
+
+GROUP_EXAMPLES = """examples:
+  dptensor complete fit train.csv --rank 3 --test test.csv --out predictions.csv
+  dptensor complete train.csv --rank 3 --test test.csv   # the same: fit is the default
+  dptensor complete plan --users 70000 --items 1682 --epsilon 1 --typical-ratings 106
+"""
+
+
+def default_subcommand(argv: list[str]) -> list[str]:
+    """``argv`` (after ``dptensor``) with ``fit`` inserted after ``complete`` where no subcommand follows.
+
+    ``dptensor complete FILE ...`` fits, as it did before ``complete`` had subcommands: ``fit`` is
+    inserted when the argument after ``complete`` is neither a subcommand (:data:`SUBCOMMANDS`) nor
+    ``-h``/``--help`` (which show ``complete``'s subcommands).
+    """
+    if len(argv) > 1 and argv[0] == "complete" and argv[1] not in (*SUBCOMMANDS, "-h", "--help"):
+        return ["complete", "fit", *argv[1:]]
+    return argv
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    group = subparsers.add_parser(
         "complete",
-        help="complete a partially observed three-way tensor (CP or Tucker), optionally with DP",
+        help="complete a partially observed three-way tensor (CP or Tucker), optionally with DP; or plan "
+             "a private fit",
+        description="Tensor completion: 'fit' fits a model to observed entries (the default: 'dptensor "
+                    "complete FILE ...' is 'dptensor complete fit FILE ...'); 'plan' predicts a private "
+                    "fit's accuracy from public sizes, before any budget is spent.",
+        epilog=GROUP_EXAMPLES,
+    )
+    commands = group.add_subparsers(dest="complete_command", metavar="ACTION", required=True)
+    # prog: fit is the default, so its messages read "dptensor complete: error: ..." however it was typed
+    parser = commands.add_parser(
+        "fit", prog="dptensor complete",
+        help="fit a CP or Tucker completion to observed entries (optionally DP) and predict",
         description=(
             "Fit objective (6) (CP) or (7) (Tucker) of Wei, Li, Mao & Wang, 'Applying Differential "
             "Privacy to Tensor Completion', with a global mean and per-mode biases, by ALS (default) or "
@@ -105,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "or user (all ratings of one user; --privacy als)."
         ),
         epilog=EXAMPLES,
-        usage="%(prog)s [-h] entries --rank R [--privacy MODE --neighbouring REL --epsilon EPS] "
+        usage="%(prog)s [fit] [-h] entries --rank R [--privacy MODE --neighbouring REL --epsilon EPS] "
         "[option ...]",
     )
     add_fit_arguments(parser, ledger=True)
@@ -128,14 +163,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_report_arguments(parser)
     research_options_last(parser)
     parser.set_defaults(func=run)
-    register_plan(subparsers)
+    register_plan(commands)
 
 
-def register_plan(subparsers: argparse._SubParsersAction) -> None:
-    """``dptensor complete plan`` (parsed as the hidden command ``complete-plan``: ``complete`` takes a
-    file name where a subcommand would go, so :func:`dptensor.cli.main` renames ``complete plan``)."""
-    plan = subparsers.add_parser(
-        "complete-plan", prog="dptensor complete plan",
+def register_plan(commands: argparse._SubParsersAction) -> None:
+    """``dptensor complete plan``: the predicted accuracy of a private fit, from public sizes."""
+    plan = commands.add_parser(
+        "plan", help="predict a private fit's RMSE ratio to non-private from public sizes (nothing read)",
         description="Predict, from public sizes only, the held-out RMSE ratio of a default DP-ALS fit "
         "(privacy als) to the non-private fit of the same model, before any budget is spent; nothing "
         "is read or charged (dptensor.models.completion.plan_recommendation; docs/completion.md, "
@@ -505,8 +539,8 @@ def build_model(args: argparse.Namespace, ledger: BudgetLedger | None = None, no
             reg = float(reg)
         except ValueError:
             raise ValueError(f"--reg must be a number or 'auto', got {args.reg!r}") from None
-    return TensorCompletion(
-        None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
+    return build_estimator(
+        TensorCompletion, rank=None if args.no_factors else args.rank, model=args.model, privacy=args.privacy,
         neighbouring=args.neighbouring,
         epsilon=args.epsilon, delta=args.delta, solver=args.solver, offsets=args.offsets,
         learning_rate=args.lr, reg=reg, reg_core=args.reg_core, reg_bias=args.reg_bias, n_epochs=args.epochs,
@@ -553,7 +587,7 @@ def _planned_user_fit(args: argparse.Namespace) -> list[list[PrivacyGuarantee]]:
     """Under ``--neighbouring user``: the fit's charge from the options and ``--shape`` alone."""
     shape = tuple(args.shape) if len(args.shape) == 3 else (*args.shape, 1)
     with enable_features(*(("unproven",) if args.allow_unproven else ())):
-        return [[plan_completion(build_model(args).get_params(deep=False), shape, None).guarantee]]
+        return [[plan_completion(flat_params(build_model(args)), shape, None).guarantee]]
 
 
 def _run(args: argparse.Namespace, ledger: BudgetLedger | None) -> int:

@@ -283,6 +283,7 @@ class RatingsModel(BaseEstimator):
         self
         """
         from dptensor.models import TensorCompletion  # here: importing dptensor.datasets stays light
+        from dptensor.models.completion import CompletionOptions
 
         rank = check_positive_int(self.rank, "rank")
         max_iter = check_positive_int(self.max_iter, "max_iter")
@@ -293,7 +294,8 @@ class RatingsModel(BaseEstimator):
         rng = check_random_state(self.random_state)
         # the structure: biased MF on the users x items x 1 tensor (its context row folds into p_u)
         indices = np.column_stack([users, items, np.zeros_like(users)])
-        completion = TensorCompletion(rank, reg=reg, max_iter=max_iter, random_state=rng)
+        completion = TensorCompletion(rank, random_state=rng,
+            options=CompletionOptions(reg=reg, max_iter=max_iter))
         completion.fit(indices, values, (n_users, n_items, 1))
         user_factors = completion.factors_[0] * completion.factors_[2][0]
         self.completion_ = completion
@@ -310,8 +312,8 @@ class RatingsModel(BaseEstimator):
             if held.all():  # a single rating: no other fold to fit
                 self.residuals_[held] = values[held] - float(np.mean(values))
                 continue
-            other = TensorCompletion(rank, reg=completion.reg_, reg_bias=completion.reg_bias_,
-                                     max_iter=max_iter, random_state=rng)
+            options = CompletionOptions(reg=completion.reg_, reg_bias=completion.reg_bias_, max_iter=max_iter)
+            other = TensorCompletion(rank, random_state=rng, options=options)
             other.fit(indices[~held], values[~held], (n_users, n_items, 1))
             self.residuals_[held] = values[held] - other.predict(indices[held])
         # donors: the real users with ratings, their counts and their time indices

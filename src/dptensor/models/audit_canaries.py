@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dptensor.models._options import flat_params
 from dptensor.models.completion._plan import plan_completion
 from dptensor.models.completion.estimator import TensorCompletion
 from dptensor.models.recommend import audit  # noqa: F401 - registers PrivateRecommender's canaries
@@ -456,7 +457,7 @@ class CompletionCanaries:
             probe_user, users = users[0], users[1:]
             if users.size == 0:
                 raise ValueError("the user relation's audit needs at least two users")
-            planned = plan_completion(estimator.get_params(), shape)  # "auto" resolved; public sizes
+            planned = plan_completion(flat_params(estimator), shape)  # "auto" resolved; public sizes
             per_user = max(1, min(int(planned.max_ratings), shape[1]))
             users = users[: max(1, shape[1] // per_user)]
             # a spectral start releases the users' covariance of their residuals less their own mean:

@@ -11,7 +11,8 @@ import pytest
 
 from dptensor._validation import NotFittedError
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
-from dptensor.models.completion import plan_completion
+from dptensor.models._options import build_estimator, flat_params
+from dptensor.models.completion import CompletionOptions, plan_completion
 from dptensor.models.completion._sgd import refit_c_clipped
 from dptensor.models.completion.estimator import PRIVACY_MODES, TensorCompletion, rmse
 from dptensor.privacy import (
@@ -36,7 +37,7 @@ def _problem(model="cp", snr=1e12, missing=0.5, seed=0, min_max=False):
 @pytest.mark.parametrize("model", ["cp", "tucker"])
 def test_recovers_low_rank_tensor_from_half_the_entries(model):
     prob, train, test = _problem(model)
-    fit = TensorCompletion(3, model=model, reg=0.0, random_state=0)
+    fit = TensorCompletion(3, model=model, random_state=0, options=CompletionOptions(reg=0.0))
     fit.fit(train.indices, train.values, train.shape)
     error = rmse(prob.truth_at(test.indices), fit.predict(test.indices))
     assert error < 1e-3 * np.std(test.values)  # held-out cells, unit-RMS tensor
@@ -50,7 +51,7 @@ def test_recovers_low_rank_tensor_from_half_the_entries(model):
 
 def test_noisy_completion_beats_the_noise():
     prob, train, test = _problem("cp", snr=4.0, missing=0.5)
-    fit = TensorCompletion(3, reg=0.01, learning_rate=0.01, random_state=0).fit(
+    fit = TensorCompletion(3, random_state=0, options=CompletionOptions(reg=0.01, learning_rate=0.01)).fit(
         train.indices, train.values, train.shape
     )
     truth = prob.truth_at(test.indices)
@@ -78,8 +79,8 @@ def test_batch_size_one_is_the_sequential_algorithm():
     shape = (4, 5, 6)
     indices = np.argwhere(rng.random(shape) < 0.5)
     values = rng.standard_normal(len(indices))
-    fit = TensorCompletion(2, solver="sgd", batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1,
-                           random_state=7)
+    fit = TensorCompletion(2, solver="sgd", random_state=7,
+                           options=CompletionOptions(batch_size=1, n_epochs=3, learning_rate=0.05, reg=0.1))
     fit.fit(indices, values, shape)
     # replay the same random stream: initial factors, then one permutation per epoch
     stream = np.random.default_rng(7)
@@ -99,7 +100,7 @@ def test_same_seed_same_result(privacy, model):
 
     def fit(seed, **extra):
         with enable_features("unproven"):
-            return TensorCompletion(3, random_state=seed, **kwargs, **extra).fit(
+            return build_estimator(TensorCompletion, rank=3, random_state=seed, **kwargs, **extra).fit(
                 train.indices, train.values, train.shape)
 
     with warnings.catch_warnings():
@@ -128,8 +129,10 @@ def test_input_perturbation_laplace_scale():
     _, train, _ = _problem("cp", snr=4.0)
     eps = 0.5
     fits = [
-        TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), clamp=False, n_epochs=1,
-                         neighbouring="entry-value", random_state=0).fit(train.indices, train.values,
+        TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), neighbouring="entry-value",
+                         random_state=0, options=CompletionOptions(clamp=False,
+                                                                   n_epochs=1)).fit(train.indices,
+                                                                                    train.values,
                                                                          train.shape)
         for _ in range(4)
     ]  # fmt: skip
@@ -147,18 +150,20 @@ def test_input_perturbation_laplace_scale():
     g = fit.guarantee_
     assert g.holds and g.epsilon == eps and g.delta == 0 and g.neighbouring == "entry-value"
     assert g.details["sensitivity"] == 8.0
-    clamped = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0), n_epochs=1,
-                               neighbouring="entry-value", random_state=0).fit(
+    clamped = TensorCompletion(3, privacy="input", epsilon=eps, value_range=(-4.0, 4.0),
+                               neighbouring="entry-value", random_state=0,
+                               options=CompletionOptions(n_epochs=1)).fit(
         train.indices, train.values, train.shape)
     assert clamped.perturbed_values_.min() >= -4 and clamped.perturbed_values_.max() <= 4
     # without a declared range the paper's data-derived Delta is used: only after opting in,
     # and the guarantee says it does not hold (and that the range is released)
     with pytest.raises(UnprovenPrivacyError, match="without value_range"):
-        TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, neighbouring="entry-value").fit(
+        TensorCompletion(3, privacy="input", epsilon=eps, neighbouring="entry-value",
+            options=CompletionOptions(n_epochs=1)).fit(
             train.indices, train.values, train.shape)
     with enable_features("unproven"):
-        paper = TensorCompletion(3, privacy="input", epsilon=eps, n_epochs=1, neighbouring="entry-value",
-                                 random_state=0).fit(
+        paper = TensorCompletion(3, privacy="input", epsilon=eps, neighbouring="entry-value", random_state=0,
+                                 options=CompletionOptions(n_epochs=1)).fit(
             train.indices, train.values, train.shape
         )
     assert paper.input_noise_scale_ == pytest.approx(np.ptp(train.values) / eps)
@@ -174,9 +179,10 @@ def _paired_fits(privacy, shape=(10, 10, 800), **kwargs):
     values = rng.standard_normal(len(indices))
     common = dict(n_epochs=1, batch_size=len(values), random_state=9, solver="sgd", **kwargs)
     with enable_features("unproven"):
-        private = TensorCompletion(3, privacy=privacy, epsilon=2.0, neighbouring="entry-value", **common).fit(
+        private = build_estimator(TensorCompletion, rank=3, privacy=privacy, epsilon=2.0,
+            neighbouring="entry-value", **common).fit(
             indices, values, shape)
-    plain = TensorCompletion(3, **common).fit(indices, values, shape)
+    plain = build_estimator(TensorCompletion, rank=3, **common).fit(indices, values, shape)
     return private, plain, indices
 
 
@@ -218,9 +224,9 @@ def test_dpsgd_noise_scale_and_exact_accounting():
     indices = rng.integers(0, 1200, size=(50, 3))
     eps, delta, clip, eta = 1.0, 1e-5, 0.25, 1e-3
     fit = TensorCompletion(3, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=eps, delta=delta,
-                           clip=clip,
-                           learning_rate=eta, n_epochs=1, batch_size=50, reg=0.0, init_scale=1e-12,
-                           random_state=1)
+                           random_state=1,
+                           options=CompletionOptions(clip=clip, learning_rate=eta, n_epochs=1, batch_size=50,
+                                                     reg=0.0, init_scale=1e-12))
     fit.fit(indices, np.zeros(50), shape)
     z = composed_noise_multiplier(eps, delta, 1, "exact")
     assert fit.noise_std_ == pytest.approx(z * 2 * clip)
@@ -235,8 +241,8 @@ def test_dpsgd_noise_scale_and_exact_accounting():
 
 def test_dpsgd_composition_over_epochs_matches_pld():
     _, train, _ = _problem("cp", snr=4.0)
-    fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=2.0, delta=1e-5, n_epochs=20, batch_size=800,
-                           neighbouring="entry-value", random_state=0).fit(
+    fit = TensorCompletion(3, privacy="gradient_dpsgd", epsilon=2.0, delta=1e-5, neighbouring="entry-value",
+                           random_state=0, options=CompletionOptions(n_epochs=20, batch_size=800)).fit(
         train.indices, train.values, train.shape)
     g = fit.guarantee_
     assert g.n_releases == 20  # one Gaussian release per entry per epoch
@@ -248,11 +254,10 @@ def test_output_clipped_lemma_3_sensitivity_audit():
     """Neighbouring values, same randomness: only row c_k moves, by at most 2 tau L eta."""
     prob, train, _ = _problem("tucker", snr=4.0)
     model = TensorCompletion(3, model="tucker", privacy="output_clipped", epsilon=1.0,
-                             neighbouring="entry-value",
-                             value_range=(-4.0, 4.0), clip=0.2, output_epochs=4, learning_rate=0.01,
-                             random_state=0)
+                             neighbouring="entry-value", value_range=(-4.0, 4.0), random_state=0,
+                             options=CompletionOptions(clip=0.2, output_epochs=4, learning_rate=0.01))
     model.fit(train.indices, train.values, train.shape)
-    plan = plan_completion(model.get_params(), train.shape, len(train))
+    plan = plan_completion(flat_params(model), train.shape, len(train))
     e = 17
     base, neighbour = np.clip(train.values, -4, 4), np.clip(train.values, -4, 4)
     base[e], neighbour[e] = 4.0, -4.0  # the range's extremes: the clipped gradients differ most
@@ -277,8 +282,9 @@ def test_guarantees_name_relation_and_public_information():
     _, train, _ = _problem("cp", snr=4.0)
     for privacy in PRIVACY_MODES[1:]:
         unproven = privacy in ("gradient", "output")
-        model = TensorCompletion(3, privacy=privacy, epsilon=1.0, n_epochs=2, value_range=(-4, 4),
-                                 neighbouring="entry-value", random_state=0)
+        model = TensorCompletion(3, privacy=privacy, epsilon=1.0, value_range=(-4, 4),
+                                 neighbouring="entry-value", random_state=0,
+                                 options=CompletionOptions(n_epochs=2))
         if unproven:
             with pytest.raises(UnprovenPrivacyError, match="enable_features"):
                 model.fit(train.indices, train.values, train.shape)
@@ -327,10 +333,10 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="delta"):
         TensorCompletion(1, privacy="gradient_dpsgd", epsilon=1.0, delta=2.0).fit(idx, vals, (2, 2, 2))
     with pytest.raises(ValueError, match="learning_rate"):
-        TensorCompletion(1, learning_rate=0).fit(idx, vals, (2, 2, 2))
+        TensorCompletion(1, options=CompletionOptions(learning_rate=0)).fit(idx, vals, (2, 2, 2))
     with pytest.raises(NotFittedError, match="not fitted"):
         TensorCompletion(1).predict(idx)
-    fit = TensorCompletion(1, n_epochs=1).fit(idx, vals, (2, 2, 2))
+    fit = TensorCompletion(1, options=CompletionOptions(n_epochs=1)).fit(idx, vals, (2, 2, 2))
     with pytest.raises(ValueError, match="indices"):
         fit.predict([[0, 0, 2]])
 
@@ -339,8 +345,8 @@ def test_large_batches_and_steps_stay_stable():
     # the curvature cap keeps the Jacobi (mini-batch) form from diverging where plain summed
     # updates would: Tucker, batch 1024, step 100x the paper's, values scaled by 100
     prob, train, _ = _problem("tucker")
-    fit = TensorCompletion(3, model="tucker", solver="sgd", learning_rate=0.5, batch_size=1024, n_epochs=20,
-                           random_state=0)
+    fit = TensorCompletion(3, model="tucker", solver="sgd", random_state=0,
+                           options=CompletionOptions(learning_rate=0.5, batch_size=1024, n_epochs=20))
     fit.fit(train.indices, train.values * 100, train.shape)
     assert np.all(np.isfinite(fit.history_))
     assert fit.history_[-1] < fit.history_[0]
@@ -350,9 +356,9 @@ def test_private_fits_keep_no_noiseless_training_history():
     data = make_low_rank_completion((8, 8, 8), 2, missing_ratio=0.5, random_state=0)
     cases = ((None, True), ("input", True), ("gradient_dpsgd", False), ("output_clipped", False))
     for privacy, kept in cases:
-        model = TensorCompletion(2, privacy=privacy, epsilon=1.0 if privacy else None, n_epochs=3,
-                                 random_state=0,
+        model = TensorCompletion(2, privacy=privacy, epsilon=1.0 if privacy else None, random_state=0,
                                  value_range=(0.0, 1.0) if privacy else None,
-                                 neighbouring="entry-value" if privacy else None)
+                                 neighbouring="entry-value" if privacy else None,
+                                 options=CompletionOptions(n_epochs=3))
         model.fit(data.observed.indices, data.observed.values, data.observed.shape)
         assert bool(model.history_) is kept, privacy

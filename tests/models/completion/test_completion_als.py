@@ -10,7 +10,8 @@ from sklearn.base import clone
 
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
 from dptensor.models import TensorCompletion
-from dptensor.models.completion import plan_completion
+from dptensor.models._options import flat_params
+from dptensor.models.completion import CompletionOptions, plan_completion
 from dptensor.models.completion._als import (
     AlsSettings,
     CompletionParameters,
@@ -44,17 +45,9 @@ def _exact(model: str, missing: float = 0.5, seed: int = 0, shape=(15, 14, 13), 
 def test_als_reaches_the_noiseless_optimum(model, offsets):
     """Exactly low-rank data, no penalty: the optimum is zero error, on held-out cells too."""
     prob, train, test = _exact(model)
-    fit = TensorCompletion(
-        3,
-        model=model,
-        reg=0.0,
-        reg_bias=0.0,
-        offsets=offsets,
-        context_modes=(),
-        max_iter=300,
-        tol=1e-14,
-        random_state=0,
-    ).fit(train.indices, train.values, train.shape)
+    fit = TensorCompletion(3, model=model, offsets=offsets, random_state=0,
+        options=CompletionOptions(reg=0.0, reg_bias=0.0, context_modes=(), max_iter=300,
+                                  tol=1e-14)).fit(train.indices, train.values, train.shape)
     assert fit.solver_ == "als"
     assert fit.history_[-1] < 1e-6  # training RMSE of a unit-RMS tensor
     assert rmse(prob.truth_at(test.indices), fit.predict(test.indices)) < 1e-5
@@ -115,10 +108,9 @@ def test_als_and_sgd_agree_on_the_convex_subproblem():
     indices = np.argwhere(rng.random(shape) < 0.7)
     values = rng.standard_normal(len(indices))
     reg = 0.3
-    model = TensorCompletion(
-        2, solver="sgd", reg=reg, n_epochs=1, batch_size=1, learning_rate=0.01, random_state=0
-    )
-    plan = plan_completion(model.get_params(), shape, len(values))
+    model = TensorCompletion(2, solver="sgd", random_state=0,
+        options=CompletionOptions(reg=reg, n_epochs=1, batch_size=1, learning_rate=0.01))
+    plan = plan_completion(flat_params(model), shape, len(values))
     factors = [0.8 + 0.3 * rng.standard_normal((s, 2)) for s in shape]
     # ALS: the exact minimiser of sum (x - <a_i * b_j, c_k>)^2 + reg ||C||^2 over C
     params = CompletionParameters("cp", [f.copy() for f in factors], None)
@@ -143,7 +135,8 @@ def test_offsets_alone_recover_additive_biases():
     values = (
         3.0 + sum(t[indices[:, m]] for m, t in enumerate(truth)) + 0.05 * rng.standard_normal(len(indices))
     )
-    fit = TensorCompletion(None, reg=0.0, reg_bias=1e-6, tol=1e-12, max_iter=500).fit(indices, values, shape)
+    fit = TensorCompletion(None, options=CompletionOptions(reg=0.0, reg_bias=1e-6, tol=1e-12,
+                                                           max_iter=500)).fit(indices, values, shape)
     assert fit.factors_ is None and fit.offsets_ == "biases"
     # biases are identified up to constants shifted into the mean: compare centred
     for got, want in zip(fit.biases_, truth, strict=True):
@@ -154,9 +147,11 @@ def test_offsets_alone_recover_additive_biases():
     mean_only = TensorCompletion(None, offsets="mean").fit(indices, values, shape)
     assert mean_only.biases_ is None and mean_only.mean_ == pytest.approx(values.mean())
     # the paper's SGD learns the same offsets when asked to
-    sgd = TensorCompletion(1, solver="sgd", offsets="biases", learning_rate=0.05, n_epochs=60,
-                           random_state=0).fit(indices, values, shape)
-    plain = TensorCompletion(1, solver="sgd", learning_rate=0.05, n_epochs=60, random_state=0).fit(
+    sgd = TensorCompletion(1, solver="sgd", offsets="biases", random_state=0,
+                           options=CompletionOptions(learning_rate=0.05, n_epochs=60)).fit(indices, values,
+                                                                                           shape)
+    plain = TensorCompletion(1, solver="sgd", random_state=0,
+        options=CompletionOptions(learning_rate=0.05, n_epochs=60)).fit(
         indices, values, shape)
     assert rmse(full, sgd.predict(cells)) < 0.1 < rmse(full, plain.predict(cells))
 
@@ -178,7 +173,8 @@ def test_biscaling_standardises_rows_and_columns_of_each_slice():
             means = np.bincount(keys, z[sel])[ok] / counts[ok]
             sds = np.sqrt(np.bincount(keys, z[sel] ** 2)[ok] / counts[ok] - means**2)
             assert np.max(np.abs(means)) < 0.02 and np.all(np.abs(sds - 1) < 0.05)
-    fit = TensorCompletion(2, offsets="biscale", solver="sgd", n_epochs=5).fit(indices, values, shape)
+    fit = TensorCompletion(2, offsets="biscale", solver="sgd",
+                           options=CompletionOptions(n_epochs=5)).fit(indices, values, shape)
     assert fit.biscaling_ is not None and np.all(np.isfinite(fit.predict(indices)))
 
 
@@ -195,7 +191,7 @@ def test_reg_auto_uses_a_public_validation_split_and_prefers_less_penalty_on_cle
     scale = float(np.std(o.values)) ** (4 / 3)
     assert one.reg_ <= 0.3 * scale and min(scores) < 0.2  # clean data: little penalty, good fit
     assert len(scores) >= 3
-    early = TensorCompletion(2, reg=0.1, early_stopping=True, random_state=3).fit(
+    early = TensorCompletion(2, random_state=3, options=CompletionOptions(reg=0.1, early_stopping=True)).fit(
         o.indices, o.values, o.shape
     )
     assert early.validation_rmse_ and early.n_iter_ <= 100
@@ -233,9 +229,8 @@ def test_parameter_errors():
             1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3), offsets="biscale"
         ).fit(idx, vals, shape)
     with pytest.raises(ValueError, match="reg='auto'"):
-        TensorCompletion(
-            1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3), reg="auto"
-        ).fit(idx, vals, shape)
+        TensorCompletion(1, privacy="als", neighbouring="entry-value", epsilon=1.0, value_range=(0, 3),
+            options=CompletionOptions(reg="auto")).fit(idx, vals, shape)
     with pytest.raises(ValueError, match="SGD algorithm"):
         TensorCompletion(
             1, solver="als", privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=1.0
@@ -295,7 +290,7 @@ def test_reg_auto_chooses_as_well_as_the_best_penalty_of_the_grid(seed, snr):
     cells = np.argwhere(np.ones(o.shape, dtype=bool))
     truth = prob.truth_at(cells)
     scale = float(np.std(o.values)) ** (4 / 3)
-    fits = [TensorCompletion(3, reg=r * scale, random_state=0) for r in REG_PATH]
+    fits = [TensorCompletion(3, random_state=0, options=CompletionOptions(reg=r * scale)) for r in REG_PATH]
     errors = [rmse(truth, fit.fit(o.indices, o.values, o.shape).predict(cells)) for fit in fits]
     auto = TensorCompletion(3, random_state=0).fit(o.indices, o.values, o.shape)
     assert rmse(truth, auto.predict(cells)) <= 1.02 * min(errors)

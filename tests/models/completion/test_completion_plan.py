@@ -9,6 +9,7 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 import dptensor.models.completion.estimator as estimator_module
+from dptensor.models._options import build_estimator, flat_params
 from dptensor.models.completion import CompletionPlan, TensorCompletion, plan_completion
 from dptensor.models.completion._paper import data_range
 from dptensor.privacy import enable_features
@@ -50,12 +51,12 @@ def test_plan_equals_the_plan_the_fit_used(monkeypatch, mode):
         return used[-1]
 
     monkeypatch.setattr(estimator_module, "plan_completion", recording)
-    model = TensorCompletion(2, random_state=0, **MODES[mode])
+    model = build_estimator(TensorCompletion, rank=2, random_state=0, **MODES[mode])
     with enable_features("unproven"):
         model.fit(indices, values, shape)
         n_public = None if model.neighbouring == "user" else len(values)
         paper_range = data_range(values) if mode == "input-paper" else None  # unproven: from the data
-        plan = plan_completion(model.get_params(), shape, n_public, data_range=paper_range)
+        plan = plan_completion(flat_params(model), shape, n_public, data_range=paper_range)
     assert used == [plan]
     assert isinstance(plan, CompletionPlan)
     assert (model.solver_, model.offsets_, model.context_modes_) == (plan.solver, plan.offsets,
@@ -84,19 +85,19 @@ def test_plan_needs_no_data():
     """Shape and the public count suffice, at any size; under "user" the count is not even asked for."""
     big = (10**6, 10**5, 365)
     entry = TensorCompletion(8, privacy="gradient_dpsgd", epsilon=1.0, value_range=RANGE, **ENTRY)
-    plan = plan_completion(entry.get_params(), big, 10**8)
+    plan = plan_completion(flat_params(entry), big, 10**8)
     assert plan.delta == pytest.approx(1e-9) and plan.batch_size == 10**8
     assert plan.guarantee.holds and plan.release("gradient sums").count == plan.n_epochs
     user = TensorCompletion(8, privacy="als", epsilon=1.0, value_range=RANGE, neighbouring="user")
-    plan = plan_completion(user.get_params(), big)
+    plan = plan_completion(flat_params(user), big)
     assert plan.relation == "user" and plan.delta == pytest.approx(1e-7)  # min(1e-6, 0.1 / users)
     with pytest.raises(ValueError, match="n_observed is required for the default delta"):
-        plan_completion(TensorCompletion(2, privacy="als", epsilon=1.0, value_range=RANGE,
-                                         **ENTRY).get_params(), big)
+        plan_completion(flat_params(TensorCompletion(2, privacy="als", epsilon=1.0, value_range=RANGE,
+                                                     **ENTRY)), big)
 
 
 def test_plan_is_frozen_and_checks_its_parameters():
-    params = TensorCompletion(2, privacy="als", epsilon=1.0, value_range=RANGE, **ENTRY).get_params()
+    params = flat_params(TensorCompletion(2, privacy="als", epsilon=1.0, value_range=RANGE, **ENTRY))
     plan = plan_completion(params, (9, 8, 5), 100)
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.reg = 0.0  # type: ignore[misc]

@@ -18,9 +18,10 @@ from _helpers import random_ratings as _ratings
 from dptensor.cli import observe_command
 from dptensor.cli._options import positive_int_or_auto
 from dptensor.models import TensorCompletion
+from dptensor.models._options import build_estimator, flat_params
+from dptensor.models.completion import CompletionOptions, plan_completion, plan_recommendation
 from dptensor.models.completion import _dp_als as dpals
 from dptensor.models.completion import _dp_als_plan as dpals_plan
-from dptensor.models.completion import plan_completion, plan_recommendation
 from dptensor.models.completion._als import ModeIndex, initial_parameters
 from dptensor.models.completion._sgd import offsets_start, perturb_values, sgd_epochs
 from dptensor.models.completion.estimator import rmse
@@ -224,17 +225,9 @@ def test_dpsgd_with_offsets_sensitivity_brute_force():
     """One epoch, one batch: the noised gradient sums of all parameters (offsets too) move by <= 2 clip."""
     indices, values, shape = _ratings(seed=4)
     clip = 0.7
-    model = TensorCompletion(
-        2,
-        privacy="gradient_dpsgd",
-        neighbouring="entry-value",
-        epsilon=1.0,
-        clip=clip,
-        n_epochs=1,
-        value_range=(LOW, HIGH),
-        random_state=0,
-    )
-    plan = plan_completion(model.get_params(), shape, len(values))
+    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=1.0,
+        value_range=(LOW, HIGH), random_state=0, options=CompletionOptions(clip=clip, n_epochs=1))
+    plan = plan_completion(flat_params(model), shape, len(values))
 
     def release(vals):
         rng = np.random.default_rng(0)
@@ -272,17 +265,9 @@ def test_dpsgd_with_offsets_sensitivity_brute_force():
 def test_dp_als_accounting_composes_exactly(relation, model):
     indices, values, shape = _ratings(seed=5)
     eps, delta = 1.0, 1e-6
-    fit = TensorCompletion(
-        2,
-        model=model,
-        privacy="als",
-        neighbouring=relation,
-        epsilon=eps,
-        delta=delta,
-        value_range=(LOW, HIGH),
-        max_iter=3,
-        random_state=0,
-    ).fit(indices, values, shape)
+    fit = TensorCompletion(2, model=model, privacy="als", neighbouring=relation, epsilon=eps, delta=delta,
+        value_range=(LOW, HIGH), random_state=0, options=CompletionOptions(max_iter=3)).fit(indices, values,
+                                                                                            shape)
     g = fit.guarantee_
     assert g.holds and g.neighbouring == relation and g.delta == delta
     assert g.n_releases == len(g.details["releases"]) == len(fit.noise_stds_)
@@ -317,17 +302,18 @@ def test_user_level_dp_als_defaults_skip_one_row_modes_and_give_the_mean_a_tenth
     matrix_shape = (shape[0], shape[1], 1)
     common = dict(privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6, value_range=(LOW, HIGH),
                   max_iter=2, random_state=0)
-    matrix = TensorCompletion(2, **common).fit(indices, values, matrix_shape)
+    matrix = build_estimator(TensorCompletion, rank=2, **common).fit(indices, values, matrix_shape)
     releases = matrix.guarantee_.details["releases"]
     assert list(releases) == ["mean", "1", "1"]
     z = matrix.guarantee_.details["noise_multipliers"]
     mu = 1.0 / gaussian_sigma_analytic(1.0, 1e-6)
     assert 1 / (z[0] * mu) ** 2 == pytest.approx(0.1, rel=1e-6)  # USER_MEAN_SHARE of mu^2
     assert 1 / (z[1] * mu) ** 2 == pytest.approx(0.45, rel=1e-6)  # the rest, to two item releases
-    tensor = TensorCompletion(2, **common).fit(*_ratings(seed=5))
+    tensor = build_estimator(TensorCompletion, rank=2, **common).fit(*_ratings(seed=5))
     assert list(tensor.guarantee_.details["releases"]) == ["mean", "1", "2", "1", "2"]
     assert matrix.reg_bias_ == tensor.reg_bias_ == 5.0  # the defaults
-    assert matrix.max_ratings == "auto" and matrix.max_ratings_ == tensor.max_ratings_ == 10  # few users
+    assert matrix.options.max_ratings == "auto"
+    assert matrix.max_ratings_ == tensor.max_ratings_ == 10  # few users
     # the plan keeps both modes when dropping one would leave no item-side release
     plan = dpals_plan.plan_releases("user", has_factors=True, offsets="biases", tucker=False, n_iter=1,
                                epsilon=1.0, delta=1e-6, budget_split=0.1, one_row_modes=(1, 2))
@@ -359,8 +345,8 @@ def test_spectral_start_plan_shares_and_the_rule_from_public_sizes():
     assert not pays(10**9, dpals_plan.SPECTRAL_MAX_ITEMS + 1, 10, z)  # the matrix would be too big
     assert not pays(10**9, 5, 10, z)  # rank above the items
     # the estimator's plan (no data read): auto at many users, never under entry-value
-    params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
-                              value_range=(LOW, HIGH)).get_params()
+    params = flat_params(TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
+                              value_range=(LOW, HIGH)))
     assert plan_completion(params, (10**5, 1682, 1)).dp_als.steps[:2] == ("mean", "spectrum")
     assert "spectrum" not in plan_completion(params, (10**4, 1682, 1)).dp_als.steps
     assert "spectrum" not in plan_completion({**params, "start": "random"}, (10**5, 1682, 1)).dp_als.steps
@@ -387,8 +373,8 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
     assert sizes == sorted(sizes)
     assert any(dpals_plan.DEFAULT_MAX_RATINGS < b < dpals_plan.MAX_RATINGS_CAP for b in sizes)
     # the estimator's plan at MovieLens-100K's items (no data read): 10 at 7e4 users and epsilon 1
-    params = TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
-                              value_range=(LOW, HIGH)).get_params()
+    params = flat_params(TensorCompletion(10, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
+                              value_range=(LOW, HIGH)))
     assert plan_completion(params, (7 * 10**4, 1682, 1)).max_ratings == 10
     assert 20 < plan_completion(params, (2 * 10**5, 1682, 1)).max_ratings < 50
     assert plan_completion(params, (10**6, 1682, 1)).max_ratings > 200
@@ -408,10 +394,12 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
     indices, values, _ = _ratings((n_users, n_items, 1), density=0.75, seed=4)
     common = dict(privacy="als", neighbouring="user", epsilon=8.0, delta=1e-6, value_range=(LOW, HIGH),
                   random_state=0)
-    fits = {b: TensorCompletion(2, max_ratings=b, noise=insecure_test_noise(3), **common).fit(
+    fits = {b: build_estimator(TensorCompletion, rank=2, max_ratings=b, noise=insecure_test_noise(3),
+        **common).fit(
         indices, values, (n_users, n_items, 1)) for b in ("auto", 31, 10)}
     for other in ({"rank": None, "offsets": "mean"}, {"neighbouring": "entry-value"}):
-        fit = TensorCompletion(**{"rank": 2, **common, **other}).fit(indices, values, (n_users, n_items, 1))
+        fit = build_estimator(TensorCompletion, **{"rank": 2, **common, **other}).fit(indices, values,
+                                                                                      (n_users, n_items, 1))
         assert fit.max_ratings_ == (10 if "rank" in other else None)  # no sweep: the default bound
     assert fits["auto"].max_ratings_ == fits["auto"].guarantee_.details["max_ratings"] == 31
     assert fits["auto"].noise_stds_ == fits[31].noise_stds_ != fits[10].noise_stds_
@@ -422,7 +410,7 @@ def test_max_ratings_auto_grows_with_the_users_from_public_sizes_and_the_fit_use
     everything = np.column_stack([np.zeros(n_items, int), np.arange(n_items), np.zeros(n_items, int)])
     top = np.append(values[alone], np.full(n_items, HIGH))
     for idx, val in ((indices[alone], values[alone]), (np.vstack([indices[alone], everything]), top)):
-        neighbour = TensorCompletion(2, noise=insecure_test_noise(3), **common).fit(
+        neighbour = build_estimator(TensorCompletion, rank=2, noise=insecure_test_noise(3), **common).fit(
             idx, val, (n_users, n_items, 1))
         assert neighbour.max_ratings_ == 31 and neighbour.noise_stds_ == fits["auto"].noise_stds_
 
@@ -455,8 +443,9 @@ def test_spectral_start_finds_the_items_subspace_and_beats_the_random_start():
     errors = {}
     for start_rule in ("spectral", "random"):
         model = TensorCompletion(rank, privacy="als", neighbouring="user", epsilon=50.0, delta=1e-6,
-                                 value_range=(LOW, HIGH), max_iter=1, start=start_rule, random_state=0,
-                                 noise=insecure_test_noise(1)).fit(indices[~test], values[~test], shape)
+                                 value_range=(LOW, HIGH), random_state=0, noise=insecure_test_noise(1),
+                                 options=CompletionOptions(max_iter=1, start=start_rule),
+                                 ).fit(indices[~test], values[~test], shape)
         assert ("spectrum" in model.guarantee_.details["releases"]) == (start_rule == "spectral")
         errors[start_rule] = rmse(values[test], model.predict(indices[test]))
     assert errors["spectral"] < 0.9 * errors["random"]
@@ -529,18 +518,10 @@ def test_audit_dpsgd_with_offsets():
     lo[0], hi[0] = LOW, HIGH
 
     def make(epsilon):
-        model = TensorCompletion(
-            1,
-            privacy="gradient_dpsgd",
-            neighbouring="entry-value",
-            epsilon=epsilon,
-            delta=DELTA,
-            n_epochs=1,
-            value_range=(LOW, HIGH),
-            clip=1.0,
-            random_state=0,
-        )
-        plan = plan_completion(model.get_params(), shape, len(values))
+        model = TensorCompletion(1, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=epsilon,
+            delta=DELTA, value_range=(LOW, HIGH), random_state=0,
+            options=CompletionOptions(n_epochs=1, clip=1.0))
+        plan = plan_completion(flat_params(model), shape, len(values))
         sigma = plan.guarantee.details["noise_std"]
 
         def run(vals, _shape, rng):
@@ -576,15 +557,9 @@ def test_audit_input_perturbation():
     lo[0], hi[0] = LOW, HIGH
 
     def make(epsilon):
-        model = TensorCompletion(
-            1,
-            privacy="input",
-            neighbouring="entry-value",
-            epsilon=epsilon,
-            value_range=(LOW, HIGH),
-            clamp=False,
-        )
-        plan = plan_completion(model.get_params(), shape, len(values))
+        model = TensorCompletion(1, privacy="input", neighbouring="entry-value", epsilon=epsilon,
+            value_range=(LOW, HIGH), options=CompletionOptions(clamp=False))
+        plan = plan_completion(flat_params(model), shape, len(values))
 
         def run(vals, rng):
             return perturb_values(plan, vals, _seeded(rng))[0]
@@ -612,9 +587,8 @@ PRIVATE_FITS = {
 
 def _observe_fit(kwargs, relation, indices, values, shape):
     def run():
-        return TensorCompletion(
-            2, neighbouring=relation, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs
-        ).fit(indices, values, shape)
+        return build_estimator(TensorCompletion, rank=2, neighbouring=relation, epsilon=1.0,
+            value_range=(LOW, HIGH), random_state=0, **kwargs).fit(indices, values, shape)
 
     return observe(run)
 
@@ -700,9 +674,8 @@ def test_secure_noise_is_not_repeated_by_the_seed(kwargs):
     indices, values, shape = _ratings(seed=12)
 
     def fit(**extra):
-        return TensorCompletion(
-            2, epsilon=1.0, value_range=(LOW, HIGH), random_state=0, **kwargs, **extra
-        ).fit(indices, values, shape)
+        return build_estimator(TensorCompletion, rank=2, epsilon=1.0, value_range=(LOW, HIGH),
+            random_state=0, **kwargs, **extra).fit(indices, values, shape)
 
     one, two = fit(), fit()
     assert not np.array_equal(one.predict(indices), two.predict(indices))
@@ -751,7 +724,7 @@ def test_private_defaults_converge_on_ratings_and_do_not_lose_to_the_mean(kwargs
     """
     indices, values, shape = _synthetic_ratings()
     test = np.arange(len(values)) % 5 == 0
-    fit = TensorCompletion(5, epsilon=1.0, value_range=(LOW, HIGH), random_state=0,
+    fit = build_estimator(TensorCompletion, rank=5, epsilon=1.0, value_range=(LOW, HIGH), random_state=0,
                            noise=insecure_test_noise(0), **kwargs).fit(indices[~test], values[~test], shape)
     pred = fit.predict(indices[test])
     assert np.all(np.isfinite(pred)) and pred.min() >= LOW and pred.max() <= HIGH
@@ -808,7 +781,8 @@ def test_early_stopping_with_a_private_als_fit_is_refused_before_the_ledger_is_c
     indices = np.stack([rng.integers(0, 8, 300) for _ in range(3)], axis=1)
     values = rng.uniform(1, 5, 300)
     model = TensorCompletion(2, privacy="input", neighbouring="entry-value", epsilon=1.0, value_range=(1, 5),
-                             solver="als", early_stopping=True, ledger=Ledger())  # fmt: skip
+                             solver="als", ledger=Ledger(),
+                             options=CompletionOptions(early_stopping=True))  # fmt: skip
     with pytest.raises(ValueError, match="early_stopping reads a validation split"):
         model.fit(indices, values, (8, 8, 8))
     assert charges == []
@@ -819,7 +793,7 @@ def test_dp_als_progress_ticks_once_per_release(relation, capsys, monkeypatch):
     monkeypatch.setattr("dptensor._progress.bars_shown", lambda stream=None: True)  # as on a terminal
     indices, values, shape = _ratings(seed=13)
     fit = TensorCompletion(2, privacy="als", neighbouring=relation, epsilon=1.0, value_range=(LOW, HIGH),
-                           max_iter=2, verbose=True).fit(indices, values, shape)
+                           verbose=True, options=CompletionOptions(max_iter=2)).fit(indices, values, shape)
     err = capsys.readouterr().err
     n_releases = len(fit.guarantee_.details["releases"])
     assert f"DP-ALS releases: {n_releases}step" in err.replace("\r", "\n")
@@ -850,7 +824,8 @@ def test_tucker_dp_als_that_shrinks_to_zero_still_fits():
         warnings.simplefilter("ignore", PrivacyWarning)
         fit = TensorCompletion(
             2, model="tucker", privacy="als", neighbouring="entry-value", epsilon=1.0, delta=1e-6,
-            value_range=(LOW, HIGH), noise=insecure_test_noise(54), max_iter=3, random_state=0,
+            value_range=(LOW, HIGH), noise=insecure_test_noise(54), random_state=0,
+            options=CompletionOptions(max_iter=3),
         ).fit(indices, values, shape)  # fmt: skip
     prediction = fit.predict(indices)
     assert np.all(np.isfinite(prediction)) and np.all((prediction >= LOW) & (prediction <= HIGH))
@@ -864,10 +839,9 @@ def test_user_level_fit_in_chunks_of_users_equals_the_fit_at_once(monkeypatch, m
     values = np.append(values, HIGH)
 
     def fit() -> TensorCompletion:
-        return TensorCompletion(
-            2, model=model, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
-            value_range=(LOW, HIGH), max_iter=2, noise=insecure_test_noise(3), random_state=0,
-        ).fit(indices, values, shape)
+        return TensorCompletion(2, model=model, privacy="als", neighbouring="user", epsilon=1.0, delta=1e-6,
+            value_range=(LOW, HIGH), noise=insecure_test_noise(3), random_state=0,
+            options=CompletionOptions(max_iter=2)).fit(indices, values, shape)
 
     whole = fit()
     monkeypatch.setattr(dpals, "USER_CHUNK_VALUES", 40)  # a few users per chunk

@@ -14,7 +14,8 @@ import pytest
 
 from dptensor.evaluation import held_out_user_rmse
 from dptensor.models import TensorCompletion
-from dptensor.models.completion import fold_in_users, predict_folded
+from dptensor.models._options import build_estimator
+from dptensor.models.completion import CompletionOptions, fold_in_users, predict_folded
 from dptensor.privacy import insecure_test_noise
 
 SHAPE = (24, 15, 4)
@@ -100,7 +101,7 @@ def brute_force_prediction(model, rows, user, j, k):
     ids=["cp-biases", "tucker-range", "biases-only", "cp-no-offsets"],
 )
 def test_fold_in_matches_brute_force_least_squares(training, new_users, params):
-    model = TensorCompletion(random_state=0, **params).fit(*training, SHAPE)
+    model = build_estimator(TensorCompletion, random_state=0, **params).fit(*training, SHAPE)
     (obs_idx, obs_x), (test_idx, test_x) = new_users
     folded = fold_in_users(model, obs_idx, obs_x)
     reference = brute_force_rows(model, obs_idx, obs_x)
@@ -118,7 +119,8 @@ def test_fold_in_matches_brute_force_least_squares(training, new_users, params):
 
 
 def test_user_without_observed_ratings_gets_the_prior_row(training, new_users):
-    model = TensorCompletion(2, reg=1.0, max_iter=5, random_state=0).fit(*training, SHAPE)
+    model = TensorCompletion(2, random_state=0, options=CompletionOptions(reg=1.0,
+                                                                          max_iter=5)).fit(*training, SHAPE)
     (obs_idx, obs_x), _ = new_users
     folded = fold_in_users(model, obs_idx, obs_x)
     stranger = np.array([[7, 3, 1], [7, 0, 2]])
@@ -164,18 +166,21 @@ def test_accepts_tensor_entries_and_refuses_what_cannot_be_folded_in(training, n
     from dptensor.datasets import TensorEntries
 
     (obs_idx, obs_x), (test_idx, test_x) = new_users
-    model = TensorCompletion(2, reg=1.0, max_iter=4, random_state=0).fit(*training, SHAPE)
+    model = TensorCompletion(2, random_state=0, options=CompletionOptions(reg=1.0,
+                                                                          max_iter=4)).fit(*training, SHAPE)
     shape = (200, SHAPE[1], SHAPE[2])
     as_entries = held_out_user_rmse(model, TensorEntries(obs_idx, obs_x, shape),
                                     TensorEntries(test_idx, test_x, shape))
     assert as_entries == held_out_user_rmse(model, (obs_idx, obs_x), (test_idx, test_x))
     with pytest.raises(ValueError, match="below the model's shape"):
         fold_in_users(model, [[0, SHAPE[1], 0]], [3.0])
-    context = TensorCompletion(2, reg=1.0, max_iter=3, context_modes=(0,), random_state=0)
+    context = TensorCompletion(2, random_state=0,
+        options=CompletionOptions(reg=1.0, max_iter=3, context_modes=(0,)))
     context.fit(*training, SHAPE)
     with pytest.raises(ValueError, match="context mode"):
         fold_in_users(context, obs_idx, obs_x)
-    biscaled = TensorCompletion(2, offsets="biscale", reg=1.0, max_iter=2, random_state=0)
+    biscaled = TensorCompletion(2, offsets="biscale", random_state=0,
+        options=CompletionOptions(reg=1.0, max_iter=2))
     biscaled.fit(*training, SHAPE)
     with pytest.raises(ValueError, match="biscale"):
         fold_in_users(biscaled, obs_idx, obs_x)

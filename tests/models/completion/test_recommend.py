@@ -15,7 +15,7 @@ import pytest
 
 from dptensor.cli import main
 from dptensor.models import TensorCompletion
-from dptensor.models.completion import fold_in_users, recommend_folded
+from dptensor.models.completion import CompletionOptions, fold_in_users, recommend_folded
 from dptensor.models.completion import recommend as recommend_module
 from dptensor.privacy import PrivacyWarning, insecure_test_noise
 
@@ -47,7 +47,8 @@ def _brute_force(model, users, n, exclude, day):
 @pytest.fixture(scope="module")
 def fitted():
     idx, values, truth = _planted()
-    model = TensorCompletion(2, value_range=(1, 5), reg=1.0, random_state=0, verbose=False)
+    model = TensorCompletion(2, value_range=(1, 5), random_state=0, verbose=False,
+        options=CompletionOptions(reg=1.0))
     return model.fit(idx, values, SHAPE), idx, values, truth
 
 
@@ -98,7 +99,7 @@ def test_recommendations_find_the_planted_favourites():
 
 def test_ranking_reads_the_values_before_clamping():
     """Predictions above the range's top all report 5, yet keep their order."""
-    model = TensorCompletion(None, value_range=(1, 5), reg=1.0, verbose=False)
+    model = TensorCompletion(None, value_range=(1, 5), verbose=False, options=CompletionOptions(reg=1.0))
     idx = np.array([[0, j, 0] for j in range(4)] + [[1, j, 0] for j in range(4)])
     values = np.array([5, 5, 5, 5, 1, 5, 5, 5], dtype=float)
     model.fit(idx, values, (3, 4, 1))
@@ -110,7 +111,7 @@ def test_ranking_reads_the_values_before_clamping():
 
 
 def test_ties_go_to_the_smaller_item_and_left_over_slots_are_marked():
-    model = TensorCompletion(None, reg=1.0, verbose=False).fit(
+    model = TensorCompletion(None, verbose=False, options=CompletionOptions(reg=1.0)).fit(
         np.array([[0, 0, 0], [1, 1, 0]]), np.array([3.0, 3.0]), (2, 5, 1))
     model.biases_[1][:] = 0.0  # every item ties
     top = model.recommend(3, exclude=np.array([[0, 1, 0], [0, 3, 0], [0, 4, 0]]))
@@ -232,7 +233,8 @@ def test_cli_writes_every_users_top_items_in_the_files_base(tmp_path, capsys):
     assert {int(r["user"]) for r in rows} == set(range(1, 13))
     assert all(1 <= int(item) <= 8 for _, item in listed)
     # the same lists as the library's
-    model = TensorCompletion(2, reg=1.0, random_state=0, verbose=False).fit(idx, values, (12, 8, 1))
+    model = TensorCompletion(2, random_state=0, verbose=False, options=CompletionOptions(reg=1.0))
+    model.fit(idx, values, (12, 8, 1))
     expected = model.recommend(3, exclude=idx)
     got = np.array([int(r["item"]) - 1 if r["item"] else -1 for r in rows]).reshape(12, 3)
     np.testing.assert_array_equal(got, expected.items)
@@ -299,7 +301,7 @@ def test_a_non_finite_prediction_ranks_last_and_breaks_no_other_list(fitted):
 
 
 def test_the_default_list_fits_a_small_catalogue_and_results_compare_by_identity():
-    model = TensorCompletion(None, reg=1.0, verbose=False).fit(
+    model = TensorCompletion(None, verbose=False, options=CompletionOptions(reg=1.0)).fit(
         np.array([[0, 0, 0], [1, 1, 0]]), np.array([3.0, 4.0]), (2, 4, 1))
     top = model.recommend()
     assert top.items.shape == (2, 4) and top == top and top != model.recommend()

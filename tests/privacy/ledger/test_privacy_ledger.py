@@ -27,6 +27,7 @@ from dptensor import input_perturbation, private_power_method
 from dptensor._files import json_text
 from dptensor.models import TensorCompletion
 from dptensor.models._base import PrivateEstimatorMixin
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import (
     BudgetExceededError,
     BudgetLedger,
@@ -449,8 +450,8 @@ def test_completion_refused_leaves_the_model_unfitted(ledger_at):
     rng = np.random.default_rng(0)
     indices = np.stack([rng.integers(0, 5, 60) for _ in range(3)], axis=1)
     values = rng.standard_normal(60)
-    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value",
-                             epsilon=0.5, delta=1e-6, n_epochs=3, ledger=ledger)
+    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=0.5, delta=1e-6,
+                             ledger=ledger, options=CompletionOptions(n_epochs=3))
     params = dict(vars(model))
     with pytest.raises(BudgetExceededError):
         model.fit(indices, values, (5, 5, 5))
@@ -459,8 +460,8 @@ def test_completion_refused_leaves_the_model_unfitted(ledger_at):
     with pytest.raises(ValueError, match="ledger given without privacy"):
         TensorCompletion(2, ledger=ledger).fit(indices, values, (5, 5, 5))
     roomy = BudgetLedger(ledger_at("roomy.ledger"), epsilon=5.0, delta=DELTA)
-    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value",
-                             epsilon=0.5, delta=1e-6, n_epochs=3, ledger=roomy)
+    model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=0.5, delta=1e-6,
+                             ledger=roomy, options=CompletionOptions(n_epochs=3))
     model.fit(indices, values, (5, 5, 5))
     assert roomy.charges()[0].event == model.guarantee_.to_dp_event()
 
@@ -557,10 +558,8 @@ def test_charges_and_refusals_do_not_depend_on_the_data(ledger_at, tmp_path, mon
         ledger = BudgetLedger(where)
         obs = []
         for _ in range(3):  # the third one exceeds the budget
-            model = TensorCompletion(
-                2, privacy="gradient_dpsgd", neighbouring="entry-value",
-                    epsilon=0.6, delta=1e-6, n_epochs=2, ledger=ledger
-            )
+            model = TensorCompletion(2, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=0.6,
+                delta=1e-6, ledger=ledger, options=CompletionOptions(n_epochs=2))
             obs.append(observe(model.fit, indices, data, (4, 4, 4)))
         assert obs[-1].exception is not None and obs[-1].exception[0] == "BudgetExceededError"
         rows.append(([{k: v for k, v in c.to_row().items() if k != "time"} for c in ledger.charges()], obs))

@@ -26,6 +26,7 @@ from _helpers import event_guarantee, gaussian_guarantee, in_child
 from dp_accounting import pld
 
 from dptensor.models import TensorCompletion
+from dptensor.models.completion import CompletionOptions
 from dptensor.privacy import (
     BudgetExceededError,
     BudgetLedger,
@@ -244,10 +245,8 @@ def test_database_full_loses_no_charge(tmp_path):
 def _fit_forever(path: str) -> None:  # pragma: no cover - runs in a child that is killed
     rng = np.random.default_rng(0)
     indices = np.stack([rng.integers(0, 20, 2000) for _ in range(3)], axis=1)
-    model = TensorCompletion(
-        3, privacy="gradient_dpsgd", neighbouring="entry-value",
-            epsilon=0.5, delta=1e-6, n_epochs=10**6, ledger=BudgetLedger(path)
-    )
+    model = TensorCompletion(3, privacy="gradient_dpsgd", neighbouring="entry-value", epsilon=0.5, delta=1e-6,
+        ledger=BudgetLedger(path), options=CompletionOptions(n_epochs=10**6))
     model.fit(indices, rng.standard_normal(2000), (20, 20, 20))
     Path(path + ".finished").touch()
 

@@ -9,6 +9,7 @@ from dptensor.models.completion.estimator import (
     rmse,
 )
 from dptensor.models.completion.fold_in import FoldedUsers, fold_in_users, predict_folded, recommend_folded
+from dptensor.models.completion.options import CompletionOptions
 from dptensor.models.completion.plan import RecommendationPlan, plan_recommendation
 from dptensor.models.completion.recommend import Recommendations
 
@@ -16,6 +17,7 @@ __all__ = [
     "OFFSETS",
     "PRIVACY_MODES",
     "SOLVERS",
+    "CompletionOptions",
     "CompletionPlan",
     "FoldedUsers",
     "RecommendationPlan",

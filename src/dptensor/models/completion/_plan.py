@@ -321,7 +321,8 @@ def plan_completion(
     Parameters
     ----------
     params : mapping of str to object
-        The estimator's parameters, all of them: ``TensorCompletion(...).get_params()``.
+        The estimator's parameters, all of them, its options spread flatly:
+        ``dptensor.models._options.flat_params(TensorCompletion(...))``.
     shape : sequence of three ints
         The tensor's shape (public).
     n_observed : int, optional
@@ -349,7 +350,8 @@ def plan_completion(
     unknown = [name for name in params if name not in PARAMETER_CONSTRAINTS]
     if missing or unknown:
         raise TypeError(
-            "params must hold every TensorCompletion parameter (TensorCompletion(...).get_params()); "
+            "params must hold every TensorCompletion parameter, its options flat "
+            "(dptensor.models._options.flat_params(TensorCompletion(...))); "
             + (f"missing {missing}" if missing else "")
             + ("; " if missing and unknown else "")
             + (f"unknown {unknown}" if unknown else "")

@@ -152,6 +152,7 @@ from dptensor._validation import (
     check_random_state,
 )
 from dptensor.models._base import PrivateEstimatorMixin, forget_fitted_attributes
+from dptensor.models._options import resolve_options
 from dptensor.models.completion import _paper
 from dptensor.models.completion._als import (
     AlsSettings,
@@ -171,6 +172,7 @@ from dptensor.models.completion._plan import (
     plan_completion,
 )
 from dptensor.models.completion._sgd import fit_sgd, perturb_values
+from dptensor.models.completion.options import OPTION_NAMES, CompletionOptions
 from dptensor.models.completion.recommend import (
     Recommendations,
     check_day,
@@ -233,75 +235,9 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     offsets : {"auto", "none", "mean", "biases", "biscale"}, default "auto"
         ``"auto"``: ``"biases"`` with ALS, ``"gradient_dpsgd"`` and ``"als"``; ``"none"`` for the
         paper's SGD modes (exactly as the paper).
-    context_modes : "auto" or tuple of ints, default "auto"
-        Modes whose rows are shrunk towards the all-ones row; ``"auto"``: ``(2,)`` with ALS
-        (the third mode is a context such as a day), ``()`` with SGD (the paper's objective).
-    learning_rate : float, optional
-        Per-entry SGD step ``eta``; default 0.005 (Section 5.1), 0.5 for ``"gradient_dpsgd"``
-        (full-batch steps capped at ``1 / h`` per row).
-    reg : float or "auto", optional
-        ``lambda`` of (6) / ``lambda_o`` of (7). Default: 0.01 for SGD (the paper), ``"auto"``
-        for non-private ALS (chosen on a validation split, see the module docstring), and
-        ``10 ((hi - lo) / 4)^(4/3)`` for ``"als"``.
-    reg_core : float, optional
-        ``lambda_g`` of (7); default ``reg / 10`` for SGD (the paper's ratio), ``reg`` for ALS.
-    reg_bias : float, optional
-        Penalty of the biases; default ``reg``. For ``"als"`` the biases' prior variance is
-        ``((hi - lo) / 4)^2 / reg_bias``; default 5 (both relations).
-    n_epochs : int, optional
-        SGD passes over the observed entries (``tau``); default 100 (the paper's maximum
-        iterations), 20 for ``"gradient_dpsgd"``.
-    max_iter : int, optional
-        ALS sweeps: at most 100 without privacy (stopped by ``tol`` or early stopping); exactly
-        this many for ``"als"`` (default 2; 1 under ``"user"``).
-    tol : float, default 1e-4
-        ALS stops when the objective (or, with a validation split, the validation RMSE) improves
-        by less than this fraction.
-    early_stopping : bool, default False
-        Non-private ALS with a fixed ``reg``: stop on a validation split (``validation_fraction``
-        of the entries, drawn from ``random_state``) and keep the best sweep.
-    validation_fraction : float, default 0.1
-    n_iter_no_change : int, default 3
-        Sweeps without improvement before early stopping.
-    batch_size : int, optional
-        SGD entries evaluated together (1 = the sequential algorithm); default 256, all entries
-        (one step per epoch) for ``"gradient_dpsgd"``.
-    clip : float, default 1.0
-        ``m`` of Algorithm 2 (clip of ``c_k``'s gradient, ``Delta = 2m``); ``L`` of Algorithm 3
-        and of ``"output_clipped"``; the per-entry gradient clip of ``"gradient_dpsgd"``; for
-        ``"als"`` under ``"user"``, the bound ``B`` on each entry's design norm.
     value_range : (float, float), optional
         Declared ``[min, max]`` of the values; values are clipped into it and predictions are
         clamped to it. Required for ``"output_clipped"`` and ``"als"``.
-    clamp : bool, default True
-        Clamp input-perturbed values back to the range (Section 4.2, post-processing).
-    budget_split : float in (0, 1), optional
-        ``"output_clipped"``: share of ``epsilon`` for the output-perturbation stage (default 0.5).
-        ``"als"`` under ``"entry-value"``: share of ``epsilon`` for the offsets' Laplace release
-        when factors follow (default 0.9); under ``"user"``: share of the Gaussian budget
-        ``mu^2`` for the mean (default 0.1; a mode with a single row is not released, so a user x
-        item matrix given as ``(n, m, 1)`` spends the rest on the items alone).
-    output_epochs : int, default 10
-        ``"output_clipped"``: passes ``tau`` of the convex refit of ``C``.
-    max_ratings : int or "auto", default "auto"
-        ``"als"`` under ``"user"``: a user's contribution to each release is bounded as if they had
-        at most this many ratings (larger contributions are scaled down, silently). ``"auto"``: 10,
-        growing once the users are many enough for the noise on each item's statistics to be small
-        (public sizes and parameters only: ``10 (u / 350)^1.25`` up to 300, ``u = n_users / (z
-        sqrt(n_items))``, ``z`` the item release's noise multiplier; with 1 682 items at epsilon 1 and
-        delta 1e-6, 10 up to about 7e4 users, 249 at 1e6, 300 from about 1.2e6); the bound used is
-        ``max_ratings_``.
-    start : {"auto", "spectral", "random"}, default "auto"
-        ``"als"`` under ``"user"``: where the item factors start. ``"spectral"``: from the leading
-        eigenvectors of a noisy release of the covariance of users' rating vectors (it takes 30% of
-        the budget the sweeps would get; at most 4096 items); ``"random"``: data-independent.
-        ``"auto"``: spectral where the users are many enough for its eigenvectors to stand above
-        the noise (public sizes only: ``n_users >= 100 z sqrt(n_items)``, ``z`` its noise
-        multiplier; about 3.3e4 users of 1 682 items at epsilon 1, 9.4e3 at epsilon 4).
-    init_scale : float, optional
-        SGD: factors start as ``init_scale * |N(0, 1)|`` (default 0.5, data-independent), the core
-        as ``init_scale * N(0, 1)``. ALS: ``init_scale * N(0, 1)`` with a default from the
-        values' spread (without privacy) or the declared range (``"als"``).
     random_state : None, int or Generator
         Public randomness: initialisation, shuffles, the validation split.
     noise : None, "numpy", "opendp" or insecure_test_noise(seed)
@@ -311,6 +247,11 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         Charged with the guarantee before the private values are read.
     verbose : bool, default False
         A progress bar over the sweeps / epochs (on standard error).
+    options : CompletionOptions, optional
+        The solvers' and mechanisms' tuning (the regularisation, iterations, step, batch size, clipping
+        bound, budget split, ...; :class:`~dptensor.models.completion.CompletionOptions`, which says what
+        each option means in each mode); ``None``: its defaults, resolved per mode at fit. scikit-learn
+        reaches them as ``options__reg`` etc. (``set_params``, ``GridSearchCV``).
 
     Attributes
     ----------
@@ -373,7 +314,11 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
     (1,)
     """
 
-    _parameter_constraints: dict = dict(PARAMETER_CONSTRAINTS)
+    _parameter_constraints: dict = {
+        **{name: rule for name, rule in PARAMETER_CONSTRAINTS.items() if name not in OPTION_NAMES},
+        "options": [None, CompletionOptions],
+    }
+    _options_class = CompletionOptions
 
     def __init__(
         self,
@@ -386,30 +331,12 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         delta: float | None = None,
         solver: str = "auto",
         offsets: str = "auto",
-        context_modes: str | tuple = "auto",
-        learning_rate: float | None = None,
-        reg: float | str | None = None,
-        reg_core: float | None = None,
-        reg_bias: float | None = None,
-        n_epochs: int | None = None,
-        max_iter: int | None = None,
-        tol: float = 1e-4,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        n_iter_no_change: int = 3,
-        batch_size: int | None = None,
-        clip: float | None = None,
         value_range: tuple[float, float] | None = None,
-        clamp: bool = True,
-        budget_split: float | None = None,
-        output_epochs: int = 10,
-        max_ratings: int | str = "auto",
-        start: str = "auto",
-        init_scale: float | None = None,
         random_state: RandomStateLike = None,
         noise: NoiseLike = None,
         ledger: Ledger | None = None,
         verbose: bool = False,
+        options: CompletionOptions | None = None,
     ) -> None:
         self.rank = rank
         self.model = model
@@ -419,30 +346,21 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         self.delta = delta
         self.solver = solver
         self.offsets = offsets
-        self.context_modes = context_modes
-        self.learning_rate = learning_rate
-        self.reg = reg
-        self.reg_core = reg_core
-        self.reg_bias = reg_bias
-        self.n_epochs = n_epochs
-        self.max_iter = max_iter
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.batch_size = batch_size
-        self.clip = clip
         self.value_range = value_range
-        self.clamp = clamp
-        self.budget_split = budget_split
-        self.output_epochs = output_epochs
-        self.max_ratings = max_ratings
-        self.start = start
-        self.init_scale = init_scale
         self.random_state = random_state
         self.noise = noise
         self.ledger = ledger
         self.verbose = verbose
+        self.options = options
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle; a model pickled before its tuning moved into ``options`` (its knobs flat) gets
+        them as its :class:`CompletionOptions`, so that an old file loads and refits alike."""
+        flat = {name: state.pop(name) for name in OPTION_NAMES if name in state}
+        if flat and state.get("options") is None:
+            state["options"] = CompletionOptions(**flat)
+        state.setdefault("options", None)
+        super().__setstate__(state)
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
@@ -465,6 +383,10 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         -------
         self
         """
+        # the options checked (and their defaults taken) before anything is read or charged
+        options = resolve_options(self.options, CompletionOptions, "TensorCompletion")
+        params = {**self.get_params(deep=False), **options.get_params(deep=False)}
+        del params["options"]
         # Under the user relation a data set with no ratings is a neighbour (of one user's ratings): it fits.
         user_relation = self.privacy == "als" and self.neighbouring == "user"
         indices, values, shape = check_entries(indices, values, shape, allow_empty=user_relation)
@@ -473,7 +395,7 @@ class TensorCompletion(PrivateEstimatorMixin, BaseEstimator):
         # unproven input perturbation without a declared range reads (and releases) the data's range
         paper = self.privacy == "input" and self.value_range is None
         paper_range = _paper.data_range(values) if paper else None
-        plan = plan_completion(self.get_params(deep=False), shape, None if user_relation else n,
+        plan = plan_completion(params, shape, None if user_relation else n,
                                data_range=paper_range)
         rng = check_random_state(self.random_state)
         forget_fitted_attributes(self)  # nothing of an earlier fit stays (e.g. a non-private one's RMSE)

@@ -270,12 +270,14 @@ def plan_recommendation(
     for key in CALIBRATION:
         if not isinstance(c.get(key), Real) or c[key] <= 0:
             raise ValueError(f"calibration[{key!r}] must be a positive number")
+    from dptensor.models._options import flat_params
     from dptensor.models.completion.estimator import TensorCompletion  # the fit's own parameters
+    from dptensor.models.completion.options import CompletionOptions
 
-    params = TensorCompletion(
+    params = flat_params(TensorCompletion(
         rank, privacy="als", neighbouring=relation, epsilon=float(epsilon), delta=float(delta),
-        value_range=(low, high), max_ratings=max_ratings,
-    ).get_params()
+        value_range=(low, high), options=CompletionOptions(max_ratings=max_ratings),
+    ))
     n_guess = n_users * typical_ratings  # only the entry-value plan's default delta would read it
     plan = plan_completion(params, (n_users, n_items, n_times), n_guess)
     max_ratings = plan.max_ratings  # resolved as a fit with these parameters (delta included) resolves it

@@ -35,6 +35,7 @@ from dptensor._files import pyplot, save_figure, write_csv, write_json
 from dptensor._progress import progress_bar
 from dptensor._validation import RandomStateLike, check_random_state
 from dptensor.datasets.entries import make_low_rank_completion, train_test_split_entries
+from dptensor.models._options import build_estimator
 from dptensor.models.completion.estimator import TensorCompletion, rmse
 from dptensor.privacy import enable_features
 
@@ -108,7 +109,7 @@ def _fit_one(model: str, method: str, epsilon: float, train, test, truth_test, s
     try:
         # the paper's gradient and output perturbations are reproduced, so they are opted into
         with enable_features("unproven"):
-            fit = TensorCompletion(RANK, model=model, random_state=seed, **kwargs).fit(
+            fit = build_estimator(TensorCompletion, rank=RANK, model=model, random_state=seed, **kwargs).fit(
                 train.indices, train.values, train.shape
             )
         pred = fit.predict(test.indices)
