@@ -27,6 +27,7 @@ from dptensor.models import (
     SpectralLDA,
     TensorCompletion,
 )
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 
 # -- why some of scikit-learn's generic checks cannot pass -------------------------------------
 MESSAGE = (
@@ -55,7 +56,7 @@ INDEX_INPUT = (
 ESTIMATORS = {
     "SpectralLDA": lambda: SpectralLDA(1, random_state=0),
     "PrivateSpectralLDA": lambda: PrivateSpectralLDA(1, epsilon=1.0, delta=1e-5, random_state=0),
-    "DPVariationalLDA": lambda: DPVariationalLDA(1, n_passes=1, random_state=0),
+    "DPVariationalLDA": lambda: DPVariationalLDA(1, options=DPVIOptions(n_passes=1), random_state=0),
     "SingleTopicModel": lambda: SingleTopicModel(1, input="counts", moments="all", random_state=0),
     "OnlineTensorPower": lambda: OnlineTensorPower(1, batch_size=5, n_iter=2, n_restarts=2, random_state=0),
     "TensorCompletion": lambda: TensorCompletion(2),
