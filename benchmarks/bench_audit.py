@@ -65,9 +65,11 @@ from dptensor.models import (
     TensorCompletion,
 )
 from dptensor.models.completion import CompletionOptions
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import enable_features
 from dptensor.privacy.audit import audit_estimator
 from dptensor.privacy.noise import scaled_test_noise
+from dptensor.research import PaperDPVariationalLDA
 
 
 def _ratings(shape=(16, 8, 2), n=100, seed=0):
@@ -159,9 +161,10 @@ def cases(eps: float):
             2, alpha0=0.6, epsilon=eps, delta=delta, random_state=0, noise=n,
             budget_split={"m1": 0.8, "m2": 0.1, "e3": 0.1}, **kw
         ), wide, None),
-        "DPVariationalLDA": (lambda n, **kw: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=eps,
-                                                             delta=delta, random_state=0, noise=n, **kw),
-                             counts, {"accountant": "paper"}),
+        "DPVariationalLDA": (lambda n, **kw: (PaperDPVariationalLDA if kw else DPVariationalLDA)(
+            2, epsilon=eps, delta=delta, random_state=0, noise=n,
+            options=DPVIOptions(batch_size=50, n_passes=1), **kw,
+        ), counts, {"accountant": "paper"}),  # the paper's accountant: the research wing's
         "SingleTopicModel (AGN), 4 words": (lambda n, **kw: SingleTopicModel(
             2, mechanism="agn", n_words=4, epsilon=eps, delta=delta, random_state=0, noise=n, **kw
         ), tokens, None),
@@ -217,7 +220,8 @@ def cases(eps: float):
             lambda: PrivateSpectralLDA(2, alpha0=0.6, epsilon=eps, delta=delta, random_state=0), refining,
             {"n_runs": 20}, ("rf",)),
         "DPVariationalLDA, init=moments, 84 words": (
-            lambda: DPVariationalLDA(2, init="moments", n_passes=1, epsilon=eps, delta=delta, random_state=0),
+            lambda: DPVariationalLDA(2, epsilon=eps, delta=delta, random_state=0,
+                                     options=DPVIOptions(init="moments", n_passes=1)),
             moments_corpus, {"n_runs": 20}, ("moment start",)),
         "DP-ALS user, 3000 x 16 x 1, max_ratings=2, spectral start": (
             lambda: TensorCompletion(2, privacy="als", neighbouring="user", epsilon=eps, delta=delta,

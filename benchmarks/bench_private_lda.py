@@ -36,6 +36,7 @@ DELTA = 1e-6
 
 def worker(args: argparse.Namespace) -> None:
     from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SpectralLDA
+    from dptensor.models.topics.dp_vi_options import DPVIOptions
 
     counts, topics, _ = load_cell(args.cell)
     k = topics.shape[0]
@@ -44,7 +45,8 @@ def worker(args: argparse.Namespace) -> None:
         model = SpectralLDA(k, 1.0, random_state=0).fit(counts)
     elif args.method == "dp-vi":
         model = DPVariationalLDA(
-            k, batch_size=1000, n_passes=1, clip=None, epsilon=args.epsilon, delta=DELTA, random_state=0
+            k, epsilon=args.epsilon, delta=DELTA, random_state=0,
+            options=DPVIOptions(batch_size=1000, n_passes=1, clip=None),
         ).fit(counts)
     else:
         model = PrivateSpectralLDA(

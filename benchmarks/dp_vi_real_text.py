@@ -62,6 +62,7 @@ import scipy.sparse as sp  # noqa: E402
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer  # noqa: E402
 
 from dptensor import DPVariationalLDA, evaluation  # noqa: E402
+from dptensor.models._options import build_estimator  # noqa: E402
 from dptensor.models.topics.dp_vi import DEFAULT_PRIVATE_DOC_TOPIC_PRIOR  # noqa: E402
 
 TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"
@@ -147,9 +148,10 @@ def fit(
         from sklearn.decomposition import LatentDirichletAllocation
 
         return LatentDirichletAllocation(k, learning_method="online", random_state=seed).fit(train)
-    if epsilon is None:
-        return DPVariationalLDA(k, random_state=seed, **params).fit(train)
-    return DPVariationalLDA(k, epsilon=epsilon, delta=delta, random_state=seed, **params).fit(train)
+    if epsilon is None:  # params name the options flatly (build_estimator)
+        return build_estimator(DPVariationalLDA, n_components=k, random_state=seed, **params).fit(train)
+    return build_estimator(DPVariationalLDA, n_components=k, epsilon=epsilon, delta=delta, random_state=seed,
+                           **params).fit(train)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,6 +21,7 @@ from dptensor.evaluation import (
     unigram_perplexity,
     word_set_npmi,
 )
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,8 @@ def test_true_topics_beat_the_unigram_model_and_fitted_models_too(corpus):
     assert truth < 0.75 * unigram
     spectral = SpectralLDA(4, alpha0=0.4, random_state=0).fit(train)
     assert truth <= completion_perplexity(spectral, split) < 0.85 * unigram
-    vi = DPVariationalLDA(4, doc_topic_prior=0.1, learning_offset=10.0, random_state=0).fit(train)
+    vi = DPVariationalLDA(4, doc_topic_prior=0.1, random_state=0, options=DPVIOptions(learning_offset=10.0))
+    vi.fit(train)
     assert completion_perplexity(vi, split) < 0.85 * unigram
 
 

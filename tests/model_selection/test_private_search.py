@@ -18,6 +18,7 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.model_selection import PrivateGridSearchCV, selection_guarantee
 from dptensor.model_selection._private_search import per_token_log_likelihood
 from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import (
     BudgetExceededError,
     BudgetLedger,
@@ -140,7 +141,7 @@ def test_a_pipeline_over_a_public_vocabulary_is_searched(tmp_path):
     documents = [" ".join(rng.choice(topics[i % 2], size=8)) for i in range(300)]
     words = sorted({w for t in topics for w in t})
     pipe = make_pipeline(CountVectorizer(vocabulary=words), DPVariationalLDA(2, epsilon=1.0, delta=1e-7,
-                                                                            n_passes=1))
+                                                                            options=DPVIOptions(n_passes=1)))
     ledger = BudgetLedger(tmp_path / "l.sqlite", epsilon=20.0, delta=1e-4)
     search = PrivateGridSearchCV(pipe, {"dpvariationallda__doc_topic_prior": [0.1, 1.0]}, **BUDGET, cv=2,
                                  score_range=(-2 * math.log(8), 0), ledger=ledger, random_state=0)

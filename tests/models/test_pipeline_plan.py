@@ -24,6 +24,7 @@ from dptensor.models import (
     pipeline_guarantee,
 )
 from dptensor.models.pipeline_plan import check_pipeline_budget, model_guarantees
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import BudgetExceededError, BudgetLedger, compose
 
 pytestmark = pytest.mark.filterwarnings("ignore::dptensor.privacy.ReleaseUtilityWarning")  # 8 of 20 words
@@ -113,7 +114,7 @@ def test_public_steps_carry_the_width_and_vi_plans_from_n_alone(tmp_path, docume
         fixed.fit(documents)
     assert ledger.charges() == []
     small = BudgetLedger(tmp_path / "small.sqlite", epsilon=3.6, delta=1e-5)  # each alone fits, both: 3.70
-    vi = DPVariationalLDA(2, epsilon=3.5, delta=1e-6, n_passes=1, ledger=small)
+    vi = DPVariationalLDA(2, epsilon=3.5, delta=1e-6, options=DPVIOptions(n_passes=1), ledger=small)
     both = make_private_pipeline(PrivateCountVectorizer(20, epsilon=2.0, delta=1e-6, ledger=small), vi)
     with pytest.raises(BudgetExceededError):
         both.fit(documents)

@@ -21,6 +21,7 @@ from _helpers import assert_caught_by
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, TensorCompletion
 from dptensor.models.completion import CompletionOptions
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import PrivacyWarning
 from dptensor.privacy.audit import AuditResult, audit_estimator, canary_adapter_for
 from dptensor.privacy.noise import scaled_test_noise
@@ -133,8 +134,8 @@ def test_dp_vi_audit_reads_the_moment_start(variant: str, monkeypatch) -> None:
     if variant != "honest":
         _quiet_moment_start(monkeypatch, 0.1 if variant.endswith("/ 10") else 1e-9)
     source = scaled_test_noise(1.0, seed=3)
-    make = lambda: DPVariationalLDA(2, init="moments", n_passes=1, epsilon=1.0, delta=1e-5,  # noqa: E731
-                                    random_state=0, noise=source)
+    make = lambda: DPVariationalLDA(2, epsilon=1.0, delta=1e-5, random_state=0, noise=source,  # noqa: E731
+                                    options=DPVIOptions(init="moments", n_passes=1))
     result = _audit(make, refining_corpus(40, 20, 64), n_runs=20)
     assert result.n_canaries == 32 and "moment_model_" in result.attack
     releases = {"topics", "start m1", "start m2"}
@@ -150,8 +151,8 @@ def test_dp_vi_audit_reads_the_moment_start(variant: str, monkeypatch) -> None:
 
 def test_dp_vi_random_start_keeps_one_score() -> None:
     X = make_lda_corpus(20, 8, 2, alpha=0.3, doc_length=10, random_state=0).counts
-    model = DPVariationalLDA(2, batch_size=20, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
-                             noise=scaled_test_noise(1.0, seed=0))
+    model = DPVariationalLDA(2, epsilon=1.0, delta=1e-5, random_state=0, noise=scaled_test_noise(1.0, seed=0),
+                             options=DPVIOptions(batch_size=20, n_passes=1))
     adapter = canary_adapter_for(model)
     plan = adapter.plan(model, X, 2, np.random.default_rng(0))
     model.fit(*adapter.fit_args(plan, np.array([True, False])))
@@ -222,8 +223,8 @@ def test_start_audits_over_seeds(seed: int, monkeypatch) -> None:
 
     source = scaled_test_noise(1.0, seed=seed)
     corpus, ratings = refining_corpus(40, 20, 64), _ratings((3000, 16, 1), 9000)
-    make_vi = lambda: DPVariationalLDA(2, init="moments", n_passes=1, epsilon=1.0, delta=1e-5,  # noqa: E731
-                                       random_state=0, noise=source)
+    make_vi = lambda: DPVariationalLDA(2, epsilon=1.0, delta=1e-5, random_state=0, noise=source,  # noqa: E731
+                                       options=DPVIOptions(init="moments", n_passes=1))
     vi_releases = {"topics", "start m1", "start m2"}
     assert _audit(make_vi, corpus, n_runs=20).epsilon_lower <= 1.0
     assert_caught_by(_audit(lambda: _dpals_user(source), ratings, n_runs=40), "honest", "spectrum",

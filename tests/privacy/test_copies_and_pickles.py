@@ -22,6 +22,7 @@ from dptensor import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLD
 from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models._options import build_estimator
 from dptensor.models.completion import CompletionOptions
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import PrivacyWarning, insecure_test_noise, resolve_noise
 from dptensor.privacy.noise import scaled_test_noise
 
@@ -79,7 +80,7 @@ def _fitted(name, counts):
     if name == "PrivateSpectralLDA":
         return PrivateSpectralLDA(3, 0.3, **budget, refine_passes=2, random_state=0).fit(counts)
     if name == "DPVariationalLDA":
-        return DPVariationalLDA(3, n_passes=1, **budget, random_state=0).fit(counts)
+        return DPVariationalLDA(3, options=DPVIOptions(n_passes=1), **budget, random_state=0).fit(counts)
     if name == "PrivateCountVectorizer":
         return PrivateCountVectorizer(3, **budget).fit(["tensor power method", "power of a tensor"] * 800)
     idx, values, shape = _ratings()

@@ -20,6 +20,7 @@ from dptensor.datasets.lda import make_lda_corpus
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
 from dptensor.models._options import build_estimator
 from dptensor.models.completion import CompletionOptions
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import PrivacyWarning
 from dptensor.privacy.audit import (
     AuditResult,
@@ -77,8 +78,8 @@ def test_scaled_test_noise_scales_and_voids_the_guarantee() -> None:
     b = scaled_test_noise(1.0, seed=3).add_laplace(np.zeros(5), 1.0)
     np.testing.assert_array_equal(a, b)
     X = make_lda_corpus(30, 8, 2, alpha=0.3, doc_length=10, random_state=0).counts
-    model = DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
-                             noise=scaled_test_noise(0.1, seed=0)).fit(X)
+    model = DPVariationalLDA(2, epsilon=1.0, delta=1e-5, random_state=0, noise=scaled_test_noise(0.1, seed=0),
+                             options=DPVIOptions(batch_size=30, n_passes=1)).fit(X)
     assert not model.guarantee_.holds and model.guarantee_.nominal_epsilon == 1.0
     assert "scaled_test_noise(0.1)" in model.guarantee_.reason
     for bad in (0, -1.0, float("nan"), True):
@@ -204,8 +205,8 @@ def test_dpals_honest_default_is_not_refuted(relation: str) -> None:
 def test_dp_vi_under_noised_is_caught() -> None:
     X = make_lda_corpus(40, 20, 2, alpha=0.3, doc_length=20, random_state=0).counts
     source = scaled_test_noise(0.1, seed=1)
-    result = _audit(lambda: DPVariationalLDA(2, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-5,
-                                             random_state=0, noise=source), X, n_runs=20)
+    result = _audit(lambda: DPVariationalLDA(2, epsilon=1.0, delta=1e-5, random_state=0, noise=source,
+                                             options=DPVIOptions(batch_size=50, n_passes=1)), X, n_runs=20)
     assert result.n_canaries == 10 and result.epsilon_lower > result.epsilon_claimed == 1.0
 
 
@@ -219,8 +220,8 @@ def test_dpals_entry_value_under_noised_is_caught() -> None:
 
 @pytest.mark.parametrize("make", [
     lambda s: PrivateSpectralLDA(2, alpha0=0.6, epsilon=1.0, delta=1e-5, random_state=0, noise=s),
-    lambda s: DPVariationalLDA(2, batch_size=30, n_passes=1, epsilon=1.0, delta=1e-5, random_state=0,
-                               noise=s),
+    lambda s: DPVariationalLDA(2, epsilon=1.0, delta=1e-5, random_state=0, noise=s,
+                               options=DPVIOptions(batch_size=30, n_passes=1)),
 ])
 def test_topic_models_honest_defaults_are_not_refuted(make) -> None:
     X = make_lda_corpus(30, 12, 2, alpha=0.3, doc_length=15, random_state=0).counts

@@ -40,6 +40,7 @@ from dptensor.model_selection import PrivateGridSearchCV
 from dptensor.models._options import build_estimator
 from dptensor.models.recommend import PrivateRecommender
 from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.privacy.audit import Observation, observable_differences, observe
@@ -662,10 +663,12 @@ ENTRY_POINTS = [
         lambda x: PrivateSpectralLDA(2, alpha0=1.0, **BUDGET, calibration="classic", random_state=0)
         .fit(sp.csr_matrix(x))), outside_domain=SHORT_DOCUMENTS),
     EntryPoint("DPVariationalLDA", "counts", _api(
-        lambda x: DPVariationalLDA(2, **BUDGET, batch_size=24, n_passes=1, random_state=0)  # every document
+        lambda x: DPVariationalLDA(2, **BUDGET, random_state=0,
+                                   options=DPVIOptions(batch_size=24, n_passes=1))  # every document
         .fit(sp.csr_matrix(x)))),
     EntryPoint("DPVariationalLDA(init=moments)", "counts", _api(
-        lambda x: DPVariationalLDA(2, **BUDGET, n_passes=1, init="moments", random_state=0)
+        lambda x: DPVariationalLDA(2, **BUDGET, random_state=0,
+                                   options=DPVIOptions(n_passes=1, init="moments"))
         .fit(sp.csr_matrix(x)))),
     EntryPoint("PrivateCountVectorizer", "texts", _api(
         lambda texts: PrivateCountVectorizer(20, epsilon=1.0, delta=1e-6).fit(texts))),

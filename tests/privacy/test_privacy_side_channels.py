@@ -20,6 +20,7 @@ from dptensor import TensorCompletion, input_perturbation, private_power_method
 from dptensor.cli import observe_command
 from dptensor.models._options import build_estimator
 from dptensor.models.completion import CompletionOptions
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import UnprovenPrivacyError, enable_features
 from dptensor.privacy.audit import observable_differences, observe
 from dptensor.tensor import SampleMoment
@@ -202,7 +203,7 @@ def _topic_fits():
                 "classic": {"calibration": "classic"}}  # fmt: skip
     fits = {f"PrivateSpectralLDA({name})": lambda x, kw=params: PrivateSpectralLDA(3, 0.5, **budget, **kw)
             .fit(x) for name, params in spectral.items()}  # fmt: skip
-    fits["DPVariationalLDA"] = lambda x: DPVariationalLDA(3, n_passes=1, **budget).fit(x)
+    fits["DPVariationalLDA"] = lambda x: DPVariationalLDA(3, options=DPVIOptions(n_passes=1), **budget).fit(x)
     fits["SingleTopicModel"] = lambda x: SingleTopicModel(3, mechanism="agn", moments="all", **budget).fit(x)
     return fits
 

@@ -15,6 +15,7 @@ from dptensor.decomposition._online_checkpoint import data_fingerprint
 from dptensor.decomposition.online import OnlineTensorPower
 from dptensor.models import DPVariationalLDA, PrivateSpectralLDA, SingleTopicModel, TensorCompletion
 from dptensor.models.completion import CompletionOptions
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import PrivacyWarning, insecure_test_noise
 from dptensor.privacy.audit import observable_differences, observe
 from dptensor.privacy.warnings import EPSILON_WARNING_THRESHOLD, check_privacy_parameters
@@ -47,8 +48,8 @@ def corpus():
 def _lda_models(epsilon, delta):
     return {
         "PrivateSpectralLDA": PrivateSpectralLDA(2, alpha0=0.6, epsilon=epsilon, delta=delta, random_state=0),
-        "DPVariationalLDA": DPVariationalLDA(2, n_passes=1, batch_size=100, epsilon=epsilon, delta=delta,
-                                             random_state=0),
+        "DPVariationalLDA": DPVariationalLDA(2, epsilon=epsilon, delta=delta, random_state=0,
+                                             options=DPVIOptions(n_passes=1, batch_size=100)),
         "SingleTopicModel": SingleTopicModel(2, mechanism="agn", input="counts", moments="all",
                                              epsilon=epsilon, delta=delta, random_state=0),
     }

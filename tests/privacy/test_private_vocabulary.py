@@ -26,6 +26,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 
 from dptensor.cli import main, observe_command
 from dptensor.models import DPVariationalLDA, PrivateCountVectorizer, PrivateSpectralLDA, pipeline_guarantee
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.models.topics.short_documents import pad_short_documents
 from dptensor.privacy import BudgetLedger, compose, event_epsilon, insecure_test_noise, resolve_noise
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
@@ -460,7 +461,8 @@ def test_pipeline_guarantee_sees_a_vocabulary_built_from_the_private_documents()
 
 
 @pytest.mark.parametrize("model", [
-    PrivateSpectralLDA(2, epsilon=1.0, delta=1e-6), DPVariationalLDA(2, epsilon=1.0, delta=1e-6, n_passes=1),
+    PrivateSpectralLDA(2, epsilon=1.0, delta=1e-6),
+    DPVariationalLDA(2, epsilon=1.0, delta=1e-6, options=DPVIOptions(n_passes=1)),
 ])
 def test_topic_models_name_the_vocabulary_as_a_public_assumption(model):
     counts = sp.csr_matrix(np.random.default_rng(0).integers(1, 4, size=(200, 6)))
@@ -643,7 +645,8 @@ def test_planned_guarantees_are_what_the_fits_charge(tmp_path):
     assert vectorizer.fit(texts).guarantee_ == planned
     counts = vectorizer.transform(texts)
     for model in (PrivateSpectralLDA(2, 1.0, epsilon=1.0, delta=1e-6, random_state=0),
-                  DPVariationalLDA(2, epsilon=1.0, delta=1e-6, n_passes=1, random_state=0)):
+                  DPVariationalLDA(2, epsilon=1.0, delta=1e-6, random_state=0,
+                                   options=DPVIOptions(n_passes=1))):
         spectral = isinstance(model, PrivateSpectralLDA)
         planned = model.planned_guarantee(*(counts.shape if spectral else counts.shape[:1]))
         assert model.fit(counts).guarantee_ == planned

@@ -66,6 +66,7 @@ from dptensor.datasets.corpus import (
     public_corpus_shape,
     read_text_documents,
 )
+from dptensor.models._options import build_estimator
 from dptensor.models.pipeline_plan import model_guarantees
 from dptensor.models.topics._fitted import topic_words_text
 from dptensor.models.topics.dp_vi import MAX_EPSILON, DPVariationalLDA
@@ -87,6 +88,7 @@ from dptensor.privacy import (
     enable_features,
 )
 from dptensor.privacy.vocabulary import DEFAULT_MAX_WORDS_PER_DOCUMENT, predicted_vocabulary_size
+from dptensor.research.paper_dp_vi import PaperDPVariationalLDA
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -676,11 +678,12 @@ def build_vi_model(
     epsilon, delta = _model_budget(args)
     # --alpha0 left at its default: the estimator's own default prior (0.5 per topic when private)
     default_alpha0 = args.alpha0 == FIT_DEFAULT_ALPHA0 and args.accountant == "exact" and private
-    return DPVariationalLDA(
-        args.topics, doc_topic_prior=None if default_alpha0 else args.alpha0 / args.topics,
-        batch_size=args.batch_size,
+    paper = {"accountant": "paper"} if args.accountant == "paper" else {}  # the research wing's accountant
+    return build_estimator(
+        PaperDPVariationalLDA if paper else DPVariationalLDA, n_components=args.topics,
+        doc_topic_prior=None if default_alpha0 else args.alpha0 / args.topics, batch_size=args.batch_size,
         n_passes=args.passes, clip=args.clip, max_doc_length=args.max_doc_length, epsilon=epsilon,
-        delta=delta, accountant=args.accountant, init=args.vi_init, init_share=args.vi_init_share,
+        delta=delta, init=args.vi_init, init_share=args.vi_init_share, **paper,
         random_state=args.seed, noise=(noise or args.noise) if private else None, ledger=ledger,
         verbose=not args.quiet,
     )  # fmt: skip

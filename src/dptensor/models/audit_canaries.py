@@ -62,6 +62,7 @@ from dptensor.models.completion._plan import plan_completion
 from dptensor.models.completion.estimator import TensorCompletion
 from dptensor.models.recommend import audit  # noqa: F401 - registers PrivateRecommender's canaries
 from dptensor.models.topics.dp_vi import DEFAULT_MAX_DOC_LENGTH, DPVariationalLDA
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.models.topics.private_refinement import release_word_weights
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.sensitivity import lda_moment_constants
@@ -541,8 +542,9 @@ def _dp_vi_canaries(estimator: DPVariationalLDA) -> DocumentCanaries:
     # a document may be as long as the declared maximum (the public default when none is declared):
     # long enough for its statistics to reach the clipping norm. Started from the moments, the moment
     # releases are scored too (one word: both clipping bounds of the clipped moments reached)
-    score = "dp-vi-releases" if estimator.init == "moments" else "topic-weight"
-    return DocumentCanaries(min_length=estimator.max_doc_length or DEFAULT_MAX_DOC_LENGTH, score=score)
+    options = estimator.options or DPVIOptions()
+    score = "dp-vi-releases" if options.init == "moments" else "topic-weight"
+    return DocumentCanaries(min_length=options.max_doc_length or DEFAULT_MAX_DOC_LENGTH, score=score)
 
 
 # clipped releases: canaries spread over enough words to reach both clipping bounds, every release scored

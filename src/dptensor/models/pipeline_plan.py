@@ -33,6 +33,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 
 from dptensor.models._base import PIPELINE_PLANNERS
 from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.vectorizer import PrivateCountVectorizer
 from dptensor.privacy import BudgetExceededError, PrivacyGuarantee, compose
@@ -173,7 +174,7 @@ def planned_charges(pipeline: Pipeline, n_documents: int) -> list[tuple[str, obj
             if width is not None:
                 step.check_configuration(n_documents, width)
                 planned.append((name, step.ledger, model_guarantees(step, n_documents, width)))
-            elif isinstance(step, DPVariationalLDA) and step.init != "moments":
+            elif isinstance(step, DPVariationalLDA) and (step.options or DPVIOptions()).init != "moments":
                 step.check_configuration(n_documents)
                 planned.append((name, step.ledger, [step.planned_guarantee(n_documents)]))
             width = int(step.n_components)

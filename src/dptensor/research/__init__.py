@@ -10,4 +10,10 @@ proven guarantee.
 
 * :mod:`dptensor.research.experiments` -- the experiments behind ``dptensor experiment``, one module
   per paper figure, each with a ``run(out_dir, *, quick=False, ...)`` function.
+* :class:`PaperDPVariationalLDA` (:mod:`dptensor.research.paper_dp_vi`) -- DP variational LDA with
+  Park et al.'s fixed-size minibatches and moments accountant (``accountant="paper"``).
 """
+
+from dptensor.research.paper_dp_vi import PaperDPVariationalLDA
+
+__all__ = ["PaperDPVariationalLDA"]

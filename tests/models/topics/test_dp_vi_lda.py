@@ -20,6 +20,7 @@ from sklearn.decomposition import LatentDirichletAllocation
 
 from dptensor import DPVariationalLDA, NotFittedError
 from dptensor.datasets.lda import make_lda_corpus
+from dptensor.models._options import build_estimator, flat_params
 from dptensor.models.topics import _dp_vi_accounting
 from dptensor.models.topics import dp_vi as dp_vi_lda
 from dptensor.models.topics._dp_vi_accounting import (
@@ -27,6 +28,7 @@ from dptensor.models.topics._dp_vi_accounting import (
     dp_vi_noise_multiplier,
     replace_one_sensitivity,
 )
+from dptensor.models.topics._dp_vi_fit import bounded_counts, dp_variational_lda, initial_topics
 from dptensor.models.topics._dp_vi_steps import (
     bound_document_lengths,
     document_statistics,
@@ -34,6 +36,7 @@ from dptensor.models.topics._dp_vi_steps import (
     poisson_sample,
     shrink_noise,
 )
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import (
     PrivacyWarning,
     UnprovenPrivacyError,
@@ -44,9 +47,16 @@ from dptensor.privacy import (
     resolve_noise,
 )
 from dptensor.privacy.audit import epsilon_lower_bound, observable_differences, observe
+from dptensor.research import PaperDPVariationalLDA
 
 REPLACE = dp_accounting.NeighboringRelation.REPLACE_ONE
 ADD_REMOVE = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def _vi(n_components=10, **params):
+    """DPVariationalLDA with its options named flatly; ``accountant=`` is the research wing's subclass."""
+    cls = PaperDPVariationalLDA if "accountant" in params else DPVariationalLDA
+    return build_estimator(cls, n_components=n_components, **params)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +70,7 @@ def corpus():
 @pytest.mark.parametrize("learning_offset", [1024.0, pytest.param(10.0, marks=pytest.mark.slow)])
 def test_heldout_perplexity_matches_sklearn(corpus, learning_offset):
     train, test = corpus.counts[:2500], corpus.counts[2500:]
-    ours = DPVariationalLDA(5, batch_size=100, n_passes=5, learning_offset=learning_offset, random_state=0)
+    ours = _vi(5, batch_size=100, n_passes=5, learning_offset=learning_offset, random_state=0)
     ours.fit(train)
     theirs = LatentDirichletAllocation(
         5, learning_method="online", batch_size=100, max_iter=5, learning_offset=learning_offset,
@@ -88,10 +98,11 @@ def test_same_random_stream_gives_sklearns_topics(corpus):
     train = corpus.counts[:1500]
     sk = LatentDirichletAllocation(5, learning_method="online", learning_offset=64.0, batch_size=128,
                                    max_iter=2, total_samples=1500, random_state=3).fit(train)  # fmt: skip
-    ours = DPVariationalLDA(5, batch_size=128, learning_offset=64.0)
+    ours = _vi(5, batch_size=128, learning_offset=64.0)
     stream = _SklearnStream(3)
-    ours._run(train, 1500, 2, "fit", ours._initial_topics(200, stream), 1, stream)
-    np.testing.assert_allclose(ours.components_, sk.components_, rtol=1e-6)
+    settings = ours.settings(1500, 2)
+    fitted = dp_variational_lda(bounded_counts(train, None), initial_topics(5, 200, stream), settings, stream)
+    np.testing.assert_allclose(fitted.components, sk.components_, rtol=1e-6)
 
 
 def test_bound_is_sklearns(corpus):
@@ -110,7 +121,7 @@ def _topic_error(true: np.ndarray, model: DPVariationalLDA) -> float:
 
 
 def test_recovers_true_topics(corpus):
-    model = DPVariationalLDA(5, batch_size=100, n_passes=5, learning_offset=10.0, random_state=0)
+    model = _vi(5, batch_size=100, n_passes=5, learning_offset=10.0, random_state=0)
     model.fit(corpus.counts)
     assert _topic_error(corpus.topics, model) < 0.25  # l1 distance per topic, out of 2
     theta = model.transform(corpus.counts[:10])
@@ -128,8 +139,8 @@ def test_private_error_falls_with_epsilon():
     small = make_lda_corpus(4000, 30, 3, alpha=0.2, doc_length=80, topic_concentration=0.2, random_state=0)
     kw = dict(batch_size=400, n_passes=3, learning_offset=10.0, random_state=0, delta=1e-6,
               noise=insecure_test_noise(0))
-    loose = _topic_error(small.topics, DPVariationalLDA(3, epsilon=100.0, **kw).fit(small.counts))
-    tight = _topic_error(small.topics, DPVariationalLDA(3, epsilon=0.1, **kw).fit(small.counts))
+    loose = _topic_error(small.topics, _vi(3, epsilon=100.0, **kw).fit(small.counts))
+    tight = _topic_error(small.topics, _vi(3, epsilon=0.1, **kw).fit(small.counts))
     assert loose < 0.15 < 0.5 < tight
 
 
@@ -221,7 +232,7 @@ def test_replace_one_sensitivity_brute_force():
 def _fit_private(X, **kw):
     params = dict(batch_size=100, n_passes=2, epsilon=1.0, delta=1e-6, random_state=0)
     params.update(kw)
-    return DPVariationalLDA(3, **params).fit(X)
+    return _vi(3, **params).fit(X)
 
 
 def test_accounting_poisson_replace_one_against_dp_accounting(corpus):
@@ -264,7 +275,7 @@ def test_paper_mode_is_opt_in_and_its_claim_does_not_hold(corpus):
         _fit_private(X, accountant="paper")
     # refused before any data is read or budget spent, whichever of the two checks a pipeline asks
     for check in ("check_configuration", "planned_guarantee"):
-        model = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6, accountant="paper")
+        model = _vi(3, batch_size=100, epsilon=1.0, delta=1e-6, accountant="paper")
         with pytest.raises(UnprovenPrivacyError, match="accountant='paper'"):
             getattr(model, check)(1000)
     with enable_features("unproven"):
@@ -361,7 +372,7 @@ def _audit_samples(pair, runs, **kw):
     for X in pair:
         stats = np.empty(runs)
         for r in range(runs):
-            model = DPVariationalLDA(1, n_passes=1, epsilon=EPSILON, delta=DELTA, random_state=0, **kw)
+            model = _vi(1, n_passes=1, epsilon=EPSILON, delta=DELTA, random_state=0, **kw)
             lam = model.fit(X).components_
             stats[r] = lam[0, 0] - lam[0, 1]
         out.append(stats)
@@ -414,14 +425,15 @@ def test_batch_size_above_n_is_the_full_batch():
     fits = []
     for batch_size in (60, 10**6, None):
         with pytest.warns(PrivacyWarning):  # insecure test noise
-            fits.append(DPVariationalLDA(2, batch_size=batch_size, n_passes=2, epsilon=1.0, delta=1e-6,
+            fits.append(_vi(2, batch_size=batch_size, n_passes=2, epsilon=1.0, delta=1e-6,
                                          noise=insecure_test_noise(1), random_state=0).fit(X))  # fmt: skip
     for model in fits[1:]:
         np.testing.assert_array_equal(model.components_, fits[0].components_)
         assert model.guarantee_.details["batch_size"] == 60 and model.guarantee_.n_releases == 2
         assert model.guarantee_.details["sensitivity"] == pytest.approx(math.sqrt(2) * 2.0 / 60)
     # non-private: the default minibatch is scikit-learn's 128 (at most N)
-    assert DPVariationalLDA(2)._batch_size(1000) == 128 and DPVariationalLDA(2)._batch_size(60) == 60
+    assert DPVariationalLDA(2).settings(1000).batch_size == 128
+    assert DPVariationalLDA(2).settings(60).batch_size == 60
 
 
 # ------------------------------------------------------------------------------------------------
@@ -448,8 +460,8 @@ def test_neighbouring_runs_look_alike(corpus, accountant):
     X, Y = _neighbours(corpus)
 
     def run(data):
-        model = DPVariationalLDA(3, batch_size=50, n_passes=2, epsilon=1.0, delta=1e-6, accountant=accountant,
-                                 random_state=0, ledger=_Ledger(), verbose=True)  # fmt: skip
+        model = _vi(3, batch_size=50, n_passes=2, epsilon=1.0, delta=1e-6, accountant=accountant,
+                    random_state=0, ledger=_Ledger(), verbose=True)  # fmt: skip
         model.fit(data)
         model.partial_fit(data)
         return model
@@ -473,8 +485,8 @@ def test_same_random_state_different_private_outputs(corpus):
     np.testing.assert_array_equal(c.components_, d.components_)
     assert not c.guarantee_.holds and math.isinf(c.guarantee_.epsilon)
     # non-private fits repeat with the same random_state
-    e = DPVariationalLDA(3, batch_size=50, n_passes=1, random_state=4).fit(X).components_
-    f = DPVariationalLDA(3, batch_size=50, n_passes=1, random_state=4).fit(X).components_
+    e = _vi(3, batch_size=50, n_passes=1, random_state=4).fit(X).components_
+    f = _vi(3, batch_size=50, n_passes=1, random_state=4).fit(X).components_
     np.testing.assert_array_equal(e, f)
 
 
@@ -485,7 +497,7 @@ def test_invalid_counts_are_refused_before_the_charge(corpus, init):
     bad = corpus.counts[:100].toarray().astype(float)
     bad[3, 3] = -1
     batch = 50 if init == "random" else None  # the moment start runs full-batch
-    model = DPVariationalLDA(3, batch_size=batch, n_passes=1, epsilon=1.0, delta=1e-6, ledger=ledger,
+    model = _vi(3, batch_size=batch, n_passes=1, epsilon=1.0, delta=1e-6, ledger=ledger,
                              init=init)
     with pytest.raises(ValueError, match="negative"):
         model.fit(bad)
@@ -496,13 +508,13 @@ def test_invalid_counts_are_refused_before_the_charge(corpus, init):
 
 def test_partial_fit_continues(corpus):
     X = corpus.counts[:400]
-    model = DPVariationalLDA(3, batch_size=100, random_state=0)
+    model = _vi(3, batch_size=100, random_state=0)
     model.partial_fit(X)
     assert model.n_batch_iter_ == 5 and model.guarantee_ is None
     model.partial_fit(X)
     assert model.n_batch_iter_ == 9
     ledger = _Ledger()
-    private = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6, ledger=ledger)
+    private = _vi(3, batch_size=100, epsilon=1.0, delta=1e-6, ledger=ledger)
     private.partial_fit(X).partial_fit(X)
     calls = [charge[0] for charge in ledger.charges]
     assert len(calls) == 2 and calls[0].n_releases == calls[1].n_releases == 4
@@ -510,9 +522,9 @@ def test_partial_fit_continues(corpus):
     total = compose(*calls, delta=2e-6)
     assert private.guarantee_.n_releases == 8 and private.guarantee_.epsilon == total.epsilon
     assert private.guarantee_.holds and private.guarantee_.protected == calls[0].protected != ""
-    fresh = DPVariationalLDA(3, batch_size=100, epsilon=1.0, delta=1e-6).fit(X)
+    fresh = _vi(3, batch_size=100, epsilon=1.0, delta=1e-6).fit(X)
     assert fresh.guarantee_.n_releases == 4 * fresh.n_iter_  # fit starts the model and its guarantee afresh
-    plain = DPVariationalLDA(3, batch_size=100).partial_fit(X)
+    plain = _vi(3, batch_size=100).partial_fit(X)
     with pytest.raises(ValueError, match="cannot continue a model fitted without privacy"):
         plain.set_params(epsilon=1.0, delta=1e-6, ledger=ledger).partial_fit(X)
     assert len(ledger.charges) == 2  # refused before any charge
@@ -523,25 +535,27 @@ def test_partial_fit_continues(corpus):
 def test_truncation_to_declared_length(corpus):
     X = corpus.counts[:200].toarray()
     X[0, 0] = 10_000
-    model = DPVariationalLDA(3, max_doc_length=80, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6)
-    assert model._clip_norm() == pytest.approx(2.0)  # C no longer follows L (the paper mode's 0.1 L does)
-    truncated = model._check_counts(X)
+    model = _vi(3, max_doc_length=80, batch_size=50, n_passes=1, epsilon=1.0, delta=1e-6)
+    assert model.settings(200).clip == pytest.approx(2.0)  # C no longer follows L (the paper mode's 0.1 L)
+    truncated = bounded_counts(X, model.settings(200).max_doc_length)
     assert truncated.sum(axis=1).max() <= 80 + 1e-9
     model.fit(X)
     assert model.guarantee_.details["clip"] == pytest.approx(2.0)
     assert model.guarantee_.details["max_doc_length"] == 80
-    paper = DPVariationalLDA(3, max_doc_length=80, accountant="paper", epsilon=1.0, delta=1e-6)
-    assert paper._clip_norm() == pytest.approx(8.0)
+    paper = _vi(3, max_doc_length=80, accountant="paper", epsilon=1.0, delta=1e-6)
+    assert paper.settings(200).clip == pytest.approx(8.0)
 
 
 # ------------------------------------------------------------------------------------------------
 # conventions and bad input
 # ------------------------------------------------------------------------------------------------
 def test_estimator_conventions(corpus):
-    model = DPVariationalLDA(4, batch_size=64, epsilon=1.0, delta=1e-6)
-    assert clone(model).get_params() == model.get_params()
-    assert DPVariationalLDA(3).set_params(batch_size=7).batch_size == 7
-    fitted = DPVariationalLDA(3, n_passes=1, batch_size=200, random_state=0).fit(corpus.counts[:400])
+    model = _vi(4, batch_size=64, epsilon=1.0, delta=1e-6)
+    assert flat_params(clone(model)) == flat_params(model)  # every setting, the options' spread out
+    assert clone(model).options is not model.options
+    tuned = DPVariationalLDA(3).set_params(options=DPVIOptions(), options__batch_size=7)
+    assert tuned.options.batch_size == 7
+    fitted = _vi(3, n_passes=1, batch_size=200, random_state=0).fit(corpus.counts[:400])
     assert fitted.components_.shape == (3, 200) and fitted.doc_topic_prior_ == pytest.approx(1 / 3)
     assert len(fitted.top_words(n=4)[0]) == 4
     assert fitted.score(corpus.counts[400:450]) < 0 < fitted.perplexity(corpus.counts[400:450])
@@ -563,11 +577,11 @@ def test_estimator_conventions(corpus):
 )
 def test_bad_parameters(corpus, params, error, match):
     with pytest.raises(error, match=match):
-        DPVariationalLDA(**{"n_components": 3, **params}).fit(corpus.counts[:100])
+        _vi(**{"n_components": 3, **params}).fit(corpus.counts[:100])
 
 
 def test_bad_input(corpus):
-    model = DPVariationalLDA(3, n_passes=1)
+    model = _vi(3, n_passes=1)
     with pytest.raises(ValueError, match="2-D"):
         model.fit(np.ones(5))
     with pytest.raises(ValueError, match="empty corpus"):
@@ -637,9 +651,9 @@ def test_sensitivity_brute_force_with_extreme_documents():
     docs = [list(c) for c in itertools.product((0, 1, 3), repeat=4)]
     docs += [[HUGE, HUGE, 0, 0], [HUGE, 0, 0, 0], [1e160, 0, 1e160, 1], [2.0**63 - 1, 0, 0, 5]]
     docs += [[500, 0, 0, 0]]
-    model = DPVariationalLDA(3, epsilon=1.0, delta=1e-6)
-    X = model._check_counts(np.array(docs, dtype=float))
-    for clip in (model._clip_norm(), 0.3):
+    settings = DPVariationalLDA(3, epsilon=1.0, delta=1e-6).settings(len(docs))
+    X = bounded_counts(np.array(docs, dtype=float), settings.max_doc_length)
+    for clip in (settings.clip, 0.3):
         gamma0 = rng.gamma(100.0, 0.01, (len(docs), 3))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -669,7 +683,7 @@ def _extreme_neighbours():
 
 
 def _private_run(data):
-    model = DPVariationalLDA(2, batch_size=40, n_passes=2, epsilon=1.0, delta=1e-6, random_state=0,
+    model = _vi(2, batch_size=40, n_passes=2, epsilon=1.0, delta=1e-6, random_state=0,
                              ledger=_Ledger(), verbose=True)  # fmt: skip
     model.fit(data)
     model.transform(data[:5])
@@ -696,7 +710,7 @@ def test_single_document_neighbours_look_alike():
     runs = []
     for row in ([HUGE, HUGE, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]):
         def run(data):
-            return DPVariationalLDA(2, epsilon=1.0, delta=1e-6, n_passes=2, random_state=0).fit(data)
+            return _vi(2, epsilon=1.0, delta=1e-6, n_passes=2, random_state=0).fit(data)
 
         runs.append(observe(run, np.array([row])))
     assert runs[0].exception is None
@@ -705,7 +719,7 @@ def test_single_document_neighbours_look_alike():
 
 
 def test_guarantee_declares_the_enforced_bounds():
-    model = DPVariationalLDA(2, batch_size=40, n_passes=1, epsilon=1.0, delta=1e-6)
+    model = _vi(2, batch_size=40, n_passes=1, epsilon=1.0, delta=1e-6)
     g = model.fit(np.ones((80, 5))).guarantee_
     assert g.details["max_doc_length"] == dp_vi_lda.DEFAULT_MAX_DOC_LENGTH
     assert g.details["clip"] == dp_vi_lda.DEFAULT_CLIP
@@ -720,7 +734,7 @@ def test_huge_epsilon_is_refused_before_anything_is_charged():
     assert ledger.charges == [] and not hasattr(model, "guarantee_")
     # the largest accepted budget calibrates (subsampled and full batch)
     with pytest.warns(PrivacyWarning):
-        fitted = DPVariationalLDA(2, batch_size=10, n_passes=1, epsilon=dp_vi_lda.MAX_EPSILON, delta=1e-6,
+        fitted = _vi(2, batch_size=10, n_passes=1, epsilon=dp_vi_lda.MAX_EPSILON, delta=1e-6,
                                   random_state=0).fit(np.ones((50, 4)))  # fmt: skip
     assert fitted.guarantee_.holds and fitted.guarantee_.epsilon_exact <= dp_vi_lda.MAX_EPSILON
 
@@ -731,7 +745,7 @@ def test_lambda_noise_std_is_the_noise_left_in_lambda():
     X[:, 0] = 3  # every statistic is the same: lambda's spread over runs is the noise alone
     lams = []
     for _ in range(400):
-        model = DPVariationalLDA(1, n_passes=3, epsilon=1.0, delta=1e-6, random_state=0).fit(X)
+        model = _vi(1, n_passes=3, epsilon=1.0, delta=1e-6, random_state=0).fit(X)
         lams.append(model.components_[0, 0] + model.lambda_noise_std_)  # undo the shrinkage of a big entry
     rho = [(10.0 + t) ** -0.7 for t in (1, 2, 3)]
     weights = [rho[0] * (1 - rho[1]) * (1 - rho[2]), rho[1] * (1 - rho[2]), rho[2]]
@@ -742,7 +756,7 @@ def test_lambda_noise_std_is_the_noise_left_in_lambda():
     assert np.std(lams) == pytest.approx(expected, rel=0.2)
     shrunk = shrink_noise(np.array([0.5, 3.0, 10.0]), 2.0, 1.0)
     np.testing.assert_array_equal(shrunk, [1.0, 1.0, 8.0])
-    assert DPVariationalLDA(1, n_passes=1).fit(X).lambda_noise_std_ == 0.0
+    assert _vi(1, n_passes=1).fit(X).lambda_noise_std_ == 0.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -756,7 +770,7 @@ def test_moment_start_composes_the_two_parts_exactly():
     from dptensor.privacy.accounting import make_accountant
 
     for eps, share in ((0.5, 0.3), (1.0, 0.3), (4.0, 0.6)):
-        model = DPVariationalLDA(3, epsilon=eps, delta=1e-6, n_passes=4, init="moments", init_share=share)
+        model = _vi(3, epsilon=eps, delta=1e-6, n_passes=4, init="moments", init_share=share)
         g = model.planned_guarantee(3000, 40)
         assert g.holds and g.epsilon == eps and g.n_releases > 4
         assert g.epsilon_exact == pytest.approx(eps, rel=1e-6) and g.epsilon_exact <= eps
@@ -765,7 +779,7 @@ def test_moment_start_composes_the_two_parts_exactly():
         assert accountant.get_epsilon(1e-6) <= eps * 1.01
         eps_m, eps_v = split_epsilons(eps, 1e-6, share)
         moments = PrivateSpectralLDA(3, epsilon=eps_m, delta=1e-6, refine=None).planned_guarantee(3000, 40)
-        passes = DPVariationalLDA(3, epsilon=eps_v, delta=1e-6, n_passes=4).planned_guarantee(3000)
+        passes = _vi(3, epsilon=eps_v, delta=1e-6, n_passes=4).planned_guarantee(3000)
         assert g.details["moments"] == dict(moments.details)
         assert g.details["noise_std"] == passes.details["noise_std"]
         parts = gdp_mu(moments.dp_event) ** 2 + gdp_mu(passes.dp_event) ** 2
@@ -783,20 +797,20 @@ def test_moment_start_beats_the_random_start_and_charges_once():
     errors = {}
     for init in ("random", "moments"):
         errors[init] = [
-            _topic_error(small.topics, DPVariationalLDA(3, epsilon=1.0, delta=1e-6, n_passes=3, init=init,
+            _topic_error(small.topics, _vi(3, epsilon=1.0, delta=1e-6, n_passes=3, init=init,
                                                         random_state=seed, noise=insecure_test_noise(seed))
                          .fit(small.counts))
             for seed in range(3)
         ]  # fmt: skip
     assert max(errors["moments"]) < 0.25 < 0.4 < min(errors["random"])
     ledger = _Ledger()
-    model = DPVariationalLDA(3, epsilon=1.0, delta=1e-6, n_passes=2, init="moments", random_state=0,
+    model = _vi(3, epsilon=1.0, delta=1e-6, n_passes=2, init="moments", random_state=0,
                              ledger=ledger)
     model.fit(small.counts)
     assert len(ledger.charges) == 1 and ledger.charges[0][0] == model.guarantee_
     assert "moment releases" in ledger.charges[0][1]
     assert model.guarantee_ == model.planned_guarantee(3000, 40)
-    clean = DPVariationalLDA(3, n_passes=3, init="moments", random_state=0).fit(small.counts)
+    clean = _vi(3, n_passes=3, init="moments", random_state=0).fit(small.counts)
     assert clean.guarantee_ is None and _topic_error(small.topics, clean) < 0.1
 
 
@@ -810,7 +824,7 @@ def test_a_continuing_partial_fit_spends_its_whole_budget():
 
     X = make_lda_corpus(400, 30, 3, alpha=0.3, doc_length=30, random_state=1).counts
     ledger = _Ledger()
-    model = DPVariationalLDA(3, epsilon=0.5, delta=1e-6, init="moments", random_state=0, ledger=ledger)
+    model = _vi(3, epsilon=0.5, delta=1e-6, init="moments", random_state=0, ledger=ledger)
     model.partial_fit(X).partial_fit(X)
     (first, first_text), (call, text) = ledger.charges
     assert "moment releases" in first_text and "moment releases" not in text
@@ -819,7 +833,7 @@ def test_a_continuing_partial_fit_spends_its_whole_budget():
         assert charged.epsilon_exact == pytest.approx(0.5, rel=1e-6) and charged.epsilon_exact <= 0.5
         assert event_epsilon(charged.dp_event, 1e-6) == pytest.approx(0.5, rel=2e-3)
     assert "moments" in first.details and "moments" not in call.details
-    plain = DPVariationalLDA(3, epsilon=0.5, delta=1e-6, n_passes=1).planned_guarantee(400)  # one pass
+    plain = _vi(3, epsilon=0.5, delta=1e-6, n_passes=1).planned_guarantee(400)  # one pass
     assert call.details["noise_std"] == plain.details["noise_std"] and call.n_releases == plain.n_releases
     assert model.guarantee_ == compose(first, call, delta=2e-6)
 
@@ -831,16 +845,16 @@ def test_moment_start_refuses_before_any_charge():
     bad[3, 3] = -1
     ledger = _Ledger()
     with pytest.raises(ValueError, match="negative"):
-        DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments", ledger=ledger).fit(bad)
+        _vi(2, epsilon=1.0, delta=1e-6, init="moments", ledger=ledger).fit(bad)
     assert ledger.charges == []  # the moments' input checks run before the charge
     for params, match in (({"batch_size": 50}, "full-batch"), ({"accountant": "paper"}, "full-batch")):
         with enable_features("unproven"), pytest.raises(ValueError, match=match):
-            DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments", ledger=ledger, **params).fit(small)
+            _vi(2, epsilon=1.0, delta=1e-6, init="moments", ledger=ledger, **params).fit(small)
     assert ledger.charges == []
     with pytest.raises(ValueError, match="n_words"):
-        DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments").planned_guarantee(200)
+        _vi(2, epsilon=1.0, delta=1e-6, init="moments").planned_guarantee(200)
     with pytest.raises(ValueError, match="init_share"):
-        DPVariationalLDA(2, epsilon=1.0, delta=1e-6, init="moments", init_share=1.0).fit(small)
+        _vi(2, epsilon=1.0, delta=1e-6, init="moments", init_share=1.0).fit(small)
 
 
 def test_moment_start_neighbours_look_alike():
@@ -848,8 +862,8 @@ def test_moment_start_neighbours_look_alike():
     X, neighbours = _extreme_neighbours()
 
     def run(data):
-        model = DPVariationalLDA(2, n_passes=2, epsilon=1.0, delta=1e-6, init="moments", random_state=0,
-                                 ledger=_Ledger(), verbose=True)  # fmt: skip
+        model = _vi(2, n_passes=2, epsilon=1.0, delta=1e-6, init="moments", random_state=0,
+                    ledger=_Ledger(), verbose=True)  # fmt: skip
         model.fit(data)
         model.transform(data[:5])
         return model

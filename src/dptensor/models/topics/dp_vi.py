@@ -10,8 +10,9 @@ their public code ``PPVI_LDA/onlineldavb.py`` runs it is written out in
 Algorithm (one step ``t = 1..T``; ``K`` topics, ``V`` words, ``N`` documents)
 -----------------------------------------------------------------------------
 1. Draw a minibatch ``B_t``: each document independently with probability ``q = S / N``
-   (Poisson sampling, ``accountant="exact"``) or exactly ``S`` documents uniformly without
-   replacement (the authors' code, ``accountant="paper"``). The draw comes from the *secret*
+   (Poisson sampling, the exact accountant) or exactly ``S`` documents uniformly without
+   replacement (the authors' code, ``accountant="paper"``: the research wing's
+   ``dptensor.research.PaperDPVariationalLDA``). The draw comes from the *secret*
    noise source: amplification by subsampling needs the sample hidden.
 2. E-step for every ``d`` in ``B_t``, vectorised over the minibatch: with
    ``E log beta_kw = psi(lambda_kw) - psi(sum_w lambda_kw)`` and ``gamma_d ~ Gamma(100, 1/100)``
@@ -58,12 +59,20 @@ Accounting: the exact accountant (full batch: Gaussian DP; Poisson subsampling: 
 PLD under replace-one with the dominating pair of Lebeda et al. 2024) and the authors' unproven
 ``accountant="paper"`` are derived in :mod:`~dptensor.models.topics._dp_vi_accounting`.
 
+The estimator is a thin class over :func:`~dptensor.models.topics._dp_vi_fit.dp_variational_lda`
+(the steps): it checks its parameters and the input, plans the release from public quantities
+(:class:`~dptensor.models.topics._dp_vi_fit.VISettings`), charges it, calls the function and sets
+its fitted attributes in one place. The method's knobs
+(minibatches, clipping, length bound, step sizes, start) are its options,
+:class:`~dptensor.models.topics.dp_vi_options.DPVIOptions`.
+
 What the estimator never exposes: the minibatches, their sizes, the training documents' topic
 proportions, the number of clipped documents, or any bound computed on the training data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from numbers import Integral, Real
 
@@ -71,30 +80,24 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, logsumexp
 from sklearn.base import BaseEstimator, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from dptensor._errstate import underflow_ignored
-from dptensor._progress import progress_bar
 from dptensor._validation import check_random_state
 from dptensor.models._base import PrivateEstimatorMixin, declare_count_input
+from dptensor.models._options import build_estimator, resolve_options
 from dptensor.models.topics._dp_vi_accounting import PAPER_REASON, vi_pass_guarantee
-from dptensor.models.topics._dp_vi_start import (
-    DEFAULT_START_SHARE,
-    START_SCALE,
-    composed_start_guarantee,
-    split_epsilons,
+from dptensor.models.topics._dp_vi_fit import (
+    VISettings,
+    bounded_counts,
+    dp_variational_lda,
+    initial_topics,
 )
-from dptensor.models.topics._dp_vi_steps import (
-    bound_document_lengths,
-    dirichlet_expectation,
-    e_step,
-    fixed_size_sample,
-    poisson_sample,
-    shrink_noise,
-)
+from dptensor.models.topics._dp_vi_start import START_SCALE, composed_start_guarantee, split_epsilons
+from dptensor.models.topics._dp_vi_steps import bound_document_lengths, dirichlet_expectation, e_step
 from dptensor.models.topics._fitted import FittedTopicsMixin, document_chunks
 from dptensor.models.topics._releases import check_clipped_counts
-from dptensor.models.topics.moments import check_count_matrix
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.privacy import (
     NoiseSource,
     PrivacyGuarantee,
@@ -102,8 +105,9 @@ from dptensor.privacy import (
     require_unproven,
 )
 
-# The accounting (epsilon of the releases, calibration) is its own module, _dp_vi_accounting, and the
-# per-document steps are _dp_vi_steps; their names are imported from there.
+# The accounting (epsilon of the releases, calibration) is its own module, _dp_vi_accounting, the
+# per-document steps are _dp_vi_steps, the steps of a fit as a function _dp_vi_fit and the options
+# dp_vi_options; their names are imported from there.
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_PRIVATE_DOC_TOPIC_PRIOR",
@@ -115,7 +119,7 @@ __all__ = [
 
 #: The authors' ``maxLen``: the default declared maximum document length.
 DEFAULT_MAX_DOC_LENGTH = 500
-#: Default clipping norm ``C`` of a private fit (``accountant="exact"``), chosen for real text
+#: Default clipping norm ``C`` of a private fit (exact accountant), chosen for real text
 #: from public measurements, not from the data being fitted: on short real documents the
 #: Frobenius norm of one document's statistics is about ``sqrt(length)`` (Debian package
 #: descriptions: median 2.0, 95th percentile 2.7), far below the authors' worst-case ``0.1 L = 50``.
@@ -139,6 +143,7 @@ CLIP_PROPORTION = 0.1
 #: ``OverflowError``); ``epsilon=None`` is the non-private fit.
 MAX_EPSILON = 1000.0
 
+
 # ---------------------------------------------------------------------------------------------
 # the estimator
 # ---------------------------------------------------------------------------------------------
@@ -148,9 +153,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     Park, Foulds, Chaudhuri & Welling (2016), *Private topic modeling* (arXiv:1609.04120), on
     top of Hoffman, Blei & Bach (2010), *Online learning for Latent Dirichlet Allocation*. See
     the module docstring for the algorithm, the neighbouring relation (replace one document),
-    the sensitivity proof and the accountants. ``epsilon=None`` fits the non-private online VB
+    the sensitivity proof and the accountant. ``epsilon=None`` fits the non-private online VB
     of Hoffman et al. (scikit-learn's ``LatentDirichletAllocation(learning_method="online")``
-    with the same options), without clipping unless ``clip`` is given.
+    with the same options), without clipping unless ``options.clip`` is given.
+
+    A private fit always uses the exact accountant (Poisson sampling and dp-accounting's PLD
+    accountant under replace-one: a proved guarantee). The authors' fixed-size minibatches and
+    moments accountant (unproven) are the research wing's
+    ``dptensor.research.PaperDPVariationalLDA(accountant="paper")``.
 
     Parameters
     ----------
@@ -160,50 +170,9 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         ``alpha`` and ``eta``; default ``1 / K`` (as the authors and scikit-learn), except
         ``alpha = 0.5`` (:data:`DEFAULT_PRIVATE_DOC_TOPIC_PRIOR`) for a private fit with the
         exact accountant.
-    batch_size : int, optional
-        ``S``: the expected (``"exact"``) or exact (``"paper"``, non-private) minibatch size.
-        Default: every document (``S = N``, full batch) for a private fit with the exact
-        accountant, :data:`DEFAULT_BATCH_SIZE` ``= 128`` otherwise (as scikit-learn).
-    n_passes : int, default 10
-        Passes over the corpus: ``T = n_passes * ceil(N / S)`` steps.
-    clip : float, optional
-        ``C``, the Frobenius norm each document's statistics are clipped to. Default (private):
-        :data:`DEFAULT_CLIP` ``= 2``, chosen for real text (a document of ``n`` distinct words
-        assigned to one topic has norm ``sqrt(n)``); ``0.1 * max_doc_length`` (the authors'
-        rule) with ``accountant="paper"``. It is a public parameter: never derived from the data.
-    max_doc_length : int, optional
-        A declared, public maximum document length ``L``. Documents with more tokens are scaled
-        down to ``L`` tokens (counts times ``L / length``, a per-document map, computed so that
-        no finite count overflows: :func:`bound_document_lengths`), so the declaration holds.
-        Private fits always enforce a bound: ``L = 500`` (:data:`DEFAULT_MAX_DOC_LENGTH`) unless
-        given; it is declared in the guarantee's details. Non-private fits truncate only when
-        it is given.
-    learning_offset, learning_decay : float, default 10 and 0.7
-        ``tau_0`` and ``kappa`` of ``rho_t = (tau_0 + t)^-kappa``, ``t = 1, 2, ...``
-        (scikit-learn's defaults; the earlier 1024 made the non-private fit about 20% worse in
-        held-out perplexity on a real corpus).
-    max_doc_update_iter : int, default 100
-    mean_change_tol : float, default 1e-3
-        E-step stopping rule (per document).
     epsilon, delta : float, optional
         Total budget over all ``T`` steps; ``epsilon=None`` is non-private. ``epsilon`` at most
         :data:`MAX_EPSILON` ``= 1000``.
-    accountant : {"exact", "paper"}, default "exact"
-        ``"exact"``: Poisson sampling and dp-accounting's PLD accountant under replace-one (a
-        proved guarantee). ``"paper"``: the authors' fixed-size minibatches and moments
-        accountant (unproven: needs ``dptensor.privacy.enable_features("unproven")``).
-    init : {"random", "moments"}, default "random"
-        The starting ``lambda``: ``Gamma(100, 1/100)`` noise (Hoffman et al.), or ``"moments"``:
-        the spectral moment estimate (:class:`~dptensor.models.topics.private_spectral.
-        PrivateSpectralLDA` with ``refine=None`` on ``init_share`` of the budget's ``mu^2`` when
-        private, :class:`~dptensor.models.topics.spectral.SpectralLDA` otherwise), as
-        ``eta + N phi`` (:mod:`dptensor.models.topics._dp_vi_start`; one guarantee, composed
-        exactly). Private: full batch and the exact accountant only. On Debian package
-        descriptions (``V = 2000``, ``K = 10``, ``epsilon = 1``) it kept the perplexity (768.7
-        against 770.2) and raised NPMI from 0.076 to 0.190; on WordNet glosses (median 4 tokens)
-        perplexity rose from 1285 to 1305: not the default.
-    init_share : float, default 0.3
-        ``init="moments"``, private: the moments' share of ``mu^2``, in ``(0, 1)``.
     random_state : None, int or numpy.random.Generator
         Public randomness: the initial ``lambda`` and, when not private, the E-step
         initialisation and the shuffles. The minibatches and noise of a private fit come from
@@ -212,6 +181,11 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     ledger : object with ``charge(guarantee, description=...)``, optional
     verbose : bool, default False
         A progress bar over the steps.
+    options : DPVIOptions, optional
+        The method's settings (:class:`~dptensor.models.topics.dp_vi_options.DPVIOptions`:
+        ``batch_size``, ``n_passes``, ``clip``, ``max_doc_length``, ``learning_offset``,
+        ``learning_decay``, ``max_doc_update_iter``, ``mean_change_tol``, ``init``,
+        ``init_share``); ``None``: its defaults. Nested parameters: ``options__clip``.
 
     Attributes
     ----------
@@ -227,7 +201,8 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     lambda_noise_std_ : float
         Standard deviation of the noise each entry of ``lambda`` carries after the online
         average (public; 0 when not private). A private fit (exact accountant) returns
-        ``max(lambda - lambda_noise_std_, eta)`` (:func:`shrink_noise`, post-processing).
+        ``max(lambda - lambda_noise_std_, eta)`` (:func:`~dptensor.models.topics._dp_vi_steps.shrink_noise`,
+        post-processing).
     moment_model_ : PrivateSpectralLDA, SpectralLDA or None
         ``init="moments"``: the fitted moment estimator the start came from (``refine=None``;
         private, its attributes are its releases ``m1``, ``m2`` and, with the tensor recovery,
@@ -250,33 +225,25 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     --------
     >>> from dptensor import DPVariationalLDA
     >>> from dptensor.datasets.lda import make_lda_corpus
+    >>> from dptensor.models.topics.dp_vi_options import DPVIOptions
     >>> corpus = make_lda_corpus(2000, 30, 3, alpha=0.3, doc_length=40, random_state=0)
-    >>> model = DPVariationalLDA(3, batch_size=200, n_passes=3, epsilon=2.0, delta=1e-6,
-    ...                          random_state=0).fit(corpus.counts)
+    >>> model = DPVariationalLDA(3, epsilon=2.0, delta=1e-6, random_state=0,
+    ...                          options=DPVIOptions(batch_size=200, n_passes=3)).fit(corpus.counts)
     >>> model.components_.shape
     (3, 30)
     >>> print(model.guarantee_.neighbouring, model.guarantee_.holds)
     document True
     """
 
+    _options_class = DPVIOptions
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
-        "batch_size": [None, Interval(Integral, 1, None, closed="left")],
-        "n_passes": [Interval(Integral, 1, None, closed="left")],
-        "clip": [None, Interval(Real, 0, None, closed="neither")],
-        "max_doc_length": [None, Interval(Integral, 1, None, closed="left")],
-        "learning_offset": [Interval(Real, 0, None, closed="left")],
-        "learning_decay": [Interval(Real, 0, 1, closed="both")],
-        "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
-        "mean_change_tol": [Interval(Real, 0, None, closed="left")],
-        "accountant": [StrOptions({"exact", "paper"})],
-        "init": [StrOptions({"random", "moments"})],
-        "init_share": [Interval(Real, 0, 1, closed="neither")],
         "random_state": [None, Interval(Integral, 0, None, closed="left"), np.random.Generator,
                          np.random.RandomState],
         "verbose": ["boolean"],
+        "options": [None, DPVIOptions],
         **PrivateEstimatorMixin._privacy_parameter_constraints,
     }
 
@@ -286,46 +253,34 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         *,
         doc_topic_prior: float | None = None,
         topic_word_prior: float | None = None,
-        batch_size: int | None = None,
-        n_passes: int = 10,
-        clip: float | None = None,
-        max_doc_length: int | None = None,
-        learning_offset: float = 10.0,
-        learning_decay: float = 0.7,
-        max_doc_update_iter: int = 100,
-        mean_change_tol: float = 1e-3,
         epsilon: float | None = None,
         delta: float | None = None,
-        accountant: str = "exact",
-        init: str = "random",
-        init_share: float = DEFAULT_START_SHARE,
         random_state: int | np.random.Generator | None = None,
         noise: object = None,
         ledger: object = None,
         verbose: bool = False,
+        options: DPVIOptions | None = None,
     ) -> None:
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
-        self.batch_size = batch_size
-        self.n_passes = n_passes
-        self.clip = clip
-        self.max_doc_length = max_doc_length
-        self.learning_offset = learning_offset
-        self.learning_decay = learning_decay
-        self.max_doc_update_iter = max_doc_update_iter
-        self.mean_change_tol = mean_change_tol
         self.epsilon = epsilon
         self.delta = delta
-        self.accountant = accountant
-        self.init = init
-        self.init_share = init_share
         self.random_state = random_state
         self.noise = noise
         self.ledger = ledger
         self.verbose = verbose
+        self.options = options
 
     # ------------------------------------------------------------------ planning (public only)
+    def _accountant(self) -> str:
+        """The accountant of a private fit: ``"exact"`` (the research wing's subclass offers the paper's)."""
+        return "exact"
+
+    def _options(self) -> DPVIOptions:
+        """``options``, checked (its defaults for ``None``)."""
+        return resolve_options(self.options, DPVIOptions, type(self).__name__)
+
     def _check_privacy_parameters(self, *, requires_delta: bool = True) -> None:
         """The mixin's checks, and a budget the accountant can calibrate (at most :data:`MAX_EPSILON`)."""
         super()._check_privacy_parameters(requires_delta=requires_delta)
@@ -335,35 +290,66 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                 "calibrates (the noise would be negligible); use epsilon=None for a non-private fit"
             )
 
-    def _batch_size(self, n_documents: int) -> int:
-        """``S``: ``batch_size`` (at most ``N``); by default ``N`` for a private fit (``"exact"``), else 128.
-
-        A ``batch_size`` above ``N`` means the full batch: the minibatch mean is then divided by
-        ``N``, not by the larger ``batch_size`` (which scaled every statistic by ``N / S < 1``).
-        """
-        if self.batch_size is not None:
-            return min(int(self.batch_size), int(n_documents))
-        if self._is_private and self.accountant != "paper":
-            return int(n_documents)
-        return min(DEFAULT_BATCH_SIZE, int(n_documents))
-
     def _doc_topic_prior(self) -> float:
         """``alpha``: ``doc_topic_prior``; by default 0.5 (private, exact accountant), else ``1/K``."""
         if self.doc_topic_prior is not None:
             return float(self.doc_topic_prior)
-        if self._is_private and self.accountant != "paper":
+        if self._is_private and self._accountant() != "paper":
             return DEFAULT_PRIVATE_DOC_TOPIC_PRIOR
         return 1.0 / int(self.n_components)
 
-    def _clip_norm(self) -> float | None:
-        """``clip``; by default :data:`DEFAULT_CLIP` (private), ``0.1 L`` (``accountant="paper"``), none."""
-        if self.clip is not None:
-            return float(self.clip)
-        if not self._is_private:
-            return None
-        if self.accountant == "paper":
-            return CLIP_PROPORTION * float(self._max_doc_length())
-        return DEFAULT_CLIP
+    def _max_doc_length(self, options: DPVIOptions) -> int | None:
+        """The enforced length bound: ``max_doc_length``, or :data:`DEFAULT_MAX_DOC_LENGTH` when private."""
+        if options.max_doc_length is not None:
+            return int(options.max_doc_length)
+        return DEFAULT_MAX_DOC_LENGTH if self._is_private else None
+
+    def settings(
+        self, n_documents: int, n_passes: int | None = None, options: DPVIOptions | None = None
+    ) -> VISettings:
+        """The public settings of a fit of ``N`` documents: the parameters with their defaults resolved.
+
+        ``S`` is ``batch_size`` (at most ``N``: above it, the full batch, whose mean is divided by ``N``);
+        by default ``N`` for a private fit (exact accountant), else 128. ``C`` is ``clip``; by default
+        :data:`DEFAULT_CLIP` (private), ``0.1 L`` (``accountant="paper"``), none (not private).
+
+        Parameters
+        ----------
+        n_documents : int
+            The public number of documents ``N``.
+        n_passes : int, optional
+            Passes of this call (default ``options.n_passes``; ``partial_fit`` makes one).
+        options : DPVIOptions, optional
+            Default: the estimator's ``options``, checked.
+
+        Returns
+        -------
+        VISettings
+            With ``noise_std`` 0 (the calibration is the plan's, :meth:`planned_guarantee`).
+        """
+        options = self._options() if options is None else options
+        n, k = int(n_documents), int(self.n_components)
+        private, paper = self._is_private, self._accountant() == "paper"
+        if options.batch_size is not None:
+            batch_size = min(int(options.batch_size), n)
+        else:
+            batch_size = n if private and not paper else min(DEFAULT_BATCH_SIZE, n)
+        length = self._max_doc_length(options)
+        if options.clip is not None:
+            clip: float | None = float(options.clip)
+        elif not private:
+            clip = None
+        else:
+            clip = CLIP_PROPORTION * float(length) if paper else DEFAULT_CLIP
+        return VISettings(
+            n_components=k, doc_topic_prior=self._doc_topic_prior(),
+            topic_word_prior=1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior),
+            n_documents=n, n_passes=int(options.n_passes if n_passes is None else n_passes),
+            batch_size=batch_size, clip=clip, max_doc_length=length,
+            learning_offset=float(options.learning_offset), learning_decay=float(options.learning_decay),
+            max_doc_update_iter=int(options.max_doc_update_iter),
+            mean_change_tol=float(options.mean_change_tol), accountant=self._accountant(),
+        )  # fmt: skip
 
     def check_configuration(self, n_documents: int, n_words: int | None = None) -> None:
         """Refuse, before any data is read or any budget spent, what a private ``fit`` would refuse.
@@ -381,9 +367,10 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
             The public vocabulary size (``init="moments"``: its plan is checked too when given).
         """
         self._validate_params()
+        options = self._options()
         self._check_privacy_parameters()
         if self._is_private:
-            self._checked_guarantee(n_documents, n_words)
+            self._checked_guarantee(options, n_documents, n_words)
 
     def planned_guarantee(self, n_documents: int, n_words: int | None = None) -> PrivacyGuarantee:
         """The guarantee a private fit of ``N`` documents charges, before any data is read.
@@ -407,27 +394,28 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         if not self._is_private:
             raise ValueError("planned_guarantee needs a private fit (epsilon and delta set)")
         self._validate_params()
+        options = self._options()
         self._check_privacy_parameters()
-        if self.init == "moments" and n_words is None:
+        if options.init == "moments" and n_words is None:
             raise ValueError("init='moments': planned_guarantee needs n_words (the moments' plan)")
-        return self._checked_guarantee(n_documents, n_words)
+        return self._checked_guarantee(options, n_documents, n_words)
 
-    def _checked_guarantee(self, n_documents: int, n_words: int | None) -> PrivacyGuarantee:
+    def _checked_guarantee(
+        self, options: DPVIOptions, n_documents: int, n_words: int | None
+    ) -> PrivacyGuarantee:
         """The opt-in of an unproven accountant, then the plan of ``n_passes`` passes over ``N`` documents."""
-        n_documents = int(n_documents)
         self._require_opt_in()
-        n_steps = int(self.n_passes) * math.ceil(n_documents / self._batch_size(n_documents))
-        return self._plan_guarantee(n_documents, n_steps, n_words)[0]
+        return self._plan_guarantee(options, self.settings(n_documents, options=options), n_words)[0]
 
     def _require_opt_in(self) -> None:
-        if self.accountant == "paper":
+        if self._accountant() == "paper":
             require_unproven(
                 "accountant='paper' (Park et al.'s fixed-size minibatches and moments accountant)",
                 PAPER_REASON,
             )
 
     def _plan_guarantee(
-        self, n_documents: int, n_steps: int, n_words: int | None = None, *, start: bool = True
+        self, options: DPVIOptions, settings: VISettings, n_words: int | None = None, *, start: bool = True
     ) -> tuple[PrivacyGuarantee, float]:
         """The guarantee and the noise standard deviation, from parameters and ``(N, V)`` only.
 
@@ -436,19 +424,19 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         only the VI part is planned, as a check). ``start=False`` (a ``partial_fit`` continuing a
         model: no moments are released): the VI releases on the whole budget.
         """
-        if self.init != "moments" or not start:
-            return self._plan_passes(n_documents, n_steps, float(self.epsilon))
-        if self.accountant != "exact" or self._batch_size(n_documents) < n_documents:
+        if options.init != "moments" or not start:
+            return self._plan_passes(settings, float(self.epsilon))
+        if settings.accountant != "exact" or settings.batch_size < settings.n_documents:
             raise ValueError(
                 "init='moments' needs the full-batch exact accountant (accountant='exact', "
                 "batch_size=None): its releases compose with the moments' in Gaussian DP"
             )
-        share = float(self.init_share)
+        share = float(options.init_share)
         eps_moments, eps_passes = split_epsilons(float(self.epsilon), float(self.delta), share)
-        passes, sigma = self._plan_passes(n_documents, n_steps, eps_passes)
+        passes, sigma = self._plan_passes(settings, eps_passes)
         if n_words is None:
             return passes, sigma
-        moments = self._moment_estimator(eps_moments, 0).planned_guarantee(n_documents, int(n_words))
+        moments = self._moment_estimator(eps_moments, 0).planned_guarantee(settings.n_documents, int(n_words))
         guarantee = composed_start_guarantee(moments, passes, float(self.epsilon), float(self.delta), share)
         return guarantee, sigma
 
@@ -463,32 +451,14 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         return PrivateSpectralLDA(k, epsilon=epsilon, delta=float(self.delta), refine=None, random_state=seed,
                                   noise=self.noise)  # fmt: skip
 
-    def _plan_passes(self, n_documents: int, n_steps: int, epsilon: float) -> tuple[PrivacyGuarantee, float]:
+    def _plan_passes(self, settings: VISettings, epsilon: float) -> tuple[PrivacyGuarantee, float]:
         """The VI releases' guarantee at ``epsilon`` and their noise standard deviation."""
-        clip = self._clip_norm()
-        assert clip is not None
-        return vi_pass_guarantee(n_documents, n_steps, epsilon, float(self.delta),
-                                 batch_size=self._batch_size(n_documents), clip=clip,
-                                 max_doc_length=self._max_doc_length(), accountant=self.accountant)
+        assert settings.clip is not None
+        return vi_pass_guarantee(settings.n_documents, settings.n_steps, epsilon, float(self.delta),
+                                 batch_size=settings.batch_size, clip=settings.clip,
+                                 max_doc_length=settings.max_doc_length, accountant=settings.accountant)
 
     # ------------------------------------------------------------------ fitting
-    def _initial_topics(self, n_words: int, rng: np.random.Generator) -> np.ndarray:
-        """``lambda ~ Gamma(100, 1/100)`` entrywise (Hoffman et al.; public randomness)."""
-        return rng.gamma(100.0, 0.01, (int(self.n_components), n_words))
-
-    def _max_doc_length(self) -> int | None:
-        """The enforced length bound: ``max_doc_length``, or :data:`DEFAULT_MAX_DOC_LENGTH` when private."""
-        if self.max_doc_length is not None:
-            return int(self.max_doc_length)
-        return DEFAULT_MAX_DOC_LENGTH if self._is_private else None
-
-    def _check_counts(self, X: object) -> sp.csr_matrix:
-        """The counts, checked and truncated to the declared maximum length (no noise: before or after
-        the charge alike)."""
-        matrix = check_count_matrix(X, allow_no_tokens=True)
-        length = self._max_doc_length()
-        return matrix if length is None else bound_document_lengths(matrix, length)
-
     @staticmethod
     def _public_shape(X: object) -> tuple[int, int]:
         shape = getattr(X, "shape", None)
@@ -508,7 +478,7 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     @underflow_ignored  # the same under any NumPy error state (dptensor._errstate)
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: object, y: object = None) -> DPVariationalLDA:
-        """Learn the topics from a documents x words count matrix (``n_passes`` passes).
+        """Learn the topics from a documents x words count matrix (``options.n_passes`` passes).
 
         Parameters
         ----------
@@ -520,10 +490,12 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         -------
         self
         """
+        options = self._options()
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
         rng = check_random_state(self.random_state)
-        self._run(X, n_docs, int(self.n_passes), "fit", self._start(n_words, rng), 1, rng, n_words)
+        start = None if options.init == "moments" else initial_topics(self.n_components, n_words, rng)
+        self._release(X, options, self.settings(n_docs, options=options), "fit", start, 1, rng, n_words)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -538,64 +510,61 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         moments (on ``init_share`` of its budget); a continuing call spends its whole ``epsilon`` on
         its VI releases.
         """
+        options = self._options()
         self._check_privacy_parameters()
         n_docs, n_words = self._public_shape(X)
+        settings = self.settings(n_docs, 1, options)
         if not hasattr(self, "components_"):
             rng = check_random_state(self.random_state)
-            self._run(X, n_docs, 1, "partial_fit", self._start(n_words, rng), 1, rng, n_words)
+            start = None if options.init == "moments" else initial_topics(self.n_components, n_words, rng)
+            self._release(X, options, settings, "partial_fit", start, 1, rng, n_words)
             return self
         if n_words != self.n_features_in_:
             raise ValueError(
                 f"X has {n_words} words (columns) but the model was fitted on {self.n_features_in_}"
             )
-        self._run(X, n_docs, 1, "partial_fit", self.components_, self.n_batch_iter_, self.random_state_)
+        self._release(X, options, settings, "partial_fit", self.components_, self.n_batch_iter_,
+                      self.random_state_, continuing=True)  # fmt: skip
         return self
 
-    def _start(self, n_words: int, rng: np.random.Generator) -> np.ndarray | None:
-        """The initial ``lambda`` (``None``: from the moments, computed in :meth:`_run` after the charge)."""
-        return None if self.init == "moments" else self._initial_topics(n_words, rng)
-
-    def _moment_start(self, X: object, n_docs: int, eta: float, rng: np.random.Generator) -> tuple:
+    def _moment_start(
+        self, X: object, options: DPVIOptions, settings: VISettings, rng: np.random.Generator
+    ) -> tuple:
         """``(eta + START_SCALE N phi, the fitted moment estimator)`` (private on its share of the budget)."""
         eps = None
         if self._is_private:
-            eps = split_epsilons(float(self.epsilon), float(self.delta), float(self.init_share))[0]
+            eps = split_epsilons(float(self.epsilon), float(self.delta), float(options.init_share))[0]
         moments = self._moment_estimator(eps, int(rng.integers(2**31 - 1))).fit(X)
-        lam = eta + START_SCALE * n_docs * np.asarray(moments.topic_word_distribution(), dtype=np.float64)
+        phi = np.asarray(moments.topic_word_distribution(), dtype=np.float64)
+        lam = settings.topic_word_prior + START_SCALE * settings.n_documents * phi
         moments.timings_ = {}  # kept as moment_model_: its releases, not its wall times (DP-VI keeps none)
         return lam, moments
 
-    def _run(
+    def _release(
         self,
         X: object,
-        n_docs: int,
-        n_passes: int,
+        options: DPVIOptions,
+        settings: VISettings,
         what: str,
         lam: np.ndarray | None,
         n_batch_iter: int,
         rng: np.random.Generator,
         n_words: int | None = None,
+        *,
+        continuing: bool = False,
     ) -> None:
-        """Plan the release, check ``X``, charge, then take the steps; commit the state at the end.
+        """Plan the release, check ``X``, charge, call :func:`dp_variational_lda`; set the attributes last.
 
         The input checks (counts non-negative integers; for ``lam=None`` the moments' checks) run
         before the charge, so that an invalid corpus costs no budget. ``lam=None``: start from the
         moment estimate (``init="moments"``), released after the charge and before the VI steps.
-        The fitted attributes change only when every step has run (an error during the steps leaves
-        a previous fit as it was; a private call's ``guarantee_`` and ledger charge stay, since the
-        release had begun).
+        ``continuing``: a ``partial_fit`` of a fitted model, whose guarantee composes with the
+        model's so far. The fitted attributes change only when every step has run (an error during
+        the steps leaves a previous fit as it was; a private call's ``guarantee_`` and ledger charge
+        stay, since the release had begun).
         """
-        S = self._batch_size(n_docs)
-        n_steps = n_passes * math.ceil(n_docs / S)
-        clip = self._clip_norm()
-        k = int(self.n_components)
-        alpha = self._doc_topic_prior()
-        eta = 1.0 / k if self.topic_word_prior is None else float(self.topic_word_prior)
+        n_docs = settings.n_documents
         source: NoiseSource | None = None
-        sigma = 0.0
-        noise_var = 0.0  # variance of the noise carried in each entry of lambda (public)
-        # a partial_fit continuing a model: its guarantee composes with the model's so far
-        continuing = what == "partial_fit" and hasattr(self, "components_")
         earlier = getattr(self, "guarantee_", None) if continuing else None
         matrix: sp.csr_matrix | None = None
         if self._is_private:
@@ -605,94 +574,52 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
                     "a private partial_fit cannot continue a model fitted without privacy: its topics "
                     "already read documents without noise; start a private model with fit or partial_fit"
                 )
-            guarantee, sigma = self._plan_guarantee(n_docs, n_steps, n_words, start=lam is None)
+            guarantee, sigma = self._plan_guarantee(options, settings, n_words, start=lam is None)
+            settings = dataclasses.replace(settings, noise_std=sigma)
             if lam is None:
                 check_clipped_counts(X)  # the moments' input checks, before any charge
             else:
-                matrix = self._check_counts(X)  # the input checks, before any charge
+                matrix = bounded_counts(X, settings.max_doc_length)  # the input checks, before any charge
             start = "the moment releases, then " if lam is None else ""
             source = self._begin_release(
-                guarantee, f"DPVariationalLDA.{what}: {start}{n_steps} noisy sufficient-statistics releases",
+                guarantee,
+                f"DPVariationalLDA.{what}: {start}{settings.n_steps} noisy sufficient-statistics releases",
                 n_public=n_docs,
             )
             if earlier is not None:  # the model is the output of every call: their exact composition
-                call = self.guarantee_
+                call = self.guarantee_  # as the charge recorded it (voided for insecure test noise)
                 self.guarantee_ = compose(earlier, call, delta=earlier.delta + call.delta)
         moment_model = None
         if lam is None:
-            lam, moment_model = self._moment_start(X, n_docs, eta, rng)
+            lam, moment_model = self._moment_start(X, options, settings, rng)
         if matrix is None:  # not checked above (a non-private fit, or the moment start's own checks)
-            matrix = self._check_counts(X)
-        exp_elog_beta = np.exp(dirichlet_expectation(lam))
-        order = np.arange(0)
-        per_pass = math.ceil(n_docs / S)
-        # refreshed every ``miniters`` steps, never on a timer, and without times or rates: what
-        # is printed must not depend on how long the (data-dependent) E-steps took
-        steps = progress_bar(
-            range(n_steps), desc="DP-VI steps" if source else "VI steps", enabled=self.verbose,
-            mininterval=0.0, maxinterval=math.inf, miniters=max(1, n_steps // 50),
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}",
-        )  # fmt: skip
-        for step in steps:
-            if source is None:  # non-private: shuffled passes, batches of S (the last may be smaller)
-                if step % per_pass == 0:
-                    order = rng.permutation(n_docs)
-                j = step % per_pass
-                batch = np.sort(order[j * S : (j + 1) * S])
-                init = rng.gamma(100.0, 0.01, (batch.size, k))
-            else:
-                batch = (
-                    fixed_size_sample(source, n_docs, S)
-                    if self.accountant == "paper"
-                    else poisson_sample(source, n_docs, min(1.0, S / n_docs))
-                )
-                init = source.gamma(100.0, 0.01, (batch.size, k))
-            _, sstats = e_step(
-                matrix[batch], exp_elog_beta, alpha, init, int(self.max_doc_update_iter),
-                float(self.mean_change_tol), clip, True,
-            )  # fmt: skip
-            if source is None:
-                scaled = sstats * (n_docs / max(batch.size, 1))
-            else:
-                released = source.add_gaussian(sstats / S, sigma)
-                if self.accountant == "paper":  # the authors' post-processing: zero each release
-                    np.maximum(released, 0.0, out=released)
-                scaled = n_docs * released
-            rho = (float(self.learning_offset) + n_batch_iter) ** (-float(self.learning_decay))
-            lam = (1.0 - rho) * lam + rho * (eta + scaled)
-            if source is not None and self.accountant != "paper":
-                # post-processing after the average: the noise of many releases averages out
-                # before the floor, where zeroing each release would add a bias of about
-                # 0.4 N sigma to every entry whose statistic is zero
-                np.maximum(lam, eta, out=lam)
-                noise_var = (1.0 - rho) ** 2 * noise_var + (rho * n_docs * sigma) ** 2
-            exp_elog_beta = np.exp(dirichlet_expectation(lam))
-            n_batch_iter += 1
+            matrix = bounded_counts(X, settings.max_doc_length)
+        fitted = dp_variational_lda(matrix, lam, settings, rng, source=source, n_batch_iter=n_batch_iter,
+                                    verbose=self.verbose)  # fmt: skip
         if source is None:
             self.guarantee_ = None
-        self.components_, self.exp_dirichlet_component_ = lam, exp_elog_beta
-        self.doc_topic_prior_, self.topic_word_prior_ = alpha, eta
-        self.n_batch_iter_, self.n_iter_ = n_batch_iter, n_passes
-        self.n_features_in_, self.n_documents_ = int(lam.shape[1]), n_docs
-        if source is not None and self.accountant != "paper":
-            lam = shrink_noise(lam, math.sqrt(noise_var), eta)
-            exp_elog_beta = np.exp(dirichlet_expectation(lam))
-        self.clip_, self.noise_std_, self.random_state_ = clip, sigma, rng
+        self.components_, self.exp_dirichlet_component_ = fitted.components, fitted.exp_dirichlet_component
+        self.doc_topic_prior_, self.topic_word_prior_ = settings.doc_topic_prior, settings.topic_word_prior
+        self.n_batch_iter_, self.n_iter_ = fitted.n_batch_iter, settings.n_passes
+        self.n_features_in_, self.n_documents_ = int(fitted.components.shape[1]), n_docs
+        self.clip_, self.noise_std_, self.random_state_ = settings.clip, settings.noise_std, rng
         if not continuing:  # a continuing call releases no moments: the first call's start stays
             self.moment_model_ = moment_model
-        self.lambda_noise_std_ = math.sqrt(noise_var)
+        self.lambda_noise_std_ = fitted.lambda_noise_std
 
     @classmethod
     def from_components(cls, components: object, **params: object) -> DPVariationalLDA:
         """A fitted model from saved variational parameters ``lambda`` (``K x V``) and parameters.
 
         For inference only (``transform``, ``score``, ``perplexity``, ``top_words``); the
-        guarantee of the fit that produced ``lambda`` is not restored.
+        guarantee of the fit that produced ``lambda`` is not restored. ``params`` are named flatly
+        (``max_doc_length=80`` as well as ``options=...``:
+        :func:`~dptensor.models._options.build_estimator`), as a model file records them.
         """
         lam = np.asarray(components, dtype=np.float64)
         if lam.ndim != 2 or not np.all(np.isfinite(lam)) or np.any(lam <= 0):
             raise ValueError("components must be a 2-D array of positive, finite variational parameters")
-        model = cls(**{"n_components": lam.shape[0], **params})
+        model = build_estimator(cls, **{"n_components": lam.shape[0], **params})
         if int(model.n_components) != lam.shape[0]:
             raise ValueError(f"components has {lam.shape[0]} rows but n_components={model.n_components}")
         k = lam.shape[0]
@@ -707,11 +634,13 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
     def _unnormalized_doc_topic(self, matrix: sp.csr_matrix) -> np.ndarray:
         """``gamma`` for every document (E-step from ``gamma = 1``, as scikit-learn's transform)."""
         k = int(self.n_components)
+        options = self._options()
         gamma = np.ones((matrix.shape[0], k))
         for start, stop in document_chunks(matrix, k):
             gamma[start:stop], _ = e_step(
                 matrix[start:stop], self.exp_dirichlet_component_, self.doc_topic_prior_,
-                gamma[start:stop], int(self.max_doc_update_iter), float(self.mean_change_tol), None, False,
+                gamma[start:stop], int(options.max_doc_update_iter), float(options.mean_change_tol), None,
+                False,
             )  # fmt: skip
         return gamma
 
@@ -719,16 +648,16 @@ class DPVariationalLDA(PrivateEstimatorMixin, FittedTopicsMixin, BaseEstimator):
         """Document-topic proportions: the variational ``gamma`` of each document, normalised.
 
         The output is about the documents passed (it is not a private release of them). When a
-        maximum document length is in force (``max_doc_length``, or the default of a private
-        fit), longer documents are read as the fit read them, scaled down to that length (so no
-        finite count overflows).
+        maximum document length is in force (``options.max_doc_length``, or the default of a
+        private fit), longer documents are read as the fit read them, scaled down to that length
+        (so no finite count overflows).
 
         Returns
         -------
         ndarray of shape (n_documents, n_components), rows on the simplex
         """
         matrix = self._check_transform_input(X)
-        length = self._max_doc_length()
+        length = self._max_doc_length(self._options())
         if length is not None:
             matrix = bound_document_lengths(matrix, length)
         gamma = self._unnormalized_doc_topic(matrix)

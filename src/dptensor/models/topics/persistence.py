@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from dptensor._files import atomic_path, check_binary, write_json
+from dptensor.models._options import flat_params
 from dptensor.models.topics.dp_vi import DPVariationalLDA
 from dptensor.models.topics.inference import TopicModelInference
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
@@ -74,9 +75,11 @@ def save_model(
     """
     path = Path(path)
     skip = {"random_state", "noise", "ledger", "verbose", "public_corpus"}  # data, not settings
+    vi = isinstance(model, DPVariationalLDA)  # its options flat; the research wing's subclass under its name
+    params = flat_params(model) if vi else model.get_params()
     meta = {
-        "model": type(model).__name__,
-        "params": {k: v for k, v in model.get_params().items() if k not in skip},
+        "model": "DPVariationalLDA" if vi else type(model).__name__,
+        "params": {k: v for k, v in params.items() if k not in skip},
         "n_documents": model.n_documents_,
         "source": corpus.source,
         # how plain text was split into words (None: a count matrix); lda transform splits new text alike
@@ -204,7 +207,8 @@ def read_model_file(
     if not isinstance(meta, dict) or "params" not in meta:
         raise ValueError(f"{path} has no 'params': it is not {written_by}")
     if meta.get("model") == "DPVariationalLDA":
-        return DPVariationalLDA.from_components(components, **meta["params"]), vocabulary, meta
+        model = DPVariationalLDA.from_components(components, **_vi_params(meta["params"], components))
+        return model, vocabulary, meta
     classes = {"SpectralLDA": SpectralLDA, "PrivateSpectralLDA": PrivateSpectralLDA}
     if meta.get("model") not in classes:
         raise ValueError(f"{path} is not a SpectralLDA, PrivateSpectralLDA or DPVariationalLDA model file")
@@ -230,3 +234,15 @@ def read_model_file(
         model.whitening_alignment_ = None if saved is None else np.asarray(saved, dtype=np.float64)
         model.topic_recovery_ = meta.get("topic_recovery", "tensor")  # files before it: the tensor step
     return model, vocabulary, meta
+
+
+def _vi_params(params: dict, components: object) -> dict:
+    """A DP-VI file's flat parameters for :meth:`DPVariationalLDA.from_components`.
+
+    ``accountant`` (written by ``accountant="paper"`` fits, now the research wing's) is dropped: its
+    one effect on inference, the default prior ``1/K`` of a private paper-mode fit, is made explicit.
+    """
+    params = dict(params)
+    if params.pop("accountant", "exact") == "paper" and params.get("doc_topic_prior") is None:
+        params["doc_topic_prior"] = 1.0 / np.asarray(components).shape[0]
+    return params

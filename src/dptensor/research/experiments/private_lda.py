@@ -46,6 +46,7 @@ from dptensor.metrics import matched_topic_l1
 from dptensor.models.topics._lda_whitening import top_eigenpairs
 from dptensor.models.topics._third_moment import whitened_third_moment
 from dptensor.models.topics.dp_vi import DPVariationalLDA
+from dptensor.models.topics.dp_vi_options import DPVIOptions
 from dptensor.models.topics.moments import LDASecondMoment, prepare_counts
 from dptensor.models.topics.private_spectral import PrivateSpectralLDA
 from dptensor.models.topics.spectral import SpectralLDA, decompose_whitened_tensor
@@ -96,8 +97,8 @@ def _fit_spectral(options: dict | None, counts, k, alpha0, epsilon, seed) -> np.
 
 def _fit_vi(counts, k, alpha0, epsilon, seed, n_passes) -> np.ndarray:
     private = {} if epsilon is None else {"epsilon": epsilon, "delta": DELTA}
-    model = DPVariationalLDA(k, doc_topic_prior=alpha0 / k, batch_size=min(1000, counts.shape[0]),
-                             n_passes=n_passes, clip=None, random_state=seed, **private)  # fmt: skip
+    options = DPVIOptions(batch_size=min(1000, counts.shape[0]), n_passes=n_passes, clip=None)
+    model = DPVariationalLDA(k, doc_topic_prior=alpha0 / k, random_state=seed, options=options, **private)
     return model.fit(counts).components_
 
 
