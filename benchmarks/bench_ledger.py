@@ -249,9 +249,13 @@ def server_benchmark(url: str | None, n_server: int, n_file: int) -> dict:
         stress_stats = run_stress(f"{base}?dataset=stress")  # (a new database for every run: see below)
         print(f"server stress: {stress_stats['attempted']} attempted, {stress_stats['accepted']} accepted, "
               f"{stress_stats['refused']} refused, {stress_stats['seconds']:.2f} s")  # fmt: skip
+        import psycopg
         from test_privacy_ledger_server_pool import two_pools
 
-        pooled = run_stress(f"{base}?dataset=pooled_stress", n_processes=2, n_attempts=50, n_threads=4,
+        pooled_db = f"{base.rsplit('/', 1)[0]}/pooled_{uuid.uuid4().hex[:8]}"  # (stress: run_stress)
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {pooled_db.rsplit('/', 1)[1]}")  # (a generated name)
+        pooled = run_stress(f"{pooled_db}?dataset=stress", n_processes=2, n_attempts=50, n_threads=4,
                             ledgers=two_pools)  # fmt: skip
         print(f"pooled stress (2 processes x 4 threads on two pools of 2 connections): {pooled['attempted']} "
               f"attempted, {pooled['accepted']} accepted, {pooled['refused']} refused, "
