@@ -122,7 +122,9 @@ class PrivateTopicModel(TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> texts = ["tensor power method", "power iteration of a tensor"] * 2000
-    >>> m = PrivateTopicModel(2, epsilon=2.0, delta=1e-6, n_words=5, model=DPVariationalLDA(2, n_passes=1))
+    >>> from dptensor.models.topics.dp_vi_options import DPVIOptions
+    >>> vi = DPVariationalLDA(2, options=DPVIOptions(n_passes=1))
+    >>> m = PrivateTopicModel(2, epsilon=2.0, delta=1e-6, n_words=5, model=vi)
     >>> m = m.fit(texts)
     >>> round(m.guarantee_.epsilon, 3) <= 2.0
     True

@@ -56,7 +56,7 @@ from dptensor.privacy.errors import LedgerError
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger._budget import SERVER_BACKENDS, BudgetLedger, _check_options
 from dptensor.privacy.ledger._events import _decode_cached
-from dptensor.privacy.ledger._postgres_pool import is_pool_timeout
+from dptensor.privacy.ledger._postgres_pool import _INHERITED, is_pool_timeout
 from dptensor.privacy.ledger._postgres_schema import GRANTS, INSTALL, INSTALL_LOCK, SERVER_FORMAT
 from dptensor.privacy.ledger._records import Charge
 from dptensor.privacy.ledger._seen import SeenLedgers
@@ -78,8 +78,6 @@ _OWN_PARAMETERS = ("dataset",)
 _COLUMNS_SQL = ", ".join(f'"{name}"' for name in _STORED_COLUMNS)  # constant names, never user input
 # connection errors that a retry cannot mend (the others -- refused, reset, the server starting -- may pass)
 _PERMANENT = re.compile(r"authentication failed|does not exist|no pg_hba\.conf entry|permission denied", re.I)
-# connections a forked child inherited: kept referenced so that the child never closes them
-_INHERITED: list[object] = []
 
 
 def _psycopg():  # noqa: ANN202 - the module

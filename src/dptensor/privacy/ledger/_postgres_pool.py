@@ -36,6 +36,10 @@ from typing import Any
 
 from dptensor.privacy.errors import LedgerError
 
+# server connections a forked child inherited (the ledger's own and its pools'): kept referenced so
+# that the child never closes them
+_INHERITED: list[object] = []
+
 __all__ = ["LedgerPool", "is_pool_timeout"]
 
 
@@ -110,8 +114,6 @@ class LedgerPool:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from dptensor.privacy.ledger._postgres import _INHERITED
-
         self.__dict__.update(state, _held=threading.local(), _inherited=_INHERITED, _pid=os.getpid())
 
     # ------------------------------------------------------------------ the pool
