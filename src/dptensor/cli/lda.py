@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import clone
 
 from dptensor.cli._lda_options import (
     ALPHA0_HELP,
@@ -656,7 +657,9 @@ def _run_private_text_fit(
     if documents is None:
         documents = read_text_documents(path, encoding=args.encoding, private=True)
     if isinstance(text.model, PrivateSpectralLDA):  # the verdict, on the linear split (public)
-        check_prediction(args, build_private_model(args), len(documents), args.private_vocab)
+        linear = clone(text.model).set_params(epsilon=args.epsilon * (1 - budget.vocabulary_share),
+                                              delta=args.delta * (1 - budget.vocabulary_share))
+        check_prediction(args, linear, len(documents), args.private_vocab)
     corpus, vocabulary_guarantee = _fit_text_model(args, text, budget, documents, path)
     progress_line(f"{len(documents)} documents, {len(corpus.vocabulary)} words (public)", args.quiet)
     model = text.model_
