@@ -56,7 +56,7 @@ from dptensor.privacy.errors import LedgerError
 from dptensor.privacy.guarantee import PrivacyGuarantee
 from dptensor.privacy.ledger._budget import SERVER_BACKENDS, BudgetLedger, _check_options
 from dptensor.privacy.ledger._events import _decode_cached
-from dptensor.privacy.ledger._postgres_pool import _INHERITED, is_pool_timeout
+from dptensor.privacy.ledger._postgres_pool import _INHERITED, is_pool_timeout, optional_module
 from dptensor.privacy.ledger._postgres_schema import GRANTS, INSTALL, INSTALL_LOCK, SERVER_FORMAT
 from dptensor.privacy.ledger._records import Charge
 from dptensor.privacy.ledger._seen import SeenLedgers
@@ -81,14 +81,7 @@ _PERMANENT = re.compile(r"authentication failed|does not exist|no pg_hba\.conf e
 
 
 def _psycopg():  # noqa: ANN202 - the module
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise LedgerError(
-            "a budget ledger on a PostgreSQL server needs psycopg 3, which is not installed: "
-            "pip install 'dptensor[server]'"
-        ) from exc
-    return psycopg
+    return optional_module("psycopg", "a budget ledger on a PostgreSQL server needs psycopg 3")
 
 
 def parse_url(url: str, dataset: str | None) -> tuple[str, str, str]:

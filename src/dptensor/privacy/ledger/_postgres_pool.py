@@ -43,15 +43,19 @@ _INHERITED: list[object] = []
 __all__ = ["LedgerPool", "is_pool_timeout"]
 
 
-def _psycopg_pool():  # noqa: ANN202 - the module
+def optional_module(name: str, needs: str) -> Any:
+    """Import ``name`` (an optional dependency of the server ledger), or say how to install it."""
+    import importlib
+
     try:
-        import psycopg_pool
+        return importlib.import_module(name)
     except ImportError as exc:
-        raise LedgerError(
-            "a connection pool for a budget ledger on a server needs psycopg_pool, which is not "
-            "installed: pip install 'dptensor[server]'"
-        ) from exc
-    return psycopg_pool
+        raise LedgerError(f"{needs}, which is not installed: pip install 'dptensor[server]'") from exc
+
+
+def _psycopg_pool():  # noqa: ANN202 - the module
+    return optional_module("psycopg_pool",
+                           "a connection pool for a budget ledger on a server needs psycopg_pool")
 
 
 def is_pool_timeout(exc: BaseException) -> bool:
